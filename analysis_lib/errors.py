@@ -1,0 +1,24 @@
+"""Errors shared by the library."""
+
+from __future__ import annotations
+
+
+class OfflineError(ValueError):
+    """A model or corpus must be downloaded from a hub, and this machine cannot reach it.
+
+    The message names the resource and the ways to get it: go online once (the download is
+    then cached by Hugging Face), pre-download it on another machine into the Hugging Face
+    cache, or pass a local path.
+    """
+
+
+def offline_message(kind: str, name: str, error: BaseException | None = None) -> str:
+    """The text of an :class:`OfflineError` for a ``kind`` ('model', 'corpus') named ``name``."""
+    reason = f" ({type(error).__name__}: {str(error).splitlines()[0][:200]})" if error else ""
+    return (
+        f"the {kind} {name!r} is not available offline and could not be downloaded{reason}. "
+        "To use it: run once with internet access (it is then cached by Hugging Face), or "
+        "download it elsewhere and copy the Hugging Face cache (HF_HOME) here, or pass the path "
+        f"of a local folder that holds it. Offline {kind}s that always work are listed by "
+        "analysis_lib.models.OFFLINE_MODELS and analysis_lib.corpora.OFFLINE_CORPORA."
+    )

@@ -1,0 +1,361 @@
+"""One forward pass over a corpus -> per-layer arrays of words, sentences and attention.
+
+:func:`extract` tokenises every sentence of a :class:`~analysis_lib.corpora.Corpus` (already
+split into words), runs the model once over length-sorted batches (so little is padded), and
+returns an :class:`Extraction` holding, for every layer including the embedding layer:
+
+* per-word vectors, one row per word of the corpus in order, pooled from the word's subwords
+  by its ``last`` subword (Liu et al. 2019, as Wu et al. 2020), its ``first``, or their
+  ``mean``;
+* sentence vectors: the ``first`` token (``[CLS]`` for BERT-like models) and the ``mean`` over
+  the sentence's real tokens, special tokens included, padding never;
+* optionally, per-sentence word-level attention maps (Clark et al. 2019): the attention *to* a
+  word is the sum over its subwords, the attention *from* a word the mean over its subwords.
+  Special tokens are never rows. With ``special_tokens="drop"`` their columns are removed and
+  every row renormalised; with ``"keep"`` each special token is an extra column after the
+  words, in token order. Either way each row sums to 1.
+
+Results are cached on disk (:mod:`analysis_lib.cache`) under a key of the model's
+fingerprint, the corpus's content, the options and the library version.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .cache import ArrayCache, make_key
+from .corpora import Corpus
+from .models import LoadedModel, ModelInfo, load
+
+WORD_POOLING = ("last", "first", "mean")
+SPECIAL_TOKENS = ("drop", "keep")
+
+
+@dataclass
+class Extraction:
+    """Per-layer arrays of one model on one corpus.
+
+    Attributes
+    ----------
+    info : ModelInfo
+    words : numpy.ndarray, shape (n_layers, n_words, hidden), float32
+        ``words[l]`` is layer ``l`` (0 = embeddings); rows are the corpus's words in order.
+    sentence_first, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences, hidden)
+        First-token and mean-over-real-tokens sentence vectors.
+    word_sentence : numpy.ndarray of int, shape (n_words,)
+        Sentence index of each word row.
+    word_position : numpy.ndarray of int, shape (n_words,)
+        Position of each word row within its sentence.
+    attention : list of numpy.ndarray, or None
+        One array per sentence, shape (n_attention_layers, heads, w, w + s): w the sentence's
+        (kept) words, s its special tokens when kept.
+    n_truncated : int
+        Sentences cut to the model's maximum length (their cut words have no rows).
+    options : dict
+        The options the arrays were computed with.
+    """
+
+    info: ModelInfo
+    words: np.ndarray
+    sentence_first: np.ndarray
+    sentence_mean: np.ndarray
+    word_sentence: np.ndarray
+    word_position: np.ndarray
+    attention: list[np.ndarray] | None = None
+    n_truncated: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_layers(self) -> int:
+        return self.words.shape[0]
+
+    def layers(self, kind: str = "words") -> list[np.ndarray]:
+        """The per-layer arrays as a list, ready for ``similarity.pairwise``.
+
+        ``kind`` is ``"words"``, ``"first"`` (first-token sentence vectors) or ``"mean"``.
+        """
+        source = {"words": self.words, "first": self.sentence_first,
+                  "mean": self.sentence_mean}
+        if kind not in source:
+            raise ValueError(f"kind must be one of {sorted(source)}, got {kind!r}")
+        return list(source[kind])
+
+    def attention_layer(self, layer: int) -> list[np.ndarray]:
+        """Per-sentence maps (heads x w x w') of attention layer ``layer`` (0-based over the
+        ``n_attention_layers`` transformer layers)."""
+        if self.attention is None:
+            raise ValueError("this extraction has no attention; call extract(..., attention=True)")
+        n = self.info.n_attention_layers
+        if not -n <= layer < n:
+            raise IndexError(f"attention layer {layer} out of range for {n} layers")
+        return [a[layer] for a in self.attention]
+
+
+def extract(
+    model: str | LoadedModel,
+    corpus: Corpus,
+    *,
+    word_pooling: str = "last",
+    attention: bool = False,
+    special_tokens: str = "drop",
+    batch_size: int = 32,
+    max_length: int | None = None,
+    sort_by_length: bool = True,
+    cache: bool = True,
+    cache_dir: str | None = None,
+    progress: bool = True,
+    **load_options: Any,
+) -> Extraction:
+    """Run ``model`` over ``corpus`` once and return every layer's arrays.
+
+    Parameters
+    ----------
+    model : str or LoadedModel
+        A name for :func:`analysis_lib.models.load` (with ``load_options``) or a loaded model.
+    corpus : Corpus
+    word_pooling : {'last', 'first', 'mean'}
+        How a word's subword vectors become one row.
+    attention : bool
+        Also return word-level attention maps (memory: heads x w x w per sentence and layer).
+    special_tokens : {'drop', 'keep'}
+        Attention only: remove special-token columns and renormalise, or keep them as columns.
+    batch_size : int
+        Sentences per forward pass.
+    max_length : int, optional
+        Token limit (default and upper bound: the model's maximum). Longer sentences are cut
+        with a warning that says how many; their cut words get no rows.
+    sort_by_length : bool
+        Batch sentences of similar length together (results are identical either way; only
+        the speed changes).
+    cache, cache_dir : bool, path
+        Read and write the on-disk cache (see :mod:`analysis_lib.cache`).
+    progress : bool
+        Show a progress bar.
+
+    Raises
+    ------
+    ValueError
+        Empty corpus, unknown option values, non-positive sizes.
+    """
+    if not isinstance(corpus, Corpus):
+        raise TypeError(f"corpus must be a corpora.Corpus, got {type(corpus).__name__}; "
+                        "wrap a list of sentences with corpora.from_sentences(...)")
+    if len(corpus) == 0 or corpus.n_words == 0:
+        raise ValueError("the corpus is empty: load at least one sentence with words")
+    if word_pooling not in WORD_POOLING:
+        raise ValueError(f"word_pooling must be one of {WORD_POOLING}, got {word_pooling!r}")
+    if special_tokens not in SPECIAL_TOKENS:
+        raise ValueError(f"special_tokens must be one of {SPECIAL_TOKENS}, got {special_tokens!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
+    info = loaded.info
+    limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
+    if limit < 3:
+        raise ValueError(f"max_length must be at least 3 tokens, got {max_length!r}")
+    options = {"word_pooling": word_pooling, "attention": attention,
+               "special_tokens": special_tokens if attention else None, "max_length": limit}
+    key = make_key(kind="extract", model=info.fingerprint, corpus=corpus.fingerprint(),
+                   **options)
+    store = ArrayCache("extract", cache_dir) if cache else None
+    if store is not None:
+        hit = store.load(key)
+        if hit is not None:
+            return _unpack(info, hit[0], hit[1], options)
+    arrays, meta = _run(loaded, corpus, limit, word_pooling, attention, special_tokens,
+                        batch_size, sort_by_length, progress)
+    if store is not None:
+        store.save(key, arrays, meta)
+    return _unpack(info, arrays, meta, options)
+
+
+def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any],
+            options: dict[str, Any]) -> Extraction:
+    maps = None
+    if "attention_flat" in arrays:
+        flat, shapes = arrays["attention_flat"], arrays["attention_shapes"]
+        sizes = np.prod(shapes, axis=1)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        maps = [flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
+    return Extraction(
+        info=info, words=arrays["words"], sentence_first=arrays["sentence_first"],
+        sentence_mean=arrays["sentence_mean"], word_sentence=arrays["word_sentence"],
+        word_position=arrays["word_position"], attention=maps,
+        n_truncated=int(meta["n_truncated"]), options=options,
+    )
+
+
+@dataclass
+class _Encoded:
+    ids: list[int]
+    word_ids: list[int | None]
+    n_words: int  # words of the sentence that have tokens (after truncation)
+
+
+def _encode(tokenizer, corpus: Corpus, limit: int) -> tuple[list[_Encoded], int]:
+    """Tokenise every sentence; replace words that yield no token by the unknown token;
+    truncate over-long sentences."""
+    unk = tokenizer.unk_token or "?"
+    sentences = [list(s) for s in corpus.sentences]
+    encoded = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True)
+    out, n_cut = [], 0
+    for i, words in enumerate(sentences):
+        ids, wids = encoded["input_ids"][i], encoded.word_ids(i)
+        present = {w for w in wids if w is not None}
+        if len(present) < len(words):
+            words = [w if j in present else unk for j, w in enumerate(words)]
+            single = tokenizer([words], is_split_into_words=True, add_special_tokens=True)
+            ids, wids = single["input_ids"][0], single.word_ids(0)
+        if len(ids) > limit:
+            n_cut += 1
+            single = tokenizer([words], is_split_into_words=True, add_special_tokens=True,
+                               truncation=True, max_length=limit)
+            ids, wids = single["input_ids"][0], single.word_ids(0)
+            # a word whose subwords were split by the cut is dropped entirely
+            last = max(w for w in wids if w is not None)
+            full = tokenizer([words[: last + 1]], is_split_into_words=True,
+                             add_special_tokens=False)["input_ids"][0]
+            kept = sum(1 for w in wids if w is not None)
+            if len(full) != kept:
+                wids = [None if w == last else w for w in wids]
+        n_words = len({w for w in wids if w is not None})
+        if any(w is not None and w >= n_words for w in wids):
+            raise AssertionError("word ids are not contiguous from 0")
+        out.append(_Encoded(list(ids), list(wids), n_words))
+    return out, n_cut
+
+
+def _batches(lengths: np.ndarray, batch_size: int, sort: bool) -> list[np.ndarray]:
+    order = np.argsort(-lengths, kind="stable") if sort else np.arange(len(lengths))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attention: bool,
+         special: str, batch_size: int, sort: bool, progress: bool):
+    model, tokenizer, info = loaded
+    encoded, n_cut = _encode(tokenizer, corpus, limit)
+    if n_cut:
+        warnings.warn(
+            f"{n_cut} of {len(corpus)} sentences are longer than {limit} tokens and were cut; "
+            "their cut words have no rows (see Extraction.word_sentence/word_position)",
+            UserWarning, stacklevel=3)
+    n_sent = len(encoded)
+    counts = np.array([e.n_words for e in encoded])
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    n_rows, L, D = int(starts[-1]), info.n_layers, info.hidden_size
+    words = np.empty((L, n_rows, D), dtype=np.float32)
+    first = np.empty((L, n_sent, D), dtype=np.float32)
+    mean = np.empty((L, n_sent, D), dtype=np.float32)
+    maps: list[np.ndarray | None] = [None] * n_sent
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    lengths = np.array([len(e.ids) for e in encoded])
+    batches = _batches(lengths, batch_size, sort)
+    bar = tqdm(total=n_sent, desc=f"extract {info.name}", unit="sent", disable=not progress)
+    with torch.inference_mode():
+        for batch in batches:
+            T = int(lengths[batch].max())
+            ids = torch.full((len(batch), T), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), T), dtype=torch.long)
+            for r, s in enumerate(batch):
+                ids[r, : lengths[s]] = torch.tensor(encoded[s].ids)
+                mask[r, : lengths[s]] = 1
+            out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                        output_attentions=attention)
+            hidden = torch.stack(out.hidden_states).float().numpy()  # (L, B, T, D)
+            _pool_words(hidden, batch, encoded, starts, pooling, words)
+            first[:, batch] = hidden[:, :, 0]
+            m = mask.numpy().astype(np.float64)
+            sums = np.einsum("lbtd,bt->lbd", hidden, m, dtype=np.float64)
+            mean[:, batch] = sums / m.sum(axis=1)[None, :, None]
+            if attention:
+                if not out.attentions:
+                    raise RuntimeError(
+                        f"model {info.name} returned no attentions; load it with "
+                        "attn_implementation='eager' (models.load does this)")
+                att = torch.stack(out.attentions).float().numpy()  # (La, B, H, T, T)
+                for r, s in enumerate(batch):
+                    maps[s] = word_attention(att[:, r, :, : lengths[s], : lengths[s]],
+                                             encoded[s].word_ids, special)
+            bar.update(len(batch))
+    bar.close()
+    arrays = {"words": words, "sentence_first": first, "sentence_mean": mean,
+              "word_sentence": np.repeat(np.arange(n_sent), counts),
+              "word_position": np.concatenate([np.arange(c) for c in counts]).astype(np.int64)}
+    if attention:
+        arrays["attention_flat"] = np.concatenate([m.ravel() for m in maps])
+        arrays["attention_shapes"] = np.array([m.shape for m in maps], dtype=np.int64)
+    return arrays, {"n_truncated": n_cut, "model": info.to_dict(), "corpus": corpus.meta}
+
+
+def _pool_words(hidden: np.ndarray, batch: np.ndarray, encoded: list[_Encoded],
+                starts: np.ndarray, pooling: str, out: np.ndarray) -> None:
+    """Write the pooled word rows of one batch into ``out`` (L, n_rows, D)."""
+    L, B, T, D = hidden.shape
+    flat = hidden.reshape(L, B * T, D)
+    token_index, group_start, rows = [], [], []
+    offset = 0
+    for r, s in enumerate(batch):
+        wids = np.array([-1 if w is None else w for w in encoded[s].word_ids])
+        pos = np.flatnonzero(wids >= 0)
+        sub = wids[pos]
+        boundaries = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
+        if pooling == "first":
+            chosen = pos[boundaries]
+        elif pooling == "last":
+            chosen = pos[np.r_[boundaries[1:] - 1, len(sub) - 1]]
+        else:
+            chosen = pos
+            group_start.append(boundaries + offset)
+        offset += len(chosen)
+        token_index.append(chosen + r * T)
+        rows.append(np.arange(starts[s], starts[s + 1]))
+    gathered = flat[:, np.concatenate(token_index)]
+    if pooling == "mean":
+        bounds = np.concatenate(group_start)
+        sizes = np.diff(np.r_[bounds, gathered.shape[1]])
+        gathered = np.add.reduceat(gathered.astype(np.float64), bounds, axis=1)
+        gathered = (gathered / sizes[None, :, None]).astype(np.float32)
+    out[:, np.concatenate(rows)] = gathered
+
+
+def word_attention(att: np.ndarray, word_ids: list[int | None], special: str = "drop"
+                   ) -> np.ndarray:
+    """Aggregate token attention to word attention (Clark et al. 2019).
+
+    Parameters
+    ----------
+    att : numpy.ndarray, shape (layers, heads, t, t)
+        Token-level attention of one sentence (rows sum to 1).
+    word_ids : list of int or None, length t
+        Word index of each token, None for special tokens.
+    special : {'drop', 'keep'}
+        Drop special-token columns and renormalise rows, or keep them as extra columns.
+
+    Returns
+    -------
+    numpy.ndarray, shape (layers, heads, w, w) or (layers, heads, w, w + s)
+        Row i: attention from word i (mean over its subwords) to each word (sum over its
+        subwords), then to each special token when kept. Rows sum to 1.
+    """
+    wids = np.array([-1 if w is None else w for w in word_ids])
+    n_words = int(wids.max()) + 1 if (wids >= 0).any() else 0
+    specials = np.flatnonzero(wids < 0)
+    cols = n_words + (len(specials) if special == "keep" else 0)
+    to_col = np.zeros((len(wids), cols), dtype=np.float64)
+    real = np.flatnonzero(wids >= 0)
+    to_col[real, wids[real]] = 1.0
+    if special == "keep":
+        to_col[specials, n_words + np.arange(len(specials))] = 1.0
+    from_row = np.zeros((n_words, len(wids)), dtype=np.float64)
+    from_row[wids[real], real] = 1.0
+    from_row /= from_row.sum(axis=1, keepdims=True)
+    words = from_row @ att.astype(np.float64) @ to_col
+    if special == "drop":
+        words /= words.sum(axis=-1, keepdims=True)
+    return words.astype(np.float32)

@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+
+from analysis_lib import corpora
+from analysis_lib.errors import OfflineError
+
+
+def test_tweets_are_decoded_deduplicated_and_labelled():
+    full = corpora.load_corpus("tweets")
+    assert 36_000 < len(full) < 38_158  # duplicates removed from the 38,158 rows
+    assert len(set(full.texts)) == len(full)
+    assert full.label_names == ["negative", "neutral", "positive"]
+    assert set(np.unique(full.labels)) == {0, 1, 2}
+    assert all(len(s) >= 1 for s in full.sentences)
+
+
+def test_bbc_sentences_have_five_topics_and_units():
+    sents = corpora.load_corpus("bbc-news")
+    heads = corpora.load_corpus("bbc-news", unit="headline")
+    assert len(heads) == 2225
+    assert len(sents) > 10 * len(heads)
+    assert sents.label_names == corpora.BBC_TOPICS
+    assert set(np.unique(sents.labels)) == set(range(5))
+
+
+def test_sampling_is_deterministic_and_seeded():
+    a = corpora.load_corpus("tweets", n=50, seed=3)
+    b = corpora.load_corpus("tweets", n=50, seed=3)
+    c = corpora.load_corpus("tweets", n=50, seed=4)
+    assert a.texts == b.texts and a.fingerprint() == b.fingerprint()
+    assert a.texts != c.texts
+    assert np.array_equal(a.labels, b.labels)
+
+
+def test_word_filters():
+    c = corpora.load_corpus("bbc-news", n=30, min_words=5, max_words=12)
+    assert all(5 <= len(s) <= 12 for s in c.sentences)
+
+
+def test_words_of_keeps_urls_numbers_and_punctuation():
+    assert corpora.words_of("Cost: $3.50 at http://x.co/a?b=1, isn't it?") == [
+        "Cost", ":", "$", "3.50", "at", "http://x.co/a?b=1", ",", "isn't", "it", "?"]
+    assert corpora.words_of("zero\u200bwidth  tab\tnew\nline") == ["zerowidth", "tab", "new",
+                                                                    "line"]
+
+
+def test_from_sentences_and_file(tmp_path):
+    c = corpora.from_sentences(["a b", "c"], labels=["x", "y"])
+    assert c.sentences == [["a", "b"], ["c"]] and c.label_names == ["x", "y"]
+    assert list(c.labels) == [0, 1]
+    pre = corpora.from_sentences([["New", "York"], ["is"]])
+    assert pre.sentences == [["New", "York"], ["is"]]
+    file = tmp_path / "mine.txt"
+    file.write_text("first line .\n\nsecond one\n", encoding="utf-8")
+    f = corpora.from_file(file)
+    assert f.sentences == [["first", "line", "."], ["second", "one"]] and f.name == "mine"
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    ([], ValueError, "empty"),
+    ("one string", TypeError, "list of strings"),
+    (["ok", "   "], ValueError, "no words"),
+])
+def test_from_sentences_bad_input(bad, error, match):
+    with pytest.raises(error, match=match):
+        corpora.from_sentences(bad)
+
+
+def test_unknown_corpus_lists_valid_names():
+    with pytest.raises(ValueError, match="unknown corpus 'nope'.*bbc-news.*tweets"):
+        corpora.load_corpus("nope")
+
+
+def test_too_many_sentences_requested():
+    with pytest.raises(ValueError, match="too many"):
+        corpora.load_corpus("bbc-news", unit="headline", n=5000)
+
+
+def test_hub_corpus_offline_gives_offline_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("Couldn't reach the Hugging Face Hub (offline mode is enabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    with pytest.raises(OfflineError, match="'ptb' is not available offline"):
+        corpora.load_corpus("ptb", n=10)
