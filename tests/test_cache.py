@@ -1,0 +1,120 @@
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+
+from analysis_lib import corpora, extract
+from analysis_lib.cache import ArrayCache, default_root, make_key
+
+
+def _count_forwards(model):
+    calls = []
+    handle = model.register_forward_pre_hook(lambda *args: calls.append(1))
+    return calls, handle
+
+
+def test_second_call_reads_from_disk(tiny_models, tricky_corpus, tmp_path):
+    loaded = tiny_models["bert"]
+    calls, handle = _count_forwards(loaded.model)
+    try:
+        first = extract.extract(loaded, tricky_corpus, attention=True, cache_dir=tmp_path,
+                                progress=False)
+        n = len(calls)
+        assert n > 0
+        second = extract.extract(loaded, tricky_corpus, attention=True, cache_dir=tmp_path,
+                                 progress=False)
+        assert len(calls) == n  # no forward pass
+        np.testing.assert_array_equal(first.words, second.words)
+        for a, b in zip(first.attention, second.attention):
+            np.testing.assert_array_equal(a, b)
+        extract.extract(loaded, tricky_corpus, attention=True, word_pooling="mean",
+                        cache_dir=tmp_path, progress=False)
+        assert len(calls) > n  # a changed option misses
+    finally:
+        handle.remove()
+
+
+def _damage(entry, how):
+    file = entry / "words.npy"
+    data = file.read_bytes()
+    if how == "truncate":
+        file.write_bytes(data[: len(data) // 2])
+    elif how == "flip":
+        file.write_bytes(data[:-9] + bytes([data[-9] ^ 0xFF]) + data[-8:])
+    elif how == "manifest":
+        (entry / "manifest.json").write_text("{not json")
+    else:
+        file.unlink()
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "manifest", "missing"])
+def test_damaged_entry_is_recomputed(tiny_models, tricky_corpus, tmp_path, how):
+    loaded = tiny_models["gpt2"]
+    good = extract.extract(loaded, tricky_corpus, cache_dir=tmp_path, progress=False)
+    [entry] = [p for p in (tmp_path / "extract").iterdir() if not p.name.startswith(".")]
+    _damage(entry, how)
+    calls, handle = _count_forwards(loaded.model)
+    try:
+        with pytest.warns(RuntimeWarning, match="damaged"):
+            again = extract.extract(loaded, tricky_corpus, cache_dir=tmp_path, progress=False)
+    finally:
+        handle.remove()
+    assert calls
+    np.testing.assert_array_equal(good.words, again.words)
+    assert ArrayCache("extract", tmp_path).load(entry.name) is not None
+
+
+def _writer(root, key, value, barrier):
+    cache = ArrayCache("race", root)
+    barrier.wait()
+    for _ in range(5):
+        cache.save(key, {"x": np.full((200, 200), value, dtype=np.float32)}, {"v": value})
+
+
+def test_two_processes_writing_one_key_leave_a_valid_entry(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), "k", 1.0, barrier)),
+             ctx.Process(target=_writer, args=(str(tmp_path), "k", 1.0, barrier))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    arrays, meta = ArrayCache("race", tmp_path).load("k")
+    assert arrays["x"].shape == (200, 200) and meta == {"v": 1.0}
+    assert not [p for p in (tmp_path / "race").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_cache_location_argument_env_and_default(monkeypatch, tmp_path):
+    assert default_root(tmp_path) == tmp_path
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / "env"))
+    assert default_root() == tmp_path / "env"
+    monkeypatch.delenv("ANALYSIS_LIB_CACHE")
+    assert "analysis_lib" in str(default_root())
+
+
+def test_keys_cover_their_parts():
+    assert make_key(a=1, b=[1, 2]) == make_key(b=[1, 2], a=1)
+    assert make_key(a=1) != make_key(a=2)
+    with pytest.raises(TypeError, match="JSON"):
+        make_key(a=object())
+
+
+def test_cache_refuses_object_arrays_and_bad_names(tmp_path):
+    cache = ArrayCache("x", tmp_path)
+    with pytest.raises(TypeError, match="object"):
+        cache.save("k", {"a": np.array([{}, []], dtype=object)}, {})
+    with pytest.raises(ValueError):
+        cache.path("../escape")
+    assert not os.listdir(tmp_path / "x")
+
+
+def test_changed_corpus_misses(tiny_models, tmp_path):
+    loaded = tiny_models["bert"]
+    a = corpora.from_sentences(["one two"])
+    b = corpora.from_sentences(["one three"])
+    extract.extract(loaded, a, cache_dir=tmp_path, progress=False)
+    extract.extract(loaded, b, cache_dir=tmp_path, progress=False)
+    assert len([p for p in (tmp_path / "extract").iterdir()]) == 2
