@@ -356,8 +356,15 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
 
 def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,
                    intermediate: int):
-    from transformers import (AlbertConfig, BertConfig, DistilBertConfig, ElectraConfig,
-                              GPT2Config, RobertaConfig, XLNetConfig)
+    from transformers import (
+        AlbertConfig,
+        BertConfig,
+        DistilBertConfig,
+        ElectraConfig,
+        GPT2Config,
+        RobertaConfig,
+        XLNetConfig,
+    )
 
     vocab = len(tokenizer)
     pad = tokenizer.pad_token_id

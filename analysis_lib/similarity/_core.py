@@ -1,0 +1,189 @@
+"""Shared machinery: input checks and the per-layer statistics every measure is derived from.
+
+Every representation measure here is a function of three kinds of quantity:
+
+* per layer: the centred activations ``Xc`` (n x d), their self cross-product
+  ``G = Xc.T @ Xc`` and its eigendecomposition ``G = V diag(lam) V.T`` (so ``lam`` are the
+  squared singular values of ``Xc`` and ``Xc @ V / sqrt(lam)`` its left singular vectors);
+* per pair of layers: the centred cross-product ``C = Xc.T @ Yc`` (d1 x d2).
+
+:class:`LayerStats` holds the per-layer part, computed once and reused for every pair; the
+pair kernels in :mod:`.measures` take two ``LayerStats`` and ``C``. Centring is done in
+float64 (so inputs with large means lose nothing); the big products run in the *work dtype*
+(float32 for float32 inputs, float64 otherwise, or as chosen); the small d x d algebra is float64.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+#: Relative eigenvalue cut-off below which a direction counts as zero variance, per work dtype.
+RANK_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
+
+
+def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
+    """Validate a stimuli x features matrix and return it as a float32/float64 array.
+
+    Raises
+    ------
+    TypeError
+        Not numeric.
+    ValueError
+        Not 2-D, no columns, fewer than ``min_rows`` rows, or NaN/inf values (the message gives
+        their count and the fix).
+    """
+    try:
+        A = np.asarray(X)
+    except Exception as error:  # ragged lists and the like
+        raise TypeError(f"{name} must be a 2-D numeric array: {error}") from error
+    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == bool):
+        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
+    if np.iscomplexobj(A):
+        raise TypeError(f"{name} must be real-valued")
+    if A.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (stimuli x neurons), got shape {A.shape}; "
+            "reshape a single neuron with X[:, None]")
+    if A.shape[1] == 0:
+        raise ValueError(f"{name} has no columns (neurons)")
+    if A.shape[0] < min_rows:
+        raise ValueError(f"{name} has {A.shape[0]} rows (stimuli); this measure needs at least "
+                         f"{min_rows}")
+    if A.dtype not in (np.float32, np.float64):
+        A = A.astype(np.float64)
+    bad = ~np.isfinite(A)
+    if bad.any():
+        raise ValueError(
+            f"{name} has {int(bad.sum())} NaN or infinite values (first at row "
+            f"{int(np.argwhere(bad)[0][0])}); remove or impute those stimuli before comparing")
+    return A
+
+
+def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Validate two matrices that must describe the same stimuli (same number of rows)."""
+    X = as_matrix(X, "X", min_rows)
+    Y = as_matrix(Y, "Y", min_rows)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"X and Y must have the same rows (stimuli): X has {X.shape[0]}, Y has "
+            f"{Y.shape[0]}; pass the same words/sentences in the same order to both")
+    return X, Y
+
+
+def work_dtype(*arrays: np.ndarray, dtype=None) -> np.dtype:
+    """float32 if every input is float32 (and no dtype is forced), else float64."""
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dt}")
+        return dt
+    return np.dtype(np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64)
+
+
+class LayerStats:
+    """Per-layer quantities, each computed on first use and then reused.
+
+    Parameters
+    ----------
+    X : array, shape (n, d)
+    dtype : work dtype for the large products (see module docs).
+    """
+
+    def __init__(self, X: np.ndarray, dtype=None, name: str = "X"):
+        X = as_matrix(X, name)
+        self.n, self.d = X.shape
+        self.dtype = work_dtype(X, dtype=dtype)
+        centred = X.astype(np.float64) - X.mean(axis=0, dtype=np.float64)
+        self.Xc = centred.astype(self.dtype, copy=False)
+
+    def standardized(self) -> LayerStats:
+        """The statistics of the z-scored layer (every neuron scaled to unit norm; constant
+        neurons stay zero), derived from this layer's ``G`` without touching the data. It has
+        no ``Xc``: it serves the CCA-family kernels, which need only ``G`` and its
+        eigendecomposition."""
+        scale = self.scales
+        new = object.__new__(LayerStats)
+        new.n, new.d, new.dtype, new.Xc = self.n, self.d, self.dtype, None
+        new.G = self.G * np.outer(scale, scale)
+        new.sq_norms = np.diag(new.G).copy()
+        return new
+
+    @cached_property
+    def scales(self) -> np.ndarray:
+        """1 / norm of every centred neuron (0 for constant neurons)."""
+        s = np.sqrt(self.sq_norms)
+        return np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+
+    @cached_property
+    def G(self) -> np.ndarray:
+        """Self cross-product ``Xc.T @ Xc`` (d x d, float64)."""
+        return np.asarray(self.Xc.T @ self.Xc, dtype=np.float64)
+
+    @cached_property
+    def sq_norms(self) -> np.ndarray:
+        """Sum of squares of each centred neuron (diag of G), float64."""
+        return np.einsum("ij,ij->j", self.Xc, self.Xc, dtype=np.float64)
+
+    @cached_property
+    def total_var(self) -> float:
+        return float(self.sq_norms.sum())
+
+    @cached_property
+    def eig(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues (descending, clipped at 0) and eigenvectors of G."""
+        lam, V = np.linalg.eigh(self.G)
+        order = np.argsort(lam)[::-1]
+        return np.clip(lam[order], 0, None), V[:, order]
+
+    @cached_property
+    def rank(self) -> int:
+        """Number of directions with non-negligible variance."""
+        lam = self.eig[0]
+        if lam.size == 0 or lam[0] <= 0:
+            return 0
+        return int((lam > lam[0] * RANK_RTOL[self.dtype]).sum())
+
+    def n_components(self, variance: float | None, cut: str = "reach") -> int:
+        """How many principal directions SVCCA keeps.
+
+        ``variance=None`` keeps every non-negligible direction. ``cut="reach"`` (the papers'
+        rule) keeps the fewest whose cumulative explained variance reaches ``variance``;
+        ``cut="below"`` (Wu et al.'s released code) keeps those whose cumulative variance stays
+        below it, which is one fewer unless the threshold is hit exactly; at least one is kept.
+        """
+        r = self.rank
+        if r == 0:
+            return 0
+        if variance is None:
+            return r
+        lam = self.eig[0][:r]
+        frac = np.cumsum(lam) / lam.sum()
+        if cut == "reach":
+            k = int(np.searchsorted(frac, variance - 1e-12) + 1)
+        elif cut == "below":
+            k = int((frac < variance).sum())
+        else:
+            raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
+        return max(1, min(k, r))
+
+    def whitener(self, k: int) -> np.ndarray:
+        """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
+        basis of the top-k principal directions."""
+        lam, V = self.eig
+        return V[:, :k] / np.sqrt(lam[:k])
+
+
+def standardize_pair(a: LayerStats, b: LayerStats, C: np.ndarray):
+    """z-scored versions of two layers and of their cross-product."""
+    return a.standardized(), b.standardized(), C * np.outer(a.scales, b.scales)
+
+
+def cross(a: LayerStats, b: LayerStats) -> np.ndarray:
+    """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) as float64."""
+    if a.n != b.n:
+        raise ValueError(f"layers must have the same rows (stimuli): {a.n} vs {b.n}")
+    dt = np.promote_types(a.dtype, b.dtype)
+    return np.asarray(a.Xc.astype(dt, copy=False).T @ b.Xc.astype(dt, copy=False),
+                      dtype=np.float64)

@@ -1,0 +1,202 @@
+"""Attention-level similarity (Wu et al. 2020 §3.4-3.5, App. A.4).
+
+A layer's attention is given as a list with one array per sentence, shape
+(heads, t, c): row i is the attention distribution of word i over c columns (c = t, or more when
+special tokens are kept as columns); rows sum to 1. The two layers compared must cover the same
+sentences with the same shapes per sentence (heads may differ in number).
+
+Head-level (localized) similarity, :func:`attention_similarity`: for every head of A, its best
+match among the heads of B under a method, averaged over A's heads. Asymmetric.
+
+* ``"js"``: 1 - Jensen-Shannon divergence between the two heads' distributions of each word,
+  averaged over all words of all sentences. In bits (``base=2``, the paper) the divergence lies
+  in [0, 1]; ``base=np.e`` (nats, as Wu et al.'s released code) lies in [0, ln 2].
+* ``"pearson"``: Pearson correlation of the two distributions of each word, averaged over words.
+  Rows of fewer than two entries or with no variation (e.g. the first word of a left-to-right
+  model, which can only attend to itself) have no correlation and are left out.
+* ``"frobenius"``: per sentence, the Frobenius norm of the difference of the two t x c maps,
+  divided by its largest possible value ``sqrt(2 t)`` (each row differs by at most sqrt 2),
+  averaged over sentences; the similarity is 1 minus that normalised distance, so 1 means
+  identical maps and 0 the most different row-stochastic maps.
+
+Distributed view, :func:`attention_representation`: the (word pairs x heads) matrix whose rows
+are every (i, j) word pair of every sentence and whose columns are heads; feed it to any
+representation measure (SVCCA, PWCCA, CKA).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+METHODS = ("js", "pearson", "frobenius")
+
+
+def _check_maps(A: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
+    if isinstance(A, np.ndarray) and A.ndim == 3:
+        A = [A]
+    if not isinstance(A, (list, tuple)) or not A:
+        raise TypeError(f"{name} must be a non-empty list of per-sentence arrays "
+                        "(heads x t x c)")
+    out = []
+    for s, a in enumerate(A):
+        a = np.asarray(a, dtype=np.float64)
+        if a.ndim != 3 or a.shape[1] > a.shape[2]:
+            raise ValueError(f"{name}[{s}] must have shape (heads, t, c) with c >= t, "
+                             f"got {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name}[{s}] has NaN or infinite values")
+        if (a < -1e-6).any() or np.abs(a.sum(axis=-1) - 1).max() > 1e-3:
+            raise ValueError(f"{name}[{s}] rows must be probability distributions (non-negative,"
+                             " summing to 1)")
+        out.append(np.clip(a, 0.0, None))
+    heads = {a.shape[0] for a in out}
+    if len(heads) != 1:
+        raise ValueError(f"{name} has different numbers of heads across sentences: {heads}")
+    return out
+
+
+@dataclass
+class AttentionLayer:
+    """One layer's attention, padded into (heads, words, columns) with per-layer work cached."""
+
+    maps: list[np.ndarray]
+
+    @cached_property
+    def shapes(self) -> list[tuple[int, int]]:
+        return [a.shape[1:] for a in self.maps]
+
+    @cached_property
+    def heads(self) -> int:
+        return self.maps[0].shape[0]
+
+    @cached_property
+    def padded(self) -> np.ndarray:
+        """(heads, total words, max columns); padding is zero."""
+        width = max(c for _, c in self.shapes)
+        rows = sum(t for t, _ in self.shapes)
+        out = np.zeros((self.heads, rows, width))
+        r = 0
+        for a in self.maps:
+            t, c = a.shape[1:]
+            out[:, r:r + t, :c] = a
+            r += t
+        return out
+
+    @cached_property
+    def mask(self) -> np.ndarray:
+        """(total words, max columns): which entries are real columns."""
+        width = self.padded.shape[2]
+        columns = np.repeat([c for _, c in self.shapes], [t for t, _ in self.shapes])
+        return np.arange(width)[None, :] < columns[:, None]
+
+    @cached_property
+    def entropy(self) -> np.ndarray:
+        """Shannon entropy (nats) of every row: (heads, total words)."""
+        P = self.padded
+        return -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), axis=2)
+
+    @cached_property
+    def centred_unit(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows centred over their real columns and scaled to unit norm; and which rows vary."""
+        P, m = self.padded, self.mask
+        counts = m.sum(axis=1)
+        mean = P.sum(axis=2) / counts
+        Z = (P - mean[:, :, None]) * m[None]
+        norm = np.sqrt((Z ** 2).sum(axis=2))
+        ok = (norm > 1e-12) & (counts[None, :] >= 2)
+        return Z / np.where(ok, norm, 1.0)[:, :, None], ok
+
+    @cached_property
+    def sentence_index(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.maps)), [t for t, _ in self.shapes])
+
+    @cached_property
+    def sq_norms(self) -> np.ndarray:
+        """Squared Frobenius norm per head and sentence: (heads, sentences)."""
+        per_row = (self.padded ** 2).sum(axis=2)
+        return np.stack([np.bincount(self.sentence_index, w, len(self.maps)) for w in per_row])
+
+
+def _check_alignment(a: AttentionLayer, b: AttentionLayer) -> None:
+    if a.shapes != b.shapes:
+        raise ValueError("A and B must cover the same sentences with the same words and columns "
+                         "per sentence (extract both models on one corpus with the same "
+                         "special_tokens option)")
+
+
+def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: float = 2.0
+                    ) -> np.ndarray:
+    """(heads_A x heads_B) similarity of every head pair under ``method``."""
+    _check_alignment(a, b)
+    if method == "js":
+        P, Q = a.padded, b.padded
+        out = np.empty((a.heads, b.heads))
+        for h in range(a.heads):
+            M = (P[h][None] + Q) / 2.0
+            hm = -np.sum(np.where(M > 0, M * np.log(np.where(M > 0, M, 1.0)), 0.0), axis=2)
+            js = hm - (a.entropy[h][None] + b.entropy) / 2.0  # (heads_B, words), nats
+            out[h] = 1.0 - np.clip(js, 0.0, None).mean(axis=1) / np.log(base)
+        return out
+    if method == "pearson":
+        (Za, oka), (Zb, okb) = a.centred_unit, b.centred_unit
+        corr = np.einsum("hwc,gwc->hgw", Za, Zb)
+        both = oka[:, None, :] & okb[None, :, :]
+        counts = both.sum(axis=2)
+        if (counts == 0).any():
+            raise ValueError("no word has a varying attention row in both heads; Pearson "
+                             "similarity is undefined (sentences of one word?)")
+        return np.where(both, corr, 0.0).sum(axis=2) / counts
+    if method == "frobenius":
+        dots = np.einsum("hwc,gwc->hgw", a.padded, b.padded)
+        n_sent = len(a.maps)
+        per_sent = np.zeros((a.heads, b.heads, n_sent))
+        for s_idx in range(n_sent):
+            sel = a.sentence_index == s_idx
+            per_sent[:, :, s_idx] = dots[:, :, sel].sum(axis=2)
+        sq = a.sq_norms[:, None, :] + b.sq_norms[None, :, :] - 2.0 * per_sent
+        dist = np.sqrt(np.clip(sq, 0.0, None))
+        t = np.array([t for t, _ in a.shapes], dtype=np.float64)
+        return 1.0 - (dist / np.sqrt(2.0 * t)).mean(axis=2)
+    raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def attention_similarity(A, B, method: str = "js", *, base: float = 2.0,
+                         per_head: bool = False):
+    """Localized attention similarity of layer A to layer B (Wu et al. §3.4, App. A.4).
+
+    Parameters
+    ----------
+    A, B : list of arrays (heads, t, c), one per sentence; or :class:`AttentionLayer`
+    method : {'js', 'pearson', 'frobenius'}
+        See the module docs for each definition and its range.
+    base : float
+        Logarithm base of the JS divergence: 2 (bits, the paper) or ``np.e`` (nats, the
+        released code).
+    per_head : bool
+        Return, for each head of A, its best-match similarity instead of the mean.
+
+    Returns
+    -------
+    float
+        Mean over A's heads of the best match in B; 1 for identical layers under every method.
+    """
+    a = A if isinstance(A, AttentionLayer) else AttentionLayer(_check_maps(A, "A"))
+    b = B if isinstance(B, AttentionLayer) else AttentionLayer(_check_maps(B, "B"))
+    if base <= 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    best = head_similarity(a, b, method, base).max(axis=1)
+    return best if per_head else float(best.mean())
+
+
+def attention_representation(A) -> np.ndarray:
+    """The distributed view of a layer (Wu et al. §3.5): a (word pairs x heads) matrix.
+
+    Row ``(s, i, j)`` holds the attention of every head from word i to column j of sentence s,
+    for all sentences in order, i over words and j over columns.
+    """
+    maps = A.maps if isinstance(A, AttentionLayer) else _check_maps(A, "A")
+    return np.concatenate([a.reshape(a.shape[0], -1).T for a in maps]).astype(np.float32)

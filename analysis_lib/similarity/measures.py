@@ -1,0 +1,381 @@
+"""Representation similarity measures of Wu et al. 2020, Kornblith et al. 2019 and Merchant et al.
+
+Conventions: ``X`` is (n, d1), ``Y`` is (n, d2), rows are the same n stimuli in the same order.
+Every function returns a similarity (higher = more similar). Asymmetric measures average over
+the neurons (or canonical directions) of ``X``, the *first* argument.
+
+Each measure is a thin wrapper around a *pair kernel* ``_k_<name>(a, b, C, ...)`` that takes the
+two layers' :class:`~._core.LayerStats` and their centred cross-product ``C = Xc.T @ Yc``;
+:func:`~.pairwise.pairwise` calls the same kernels while computing every cross-product once, so
+the single-pair functions and the all-pairs matrices agree to rounding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._core import LayerStats, as_matrix, check_pair, cross, standardize_pair, work_dtype
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _valid(stats: LayerStats) -> np.ndarray:
+    """Neurons with non-zero variance (constant neurons carry no signal)."""
+    s = stats.sq_norms
+    return s > (s.max() * 1e-20 if s.size else 0)
+
+
+def _k_neuron_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
+    va, vb = _valid(a), _valid(b)
+    if not va.any() or not vb.any():
+        raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
+    sa, sb = np.sqrt(a.sq_norms[va]), np.sqrt(b.sq_norms[vb])
+    R = np.abs(C[np.ix_(va, vb)]) / np.outer(sa, sb)
+    return np.minimum(R.max(axis=1), 1.0)
+
+
+def _top_mean(values: np.ndarray, top_k: int | None) -> float:
+    if top_k is None:
+        return float(values.mean())
+    if not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    return float(np.sort(values)[::-1][:top_k].mean())
+
+
+def _k_mixed_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
+    va = _valid(a)
+    if not va.any():
+        raise ValueError("every neuron of X is constant; the regression r-value is undefined")
+    if b.rank == 0:
+        return np.zeros(int(va.sum()))
+    M = C[va] @ b.whitener(b.rank)  # coordinates of each X neuron's projection onto span(Y)
+    r2 = (M ** 2).sum(axis=1) / a.sq_norms[va]
+    return np.sqrt(np.clip(r2, 0.0, 1.0))
+
+
+def _k_cca(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut, uv: bool = False):
+    ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
+    if ka == 0 or kb == 0:
+        raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
+    Wa, Wb = a.whitener(ka), b.whitener(kb)
+    T = Wa.T @ C @ Wb
+    if not uv:
+        return np.clip(np.linalg.svd(T, compute_uv=False), 0.0, 1.0)
+    u, rho, vt = np.linalg.svd(T, full_matrices=False)
+    return u, np.clip(rho, 0.0, 1.0), vt, ka, kb
+
+
+def _pw_weights(stats: LayerStats, k: int, u: np.ndarray) -> np.ndarray:
+    """Morcos et al.'s weights over canonical variates H = X0 u of one side:
+    alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T."""
+    lam, V = stats.eig
+    A = np.abs((u.T * np.sqrt(lam[:k])) @ V[:, :k].T)
+    w = A.sum(axis=1)
+    return w / w.sum()
+
+
+def _k_pwcca_both(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut):
+    """PWCCA of (X, Y) and of (Y, X) from one SVD."""
+    u, rho, vt, ka, kb = _k_cca(a, b, C, variance, cut, uv=True)
+    return (float(_pw_weights(a, ka, u) @ rho), float(_pw_weights(b, kb, vt.T) @ rho))
+
+
+def _k_linear_cka(a: LayerStats, b: LayerStats, C: np.ndarray, debiased: bool) -> float:
+    if not debiased:
+        den = np.linalg.norm(a.G) * np.linalg.norm(b.G)
+        if den == 0:
+            raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
+        return float(np.sum(C ** 2) / den)
+    n = a.n
+    if n < 4:
+        raise ValueError(f"debiased CKA needs at least 4 stimuli, got {n}")
+    ra, rb = _row_sq(a), _row_sq(b)
+    xy = _debias(np.sum(C ** 2), ra, rb, n)
+    xx = _debias(np.sum(a.G ** 2), ra, ra, n)
+    yy = _debias(np.sum(b.G ** 2), rb, rb, n)
+    if xx <= 0 or yy <= 0:
+        raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
+                         "or no variance); use more stimuli or the biased estimator")
+    return float(xy / np.sqrt(xx * yy))
+
+
+def _row_sq(stats: LayerStats) -> np.ndarray:
+    return np.einsum("ij,ij->i", stats.Xc, stats.Xc, dtype=np.float64)
+
+
+def _debias(xty: float, rx: np.ndarray, ry: np.ndarray, n: int) -> float:
+    """Unbiased HSIC (Song et al. 2012) of linear kernels of centred data, up to the factor
+    1/(n(n-3)) that cancels in CKA: ||X'Y||^2 - n/(n-2) rx.ry + |X|^2 |Y|^2 / ((n-1)(n-2))."""
+    return float(xty - n / (n - 2.0) * (rx @ ry) + rx.sum() * ry.sum() / ((n - 1.0) * (n - 2.0)))
+
+
+def _k_procrustes(a: LayerStats, b: LayerStats, C: np.ndarray) -> float:
+    den = np.sqrt(a.total_var * b.total_var)
+    if den == 0:
+        raise ValueError("X or Y has no variance (all neurons constant); Procrustes is undefined")
+    return float(min(np.linalg.svd(C, compute_uv=False).sum() / den, 1.0))
+
+
+# --------------------------------------------------------------------------- public measures
+
+
+def _stats(X, Y, dtype=None, standardize=False, min_rows=2):
+    X, Y = check_pair(X, Y, min_rows)
+    dt = work_dtype(X, Y, dtype=dtype)
+    a, b = LayerStats(X, dtype=dt, name="X"), LayerStats(Y, dtype=dt, name="Y")
+    C = cross(a, b)
+    return standardize_pair(a, b, C) if standardize else (a, b, C)
+
+
+def neuronsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype=None):
+    """Neuron-level similarity (Wu et al. 2020 §3.1, App. A.1; after Bau et al. 2019).
+
+    For each neuron (column) k of X, the largest absolute Pearson correlation with any neuron
+    of Y, ``max_k' |rho(X[:, k], Y[:, k'])|``; averaged over X's neurons. Asymmetric.
+
+    Parameters
+    ----------
+    X : array (n, d1); Y : array (n, d2)
+    top_k : int, optional
+        Average only the k best-matched neurons of X (Wu et al. footnote 3).
+    per_neuron : bool
+        Return the per-neuron maxima (length = X's non-constant neurons) instead of the mean.
+
+    Notes
+    -----
+    Constant neurons have no correlation: those of X are left out of the average, those of Y
+    can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
+    """
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    values = _k_neuron_values(a, b, C)
+    return values if per_neuron else _top_mean(values, top_k)
+
+
+def mixedsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype=None):
+    """Mixed neuron-representation similarity (Wu et al. 2020 §3.2, App. A.2).
+
+    For each (centred) neuron x_k of X, the r-value of its least-squares regression on all of
+    Y's (centred) neurons: ``||P_Y x_k|| / ||x_k||`` with ``P_Y`` the projection onto the column
+    space of Y (the square root of the regression's R^2); averaged over X's neurons.
+    Asymmetric: X's neurons are predicted from Y.
+
+    A rank-deficient Y is handled exactly: the projection uses Y's non-negligible principal
+    directions (eigenvalues above ``RANK_RTOL`` of the largest). With n <= d2 every neuron is
+    predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
+    Constant neurons of X are left out.
+    """
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    values = _k_mixed_values(a, b, C)
+    return values if per_neuron else _top_mean(values, top_k)
+
+
+def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
+          top_k: int | None = None, return_correlations: bool = False, dtype=None):
+    """SVCCA similarity (Raghu et al. 2017; Wu et al. 2020's svsim, App. A.3).
+
+    Each side is reduced to the orthonormal basis of its top principal directions (left singular
+    vectors ``U[:, :l]`` of the centred matrix) that explain ``variance`` of its variance; the
+    canonical correlations are the singular values of ``U_x[:, :lx].T @ U_y[:, :ly]``; the
+    similarity is their mean. Symmetric.
+
+    Parameters
+    ----------
+    variance : float in (0, 1] or None
+        Share of variance to keep; None keeps every direction (plain mean CCA).
+    standardize : bool
+        z-score each neuron first, as Wu et al.'s released code does (default: the paper's
+        definition, no z-scoring).
+    cut : {'reach', 'below'}
+        'reach' keeps the fewest directions whose cumulative variance reaches ``variance``
+        (paper); 'below' keeps those whose cumulative variance stays below it (released code,
+        typically one fewer).
+    top_k : int, optional
+        Average only the k largest correlations.
+    return_correlations : bool
+        Return the sorted canonical correlations instead of their mean.
+
+    Notes
+    -----
+    Invariant to orthogonal transforms and isotropic scaling of either side; with
+    ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
+    repeated directions are dropped before the CCA.
+    """
+    _check_variance(variance)
+    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
+    rho = _k_cca(a, b, C, variance, cut)
+    return rho if return_correlations else _top_mean(rho, top_k)
+
+
+def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
+          cut: str = "reach", dtype=None) -> float:
+    """Projection-weighted CCA (Morcos et al. 2018; Wu et al. 2020's pwsim, App. A.3).
+
+    With the canonical variates ``H_X = X0 u`` of the SVCCA computation (``u`` the left singular
+    vectors of ``X0.T @ Y0``) the weights are ``alpha ~ |H_X.T Xc| 1`` over X's centred neurons,
+    normalised to sum to 1, and the similarity is ``alpha . rho``. Asymmetric: weighted by how
+    much of X each canonical direction accounts for. Works whichever side has more neurons.
+    Options as :func:`svcca`.
+    """
+    _check_variance(variance)
+    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
+    return _k_pwcca_both(a, b, C, variance, cut)[0]
+
+
+@dataclass(frozen=True)
+class CCAResult:
+    """Result of :func:`cca`: mean canonical correlation, R^2_CCA (mean squared canonical
+    correlation) and the correlations themselves (descending)."""
+
+    mean: float
+    r2: float
+    correlations: np.ndarray
+
+
+def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True) -> CCAResult:
+    """Canonical correlation analysis over the full spaces of X and Y.
+
+    Returns the mean canonical correlation and R^2_CCA (Ren et al. 2023 use the latter).
+
+    Parameters
+    ----------
+    reg : float >= 0
+        Ridge regularisation: each side's covariance ``G`` becomes ``G + reg * mean(eig(G)) I``
+        before whitening, which shrinks spurious correlations when n is not well above d.
+
+    Notes
+    -----
+    With n stimuli and d1 + d2 close to or above n, unregularised CCA finds correlations near 1
+    for any data (it has enough freedom to fit noise). A warning is given when
+    ``n < 5 * max(d1, d2)`` and ``reg == 0``; use ``reg``, fewer dimensions (:func:`svcca`),
+    or more stimuli.
+    """
+    if reg < 0:
+        raise ValueError(f"reg must be >= 0, got {reg}")
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
+        warnings.warn(
+            f"CCA with n={a.n} stimuli and {a.d}/{b.d} neurons over-fits (correlations are "
+            "biased towards 1); pass reg>0, reduce dimensions with svcca(), or use more stimuli",
+            UserWarning, stacklevel=2)
+    if reg == 0:
+        rho = _k_cca(a, b, C, None, "reach")
+    else:
+        Wa, Wb = _ridge_whitener(a, reg), _ridge_whitener(b, reg)
+        rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0.0, 1.0)
+    if rho.size == 0:
+        raise ValueError("X or Y has no variance; CCA is undefined")
+    return CCAResult(float(rho.mean()), float((rho ** 2).mean()), rho)
+
+
+def _ridge_whitener(stats: LayerStats, reg: float) -> np.ndarray:
+    lam, V = stats.eig
+    if lam.sum() == 0:
+        raise ValueError("X or Y has no variance; CCA is undefined")
+    return V / np.sqrt(lam + reg * lam.mean())
+
+
+def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None) -> float:
+    """Linear centred kernel alignment (Kornblith et al. 2019; Wu et al. 2020's ckasim).
+
+    ``||Xc.T Yc||_F^2 / (||Xc.T Xc||_F ||Yc.T Yc||_F)`` (feature form), equal to
+    ``<K, L> / (||K|| ||L||)`` with ``K = Xc Xc.T``, ``L = Yc Yc.T`` (Gram form). Symmetric.
+
+    Parameters
+    ----------
+    debiased : bool
+        Use the unbiased HSIC estimator (Song et al. 2012) as Kornblith et al.'s code does.
+    form : {'auto', 'feature', 'gram'}
+        'auto' picks the cheaper one: Gram when n is small relative to d1 and d2.
+
+    Notes
+    -----
+    Invariant to orthogonal transforms, isotropic scaling and translation of either side, not
+    to arbitrary invertible maps. Null floor: for independent Gaussian X and Y the biased
+    estimate is about ``d/(n - 1 + d)`` (d = d1 = d2), not 0 - compare against it, or use
+    ``debiased=True``, whose expectation is about 0.
+    """
+    X, Y = check_pair(X, Y, 4 if debiased else 2)
+    n, d1, d2 = X.shape[0], X.shape[1], Y.shape[1]
+    if form not in ("auto", "feature", "gram"):
+        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
+    if form == "gram" or (form == "auto" and n * (d1 + d2) < d1 * d2 + d1 * d1 + d2 * d2):
+        dt = work_dtype(X, Y, dtype=dtype)
+        a, b = LayerStats(X, dtype=dt, name="X"), LayerStats(Y, dtype=dt, name="Y")
+        K = np.asarray(a.Xc @ a.Xc.T, dtype=np.float64)
+        L = np.asarray(b.Xc @ b.Xc.T, dtype=np.float64)
+        return _cka_from_grams(K, L, debiased, centred=True)
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    return _k_linear_cka(a, b, C, debiased)
+
+
+def _center_gram(K: np.ndarray) -> np.ndarray:
+    K = K - K.mean(axis=0, keepdims=True)
+    return K - K.mean(axis=1, keepdims=True)
+
+
+def _hsic_u(K: np.ndarray, L: np.ndarray) -> float:
+    """Unbiased HSIC of two Gram matrices (Song et al. 2012), times n(n-3)."""
+    n = K.shape[0]
+    Kt, Lt = K.copy(), L.copy()
+    np.fill_diagonal(Kt, 0.0)
+    np.fill_diagonal(Lt, 0.0)
+    k1, l1 = Kt.sum(axis=1), Lt.sum(axis=1)
+    return float(np.sum(Kt * Lt) + k1.sum() * l1.sum() / ((n - 1.0) * (n - 2.0))
+                 - 2.0 / (n - 2.0) * (k1 @ l1))
+
+
+def _cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool = False
+                    ) -> float:
+    if debiased:
+        xy, xx, yy = _hsic_u(K, L), _hsic_u(K, K), _hsic_u(L, L)
+        if xx <= 0 or yy <= 0:
+            raise ValueError("debiased HSIC of X or Y with itself is not positive (too few "
+                             "stimuli or no variance); use more stimuli or debiased=False")
+        return float(xy / np.sqrt(xx * yy))
+    if not centred:
+        K, L = _center_gram(K), _center_gram(L)
+    den = np.linalg.norm(K) * np.linalg.norm(L)
+    if den == 0:
+        raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
+    return float(np.sum(K * L) / den)
+
+
+def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
+    """RBF Gram matrix ``exp(-D / (2 s^2))`` of squared distances D, with
+    ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
+    convention)."""
+    X = as_matrix(X, "X", 2).astype(np.float64)
+    if threshold <= 0:
+        raise ValueError(f"threshold must be positive, got {threshold}")
+    sq = np.einsum("ij,ij->i", X, X)
+    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
+    med = np.median(D)
+    if med == 0:
+        raise ValueError("the median squared distance between stimuli is 0 (most rows are "
+                         "identical); the RBF bandwidth is undefined")
+    return np.exp(-D / (2.0 * threshold ** 2 * med))
+
+
+def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
+    """CKA with RBF kernels (Kornblith et al. 2019), bandwidth ``threshold`` times the square
+    root of the median squared distance. Costs O(n^2) memory and O(n^2 d) time. Symmetric;
+    invariant to orthogonal transforms, translation and isotropic scaling."""
+    X, Y = check_pair(X, Y, 4 if debiased else 2)
+    return _cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
+
+
+def procrustes(X, Y, *, dtype=None) -> float:
+    """Normalised orthogonal Procrustes similarity: ``||Xc.T Yc||_* / (||Xc||_F ||Yc||_F)``
+    (nuclear norm), in [0, 1]; ``2 - 2 * similarity`` is the squared Procrustes distance of the
+    centred, unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower
+    side). Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    return _k_procrustes(a, b, C)
+
+
+def _check_variance(variance) -> None:
+    if variance is not None and not (0 < variance <= 1):
+        raise ValueError(f"variance must be in (0, 1] or None, got {variance!r}")

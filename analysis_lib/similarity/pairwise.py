@@ -1,0 +1,246 @@
+"""All-pairs layer x layer matrices for any measure, with per-layer work done once.
+
+:func:`pairwise` takes lists of layers (each an (n, d) array over the same n stimuli, or for the
+attention methods a list of per-sentence maps) and returns ``M[i, j] = measure(A[i], B[j])``.
+Given a list of measures it returns one matrix per measure from one pass: the centred cross-
+product ``Xi.T @ Xj`` of each pair is computed once and neuronsim, mixedsim, SVCCA, PWCCA,
+linear CKA, Procrustes and CCA are all derived from it and one eigendecomposition per layer.
+The numbers equal those of the single-pair functions, which call the same kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import measures as m
+from ._core import LayerStats, cross, standardize_pair, work_dtype
+from .attention import AttentionLayer, _check_maps, head_similarity
+from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
+from .rsa import upper_triangle as _upper
+
+ALIASES = {"ckasim": "linear_cka", "cka": "linear_cka", "svsim": "svcca", "pwsim": "pwcca",
+           "attn_js": "attention_js", "attn_pearson": "attention_pearson",
+           "attn_frobenius": "attention_frobenius"}
+CROSS_PRODUCT_MEASURES = ("neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka",
+                          "procrustes", "cca")
+OTHER_MEASURES = ("rsa", "rbf_cka", "attention_js", "attention_pearson", "attention_frobenius")
+MEASURES = CROSS_PRODUCT_MEASURES + OTHER_MEASURES
+SYMMETRIC = {"svcca", "linear_cka", "procrustes", "cca", "rsa", "rbf_cka"}
+OPTIONS = {"variance", "standardize", "cut", "debiased", "top_k", "kernel", "compare",
+           "threshold", "base", "reg", "dtype"}
+
+
+def canonical(name: str) -> str:
+    """The canonical name of a measure (resolving aliases such as 'ckasim')."""
+    if not isinstance(name, str):
+        raise TypeError(f"measure must be a string, got {type(name).__name__}")
+    key = ALIASES.get(name, name)
+    if key not in MEASURES:
+        raise ValueError(f"unknown measure {name!r}; valid: {', '.join(MEASURES)} "
+                         f"(aliases: {', '.join(ALIASES)})")
+    return key
+
+
+def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
+             measure: str | Sequence[str] = "linear_cka", *, progress: bool | None = None,
+             **options: Any):
+    """Layer x layer similarity matrix (or matrices) for any measure.
+
+    Parameters
+    ----------
+    layers_a : list of arrays (n, d_i), or of per-sentence attention maps
+    layers_b : list, optional
+        Second collection; None compares ``layers_a`` with itself and uses symmetry (each
+        unordered pair is computed once; asymmetric measures take both directions from it).
+    measure : str or list of str
+        Any of :data:`MEASURES` (or an alias). A list returns ``{name: matrix}``.
+    progress : bool, optional
+        Show a progress bar (default: when there are more than 20 pairs).
+    **options
+        Passed to the measures that take them: ``variance``, ``standardize``, ``cut``
+        (SVCCA/PWCCA), ``debiased`` (CKA), ``top_k`` (neuronsim/mixedsim/SVCCA), ``kernel``,
+        ``compare`` (RSA), ``threshold`` (RBF CKA), ``base`` (attention JS), ``reg`` (CCA),
+        ``dtype`` (work dtype of the products).
+
+    Returns
+    -------
+    numpy.ndarray (len(layers_a), len(layers_b)) or dict of them
+        ``M[i, j] = measure(layers_a[i], layers_b[j])``; asymmetric measures average over the
+        neurons (heads) of ``layers_a[i]``.
+    """
+    names = [measure] if isinstance(measure, str) else list(measure)
+    if not names:
+        raise ValueError("measure list is empty")
+    names = list(dict.fromkeys(canonical(x) for x in names))
+    unknown = set(options) - OPTIONS
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; valid: {sorted(OPTIONS)}")
+    A = list(layers_a)
+    same = layers_b is None
+    B = A if same else list(layers_b)
+    if not A or not B:
+        raise ValueError("layers_a and layers_b must each hold at least one layer")
+    pairs = [(i, j) for i in range(len(A)) for j in range(i if same else 0, len(B))]
+    show = len(pairs) > 20 if progress is None else progress
+    out = {x: np.full((len(A), len(B)), np.nan) for x in names}
+
+    groups = [x for x in names if x in CROSS_PRODUCT_MEASURES]
+    if groups:
+        _cross_product_suite(A, B, same, pairs, groups, out, options, show)
+    for x in names:
+        if x == "rsa":
+            _rsa_matrix(A, B, same, pairs, out[x], options, show)
+        elif x == "rbf_cka":
+            _gram_matrix(A, B, same, pairs, out[x], options, show)
+        elif x.startswith("attention_"):
+            _attention_matrix(A, B, same, pairs, out[x], x.split("_", 1)[1], options, show)
+    return out[names[0]] if isinstance(measure, str) else out
+
+
+def _bar(pairs, show, desc):
+    return tqdm(pairs, desc=desc, unit="pair", disable=not show, leave=False)
+
+
+def _cross_product_suite(A, B, same, pairs, names, out, options, show):
+    dt = work_dtype(*[np.asarray(x) for x in A + ([] if same else B)],
+                    dtype=options.get("dtype"))
+    SA = [LayerStats(x, dtype=dt, name=f"layers_a[{i}]") for i, x in enumerate(A)]
+    SB = SA if same else [LayerStats(x, dtype=dt, name=f"layers_b[{j}]") for j, x in
+                          enumerate(B)]
+    n_rows = {s.n for s in SA + SB}
+    if len(n_rows) != 1:
+        raise ValueError(f"every layer must have the same rows (stimuli); got row counts "
+                         f"{sorted(n_rows)}")
+    variance = options.get("variance", 0.99)
+    m._check_variance(variance)
+    cut, top_k = options.get("cut", "reach"), options.get("top_k")
+    debiased, standardize = options.get("debiased", False), options.get("standardize", False)
+    reg = options.get("reg", 0.0)
+    for i, j in _bar(pairs, show, "cross-products"):
+        a, b = SA[i], SB[j]
+        C = cross(a, b)
+        rev = same and i != j  # the (j, i) entry comes from the same cross-product
+        put = _Putter(out, i, j, rev)
+
+        if "neuronsim" in names:
+            put("neuronsim", m._top_mean(m._k_neuron_values(a, b, C), top_k),
+                m._top_mean(m._k_neuron_values(b, a, C.T), top_k) if rev else None)
+        if "mixedsim" in names:
+            put("mixedsim", m._top_mean(m._k_mixed_values(a, b, C), top_k),
+                m._top_mean(m._k_mixed_values(b, a, C.T), top_k) if rev else None)
+        if "linear_cka" in names:
+            put("linear_cka", m._k_linear_cka(a, b, C, debiased))
+        if "procrustes" in names:
+            put("procrustes", m._k_procrustes(a, b, C))
+        if "cca" in names:
+            if reg:
+                Wa, Wb = m._ridge_whitener(a, reg), m._ridge_whitener(b, reg)
+                rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0, 1)
+            else:
+                rho = m._k_cca(a, b, C, None, "reach")
+            put("cca", float(rho.mean()))
+        if "svcca" in names or "pwcca" in names:
+            sa, sb, Cs = standardize_pair(a, b, C) if standardize else (a, b, C)
+            if "pwcca" in names:
+                u, rho, vt, ka, kb = m._k_cca(sa, sb, Cs, variance, cut, uv=True)
+                put("pwcca", float(m._pw_weights(sa, ka, u) @ rho),
+                    float(m._pw_weights(sb, kb, vt.T) @ rho))
+            else:
+                rho = m._k_cca(sa, sb, Cs, variance, cut)
+            if "svcca" in names:
+                put("svcca", m._top_mean(rho, top_k))
+
+
+class _Putter:
+    """Writes a pair's value(s) at (i, j) and, for a symmetric collection, at (j, i)."""
+
+    def __init__(self, out, i, j, rev):
+        self.out, self.i, self.j, self.rev = out, i, j, rev
+
+    def __call__(self, name, value_ij, value_ji=None):
+        self.out[name][self.i, self.j] = value_ij
+        if self.rev:
+            self.out[name][self.j, self.i] = value_ij if value_ji is None else value_ji
+
+
+def _rsa_matrix(A, B, same, pairs, M, options, show):
+    kernel = options.get("kernel", "cosine")
+    compare = options.get("compare", "pearson")
+    if kernel not in ("cosine", "correlation", "euclidean") or compare not in ("pearson",
+                                                                                "spearman"):
+        raise ValueError(f"invalid RSA kernel/compare: {kernel!r}/{compare!r}")
+    fast = kernel != "euclidean" and compare == "pearson"
+    prep = {}
+
+    def get(side, k, x):
+        key = (side, k)
+        if key not in prep:
+            X = np.asarray(x)
+            if X.ndim != 2 or X.shape[0] < 3:
+                raise ValueError(f"RSA needs (n >= 3, d) layers, got shape {X.shape}")
+            if fast:
+                Xh = normalized_rows(X, kernel, f"layer {k}")
+                prep[key] = (Xh, *_upper_moments(Xh)[:2])
+            else:
+                tri = _upper(X, kernel)
+                if compare == "spearman":
+                    from scipy.stats import rankdata
+
+                    tri = rankdata(tri)
+                prep[key] = tri
+        return prep[key]
+
+    for i, j in _bar(pairs, show, "rsa"):
+        a = get("a", i, A[i])
+        b = get("a" if same else "b", j, B[j])
+        if fast:
+            n = a[0].shape[0]
+            if b[0].shape[0] != n:
+                raise ValueError("every layer must have the same rows (stimuli)")
+            sxy = (np.sum((a[0].T @ b[0]) ** 2) - n) / 2.0
+            value = _pearson_from_moments(n * (n - 1) / 2.0, a[1], a[2], b[1], b[2], sxy)
+        else:
+            if a.shape != b.shape:
+                raise ValueError("every layer must have the same rows (stimuli)")
+            value = _pearson_vectors(a, b)
+        M[i, j] = value
+        if same:
+            M[j, i] = value
+
+
+def _gram_matrix(A, B, same, pairs, M, options, show):
+    threshold = options.get("threshold", 1.0)
+    debiased = options.get("debiased", False)
+    grams = {}
+
+    def get(side, k, x):
+        if (side, k) not in grams:
+            K = m.rbf_gram(x, threshold)
+            grams[(side, k)] = K if debiased else m._center_gram(K)
+        return grams[(side, k)]
+
+    for i, j in _bar(pairs, show, "rbf_cka"):
+        K, L = get("a", i, A[i]), get("a" if same else "b", j, B[j])
+        if K.shape != L.shape:
+            raise ValueError("every layer must have the same rows (stimuli)")
+        value = m._cka_from_grams(K, L, debiased, centred=True)
+        M[i, j] = value
+        if same:
+            M[j, i] = value
+
+
+def _attention_matrix(A, B, same, pairs, M, method, options, show):
+    base = options.get("base", 2.0)
+    LA = [a if isinstance(a, AttentionLayer) else AttentionLayer(_check_maps(a, f"layer {i}"))
+          for i, a in enumerate(A)]
+    LB = LA if same else [b if isinstance(b, AttentionLayer) else
+                          AttentionLayer(_check_maps(b, f"layer {j}")) for j, b in enumerate(B)]
+    for i, j in _bar(pairs, show, f"attention {method}"):
+        S = head_similarity(LA[i], LB[j], method, base)
+        M[i, j] = S.max(axis=1).mean()
+        if same:
+            M[j, i] = S.max(axis=0).mean()

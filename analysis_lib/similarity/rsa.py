@@ -1,0 +1,114 @@
+"""Representational similarity analysis (Kriegeskorte et al. 2008; Merchant et al. 2020 §5.1).
+
+Each side's n x n stimulus-similarity matrix is built with a kernel, and the two are compared by
+the Pearson (or Spearman) correlation of their upper triangles, diagonal excluded.
+
+For the cosine and correlation kernels with Pearson comparison nothing n x n is ever built: with
+row-normalised ``Xh`` the similarity matrix is ``S = Xh Xh.T``, so the sums the Pearson
+correlation needs over all ``i < j`` follow from d x d products (``sum S = |Xh.T 1|^2``,
+``sum S*S = |Xh.T Xh|_F^2``, ``sum S_x*S_y = |Xh.T Yh|_F^2``) minus the diagonal, halved.
+Memory stays O(n d) and time O(n d^2) at n = 5,000 and beyond. Euclidean distances and Spearman
+comparison need the n(n-1)/2 entries themselves (about 100 MB each at n = 5,000).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial.distance import pdist
+from scipy.stats import rankdata
+
+from ._core import as_matrix, check_pair
+
+KERNELS = ("cosine", "correlation", "euclidean")
+COMPARES = ("pearson", "spearman")
+
+
+def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
+    """Rows scaled to unit norm (after centring each row for the correlation kernel), float64.
+
+    Raises ValueError when a row has zero norm: its cosine similarity is undefined.
+    """
+    A = np.asarray(X, dtype=np.float64)
+    if kernel == "correlation":
+        A = A - A.mean(axis=1, keepdims=True)
+    norms = np.linalg.norm(A, axis=1)
+    if (norms == 0).any():
+        i = int(np.flatnonzero(norms == 0)[0])
+        what = "constant" if kernel == "correlation" else "all zeros"
+        raise ValueError(f"row {i} of {name} is {what}: its {kernel} similarity is undefined; "
+                         "drop that stimulus")
+    return A / norms[:, None]
+
+
+def _upper_moments(Xh: np.ndarray, Yh: np.ndarray | None = None):
+    """(sum, sum of squares, sum of products with Y) of the upper triangle of Xh Xh.T."""
+    n = Xh.shape[0]
+    col = Xh.sum(axis=0)
+    s1 = (col @ col - n) / 2.0
+    s2 = (np.sum((Xh.T @ Xh) ** 2) - n) / 2.0
+    sxy = None if Yh is None else (np.sum((Xh.T @ Yh) ** 2) - n) / 2.0
+    return s1, s2, sxy
+
+
+def _pearson_from_moments(n_pairs, ax, axx, ay, ayy, axy) -> float:
+    mx, my = ax / n_pairs, ay / n_pairs
+    vx, vy = axx / n_pairs - mx * mx, ayy / n_pairs - my * my
+    if vx <= 1e-15 or vy <= 1e-15:
+        raise ValueError("a similarity matrix is constant (e.g. every stimulus has the same "
+                         "vector, as the first token at the embedding layer); RSA is undefined")
+    return float((axy / n_pairs - mx * my) / np.sqrt(vx * vy))
+
+
+def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson") -> float:
+    """RSA between X (n, d1) and Y (n, d2). Symmetric.
+
+    Parameters
+    ----------
+    kernel : {'cosine', 'correlation', 'euclidean'}
+        Stimulus similarity within each side: cosine similarity (Merchant et al.), Pearson
+        correlation across neurons, or (negated) Euclidean distance.
+    compare : {'pearson', 'spearman'}
+        Correlation of the two upper triangles (diagonal excluded).
+
+    Notes
+    -----
+    Invariant to orthogonal transforms and isotropic scaling of either side (all kernels), and
+    with the correlation kernel also to adding a constant to every neuron of a stimulus.
+    Needs at least 3 stimuli. A constant similarity matrix raises ValueError.
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if compare not in COMPARES:
+        raise ValueError(f"compare must be one of {COMPARES}, got {compare!r}")
+    X, Y = check_pair(X, Y, 3)
+    n = X.shape[0]
+    if kernel != "euclidean" and compare == "pearson":
+        Xh, Yh = normalized_rows(X, kernel, "X"), normalized_rows(Y, kernel, "Y")
+        ax, axx, axy = _upper_moments(Xh, Yh)
+        ay, ayy, _ = _upper_moments(Yh)
+        return _pearson_from_moments(n * (n - 1) / 2.0, ax, axx, ay, ayy, axy)
+    a, b = upper_triangle(X, kernel), upper_triangle(Y, kernel)
+    if compare == "spearman":
+        a, b = rankdata(a), rankdata(b)
+    return _pearson_vectors(a, b)
+
+
+def upper_triangle(X, kernel: str = "cosine") -> np.ndarray:
+    """The n(n-1)/2 upper-triangle entries (row-major, i < j) of X's similarity matrix."""
+    X = as_matrix(X, "X", 2)
+    if kernel in ("cosine", "correlation"):
+        Xh = normalized_rows(X, kernel)
+        return 1.0 - pdist(Xh, "sqeuclidean") / 2.0  # cos = 1 - |a - b|^2 / 2 for unit rows
+    if kernel == "euclidean":
+        return -pdist(np.asarray(X, dtype=np.float64), "euclidean")
+    raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+
+
+def _pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
+    a = a - a.mean()
+    b = b - b.mean()
+    den = np.sqrt((a @ a) * (b @ b))
+    if den <= 1e-300:
+        raise ValueError("a similarity matrix is constant (every stimulus alike); RSA is "
+                         "undefined")
+    return float((a @ b) / den)

@@ -1,0 +1,165 @@
+"""Uncertainty for similarity values: bootstrap intervals and permutation tests.
+
+Both work for one pair of representations and for whole layer x layer matrices. Resampling
+is over stimuli (rows), the same rows for every layer in one draw, so a matrix's entries stay
+comparable. Words of one sentence are not independent: pass ``groups`` (e.g. the sentence index
+of every word row, ``Extraction.word_sentence``) to resample or shuffle whole sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .pairwise import canonical, pairwise
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Point estimate on all stimuli, percentile interval, and the bootstrap samples
+    (``samples[b]`` has the shape of ``estimate``)."""
+
+    estimate: np.ndarray | float
+    low: np.ndarray | float
+    high: np.ndarray | float
+    samples: np.ndarray
+    level: float
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """Observed value, one-sided p-value (the chance of a value at least as high with the
+    stimuli of one side shuffled) and the null samples."""
+
+    statistic: np.ndarray | float
+    p_value: np.ndarray | float
+    null: np.ndarray
+
+
+def _as_layers(X, Y):
+    single = not isinstance(X, (list, tuple))
+    A = [X] if single else list(X)
+    B = None if Y is None else ([Y] if single else list(Y))
+    if single and B is None:
+        raise ValueError("give Y when X is a single array")
+    return single, A, B
+
+
+def _n_rows(A) -> int:
+    rows = {np.asarray(x).shape[0] for x in A}
+    if len(rows) != 1:
+        raise ValueError(f"every layer must have the same rows (stimuli), got {sorted(rows)}")
+    return rows.pop()
+
+
+def _group_index(groups, n):
+    if groups is None:
+        return None
+    g = np.asarray(groups)
+    if g.shape != (n,):
+        raise ValueError(f"groups must have one entry per row ({n}), got shape {g.shape}")
+    _, inverse = np.unique(g, return_inverse=True)
+    return [np.flatnonzero(inverse == k) for k in range(inverse.max() + 1)]
+
+
+def _compute(A, B, measure, options):
+    return pairwise(A, B, measure, progress=False, **options)
+
+
+def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
+              level: float = 0.95, seed: int = 0, groups=None, progress: bool = False,
+              **options: Any) -> BootstrapResult:
+    """Percentile bootstrap interval of a similarity, resampling stimuli with replacement.
+
+    Parameters
+    ----------
+    X, Y : arrays (n, d), or lists of them (layers) for a matrix; Y=None with a list compares
+        the list with itself.
+    measure : str
+        A name accepted by :func:`~.pairwise.pairwise` (not the attention methods).
+    n_boot : int
+        Number of resamples.
+    level : float
+        Coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
+    groups : array (n,), optional
+        Resample whole groups (e.g. sentences) instead of single rows.
+
+    Notes
+    -----
+    Duplicated rows in a resample make stimuli identical; measures built on stimulus-by-stimulus
+    similarity (RSA) then see perfectly similar pairs, which biases them slightly upward.
+    """
+    name = canonical(measure)
+    if name.startswith("attention_"):
+        raise ValueError("bootstrap resamples rows of (n, d) arrays; for attention, resample "
+                         "sentences and call attention_similarity yourself")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    single, A, B = _as_layers(X, Y)
+    n = _n_rows(A + (B or []))
+    index = _group_index(groups, n)
+    rng = np.random.default_rng(seed)
+    estimate = _compute(A, B, name, options)
+    samples = np.empty((n_boot,) + estimate.shape)
+    for k in tqdm(range(n_boot), desc="bootstrap", disable=not progress, leave=False):
+        if index is None:
+            rows = rng.integers(0, n, size=n)
+        else:
+            rows = np.concatenate([index[g] for g in rng.integers(0, len(index), len(index))])
+        take = [np.asarray(x)[rows] for x in A]
+        samples[k] = _compute(take, None if B is None else [np.asarray(x)[rows] for x in B],
+                              name, options)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(samples, [alpha, 1 - alpha], axis=0)
+    if single:
+        return BootstrapResult(float(estimate[0, 0]), float(low[0, 0]), float(high[0, 0]),
+                               samples[:, 0, 0], level)
+    return BootstrapResult(estimate, low, high, samples, level)
+
+
+def permutation_test(X, Y=None, measure: str = "linear_cka", *, n_perm: int = 1000,
+                     seed: int = 0, groups=None, progress: bool = False,
+                     **options: Any) -> PermutationResult:
+    """Permutation test of "no relation": the rows of the second side are shuffled (the same
+    shuffle for all its layers), breaking the stimulus correspondence.
+
+    Returns the observed value and ``p = (1 + #{null >= observed}) / (1 + n_perm)``. With a
+    list and Y=None the list is compared with a shuffled copy of itself. ``groups`` shuffles
+    whole groups of rows among groups of the same size.
+    """
+    name = canonical(measure)
+    if name.startswith("attention_"):
+        raise ValueError("permutation_test shuffles rows of (n, d) arrays, not attention maps")
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be positive, got {n_perm}")
+    single, A, B = _as_layers(X, Y)
+    second = A if B is None else B
+    n = _n_rows(A + second)
+    index = _group_index(groups, n)
+    rng = np.random.default_rng(seed)
+    observed = _compute(A, second, name, options)
+    null = np.empty((n_perm,) + observed.shape)
+    for k in tqdm(range(n_perm), desc="permutation", disable=not progress, leave=False):
+        rows = rng.permutation(n) if index is None else _shuffle_groups(index, rng, n)
+        null[k] = _compute(A, [np.asarray(x)[rows] for x in second], name, options)
+    p = (1 + (null >= observed - 1e-12).sum(axis=0)) / (1 + n_perm)
+    if single:
+        return PermutationResult(float(observed[0, 0]), float(p[0, 0]), null[:, 0, 0])
+    return PermutationResult(observed, p, null)
+
+
+def _shuffle_groups(index, rng, n):
+    """A row permutation that maps each group onto a random group of the same size."""
+    rows = np.empty(n, dtype=np.int64)
+    sizes = np.array([len(g) for g in index])
+    for size in np.unique(sizes):
+        members = np.flatnonzero(sizes == size)
+        targets = rng.permutation(members)
+        for src, dst in zip(members, targets):
+            rows[index[src]] = index[dst]
+    return rows
