@@ -94,7 +94,8 @@ class ArrayCache:
 
     def __init__(self, namespace: str, root: str | os.PathLike | None = None):
         if not _valid_name(namespace):
-            raise ValueError(f"cache namespace {namespace!r} must use letters, digits, '.', '_', '-'")
+            raise ValueError(
+                f"cache namespace {namespace!r} must use letters, digits, '.', '_', '-'")
         self.root = default_root(root)
         self.namespace = namespace
         self.folder = self.root / namespace

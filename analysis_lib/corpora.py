@@ -40,7 +40,11 @@ import numpy as np
 
 from .errors import OfflineError, offline_message
 
-_WORD = re.compile(r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))|[@#]?\w+(?:['’.\-]\w+)*|[^\w\s]", re.UNICODE)
+_WORD = re.compile(
+    r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))"  # a URL, without trailing punctuation
+    r"|[@#]?\w+(?:['’.\-]\w+)*"  # a word, handle or hashtag with inner ' ’ . -
+    r"|[^\w\s]",  # one punctuation mark or symbol
+    re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _INVISIBLE = dict.fromkeys(
     i for i in range(0x110000) if unicodedata.category(chr(i)) in ("Cc", "Cf", "Zl", "Zp")
