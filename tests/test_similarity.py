@@ -1,0 +1,510 @@
+"""Properties every similarity measure must have: known values, invariances, symmetric cases,
+agreement of the fast all-pairs path with the per-pair functions and with slow explicit
+formulas, and clear errors on bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import ortho_group, pearsonr, spearmanr
+
+from analysis_lib import similarity as sim
+
+SINGLE = {
+    "neuronsim": sim.neuronsim,
+    "mixedsim": sim.mixedsim,
+    "svcca": sim.svcca,
+    "pwcca": sim.pwcca,
+    "linear_cka": sim.linear_cka,
+    "procrustes": sim.procrustes,
+    "cca": lambda X, Y: sim.cca(X, Y, warn=False).mean,
+    "rsa": sim.rsa,
+    "rbf_cka": sim.rbf_cka,
+}
+SYMMETRIC = ["svcca", "linear_cka", "procrustes", "cca", "rsa", "rbf_cka"]
+
+
+def data(n=80, d1=6, d2=5, seed=0, shared=0.8):
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, max(d1, d2)))
+    X = Z[:, :d1] @ rng.standard_normal((d1, d1)) + 0.3 * rng.standard_normal((n, d1))
+    Y = shared * Z[:, :d2] @ rng.standard_normal((d2, d2)) + rng.standard_normal((n, d2))
+    return X, Y
+
+
+# --------------------------------------------------------------------------- known values
+
+def test_kornblith_demo_values():
+    # the legacy global generator is what Kornblith et al.'s demo seeds
+    np.random.seed(1337)  # noqa: NPY002
+    X = np.random.randn(100, 10)  # noqa: NPY002
+    Y = np.random.randn(100, 10) + X  # noqa: NPY002
+    assert round(sim.linear_cka(X, Y), 5) == 0.55761
+    assert round(sim.linear_cka(X, Y, debiased=True), 5) == 0.51346
+    assert round(sim.rbf_cka(X, Y, threshold=0.5), 5) == 0.65483
+
+
+def test_independent_gaussians_hit_the_documented_null_floor():
+    rng = np.random.default_rng(0)
+    n, d = 400, 50
+    biased, debiased = [], []
+    for _ in range(20):
+        X, Y = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+        biased.append(sim.linear_cka(X, Y))
+        debiased.append(sim.linear_cka(X, Y, debiased=True))
+    assert abs(np.mean(biased) - d / (n - 1 + d)) < 0.01
+    assert abs(np.mean(debiased)) < 0.01
+
+
+# --------------------------------------------------------------------------- self and symmetry
+
+@pytest.mark.parametrize("name", list(SINGLE))
+def test_self_similarity_is_one(name):
+    X, _ = data()
+    assert abs(SINGLE[name](X, X) - 1) < 1e-6
+
+
+@pytest.mark.parametrize("name", SYMMETRIC)
+def test_symmetric_measures_are_symmetric(name):
+    X, Y = data()
+    assert abs(SINGLE[name](X, Y) - SINGLE[name](Y, X)) < 1e-9
+
+
+@pytest.mark.parametrize("name", ["neuronsim", "mixedsim", "pwcca"])
+def test_asymmetric_measures_are_documented_as_such(name):
+    X, Y = data(d1=8, d2=3)
+    a, b = SINGLE[name](X, Y), SINGLE[name](Y, X)
+    assert a != pytest.approx(b, abs=1e-6)
+    assert 0 <= a <= 1 and 0 <= b <= 1
+
+
+# --------------------------------------------------------------------------- invariances
+
+def test_cka_family_invariances():
+    X, Y = data(n=60, d1=7, d2=7, seed=3)
+    Q = ortho_group.rvs(7, random_state=1)
+    base = {f: f(X, Y) for f in (sim.linear_cka, sim.rbf_cka, sim.procrustes, sim.rsa)}
+    for f, value in base.items():
+        assert f(X @ Q, Y) == pytest.approx(value, abs=1e-9), f.__name__
+        assert f(3.7 * X, Y) == pytest.approx(value, abs=1e-9), f.__name__
+        if f is not sim.rsa:  # RSA's cosine kernel is not translation invariant, by design
+            assert f(X + 5.0, Y - 2.0) == pytest.approx(value, abs=1e-9), f.__name__
+    assert sim.linear_cka(X + 5, Y, debiased=True) == pytest.approx(
+        sim.linear_cka(X, Y, debiased=True), abs=1e-9)
+
+
+def test_cca_family_invariant_to_invertible_maps():
+    X, Y = data(n=200, d1=6, d2=4, seed=4)
+    rng = np.random.default_rng(7)
+    Ax, Ay = rng.standard_normal((6, 6)), rng.standard_normal((4, 4))
+    Xt, Yt = X @ Ax + 4.0, Y @ Ay - 1.0
+    assert sim.cca(Xt, Yt, warn=False).mean == pytest.approx(sim.cca(X, Y, warn=False).mean,
+                                                              abs=1e-9)
+    assert sim.svcca(Xt, Yt, variance=None) == pytest.approx(sim.svcca(X, Y, variance=None),
+                                                             abs=1e-9)
+    np.testing.assert_allclose(sim.svcca(Xt, Yt, None, return_correlations=True),
+                               sim.svcca(X, Y, None, return_correlations=True), atol=1e-9)
+    # PWCCA's weights depend on X's neurons: scaling and translation only
+    assert sim.pwcca(2 * X + 1, Y) == pytest.approx(sim.pwcca(X, Y), abs=1e-9)
+
+
+def test_neuronsim_invariant_to_neuron_permutation_and_per_neuron_affine():
+    X, Y = data()
+    perm = np.random.default_rng(0).permutation(X.shape[1])
+    scale = np.linspace(0.5, 3, X.shape[1]) * np.where(np.arange(X.shape[1]) % 2, -1, 1)
+    assert sim.neuronsim(X[:, perm] * scale + 9, Y) == pytest.approx(sim.neuronsim(X, Y))
+    assert sim.mixedsim(X, Y @ np.random.default_rng(1).standard_normal((5, 5))) == \
+        pytest.approx(sim.mixedsim(X, Y), abs=1e-9)
+
+
+shapes = st.tuples(st.integers(4, 30), st.integers(1, 12), st.integers(1, 12),
+                   st.integers(0, 2**16))
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes)
+def test_properties_over_shapes(shape):
+    n, d1, d2, seed = shape
+    rng = np.random.default_rng(seed)
+    X, Y = rng.standard_normal((n, d1)), rng.standard_normal((n, d2))
+    Q = ortho_group.rvs(d1, random_state=seed) if d1 > 1 else np.array([[-1.0]])
+    cka = sim.linear_cka(X, Y)
+    assert 0 <= cka <= 1 + 1e-12
+    assert sim.linear_cka(X @ Q * 2 + 1, Y) == pytest.approx(cka, abs=1e-8)
+    assert sim.linear_cka(X, Y, form="gram") == pytest.approx(
+        sim.linear_cka(X, Y, form="feature"), abs=1e-9)
+    assert sim.linear_cka(X, Y, debiased=True, form="gram") == pytest.approx(
+        sim.linear_cka(X, Y, debiased=True, form="feature"), abs=1e-7)
+    for name in ("neuronsim", "mixedsim", "svcca", "pwcca", "procrustes"):
+        value = SINGLE[name](X, Y)
+        assert np.isfinite(value) and -1e-9 <= value <= 1 + 1e-9, name
+    if min(d1, d2) > 1:
+        assert -1 - 1e-9 <= sim.rsa(X, Y) <= 1 + 1e-9  # a correlation
+    else:  # one neuron: cosine similarities are all +-1, possibly all equal
+        try:
+            assert -1 - 1e-9 <= sim.rsa(X, Y) <= 1 + 1e-9
+        except ValueError as error:
+            assert "constant" in str(error)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = sim.cca(X, Y).correlations
+    if n - 1 <= min(d1, d2):  # more dimensions than centred points: correlations are 1
+        assert np.allclose(rho[: n - 1 - max(0, n - 1 - min(d1, d2))], 1, atol=1e-6)
+    assert np.all((rho >= 0) & (rho <= 1))
+
+
+# --------------------------------------------------------------------------- fast vs slow
+
+def _explicit_cka(X, Y):
+    n = X.shape[0]
+    H = np.eye(n) - 1.0 / n
+    K, L = X @ X.T, Y @ Y.T
+    hsic = lambda A, B: np.trace(A @ H @ B @ H)  # noqa: E731
+    return hsic(K, L) / np.sqrt(hsic(K, K) * hsic(L, L))
+
+
+def _explicit_svcca(X, Y, variance):
+    def basis(A):
+        A = A - A.mean(0)
+        U, s, _ = np.linalg.svd(A, full_matrices=False)
+        frac = np.cumsum(s ** 2) / np.sum(s ** 2)
+        k = int(np.searchsorted(frac, variance) + 1)
+        return U[:, :k]
+    return np.linalg.svd(basis(X).T @ basis(Y), compute_uv=False)
+
+
+def _explicit_pwcca(X, Y, variance):
+    def basis(A):
+        A = A - A.mean(0)
+        U, s, _ = np.linalg.svd(A, full_matrices=False)
+        frac = np.cumsum(s ** 2) / np.sum(s ** 2)
+        return U[:, : int(np.searchsorted(frac, variance) + 1)]
+    X0, Y0 = basis(X), basis(Y)
+    u, rho, _ = np.linalg.svd(X0.T @ Y0, full_matrices=False)
+    H = X0 @ u
+    alpha = np.abs(H.T @ (X - X.mean(0))).sum(axis=1)
+    return (alpha / alpha.sum()) @ rho
+
+
+def _explicit_mixedsim(X, Y):
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    coef, *_ = np.linalg.lstsq(Yc, Xc, rcond=None)
+    return np.mean(np.linalg.norm(Yc @ coef, axis=0) / np.linalg.norm(Xc, axis=0))
+
+
+def _explicit_neuronsim(X, Y):
+    d1 = X.shape[1]
+    R = np.corrcoef(X.T, Y.T)[:d1, d1:]
+    return np.abs(R).max(axis=1).mean()
+
+
+def test_measures_equal_explicit_formulas():
+    X, Y = data(n=150, d1=9, d2=6, seed=11)
+    assert sim.linear_cka(X, Y) == pytest.approx(_explicit_cka(X, Y), abs=1e-10)
+    np.testing.assert_allclose(sim.svcca(X, Y, 0.9, return_correlations=True),
+                               _explicit_svcca(X, Y, 0.9), atol=1e-10)
+    assert sim.pwcca(X, Y, 0.9) == pytest.approx(_explicit_pwcca(X, Y, 0.9), abs=1e-10)
+    assert sim.pwcca(Y, X, 0.9) == pytest.approx(_explicit_pwcca(Y, X, 0.9), abs=1e-10)
+    assert sim.mixedsim(X, Y) == pytest.approx(_explicit_mixedsim(X, Y), abs=1e-10)
+    assert sim.neuronsim(X, Y) == pytest.approx(_explicit_neuronsim(X, Y), abs=1e-10)
+
+
+@pytest.mark.parametrize("kernel", ["cosine", "correlation", "euclidean"])
+@pytest.mark.parametrize("compare", ["pearson", "spearman"])
+def test_rsa_equals_correlation_of_explicit_matrices(kernel, compare):
+    X, Y = data(n=40, seed=5)
+    X, Y = X + 0.5, Y - 0.2
+
+    def matrix(A):
+        if kernel == "euclidean":
+            return -np.linalg.norm(A[:, None] - A[None], axis=2)
+        if kernel == "correlation":
+            A = A - A.mean(1, keepdims=True)
+        A = A / np.linalg.norm(A, axis=1, keepdims=True)
+        return A @ A.T
+
+    iu = np.triu_indices(40, k=1)
+    a, b = matrix(X)[iu], matrix(Y)[iu]
+    expected = (pearsonr if compare == "pearson" else spearmanr)(a, b)[0]
+    assert sim.rsa(X, Y, kernel, compare) == pytest.approx(expected, abs=1e-10)
+
+
+def test_rsa_at_five_thousand_stimuli_stays_linear_in_memory():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5000, 64)).astype(np.float32)
+    Y = X + rng.standard_normal((5000, 64)).astype(np.float32)
+    value = sim.rsa(X, Y)
+    iu = np.triu_indices(1500, k=1)
+    sub = sim.rsa(X[:1500], Y[:1500])
+    Xh = X[:1500] / np.linalg.norm(X[:1500], axis=1, keepdims=True)
+    Yh = Y[:1500] / np.linalg.norm(Y[:1500], axis=1, keepdims=True)
+    assert sub == pytest.approx(pearsonr((Xh @ Xh.T)[iu], (Yh @ Yh.T)[iu])[0], abs=1e-6)
+    assert 0.3 < value < 1
+
+
+ALL_REP = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca", "rsa",
+           "rbf_cka"]
+
+
+@pytest.mark.parametrize("name", ALL_REP)
+def test_pairwise_equals_per_pair_loop(name):
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((120, 5))
+    layers = [base @ rng.standard_normal((5, d)) + 0.5 * rng.standard_normal((120, d))
+              for d in (4, 6, 5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        M = sim.pairwise(layers, measure=name)
+        other = sim.pairwise(layers[:2], layers, measure=name)
+        for i, X in enumerate(layers):
+            for j, Y in enumerate(layers):
+                expected = SINGLE[name](X, Y)
+                assert M[i, j] == pytest.approx(expected, abs=1e-9), (i, j)
+                if i < 2:
+                    assert other[i, j] == pytest.approx(expected, abs=1e-9), (i, j)
+
+
+def test_suite_equals_single_measures_float32():
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((600, 40))
+    layers = [(base @ rng.standard_normal((40, 32)) + rng.standard_normal((600, 32)) + 50)
+              .astype(np.float32) for _ in range(4)]
+    names = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka"]
+    suite = sim.pairwise(layers, measure=names)
+    for name in names:
+        for i in range(4):
+            for j in range(4):
+                assert suite[name][i, j] == pytest.approx(
+                    SINGLE[name](layers[i], layers[j]), abs=1e-6), (name, i, j)
+
+
+# --------------------------------------------------------------------------- hard inputs
+
+def test_rank_deficient_y_mixedsim_matches_lstsq():
+    rng = np.random.default_rng(8)
+    Z = rng.standard_normal((100, 3))
+    Y = Z @ rng.standard_normal((3, 7))  # 7 neurons, rank 3
+    X = Z[:, :2] @ rng.standard_normal((2, 4)) + 0.5 * rng.standard_normal((100, 4))
+    assert sim.mixedsim(X, Y) == pytest.approx(_explicit_mixedsim(X, Y), abs=1e-8)
+    assert sim.mixedsim(X, Y) < 0.99
+
+
+def test_svcca_pwcca_handle_repeated_and_zero_variance_directions():
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((80, 5))
+    Xr = np.hstack([X, X[:, :2], np.zeros((80, 2)), np.full((80, 1), 3.0)])
+    Y = X @ rng.standard_normal((5, 5)) + 0.1 * rng.standard_normal((80, 5))
+    for f in (sim.svcca, sim.pwcca):
+        for v in (0.99, None):
+            a, b = f(Xr, Y, v), f(Y, Xr, v)
+            assert np.isfinite(a) and np.isfinite(b) and 0 < a <= 1 and 0 < b <= 1
+    assert sim.svcca(Xr, Y, None) == pytest.approx(sim.svcca(X, Y, None), abs=1e-8)
+
+
+def test_constant_neurons_are_left_out_by_definition():
+    X, Y = data()
+    Xk = np.hstack([X, np.full((X.shape[0], 1), 2.0)])
+    assert sim.neuronsim(Xk, Y) == pytest.approx(sim.neuronsim(X, Y))
+    assert sim.mixedsim(Xk, Y) == pytest.approx(sim.mixedsim(X, Y))
+    assert sim.neuronsim(Y, Xk) == pytest.approx(sim.neuronsim(Y, X))
+    assert sim.linear_cka(Xk, Y) == pytest.approx(sim.linear_cka(X, Y))
+    with pytest.raises(ValueError, match="constant"):
+        sim.neuronsim(np.ones((10, 3)), Y[:10])
+    with pytest.raises(ValueError, match="no variance"):
+        sim.linear_cka(np.ones((10, 3)), Y[:10])
+
+
+@pytest.mark.parametrize("name", list(SINGLE))
+def test_bad_inputs_raise_clear_errors(name):
+    f = SINGLE[name]
+    X, Y = data()
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        f(bad, Y)
+    inf = X.copy()
+    inf[0, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        f(X, inf) if name != "rsa" else f(inf, Y)
+    with pytest.raises(ValueError, match="same rows"):
+        f(X, Y[:-1])
+    with pytest.raises(ValueError, match="rows"):
+        f(X[:1], Y[:1])
+    with pytest.raises(ValueError, match="2-D"):
+        f(X[:, 0], Y)
+    with pytest.raises(TypeError):
+        f(np.array([["a", "b"], ["c", "d"]]), Y[:2])
+
+
+def test_float32_with_large_means_matches_float64():
+    rng = np.random.default_rng(12)
+    X64 = 1000 + rng.standard_normal((500, 20))
+    Y64 = -500 + X64 @ rng.standard_normal((20, 15)) * 0.1 + rng.standard_normal((500, 15))
+    X32, Y32 = X64.astype(np.float32), Y64.astype(np.float32)
+    X64, Y64 = X32.astype(np.float64), Y32.astype(np.float64)  # same numbers
+    for name in ("neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "rsa"):
+        assert SINGLE[name](X32, Y32) == pytest.approx(SINGLE[name](X64, Y64), abs=2e-5), name
+
+
+def test_cca_warns_and_regularises_when_n_is_small():
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((30, 20)), rng.standard_normal((30, 20))
+    with pytest.warns(UserWarning, match="over-fits"):
+        plain = sim.cca(X, Y)
+    ridge = sim.cca(X, Y, reg=1.0)
+    assert np.allclose(plain.correlations[:9], 1.0)  # 29 centred points, 40 dimensions
+    assert ridge.mean < plain.mean - 0.2
+    assert ridge.r2 == pytest.approx(np.mean(ridge.correlations ** 2))
+
+
+def test_released_code_options_differ_from_the_paper_definition():
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((300, 12)) * np.linspace(0.2, 5, 12)
+    Y = X @ rng.standard_normal((12, 10)) + 2 * rng.standard_normal((300, 10))
+    paper = sim.svcca(X, Y, 0.9, return_correlations=True)
+    below = sim.svcca(X, Y, 0.9, cut="below", return_correlations=True)
+    assert len(below) == len(paper) - 1
+    assert sim.svcca(X, Y, 0.9, standardize=True) != pytest.approx(sim.svcca(X, Y, 0.9))
+    assert sim.pwcca(X, Y, 0.9, standardize=True, cut="below") != pytest.approx(
+        sim.pwcca(X, Y, 0.9))
+    # standardising means every neuron counts the same: equals SVCCA on z-scored input
+    Z = (X - X.mean(0)) / X.std(0)
+    W = (Y - Y.mean(0)) / Y.std(0)
+    assert sim.svcca(X, Y, 0.9, standardize=True) == pytest.approx(sim.svcca(Z, W, 0.9),
+                                                                    abs=1e-9)
+
+
+def test_pwcca_works_whichever_side_is_wider():
+    X, Y = data(n=100, d1=12, d2=3)
+    assert 0 < sim.pwcca(X, Y) <= 1 and 0 < sim.pwcca(Y, X) <= 1
+
+
+def test_top_k_and_per_neuron():
+    X, Y = data()
+    per = sim.neuronsim(X, Y, per_neuron=True)
+    assert per.shape == (X.shape[1],)
+    assert sim.neuronsim(X, Y, top_k=2) == pytest.approx(np.sort(per)[-2:].mean())
+    assert sim.neuronsim(X, Y, top_k=2) >= sim.neuronsim(X, Y)
+
+
+# --------------------------------------------------------------------------- attention
+
+def _random_maps(rng, heads, lengths, extra=0):
+    maps = []
+    for t in lengths:
+        a = rng.random((heads, t, t + extra)) ** 3
+        maps.append(a / a.sum(-1, keepdims=True))
+    return maps
+
+
+@pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
+def test_identical_attention_scores_one(method):
+    rng = np.random.default_rng(0)
+    A = _random_maps(rng, 4, [5, 7, 3], extra=2)
+    assert sim.attention_similarity(A, A, method) == pytest.approx(1.0, abs=1e-9)
+    B = _random_maps(rng, 3, [5, 7, 3], extra=2)
+    value = sim.attention_similarity(A, B, method)
+    assert value < 1 - 1e-3 and (-1 <= value <= 1)
+
+
+def test_js_uniform_against_one_hot_closed_form():
+    t = 6
+    uniform = [np.full((1, t, t), 1.0 / t)]
+    one_hot = [np.tile(np.eye(t)[None], (1, 1, 1))]
+    m1 = (1 / t + 1) / 2
+    js = 0.5 * np.log2(1 / m1) + 0.5 * ((1 / t) * np.log2((1 / t) / m1) + (t - 1) / t)
+    assert sim.attention_similarity(uniform, one_hot, "js") == pytest.approx(1 - js, abs=1e-12)
+    nats = sim.attention_similarity(uniform, one_hot, "js", base=np.e)
+    assert 1 - nats == pytest.approx(js * np.log(2), abs=1e-12)
+
+
+def test_attention_methods_against_explicit_loops():
+    rng = np.random.default_rng(4)
+    A, B = _random_maps(rng, 3, [4, 6]), _random_maps(rng, 2, [4, 6])
+
+    def best(score):
+        return np.mean([max(score(h, g) for g in range(2)) for h in range(3)])
+
+    def js(p, q):
+        m = (p + q) / 2
+        kl = lambda a, b: np.sum(a * np.log2(a / b))  # noqa: E731
+        return (kl(p, m) + kl(q, m)) / 2
+
+    js_sim = best(lambda h, g: 1 - np.mean([js(a[h, i], b[g, i]) for a, b in zip(A, B)
+                                            for i in range(a.shape[1])]))
+    pe_sim = best(lambda h, g: np.mean([np.corrcoef(a[h, i], b[g, i])[0, 1]
+                                        for a, b in zip(A, B) for i in range(a.shape[1])]))
+    fr_sim = best(lambda h, g: np.mean([1 - np.linalg.norm(a[h] - b[g]) / np.sqrt(2 * a.shape[1])
+                                        for a, b in zip(A, B)]))
+    assert sim.attention_similarity(A, B, "js") == pytest.approx(js_sim, abs=1e-12)
+    assert sim.attention_similarity(A, B, "pearson") == pytest.approx(pe_sim, abs=1e-12)
+    assert sim.attention_similarity(A, B, "frobenius") == pytest.approx(fr_sim, abs=1e-12)
+    M = sim.pairwise([A, B], measure="attention_js")
+    assert M[0, 1] == pytest.approx(js_sim, abs=1e-12)
+    assert M[1, 0] == pytest.approx(sim.attention_similarity(B, A, "js"), abs=1e-12)
+
+
+def test_attention_representation_shape_and_use():
+    rng = np.random.default_rng(5)
+    A = _random_maps(rng, 4, [3, 5])
+    R = sim.attention_representation(A)
+    assert R.shape == (9 + 25, 4)
+    assert sim.linear_cka(R, R) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_attention_bad_input():
+    rng = np.random.default_rng(6)
+    A = _random_maps(rng, 2, [4])
+    with pytest.raises(ValueError, match="probability"):
+        sim.attention_similarity([A[0] * 2], A)
+    with pytest.raises(ValueError, match="same sentences"):
+        sim.attention_similarity(A, _random_maps(rng, 2, [5]))
+    with pytest.raises(ValueError, match="method"):
+        sim.attention_similarity(A, A, "cosine")
+
+
+# --------------------------------------------------------------------------- localization, stats
+
+def test_localization_plain_and_standardized():
+    N = np.array([[1, .5, .3], [.5, 1, .7], [.1, .9, 1.]])
+    S = np.array([[1, .6, .2], [.6, 1, .4], [.2, .4, 1.]])
+    n_mean = np.array([(.5 + .1) / 2, (.5 + .9) / 2, (.3 + .7) / 2])
+    s_mean = np.array([(.6 + .2) / 2, (.6 + .4) / 2, (.2 + .4) / 2])
+    np.testing.assert_allclose(sim.localization(N, S), n_mean - s_mean)
+    z = lambda x: (x - x.mean()) / x.std()  # noqa: E731
+    np.testing.assert_allclose(sim.localization(N, S, standardize=True), z(n_mean) - z(s_mean))
+    with pytest.raises(ValueError, match="square"):
+        sim.localization(N[:2], S)
+
+
+def test_bootstrap_interval_and_reproducibility():
+    X, Y = data(n=100, d1=5, d2=5)
+    r1 = sim.bootstrap(X, Y, "linear_cka", n_boot=200, seed=1)
+    r2 = sim.bootstrap(X, Y, "linear_cka", n_boot=200, seed=1)
+    assert r1.low < r1.estimate < r1.high and r1.low == r2.low
+    assert r1.estimate == pytest.approx(sim.linear_cka(X, Y))
+    layers = [X, Y, X + Y]
+    R = sim.bootstrap(layers, measure="svcca", n_boot=30, seed=0, groups=np.arange(100) // 4)
+    assert R.estimate.shape == R.low.shape == (3, 3)
+    assert np.all(R.low <= R.estimate + 1e-9) and np.all(R.estimate <= R.high + 1e-9)
+
+
+def test_permutation_test_detects_relation_and_its_absence():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 5))
+    related = sim.permutation_test(X, X + rng.standard_normal((80, 5)), n_perm=99, seed=0)
+    unrelated = sim.permutation_test(X, rng.standard_normal((80, 5)), n_perm=99, seed=0)
+    assert related.p_value == pytest.approx(0.01)
+    assert unrelated.p_value > 0.05
+    M = sim.permutation_test([X, X + 0.1], n_perm=19, seed=0, measure="rsa")
+    assert M.p_value.shape == (2, 2) and np.all(M.p_value == pytest.approx(0.05))
+
+
+def test_unknown_measure_and_option():
+    X, Y = data()
+    with pytest.raises(ValueError, match="unknown measure 'cos'"):
+        sim.pairwise([X], measure="cos")
+    with pytest.raises(TypeError, match="unknown option"):
+        sim.pairwise([X], measure="svcca", varianse=0.9)
