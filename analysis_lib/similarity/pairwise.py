@@ -84,7 +84,8 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
     B = A if same else list(layers_b)
     if not A or not B:
         raise ValueError("layers_a and layers_b must each hold at least one layer")
-    pairs = [(i, j) for i in range(len(A)) for j in range(i if same else 0, len(B))]
+    # rows from the last: with symmetry, row i then finds every later layer's G computed
+    pairs = [(i, j) for i in reversed(range(len(A))) for j in range(i if same else 0, len(B))]
     show = len(pairs) > 20 if progress is None else progress
     out = {x: np.full((len(A), len(B)), np.nan) for x in names}
 
@@ -120,9 +121,10 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
     cut, top_k = options.get("cut", "reach"), options.get("top_k")
     debiased, standardize = options.get("debiased", False), options.get("standardize", False)
     reg = options.get("reg", 0.0)
+    products = _BlockCross(SA, SB, same)
     for i, j in _bar(pairs, show, "cross-products"):
         a, b = SA[i], SB[j]
-        C = cross(a, b)
+        C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
         put = _Putter(out, i, j, rev)
 
@@ -153,6 +155,43 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
                 rho = m._k_cca(sa, sb, Cs, variance, cut)
             if "svcca" in names:
                 put("svcca", m._top_mean(rho, top_k))
+
+
+class _BlockCross:
+    """Centred cross-products of every pair, one row block at a time.
+
+    The second collection's centred layers are stacked side by side once, so that row i is a
+    single large product ``Xi.T @ [Y_0 | Y_1 | ...]`` (larger products run closer to the
+    machine's peak than many small ones). With symmetry only ``j >= i`` is computed and the
+    diagonal block ``Xi.T @ Xi`` becomes layer i's ``G``. Collections too large to stack
+    (over ``max_bytes``) fall back to one product per pair.
+    """
+
+    def __init__(self, SA, SB, same, max_bytes: int = 2 << 30):
+        self.SA, self.SB, self.same = SA, SB, same
+        self.offsets = np.concatenate([[0], np.cumsum([s.d for s in SB])])
+        n, dt = SB[0].n, SB[0].dtype
+        self.stacked = None
+        if n * self.offsets[-1] * dt.itemsize <= max_bytes:
+            self.stacked = np.empty((n, self.offsets[-1]), dtype=dt)
+            for k, s in enumerate(SB):
+                self.stacked[:, self.offsets[k]:self.offsets[k + 1]] = s.Xc
+                s.Xc = self.stacked[:, self.offsets[k]:self.offsets[k + 1]]
+        self.row, self.block, self.start = None, None, 0
+
+    def get(self, i: int, j: int) -> np.ndarray:
+        a, b = self.SA[i], self.SB[j]
+        if self.stacked is None:
+            return a.G if (self.same and i == j) else cross(a, b)
+        if self.row != i:
+            self.start = self.offsets[i] if self.same else 0
+            self.block = a.Xc.T @ self.stacked[:, self.start:]
+            self.row = i
+        lo, hi = self.offsets[j] - self.start, self.offsets[j + 1] - self.start
+        C = np.asarray(self.block[:, lo:hi], dtype=np.float64)
+        if self.same and i == j and "G" not in a.__dict__:
+            a.G = C
+        return C
 
 
 class _Putter:
