@@ -267,12 +267,15 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
                 mask[r, : lengths[s]] = 1
             out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                         output_attentions=attention)
-            hidden = torch.stack(out.hidden_states).float().numpy()  # (L, B, T, D)
-            _pool_words(hidden, batch, encoded, starts, pooling, words)
-            first[:, batch] = hidden[:, :, 0]
-            m = mask.numpy().astype(np.float64)
-            sums = np.einsum("lbtd,bt->lbd", hidden, m, dtype=np.float64)
-            mean[:, batch] = sums / m.sum(axis=1)[None, :, None]
+            plan = _pool_plan(batch, encoded, starts, pooling, T)
+            weights = mask.to(torch.float64)
+            counts_b = weights.sum(dim=1, keepdim=True)
+            for layer, h in enumerate(out.hidden_states):  # h: (B, T, D)
+                h = h.float()
+                _pool_words(h, plan, words[layer])
+                first[layer, batch] = h[:, 0].numpy()
+                sums = torch.bmm(weights[:, None, :], h.to(torch.float64))[:, 0]
+                mean[layer, batch] = (sums / counts_b).numpy()
             if attention:
                 if not out.attentions:
                     raise RuntimeError(
@@ -293,11 +296,17 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
     return arrays, {"n_truncated": n_cut, "model": info.to_dict(), "corpus": corpus.meta}
 
 
-def _pool_words(hidden: np.ndarray, batch: np.ndarray, encoded: list[_Encoded],
-                starts: np.ndarray, pooling: str, out: np.ndarray) -> None:
-    """Write the pooled word rows of one batch into ``out`` (L, n_rows, D)."""
-    L, B, T, D = hidden.shape
-    flat = hidden.reshape(L, B * T, D)
+@dataclass
+class _PoolPlan:
+    """Where one batch's word rows come from (flat token indices) and go (corpus rows)."""
+
+    tokens: torch.Tensor
+    rows: np.ndarray
+    group_starts: np.ndarray | None  # mean pooling: first token of each word in ``tokens``
+
+
+def _pool_plan(batch: np.ndarray, encoded: list[_Encoded], starts: np.ndarray, pooling: str,
+               T: int) -> _PoolPlan:
     token_index, group_start, rows = [], [], []
     offset = 0
     for r, s in enumerate(batch):
@@ -315,13 +324,18 @@ def _pool_words(hidden: np.ndarray, batch: np.ndarray, encoded: list[_Encoded],
         offset += len(chosen)
         token_index.append(chosen + r * T)
         rows.append(np.arange(starts[s], starts[s + 1]))
-    gathered = flat[:, np.concatenate(token_index)]
-    if pooling == "mean":
-        bounds = np.concatenate(group_start)
-        sizes = np.diff(np.r_[bounds, gathered.shape[1]])
-        gathered = np.add.reduceat(gathered.astype(np.float64), bounds, axis=1)
-        gathered = (gathered / sizes[None, :, None]).astype(np.float32)
-    out[:, np.concatenate(rows)] = gathered
+    return _PoolPlan(torch.from_numpy(np.concatenate(token_index)), np.concatenate(rows),
+                     np.concatenate(group_start) if pooling == "mean" else None)
+
+
+def _pool_words(h: torch.Tensor, plan: _PoolPlan, out: np.ndarray) -> None:
+    """Write one layer's pooled word rows of one batch (h: B x T x D) into ``out``."""
+    gathered = h.reshape(-1, h.shape[-1]).index_select(0, plan.tokens).numpy()
+    if plan.group_starts is not None:
+        sizes = np.diff(np.r_[plan.group_starts, gathered.shape[0]])
+        sums = np.add.reduceat(gathered.astype(np.float64), plan.group_starts, axis=0)
+        gathered = (sums / sizes[:, None]).astype(np.float32)
+    out[plan.rows] = gathered
 
 
 def word_attention(att: np.ndarray, word_ids: list[int | None], special: str = "drop"

@@ -53,6 +53,8 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
                          f"{min_rows}")
     if A.dtype not in (np.float32, np.float64):
         A = A.astype(np.float64)
+    if np.isfinite(A.sum(dtype=np.float64)):  # cheap test first: no NaN, no inf
+        return A
     bad = ~np.isfinite(A)
     if bad.any():
         raise ValueError(
@@ -91,12 +93,24 @@ class LayerStats:
     dtype : work dtype for the large products (see module docs).
     """
 
-    def __init__(self, X: np.ndarray, dtype=None, name: str = "X"):
+    def __init__(self, X: np.ndarray, dtype=None, name: str = "X", out: np.ndarray | None = None):
         X = as_matrix(X, name)
         self.n, self.d = X.shape
         self.dtype = work_dtype(X, dtype=dtype)
-        centred = X.astype(np.float64) - X.mean(axis=0, dtype=np.float64)
-        self.Xc = centred.astype(self.dtype, copy=False)
+        mean = X.mean(axis=0, dtype=np.float64)
+        if out is None:
+            out = np.empty(X.shape, dtype=self.dtype)
+        elif out.shape != X.shape or out.dtype != self.dtype:
+            raise ValueError(f"out has shape {out.shape} and dtype {out.dtype}; expected "
+                             f"{X.shape} and {self.dtype}")
+        if self.dtype == np.float32 and X.dtype == np.float32:
+            # subtracting the float64 mean rounded to float32 is exact for values near the
+            # mean, and leaves a column offset of at most half a float32 ulp of the mean
+            np.subtract(X, mean.astype(np.float32), out=out)
+        else:
+            out[...] = X.astype(np.float64, copy=False) - mean
+        self.Xc = out
+        self._whiteners: dict = {}
 
     def standardized(self) -> LayerStats:
         """The statistics of the z-scored layer (every neuron scaled to unit norm; constant
@@ -105,7 +119,7 @@ class LayerStats:
         eigendecomposition."""
         scale = self.scales
         new = object.__new__(LayerStats)
-        new.n, new.d, new.dtype, new.Xc = self.n, self.d, self.dtype, None
+        new.n, new.d, new.dtype, new.Xc, new._whiteners = self.n, self.d, self.dtype, None, {}
         new.G = self.G * np.outer(scale, scale)
         new.sq_norms = np.diag(new.G).copy()
         return new
@@ -168,11 +182,15 @@ class LayerStats:
             raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
         return max(1, min(k, r))
 
-    def whitener(self, k: int) -> np.ndarray:
+    def whitener(self, k: int, dtype=np.float64) -> np.ndarray:
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
-        basis of the top-k principal directions."""
-        lam, V = self.eig
-        return V[:, :k] / np.sqrt(lam[:k])
+        basis of the top-k principal directions. Cached per (k, dtype)."""
+        key = (k, np.dtype(dtype))
+        cache = self.__dict__.setdefault("_whiteners", {})
+        if key not in cache:
+            lam, V = self.eig
+            cache[key] = (V[:, :k] / np.sqrt(lam[:k])).astype(dtype, copy=False)
+        return cache[key]
 
 
 def standardize_pair(a: LayerStats, b: LayerStats, C: np.ndarray):

@@ -109,9 +109,12 @@ def _bar(pairs, show, desc):
 def _cross_product_suite(A, B, same, pairs, names, out, options, show):
     dt = work_dtype(*[np.asarray(x) for x in A + ([] if same else B)],
                     dtype=options.get("dtype"))
-    SA = [LayerStats(x, dtype=dt, name=f"layers_a[{i}]") for i, x in enumerate(A)]
-    SB = SA if same else [LayerStats(x, dtype=dt, name=f"layers_b[{j}]") for j, x in
-                          enumerate(B)]
+    stack_b = _stack_buffer(B, dt)
+    SB = [LayerStats(x, dtype=dt, name=f"layers_{'a' if same else 'b'}[{j}]",
+                     out=None if stack_b is None else stack_b[1][j])
+          for j, x in enumerate(B)]
+    SA = SB if same else [LayerStats(x, dtype=dt, name=f"layers_a[{i}]")
+                          for i, x in enumerate(A)]
     n_rows = {s.n for s in SA + SB}
     if len(n_rows) != 1:
         raise ValueError(f"every layer must have the same rows (stimuli); got row counts "
@@ -121,7 +124,7 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
     cut, top_k = options.get("cut", "reach"), options.get("top_k")
     debiased, standardize = options.get("debiased", False), options.get("standardize", False)
     reg = options.get("reg", 0.0)
-    products = _BlockCross(SA, SB, same)
+    products = _BlockCross(SA, SB, same, None if stack_b is None else stack_b[0])
     for i, j in _bar(pairs, show, "cross-products"):
         a, b = SA[i], SB[j]
         C = products.get(i, j)
@@ -129,8 +132,8 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
         put = _Putter(out, i, j, rev)
 
         if "neuronsim" in names:
-            put("neuronsim", m._top_mean(m._k_neuron_values(a, b, C), top_k),
-                m._top_mean(m._k_neuron_values(b, a, C.T), top_k) if rev else None)
+            ab, ba = m._k_neuron_both(a, b, C)
+            put("neuronsim", m._top_mean(ab, top_k), m._top_mean(ba, top_k) if rev else None)
         if "mixedsim" in names:
             put("mixedsim", m._top_mean(m._k_mixed_values(a, b, C), top_k),
                 m._top_mean(m._k_mixed_values(b, a, C.T), top_k) if rev else None)
@@ -157,26 +160,32 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
                 put("svcca", m._top_mean(rho, top_k))
 
 
+def _stack_buffer(layers, dtype, max_bytes: int = 2 << 30):
+    """One (n, sum of widths) buffer and a view of it per layer, or None when the layers are
+    ragged or too large to stack (over ``max_bytes``)."""
+    shapes = [np.shape(x) for x in layers]
+    if any(len(s) != 2 for s in shapes) or len({s[0] for s in shapes}) != 1:
+        return None
+    widths = np.cumsum([0] + [s[1] for s in shapes])
+    if shapes[0][0] * widths[-1] * np.dtype(dtype).itemsize > max_bytes:
+        return None
+    buffer = np.empty((shapes[0][0], widths[-1]), dtype=dtype)
+    return buffer, [buffer[:, widths[k]:widths[k + 1]] for k in range(len(layers))]
+
+
 class _BlockCross:
     """Centred cross-products of every pair, one row block at a time.
 
-    The second collection's centred layers are stacked side by side once, so that row i is a
+    The second collection's centred layers lie side by side in one buffer, so that row i is a
     single large product ``Xi.T @ [Y_0 | Y_1 | ...]`` (larger products run closer to the
     machine's peak than many small ones). With symmetry only ``j >= i`` is computed and the
-    diagonal block ``Xi.T @ Xi`` becomes layer i's ``G``. Collections too large to stack
-    (over ``max_bytes``) fall back to one product per pair.
+    diagonal block ``Xi.T @ Xi`` becomes layer i's ``G``. Without a buffer (collections too
+    large to stack) every pair is one product.
     """
 
-    def __init__(self, SA, SB, same, max_bytes: int = 2 << 30):
-        self.SA, self.SB, self.same = SA, SB, same
+    def __init__(self, SA, SB, same, stacked=None):
+        self.SA, self.SB, self.same, self.stacked = SA, SB, same, stacked
         self.offsets = np.concatenate([[0], np.cumsum([s.d for s in SB])])
-        n, dt = SB[0].n, SB[0].dtype
-        self.stacked = None
-        if n * self.offsets[-1] * dt.itemsize <= max_bytes:
-            self.stacked = np.empty((n, self.offsets[-1]), dtype=dt)
-            for k, s in enumerate(SB):
-                self.stacked[:, self.offsets[k]:self.offsets[k + 1]] = s.Xc
-                s.Xc = self.stacked[:, self.offsets[k]:self.offsets[k + 1]]
         self.row, self.block, self.start = None, None, 0
 
     def get(self, i: int, j: int) -> np.ndarray:

@@ -1,0 +1,88 @@
+"""Benchmark: extracting every layer of MiniLM against a bare forward loop, in one run.
+
+Prints words per second for
+
+* ``extract.extract`` (tokenise, length-sorted batches, forward pass with all hidden states,
+  last-subword pooling of words, first/mean sentence vectors), cache off;
+* a bare loop of ``model(**batch, output_hidden_states=True)`` over the very same batches
+  (tokenisation done beforehand, nothing kept);
+* the same bare loop with every batch padded to the corpus's longest sentence, in corpus
+  order (what one gets without length bucketing);
+
+their ratios, and the peak memory (max RSS) of the process.
+
+    python benchmarks/bench_extract.py [--n 2000] [--batch-size 32] [--model minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import torch
+
+from analysis_lib import corpora, extract, models
+from analysis_lib.extract import _batches, _encode
+
+
+def bare_loop(model, encoded, batches, pad_id, pad_to=None):
+    with torch.inference_mode():
+        for batch in batches:
+            width = pad_to or max(len(encoded[s].ids) for s in batch)
+            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, s in enumerate(batch):
+                ids[r, : len(encoded[s].ids)] = torch.tensor(encoded[s].ids)
+                mask[r, : len(encoded[s].ids)] = 1
+            model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    loaded = models.load(args.model)
+    corpus = corpora.load_corpus("tweets", n=args.n, seed=0)
+    n_words = corpus.n_words
+    encoded, _ = _encode(loaded.tokenizer, corpus, loaded.info.max_length)
+    lengths = np.array([len(e.ids) for e in encoded])
+    batches = _batches(lengths, args.batch_size, sort=True)
+    unsorted = _batches(lengths, args.batch_size, sort=False)
+    pad_id = loaded.tokenizer.pad_token_id
+    print(f"{args.model}: {len(corpus)} tweets, {n_words} words, {lengths.sum()} tokens "
+          f"(longest {lengths.max()}), batch size {args.batch_size}, "
+          f"{torch.get_num_threads()} threads")
+
+    def best(f):
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    bare_loop(loaded.model, encoded, batches[:2], pad_id)  # warm-up
+    t_lib = best(lambda: extract.extract(loaded, corpus, cache=False, progress=False,
+                                         batch_size=args.batch_size))
+    t_bare = best(lambda: bare_loop(loaded.model, encoded, batches, pad_id))
+    t_padded = best(lambda: bare_loop(loaded.model, encoded, unsorted, pad_id,
+                                      pad_to=int(lengths.max())))
+    print(f"\n{'':<44}{'seconds':>9}{'words/s':>10}")
+    for label, t in (("library extract (all layers, pooled, no cache)", t_lib),
+                     ("bare model(**batch), same sorted batches", t_bare),
+                     ("bare loop padded to the longest sentence", t_padded)):
+        print(f"{label:<44}{t:>9.2f}{n_words / t:>10.0f}")
+    print(f"\nlibrary / bare loop speed: {t_bare / t_lib:.2f}x (goal >= 0.9)")
+    print(f"length bucketing vs padding to the longest: {t_padded / t_lib:.2f}x (goal >= 1.5)")
+    print(f"peak memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
+          " MB")
+
+
+if __name__ == "__main__":
+    main()
