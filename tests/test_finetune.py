@@ -1,0 +1,207 @@
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analysis_lib import corpora, finetune
+from analysis_lib.errors import OfflineError
+from tests.conftest import TINY
+
+POS = ["good", "great", "excellent", "nice", "lovely"]
+NEG = ["bad", "awful", "terrible", "poor", "dreadful"]
+SUBJECTS = ["the film", "this car", "our trip", "the food", "that song", "my day"]
+VERBS = ["was", "is", "seemed", "felt"]
+
+
+def keyword_task(seed=0):
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for i in range(240):
+        positive = i % 2 == 0
+        word = rng.choice(POS if positive else NEG)
+        texts.append(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} really {word} today")
+        labels.append("pos" if positive else "neg")
+    corpus = corpora.from_sentences(texts, labels=labels, name="keywords")
+    return finetune.task_from_corpus(corpus, n_train=192, n_val=24, n_test=24, seed=seed)
+
+
+FAST = finetune.FinetuneConfig(batch_size=16, learning_rate=2e-3, epochs=6, warmup_ratio=0.1,
+                               max_length=32, seed=0, weight_decay=0.0)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return keyword_task()
+
+
+def _train(task, config=FAST, model="random:bert", **kw):
+    return finetune.finetune(model, task, config, progress=False, **{**TINY, **kw})
+
+
+def test_tiny_model_learns_a_separable_task(task, tmp_path):
+    result = _train(task, cache_dir=tmp_path)
+    test = result.metrics["test"]
+    assert test["majority_baseline"] <= 0.6
+    assert test["accuracy"] >= 0.9, test
+    assert result.record["history"][-1]["train_loss"] < result.record["history"][0]["train_loss"]
+
+
+def test_same_seed_is_bit_identical_and_another_seed_differs(task):
+    a = _train(task, cache=False)
+    b = _train(task, cache=False)
+    c = _train(task, replace(FAST, seed=1), cache=False)
+    for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert a.metrics == b.metrics
+    key = "classifier.weight"
+    assert not torch.equal(a.model.state_dict()[key], c.model.state_dict()[key])
+
+
+@pytest.mark.parametrize("freeze, frozen_layers", [
+    (dict(freeze_embeddings=True, freeze_bottom=1), [0]),
+    (dict(freeze_top=1), [1]),
+    (dict(freeze_layers=(0,)), [0]),
+])
+def test_frozen_parts_do_not_change(task, freeze, frozen_layers):
+    from analysis_lib import models
+
+    base = models.load("random:bert", **TINY).model.state_dict()
+    config = replace(FAST, epochs=1, **freeze)
+    result = _train(task, config, cache=False)
+    tuned = result.model.base_model.state_dict()
+    for name, before in base.items():
+        if "pooler" in name:
+            continue
+        layer = int(name.split(".")[2]) if name.startswith("encoder.layer.") else None
+        frozen = (layer in frozen_layers) or (freeze.get("freeze_embeddings") and
+                                              name.startswith("embeddings."))
+        if frozen:
+            assert torch.equal(before, tuned[name]), name
+        elif "LayerNorm" not in name and "position_ids" not in name and "token_type" not in name:
+            assert not torch.equal(before, tuned[name]), name
+    assert result.record["frozen_parameters"]
+
+
+def test_frozen_parameters_get_no_gradient_and_no_optimizer_state(task):
+    model = finetune._task_model(__import__("analysis_lib").models.load("random:bert", **TINY),
+                                 2, False, 0)
+    config = finetune.FinetuneConfig(freeze_embeddings=True, freeze_bottom=2)
+    frozen = finetune.frozen_parameters(model, config)
+    groups = finetune._param_groups(model, frozen, 0.01)
+    in_optimizer = {id(p) for g in groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        assert (name in frozen) == (not p.requires_grad) == (id(p) not in in_optimizer), name
+    assert any(n.startswith("bert.embeddings") for n in frozen)
+
+
+def test_cache_trains_once_retrains_on_change_and_on_damage(task, tmp_path, monkeypatch):
+    calls = []
+    real_train = finetune.train
+    monkeypatch.setattr(finetune, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    first = _train(task, cache_dir=tmp_path)
+    again = _train(task, cache_dir=tmp_path)
+    assert len(calls) == 1 and again.from_cache and again.metrics == first.metrics
+    record = json.loads((again.path / "record.json").read_text())
+    assert record["config"]["learning_rate"] == FAST.learning_rate and record["library_version"]
+    changed = replace(FAST, learning_rate=1e-3)
+    _train(task, changed, cache_dir=tmp_path)
+    assert len(calls) == 2
+    weights = next(first.path.glob("*.safetensors"))
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        retrained = _train(task, cache_dir=tmp_path)
+    assert len(calls) == 3 and not retrained.from_cache
+    assert not [p for p in tmp_path.joinpath("finetune").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_saved_model_loads_through_models_and_extract(task, tmp_path):
+    from analysis_lib import extract
+
+    result = _train(task, cache_dir=tmp_path)
+    loaded = result.load()
+    assert loaded.info.source == "local" and loaded.info.n_layers == TINY["layers"] + 1
+    corpus = corpora.from_sentences(task.test.texts[:5])
+    out = extract.extract(loaded, corpus, cache=False, progress=False)
+    assert out.words.shape[0] == TINY["layers"] + 1
+    with torch.inference_mode():
+        enc = result.tokenizer(task.test.texts[:2], return_tensors="pt", padding=True)
+        np.testing.assert_allclose(loaded.model(**enc).last_hidden_state.numpy(),
+                                   result.model.base_model(**enc).last_hidden_state.numpy(),
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "distilbert", "xlnet", "roberta"])
+def test_truncation_and_empty_skip_reproduce_the_full_model(task, family):
+    result = _train(task, replace(FAST, epochs=1), model=f"random:{family}", cache=False)
+    m, tok = result.model, result.tokenizer
+    full = finetune.predict(m, tok, task.test)
+    np.testing.assert_array_equal(finetune.predict(m, tok, task.test, keep_layers=2), full)
+    np.testing.assert_array_equal(finetune.predict(m, tok, task.test, skip=(1, 1)), full)
+    cut = finetune.predict(m, tok, task.test, keep_layers=1)
+    skipped = finetune.predict(m, tok, task.test, skip=(1, 2))
+    np.testing.assert_allclose(cut, skipped, atol=1e-6)  # the same single remaining layer
+    assert not np.allclose(cut, full)
+    assert len(finetune.layer_list(m)) == 2  # restored
+
+
+def test_linear_probe_untuned_and_tunedorig(task, tmp_path):
+    result = _train(task, cache_dir=tmp_path)
+    tuned = finetune.linear_probe(result.load(), task, layer=2, cache=False)
+    from analysis_lib import models
+
+    untuned = finetune.linear_probe(models.load("random:bert", **TINY), task, layer=0,
+                                    cache=False)
+    assert 0 <= untuned["accuracy"] <= 1 and tuned["accuracy"] >= 0.9
+    with pytest.raises(ValueError, match="layer must be"):
+        finetune.linear_probe(result.load(), task, layer=9)
+
+
+def test_offline_tasks_and_baselines():
+    t = finetune.load_task("tweets-sentiment", n_train=300, n_val=50, n_test=100, seed=1)
+    assert (len(t.train), len(t.validation), len(t.test)) == (300, 50, 100)
+    assert t.num_labels == 3 and 0.3 < t.majority_baseline() < 0.6
+    same = finetune.load_task("tweets-sentiment", n_train=300, n_val=50, n_test=100, seed=1)
+    assert same.train.texts == t.train.texts and same.fingerprint() == t.fingerprint()
+    assert not set(t.train.texts) & set(t.test.texts)
+    b = finetune.load_task("bbc-topic", unit="headline", n_train=100, n_val=20, n_test=20)
+    assert b.num_labels == 5 and b.meta["unit"] == "headline"
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="unknown task 'nope'.*tweets-sentiment"):
+        finetune.load_task("nope")
+    one = corpora.from_sentences(["a b", "c d", "e f"], labels=["x", "x", "x"])
+    with pytest.raises(ValueError, match="single class"):
+        finetune.task_from_corpus(one)
+    with pytest.raises(ValueError, match="no labels"):
+        finetune.task_from_corpus(corpora.from_sentences(["a b", "c d"]))
+    with pytest.raises(ValueError, match=r"column\(s\) \['label'\]"):
+        finetune.task_from_frame(pd.DataFrame({"text": ["a", "b"], "y": [0, 1]}))
+    with pytest.raises(ValueError, match="freeze_bottom=5 but the model has 2"):
+        _train(keyword_task(), finetune.FinetuneConfig(freeze_bottom=5), cache=False)
+    with pytest.raises(ValueError, match="unknown preset"):
+        finetune.preset("fastest")
+
+
+def test_glue_offline_gives_offline_error(monkeypatch):
+    import datasets
+
+    def refuse(*a, **k):
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    with pytest.raises(OfflineError, match="glue/sst2"):
+        finetune.load_task("sst2")
+
+
+def test_bucketed_batches_cover_every_example_once():
+    lengths = np.random.default_rng(0).integers(3, 60, size=203)
+    batches = finetune.bucketed_batches(lengths, 16, 4, np.random.default_rng(1))
+    flat = np.concatenate(batches)
+    assert sorted(flat) == list(range(203))
+    spread = np.mean([np.ptp(lengths[b]) for b in batches])
+    assert spread < np.ptp(lengths) / 3  # batches hold similar lengths
