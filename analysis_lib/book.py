@@ -1,0 +1,187 @@
+"""Build the book: run every notebook with papermill under a profile, then Jupyter Book.
+
+``python -m analysis_lib book --profile NAME`` calls :func:`build`:
+
+1. every notebook listed in ``_toc.yml`` is executed by papermill with the profile's
+   parameters (``profiles/NAME.yml``; each notebook receives the ones its ``parameters`` cell
+   declares) into ``_build/executed/NAME/``. The sources in ``notebooks/`` stay without outputs.
+   An executed copy is reused when the notebook, its parameters and the library are unchanged.
+2. the book's sources (``_config.yml``, ``_toc.yml``, ``book/``) and the executed notebooks are
+   staged in ``_build/book-NAME/`` with a vega bundle in ``_static/`` (see
+   :mod:`analysis_lib.render`), and ``jupyter-book build`` runs there strictly
+   (``-W -n --keep-going``) with its own execution off.
+
+A failing cell stops the build and shows the cell and its error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__, render
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = Path(__file__).resolve().parent
+
+
+class BuildError(RuntimeError):
+    """A notebook failed, or Jupyter Book reported errors or warnings."""
+
+
+def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
+    """The parameters of a named profile (``profiles/<name>.yml``)."""
+    import yaml
+
+    path = root / "profiles" / f"{name}.yml"
+    if not path.is_file():
+        valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
+        raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}")
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def toc_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks listed in ``_toc.yml``, in book order."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    files: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    files.append(node[key])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    paths = [root / f"{f}.ipynb" for f in dict.fromkeys(files)]
+    return [p for p in paths if p.is_file()]
+
+
+def notebook_parameters(path: Path, profile: dict[str, Any]) -> dict[str, Any]:
+    """The profile's values for the parameters the notebook declares."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(path))
+    return {k: v for k, v in profile.items() if k in declared}
+
+
+def library_fingerprint() -> str:
+    """Hash of the library's source files (an executed notebook is reused only while the
+    library is unchanged)."""
+    digest = hashlib.sha256(__version__.encode())
+    for file in sorted(LIBRARY.glob("**/*.py")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class Executed:
+    name: str
+    path: Path
+    seconds: float
+    reused: bool
+
+
+def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False
+            ) -> Executed:
+    """Run one notebook with papermill into ``out_dir`` unless an identical run is there."""
+    import papermill
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / path.name
+    stamp = out_dir / f".{path.stem}.key"
+    key = hashlib.sha256(path.read_bytes() + json.dumps(parameters, sort_keys=True).encode()
+                         + library_fingerprint().encode()).hexdigest()
+    if not force and target.is_file() and stamp.is_file() and stamp.read_text() == key:
+        return Executed(path.stem, target, 0.0, True)
+    start = time.perf_counter()
+    tmp = out_dir / f".{path.stem}.running.ipynb"
+    try:
+        papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
+                                   cwd=str(path.parent), progress_bar=False,
+                                   report_mode=False)
+    except papermill.PapermillExecutionError as error:
+        raise BuildError(_describe_failure(tmp, path, error)) from error
+    tmp.replace(target)
+    stamp.write_text(key)
+    return Executed(path.stem, target, time.perf_counter() - start, False)
+
+
+def _describe_failure(executed: Path, source: Path, error) -> str:
+    import nbformat
+
+    cell_text = ""
+    try:
+        nb = nbformat.read(str(executed), as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.get("execution_count") == error.exec_count:
+                cell_text = cell.source
+    except Exception:  # the partial notebook may be unreadable; the error still says enough
+        pass
+    return (f"notebook {source.name} failed in cell [{error.exec_count}]:\n"
+            f"{cell_text}\n---\n{error.ename}: {error.evalue}")
+
+
+def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Path:
+    """Copy the book's sources and the executed notebooks into ``_build/book-<profile>``."""
+    src = root / "_build" / f"book-{profile_name}"
+    src.mkdir(parents=True, exist_ok=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(root / name, src / name)
+    if (src / "book").exists():
+        shutil.rmtree(src / "book")
+    shutil.copytree(root / "book", src / "book")
+    (src / "notebooks").mkdir(exist_ok=True)
+    for item in executed:
+        shutil.copy2(item.path, src / "notebooks" / item.path.name)
+    render.write_bundle(src / "_static")
+    return src
+
+
+def jupyter_book(src: Path) -> Path:
+    """Run ``jupyter-book build`` strictly; return the built ``index.html``."""
+    command = [sys.executable, "-m", "jupyter_book", "build", str(src), "-W", "-n",
+               "--keep-going"]
+    exe = Path(sys.executable).with_name("jupyter-book")
+    if exe.exists():
+        command = [str(exe), "build", str(src), "-W", "-n", "--keep-going"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    log = result.stdout + result.stderr
+    if result.returncode != 0:
+        warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
+        raise BuildError("jupyter-book build failed:\n" + "\n".join(warnings[-40:] or
+                                                                   log.splitlines()[-40:]))
+    return src / "_build" / "html" / "index.html"
+
+
+def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
+          echo=print) -> Path:
+    """Execute every notebook of the book under a profile, then build the HTML book."""
+    profile = load_profile(profile_name, root)
+    out_dir = root / "_build" / "executed" / profile_name
+    total = time.perf_counter()
+    runs = []
+    for path in toc_notebooks(root):
+        parameters = notebook_parameters(path, profile)
+        run = execute(path, parameters, out_dir, force=force)
+        runs.append(run)
+        echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
+    start = time.perf_counter()
+    index = jupyter_book(stage(profile_name, runs, root))
+    echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
+    echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "
+         f"{index}")
+    return index

@@ -1,0 +1,158 @@
+"""The altair charts every chapter uses.
+
+* :func:`heatmap`: one layer x layer matrix, with both layer names and the value in the tooltip;
+* :func:`heatmap_grid`: several matrices (models, measures) side by side on one colour scale;
+* :func:`collection_matrix`: the matrix of a whole collection of models, with the boundaries
+  between models marked and an optional dropdown to switch between measures;
+* :func:`layer_lines`: per-layer values as lines with interval bands;
+* :func:`slider_lines`: a line chart whose data hold a grid of settings, with a slider that
+  picks one setting (nothing is recomputed in the page).
+
+Every function takes plain numpy arrays and label lists and returns an ``altair.Chart``;
+:func:`matrix_frame` gives the long table behind a matrix for your own charts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+SCHEME = "viridis"
+
+
+def matrix_frame(M: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None = None,
+                 **columns: object) -> pd.DataFrame:
+    """Long table of a matrix: one row per cell with ``row``, ``col``, ``value``, the
+    positions ``i`` and ``j``, and any extra constant columns (``measure="cka"``)."""
+    M = np.asarray(M, dtype=float)
+    cols = rows if cols is None else cols
+    if M.shape != (len(rows), len(cols)):
+        raise ValueError(f"matrix of shape {M.shape} does not fit {len(rows)} row labels and "
+                         f"{len(cols)} column labels")
+    i, j = np.meshgrid(np.arange(len(rows)), np.arange(len(cols)), indexing="ij")
+    frame = pd.DataFrame({"i": i.ravel(), "j": j.ravel(), "row": np.asarray(rows)[i.ravel()],
+                          "col": np.asarray(cols)[j.ravel()], "value": M.ravel()})
+    for name, value in columns.items():
+        frame[name] = value
+    return frame
+
+
+def _rect(data, rows, cols, title, domain, size, facet=None):
+    color = alt.Color("value:Q", title="similarity",
+                      scale=alt.Scale(scheme=SCHEME, domain=list(domain) if domain else
+                                      alt.Undefined))
+    tooltip = [alt.Tooltip("row:N", title="layer (row)"), alt.Tooltip("col:N",
+                                                                       title="layer (column)"),
+               alt.Tooltip("value:Q", title="similarity", format=".3f")]
+    if facet:
+        tooltip.insert(0, alt.Tooltip(f"{facet}:N"))
+    return alt.Chart(data, title=title).mark_rect().encode(
+        x=alt.X("col:N", sort=list(cols), title=None, axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("row:N", sort=list(rows), title=None),
+        color=color, tooltip=tooltip,
+    ).properties(width=size, height=size)
+
+
+def heatmap(M: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None = None, *,
+            title: str = "", domain: tuple[float, float] | None = (0, 1),
+            size: int = 280) -> alt.Chart:
+    """Layer x layer heatmap. ``M[i, j]`` is drawn at row ``rows[i]``, column ``cols[j]``."""
+    cols = rows if cols is None else cols
+    return _rect(matrix_frame(M, rows, cols), rows, cols, title, domain, size)
+
+
+def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mapping,
+                 cols: Sequence[str] | Mapping | None = None, *, columns: int = 3,
+                 domain: tuple[float, float] | None = (0, 1), size: int = 200,
+                 title: str = "") -> alt.Chart:
+    """Several matrices on one colour scale, one panel per entry of ``matrices``.
+
+    ``rows``/``cols`` are one label list for all, or a mapping from panel name to labels.
+    """
+    panels = []
+    for name, M in matrices.items():
+        r = rows[name] if isinstance(rows, Mapping) else rows
+        c = r if cols is None else (cols[name] if isinstance(cols, Mapping) else cols)
+        panels.append(_rect(matrix_frame(M, r, c), r, c, name, domain, size))
+    grid = alt.concat(*panels, columns=columns, title=title)
+    return grid.resolve_scale(color="shared")
+
+
+def collection_labels(layer_counts: Mapping[str, int]) -> tuple[list[str], list[str]]:
+    """Labels ``"model:L3"`` for a collection of models and the model of each layer."""
+    labels, owners = [], []
+    for model, n in layer_counts.items():
+        for k in range(n):
+            labels.append(f"{model}:{'emb' if k == 0 else f'L{k}'}")
+            owners.append(model)
+    return labels, owners
+
+
+def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, labels: Sequence[str],
+                      owners: Sequence[str], *, title: str = "", size: int = 420,
+                      domain: tuple[float, float] | None = (0, 1)) -> alt.Chart:
+    """Heatmap of every layer of a collection of models against every other, with lines at
+    the boundaries between models. Given several matrices (``{measure: M}``) a dropdown in the
+    chart switches between them."""
+    if not isinstance(matrices, Mapping):
+        matrices = {"similarity": matrices}
+    frames = [matrix_frame(M, labels, labels, measure=name) for name, M in matrices.items()]
+    data = pd.concat(frames, ignore_index=True)
+    names = list(matrices)
+    base = _rect(data, labels, labels, title, domain, size, facet="measure")
+    if len(names) > 1:
+        pick = alt.param(name="measure", value=names[0],
+                         bind=alt.binding_select(options=names, name="measure "))
+        base = base.add_params(pick).transform_filter(alt.datum.measure == pick)
+    starts = [k for k in range(1, len(owners)) if owners[k] != owners[k - 1]]
+    if not starts:
+        return base
+    bounds = pd.DataFrame({"at": [labels[k] for k in starts]})
+    vertical = alt.Chart(bounds).mark_rule(color="white", strokeWidth=2).encode(
+        x=alt.X("at:N", sort=list(labels), bandPosition=0))
+    horizontal = alt.Chart(bounds).mark_rule(color="white", strokeWidth=2).encode(
+        y=alt.Y("at:N", sort=list(labels), bandPosition=0))
+    return alt.layer(base, vertical, horizontal)
+
+
+def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
+                color: str | None = "model", low: str | None = "low", high: str | None = "high",
+                title: str = "", width: int = 380, height: int = 240,
+                y_title: str | None = None) -> alt.Chart:
+    """Per-layer lines (one per ``color`` group) with a band from ``low`` to ``high`` where
+    those columns exist (e.g. bootstrap intervals)."""
+    enc_color = alt.Color(f"{color}:N") if color else alt.Undefined
+    tooltip = [c for c in (color, x, y, low, high) if c and c in frame.columns]
+    line = alt.Chart(frame, title=title).mark_line(point=True).encode(
+        x=alt.X(f"{x}:O", sort=None), y=alt.Y(f"{y}:Q", title=y_title or y), color=enc_color,
+        tooltip=tooltip)
+    if low in frame.columns and high in frame.columns:
+        band = alt.Chart(frame).mark_area(opacity=0.25).encode(
+            x=alt.X(f"{x}:O", sort=None), y=f"{low}:Q", y2=f"{high}:Q", color=enc_color)
+        return alt.layer(band, line).properties(width=width, height=height)
+    return line.properties(width=width, height=height)
+
+
+def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
+                 color: str = "measure", title: str = "", width: int = 380, height: int = 240,
+                 x_title: str | None = None) -> alt.Chart:
+    """Lines of ``y`` against ``x`` for the setting of ``slider`` picked with a slider.
+
+    ``frame`` holds every setting: the slider only filters the rows that are drawn, so the
+    static page recomputes nothing. The slider snaps to the values present in the data.
+    """
+    values = np.sort(frame[slider].unique())
+    step = float(np.min(np.diff(values))) if len(values) > 1 else 1.0
+    pick = alt.param(name=slider.replace(" ", "_"), value=float(values[0]),
+                     bind=alt.binding_range(min=float(values[0]), max=float(values[-1]),
+                                            step=step, name=f"{slider} "))
+    return alt.Chart(frame, title=title).mark_line(point=True).encode(
+        x=alt.X(f"{x}:Q", title=x_title or x), y=alt.Y(f"{y}:Q", title=y,
+                                                       scale=alt.Scale(domain=[0, 1])),
+        color=f"{color}:N", tooltip=[color, x, alt.Tooltip(f"{y}:Q", format=".3f")],
+    ).add_params(pick).transform_filter(
+        f"abs(datum['{slider}'] - {pick.name}) < {step / 2}"
+    ).properties(width=width, height=height)
