@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: book test lint bench clean
+.PHONY: book test lint bench clean chromium
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,20 @@ book: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check analysis_lib tests benchmarks
 
-test: lint
+# the browser test needs Debian's chromium; install it when missing (needs root)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium is missing and this is not root: the browser test will be skipped"; fi; }
+
+test: lint chromium
 	$(PY) -m pytest
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_similarity.py
 	$(PY) benchmarks/bench_extract.py
+	$(PY) benchmarks/bench_finetune.py
 
 clean:
-	rm -rf _build .pytest_cache .ruff_cache
+	rm -rf _build _static test-artifacts .pytest_cache .ruff_cache

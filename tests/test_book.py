@@ -1,0 +1,206 @@
+"""The book: notebooks under the smoke profile, their parameters, and the built HTML book
+opened in headless Chromium with the network off."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from analysis_lib import book
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = book.toc_notebooks(ROOT)
+ARTIFACTS = ROOT / "test-artifacts"
+SMOKE = book.load_profile("smoke", ROOT)
+
+
+def _outputs(nb, mime):
+    return [o["data"][mime] for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if mime in o.get("data", {})]
+
+
+def _spec_values(spec) -> list[float]:
+    rows = [r for data in spec.get("datasets", {}).values() for r in data]
+    return [r["value"] for r in rows if "value" in r]
+
+
+def test_every_toc_notebook_is_stored_without_outputs():
+    assert NOTEBOOKS, "the table of contents lists no notebook"
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        assert all(not c.get("outputs") and not c.get("execution_count")
+                   for c in nb.cells if c.cell_type == "code"), path.name
+        assert path in NOTEBOOKS, f"{path.name} is not in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_help_notebook_lists_every_parameter_with_type_and_meaning(path):
+    declared = papermill.inspect_notebook(str(path))
+    assert declared
+    text = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+    for name, info in declared.items():
+        assert info["inferred_type_name"] not in ("None", ""), f"{name} has no type"
+        assert info["help"], f"{name} has no comment"
+        assert re.search(rf"{name}: {re.escape(info['inferred_type_name'])}", text), name
+        assert info["help"][:30] in " ".join(text.split()), name
+
+
+@pytest.fixture(scope="module")
+def executed_primer(tmp_path_factory):
+    path = ROOT / "notebooks" / "measures_primer.ipynb"
+    out = tmp_path_factory.mktemp("nb") / "primer.ipynb"
+    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
+                               parameters=book.notebook_parameters(path, SMOKE))
+    return nbformat.read(str(out), as_version=4)
+
+
+def test_primer_produces_its_tables_and_charts(executed_primer):
+    nb = executed_primer
+    specs = _outputs(nb, "application/vnd.vegalite.v6+json")
+    assert len(specs) >= 3
+    html = _outputs(nb, "text/html")
+    assert any("random rotation" in h and "neuronsim" in h for h in html)  # the table
+    for spec in specs:
+        values = _spec_values(spec)
+        assert values and all(-1.0 - 1e-9 <= v <= 1.0 + 1e-9 for v in values)
+    # the transform heatmap: X against itself scores 1 under every measure
+    rows = [r for data in specs[0]["datasets"].values() for r in data]
+    assert {round(r["value"], 6) for r in rows if r["row"] == "itself"} == {1.0}
+    rotated = {r["col"]: r["value"] for r in rows if r["row"] == "random rotation"}
+    assert rotated["linear_cka"] > 0.999 and rotated["neuronsim"] < 0.95
+    # the slider chart holds the whole grid and a bound range input
+    slider = next(s for s in specs if any("bind" in p for p in s.get("params", [])))
+    noise = {r["noise"] for data in slider["datasets"].values() for r in data}
+    assert noise == set(SMOKE["noise_levels"])
+    # the explorer's saved state is a chart too
+    assert any("Saved state of the explorer" in h for h in html)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "my CKA" in text and "after a random rotation" in text
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"n_neurons": "many"}, "n_neurons='many': must be int"),
+    ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),
+    ({"angles": [0]}, "angles=[0]: needs at least 2"),
+])
+def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
+    path = ROOT / "notebooks" / "measures_primer.ipynb"
+    params = {**book.notebook_parameters(path, SMOKE), **bad}
+    with pytest.raises(papermill.PapermillExecutionError) as caught:
+        papermill.execute_notebook(str(path), str(tmp_path / "bad.ipynb"), parameters=params,
+                                   cwd=str(path.parent), progress_bar=False)
+    assert caught.value.ename == "ParameterError"
+    assert message in caught.value.evalue
+    nb = nbformat.read(str(tmp_path / "bad.ipynb"), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    failed = next(i for i, c in enumerate(code) if any(o.get("output_type") == "error"
+                                                      for o in c.get("outputs", [])))
+    assert "params.check" in code[failed].source
+    assert all(not c.get("outputs") for c in code[failed + 1:])
+
+
+# --------------------------------------------------------------------------- the built book
+
+
+@pytest.fixture(scope="module")
+def built_book():
+    messages = []
+    index = book.build("smoke", root=ROOT, echo=messages.append)
+    assert index.is_file()
+    start = time.perf_counter()
+    again = book.build("smoke", root=ROOT, echo=messages.append)
+    warm = time.perf_counter() - start
+    assert again == index and any("reused" in m for m in messages)
+    return index, warm
+
+
+def test_rebuild_reuses_executed_notebooks(built_book):
+    _, warm = built_book
+    assert warm < 120  # reuse: no notebook ran again (the build itself still runs)
+
+
+def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
+    broken = tmp_path / "broken.ipynb"
+    cell = nbformat.v4.new_code_cell("x = 1\nraise ValueError('boom')")
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, str(broken))
+    with pytest.raises(book.BuildError, match=r"(?s)broken.ipynb failed.*raise ValueError.*boom"):
+        book.execute(broken, {}, tmp_path / "out")
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic"]
+
+
+def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("Debian's chromium is not installed and could not be (not root?): "
+                    "`apt-get install -y chromium` to run the browser test")
+    from playwright.sync_api import sync_playwright
+
+    index, _ = built_book
+    html_root = index.parent
+    pages = sorted(p for p in html_root.rglob("*.html")
+                   if not p.name.startswith(("genindex", "search")) and "_static" not in p.parts)
+    chapters = [html_root / "notebooks" / f"{p.stem}.html" for p in NOTEBOOKS]
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    report = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS,
+                                     headless=True)
+        context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+        context.route(re.compile(r"^https?://"), lambda route: route.abort())
+        for page_path in pages:
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("console", lambda m, e=errors: m.type == "error" and e.append(m.text))
+            page.on("pageerror", lambda exc, e=errors: e.append(f"pageerror: {exc}"))
+            page.goto(page_path.as_uri())
+            page.wait_for_load_state("load")
+            name = str(page_path.relative_to(html_root)).replace("/", "_")
+            body = page.inner_text("body")
+            assert "Error loading script" not in body, page_path
+            assert "did not load" not in body and "Chart error" not in body, page_path
+            if page_path in chapters:
+                page.wait_for_selector(".analysis-lib-chart svg", timeout=30_000)
+                sizes = page.eval_on_selector_all(
+                    ".analysis-lib-chart svg",
+                    "els => els.map(e => [e.getBoundingClientRect().width, "
+                    "e.getBoundingClientRect().height])")
+                assert any(w > 200 and h > 150 for w, h in sizes), (page_path, sizes)
+                slider = page.locator(".analysis-lib-chart input[type=range]").first
+                chart = slider.locator("xpath=ancestor::div[contains(@class,"
+                                       "'analysis-lib-chart')]")
+                before = chart.locator("svg").inner_html()
+                slider.evaluate("el => { el.value = el.max; "
+                                "el.dispatchEvent(new Event('input', {bubbles: true})); }")
+                page.wait_for_timeout(500)
+                assert chart.locator("svg").inner_html() != before, "the slider changed nothing"
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+            ours = [e for e in errors if re.search(r"vega|chart|analysis|widget", e, re.I)]
+            report[name] = errors
+            assert not ours, (page_path, ours)
+            page.close()
+        browser.close()
+    (ARTIFACTS / "console.json").write_text(json.dumps(report, indent=1))
+    assert len(report) == len(pages)
