@@ -89,6 +89,49 @@ def test_primer_produces_its_tables_and_charts(executed_primer):
     assert "my CKA" in text and "after a random rotation" in text
 
 
+@pytest.fixture(scope="module")
+def executed_representation(tmp_path_factory):
+    path = ROOT / "notebooks" / "representation.ipynb"
+    out = tmp_path_factory.mktemp("nb") / "representation.ipynb"
+    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
+                               parameters=book.notebook_parameters(path, SMOKE))
+    return nbformat.read(str(out), as_version=4)
+
+
+def test_representation_matrices_are_sound(executed_representation):
+    import numpy as np
+
+    specs = _outputs(executed_representation, "application/vnd.vegalite.v6+json")
+    collection_spec = next(s for s in specs if any(p.get("name") == "measure"
+                                                   for p in s.get("params", [])))
+    rows = [r for data in collection_spec["datasets"].values() for r in data
+            if "measure" in r]
+    measures = sorted({r["measure"] for r in rows})
+    assert measures == sorted(SMOKE["measures"])
+    n_layers = len(SMOKE["models"]) * (SMOKE["model_options"]["layers"] + 1)
+    for measure in measures:
+        cells = [r for r in rows if r["measure"] == measure]
+        M = np.full((n_layers, n_layers), np.nan)
+        for r in cells:
+            M[r["i"], r["j"]] = r["value"]
+        assert not np.isnan(M).any(), measure
+        assert np.all((M >= -1e-9) & (M <= 1 + 1e-9)), measure
+        if measure in ("svcca", "linear_cka"):
+            np.testing.assert_allclose(np.diag(M), 1.0, atol=1e-5)
+            np.testing.assert_allclose(M, M.T, atol=1e-9)
+        labels = [None] * n_layers
+        for r in cells:
+            labels[r["i"]] = r["row"]
+        owners = [lab.rsplit(":", 1)[0] for lab in labels]
+        assert list(dict.fromkeys(owners)) == SMOKE["models"]  # models in the order given
+    html = "".join(_outputs(executed_representation, "text/html"))
+    assert "what the paper reports" in html and "what this run shows" in html
+    assert "agreement" in html
+    text = "".join(o.get("text", "") for c in executed_representation.cells
+                   if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "regressed out" in text and "explicit mixedsim" in text
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),
@@ -188,14 +231,19 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                     "els => els.map(e => [e.getBoundingClientRect().width, "
                     "e.getBoundingClientRect().height])")
                 assert any(w > 200 and h > 150 for w, h in sizes), (page_path, sizes)
-                slider = page.locator(".analysis-lib-chart input[type=range]").first
-                chart = slider.locator("xpath=ancestor::div[contains(@class,"
-                                       "'analysis-lib-chart')]")
+                control = page.locator(".analysis-lib-chart input[type=range], "
+                                       ".analysis-lib-chart select").first
+                chart = control.locator("xpath=ancestor::div[contains(@class,"
+                                        "'analysis-lib-chart')]")
                 before = chart.locator("svg").inner_html()
-                slider.evaluate("el => { el.value = el.max; "
-                                "el.dispatchEvent(new Event('input', {bubbles: true})); }")
-                page.wait_for_timeout(500)
-                assert chart.locator("svg").inner_html() != before, "the slider changed nothing"
+                control.evaluate(
+                    "el => { if (el.tagName === 'SELECT') { el.selectedIndex = "
+                    "el.options.length - 1; el.dispatchEvent(new Event('change', "
+                    "{bubbles: true})); } else { el.value = el.max; el.dispatchEvent("
+                    "new Event('input', {bubbles: true})); } }")
+                page.wait_for_timeout(800)
+                assert chart.locator("svg").inner_html() != before, \
+                    f"moving the chart's control changed nothing on {page_path.name}"
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
             ours = [e for e in errors if re.search(r"vega|chart|analysis|widget", e, re.I)]
             report[name] = errors

@@ -71,8 +71,8 @@ def _compute(A, B, measure, options):
 
 def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
               level: float = 0.95, seed: int = 0, groups=None, progress: bool = False,
-              **options: Any) -> BootstrapResult:
-    """Percentile bootstrap interval of a similarity, resampling stimuli with replacement.
+              interval: str = "percentile", **options: Any) -> BootstrapResult:
+    """Bootstrap interval of a similarity, resampling stimuli with replacement.
 
     Parameters
     ----------
@@ -86,11 +86,17 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
         Coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
     groups : array (n,), optional
         Resample whole groups (e.g. sentences) instead of single rows.
+    interval : {'percentile', 'basic'}
+        'percentile': the quantiles of the resampled values. 'basic' (reverse percentile):
+        ``2 * estimate - quantiles``, which corrects a shift of the resampled values away from
+        the estimate.
 
     Notes
     -----
-    Duplicated rows in a resample make stimuli identical; measures built on stimulus-by-stimulus
-    similarity (RSA) then see perfectly similar pairs, which biases them slightly upward.
+    Duplicated rows in a resample make stimuli identical. That shifts some measures: RSA sees
+    perfectly similar pairs, and CKA's chance level rises with fewer distinct stimuli, so for
+    low similarities the resampled values lie above the estimate and a percentile interval can
+    miss it. The 'basic' interval corrects such a shift.
     """
     name = canonical(measure)
     if name.startswith("attention_"):
@@ -100,6 +106,8 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_boot < 2:
         raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    if interval not in ("percentile", "basic"):
+        raise ValueError(f"interval must be 'percentile' or 'basic', got {interval!r}")
     single, A, B = _as_layers(X, Y)
     n = _n_rows(A + (B or []))
     index = _group_index(groups, n)
@@ -116,6 +124,8 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
                               name, options)
     alpha = (1 - level) / 2
     low, high = np.quantile(samples, [alpha, 1 - alpha], axis=0)
+    if interval == "basic":
+        low, high = 2 * estimate - high, 2 * estimate - low
     if single:
         return BootstrapResult(float(estimate[0, 0]), float(low[0, 0]), float(high[0, 0]),
                                samples[:, 0, 0], level)

@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from analysis_lib import collection, corpora, similarity
+from tests.conftest import TINY
+
+
+@pytest.fixture(scope="module")
+def coll():
+    text = corpora.load_corpus("tweets", n=30, seed=2)
+    return collection.build(["random:bert", "random:gpt2"], text, model_options=TINY,
+                            max_words=300, seed=0, progress=False), text
+
+
+def test_build_keeps_models_in_order_on_the_same_rows(coll):
+    c, text = coll
+    assert c.owners == ["random:bert"] * 3 + ["random:gpt2"] * 3
+    assert c.labels[:3] == ["random:bert:emb", "random:bert:L1", "random:bert:L2"]
+    assert all(x.shape == (300, TINY["hidden"]) for x in c.layers)
+    assert c.covariates.shape == (300, 3) and c.sentence.shape == (300,)
+    assert np.all(np.diff(c.rows) > 0) and c.rows.max() < text.n_words
+
+
+def test_regress_out_leaves_residuals_orthogonal_to_the_covariates():
+    rng = np.random.default_rng(0)
+    C = rng.standard_normal((200, 3))
+    X = C @ rng.standard_normal((3, 8)) + 0.01 * rng.standard_normal((200, 8)) + 4.0
+    [R] = collection.regress_out([X], C)
+    design = np.column_stack([np.ones(200), C])
+    assert np.abs(design.T @ R).max() < 1e-8
+    # a representation that is all covariate becomes unrelated to the covariate part
+    Y = C @ rng.standard_normal((3, 5))
+    [RY] = collection.regress_out([Y + 0.01 * rng.standard_normal((200, 5))], C)
+    raw, controlled = similarity.linear_cka(X, Y), similarity.linear_cka(R, RY)
+    assert raw > 0.3 and controlled < raw / 3
+    with pytest.raises(ValueError, match="rows"):
+        collection.regress_out([X[:10]], C)
+
+
+def test_summary_cells_on_a_known_matrix(coll):
+    c, _ = coll
+    M = np.full((6, 6), 0.2)
+    M[:3, :3] = 0.9
+    M[3:, 3:] = 0.8
+    np.fill_diagonal(M, 1.0)
+    M[0, 1] = M[1, 0] = M[1, 2] = M[2, 1] = 0.95
+    s = collection.summary(M, c)
+    assert s["across_models"] == pytest.approx(0.2)
+    assert s["within_model"] == pytest.approx((4 * 0.95 + 2 * 0.9 + 6 * 0.8) / 12)
+    assert s["adjacent"] == pytest.approx((4 * 0.95 + 4 * 0.8) / 8)
+    assert np.isnan(s["same_family"]) and s["other_family"] == pytest.approx(0.2)
+
+
+def test_agreement(coll):
+    c, _ = coll
+    rng = np.random.default_rng(1)
+    A = rng.random((6, 6))
+    out = collection.agreement(A, 2 * A + 1, c)
+    assert out["all"] == pytest.approx(1.0) and out["across_models"] == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        collection.agreement(A, A[:5, :5])
+
+
+def test_jackknife_intervals_cover_the_estimate(coll):
+    c, _ = coll
+    M = similarity.pairwise(c.layers, measure="linear_cka")
+    est = collection.summary(M, c)
+    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
+    for key in ("within_model", "across_models", "adjacent"):
+        low, high = iv[key]
+        assert low <= est[key] <= high and high - low < 0.5
+    with pytest.raises(ValueError, match="n_folds"):
+        collection.summary_intervals("linear_cka", c, n_folds=1)
