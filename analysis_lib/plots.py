@@ -6,7 +6,9 @@
   between models marked and an optional dropdown to switch between measures;
 * :func:`layer_lines`: per-layer values as lines with interval bands;
 * :func:`slider_lines`: a line chart whose data hold a grid of settings, with a slider that
-  picks one setting (nothing is recomputed in the page).
+  picks one setting (nothing is recomputed in the page);
+* :func:`attention_explorer`: word x word attention of a chosen sentence, layer and head, beside
+  its best-matching head elsewhere (data from :func:`analysis_lib.heads.explorer_frame`).
 
 Every function takes plain numpy arrays and label lists and returns an ``altair.Chart``;
 :func:`matrix_frame` gives the long table behind a matrix for your own charts.
@@ -156,3 +158,38 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
     ).add_params(pick).transform_filter(
         f"abs(datum['{slider}'] - {pick.name}) < {step / 2}"
     ).properties(width=width, height=height)
+
+
+def attention_explorer(frame: pd.DataFrame, *, size: int = 260) -> alt.Chart:
+    """Pick a sentence, a layer and a head (controls under the chart) and see its word x word
+    attention (rows: from, columns: to) beside its best-matching head. Every choice is in the
+    data, so the static page recomputes nothing."""
+    sentences = sorted(frame["sentence"].unique().tolist())
+    layers = list(dict.fromkeys(frame["layer"]))
+    heads = int(frame["head"].max())
+    sentence = alt.param(name="sentence", value=sentences[0],
+                         bind=alt.binding_select(options=sentences, name="sentence "))
+    layer = alt.param(name="layer", value=layers[0],
+                      bind=alt.binding_select(options=layers, name="layer "))
+    head = alt.param(name="head", value=0,
+                     bind=alt.binding_range(min=0, max=max(heads, 1), step=1, name="head "))
+    chosen = ((alt.datum.sentence == sentence) & (alt.datum.layer == layer)
+              & (alt.datum.head == head))
+
+    def panel(name):
+        base = alt.Chart(frame).transform_filter(chosen).transform_filter(
+            alt.datum.panel == name)
+        cells = base.mark_rect().encode(
+            x=alt.X("to:N", sort=alt.EncodingSortField("j"), title="to"),
+            y=alt.Y("from:N", sort=alt.EncodingSortField("i"), title="from"),
+            color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]),
+                            title="attention"),
+            tooltip=["source:N", "from:N", "to:N", alt.Tooltip("weight:Q", format=".3f")],
+        ).properties(width=size, height=size)
+        caption = base.mark_text(align="left", fontSize=12).encode(
+            text="source:N", x=alt.value(0), y=alt.value(-8)).transform_aggregate(
+            source="min(source)")
+        return alt.layer(cells, caption, title=name)
+
+    return alt.hconcat(panel("chosen"), panel("best match")).add_params(
+        sentence, layer, head).resolve_scale(x="independent", y="independent")
