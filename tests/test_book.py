@@ -132,6 +132,50 @@ def test_representation_matrices_are_sound(executed_representation):
     assert "regressed out" in text and "explicit mixedsim" in text
 
 
+@pytest.fixture(scope="module")
+def executed_attention(tmp_path_factory):
+    path = ROOT / "notebooks" / "attention.ipynb"
+    out = tmp_path_factory.mktemp("nb") / "attention.ipynb"
+    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
+                               parameters=book.notebook_parameters(path, SMOKE))
+    return nbformat.read(str(out), as_version=4)
+
+
+def test_attention_matrices_and_explorer_are_sound(executed_attention):
+    import numpy as np
+
+    specs = _outputs(executed_attention, "application/vnd.vegalite.v6+json")
+    matrix_spec = next(s for s in specs if any(p.get("name") == "measure"
+                                               for p in s.get("params", [])))
+    rows = [r for data in matrix_spec["datasets"].values() for r in data if "measure" in r]
+    methods = sorted({r["measure"] for r in rows})
+    assert len(methods) == 6 and "JS (head)" in methods and "CKA (distributed)" in methods
+    n_layers = len(SMOKE["models"]) * SMOKE["model_options"]["layers"]
+    for method in methods:
+        M = np.full((n_layers, n_layers), np.nan)
+        for r in rows:
+            if r["measure"] == method:
+                M[r["i"], r["j"]] = r["value"]
+        assert not np.isnan(M).any(), method
+        assert np.all((M >= -1 - 1e-9) & (M <= 1 + 1e-9)), method
+        np.testing.assert_allclose(np.diag(M), 1.0, atol=1e-5, err_msg=method)
+    explorer = next(s for s in specs if any(p.get("name") == "head"
+                                            for p in s.get("params", [])))
+    cells = [r for data in explorer["datasets"].values() for r in data if "weight" in r]
+    assert {r["panel"] for r in cells} == {"chosen", "best match"}
+    assert len({r["sentence"] for r in cells}) == SMOKE["explore_sentences"]
+    # every chosen map's rows are distributions over the sentence's words
+    sums = {}
+    for r in cells:
+        if r["panel"] == "chosen":
+            key = (r["sentence"], r["layer"], r["head"], r["i"])
+            sums[key] = sums.get(key, 0.0) + r["weight"]
+    assert sums and all(abs(v - 1) < 2e-3 for v in sums.values())
+    text = "".join(o.get("text", "") for c in executed_attention.cells
+                   if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "higher" in text and "largest deviation of a row sum from 1" in text
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),

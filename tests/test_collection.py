@@ -71,3 +71,25 @@ def test_jackknife_intervals_cover_the_estimate(coll):
         assert low <= est[key] <= high and high - low < 0.5
     with pytest.raises(ValueError, match="n_folds"):
         collection.summary_intervals("linear_cka", c, n_folds=1)
+
+
+def test_attention_heads_collection_and_redundancy():
+    from analysis_lib import heads
+
+    text = corpora.load_corpus("tweets", n=6, seed=1, max_words=12)
+    att = heads.collect(["random:bert", "random:gpt2"], text, model_options=TINY,
+                        progress=False)
+    assert att.labels == ["random:bert:L1", "random:bert:L2", "random:gpt2:L1",
+                          "random:gpt2:L2"]
+    reps = heads.distributed(att)
+    assert all(r.shape == (sum(len(s) ** 2 for s in text.sentences), TINY["heads"])
+               for r in reps)
+    red = heads.redundancy(att, threshold=0.5)
+    assert len(red) == 4 * TINY["heads"] and red.best_in_L1.between(-1, 1).all()
+    matches = heads.best_matches(att)
+    # the best match of a head lies in the other model
+    assert all(m.split(":")[1] != layer.split(":")[1] for m, layer in
+               zip(matches.match_layer, matches.layer))
+    frame = heads.explorer_frame(att, matches, [0])
+    n = len(text.sentences[0])
+    assert len(frame) == 2 * 4 * TINY["heads"] * n * n
