@@ -16,8 +16,10 @@ A failing cell stops the build and shows the cell and its error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -95,10 +97,35 @@ class Executed:
     reused: bool
 
 
-def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False
-            ) -> Executed:
-    """Run one notebook with papermill into ``out_dir`` unless an identical run is there."""
+#: Set for the notebooks' kernels: no progress bars or loading chatter in the book's pages.
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+             "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@contextlib.contextmanager
+def _quiet_env():
+    old = {k: os.environ.get(k) for k in QUIET_ENV}
+    os.environ.update(QUIET_ENV)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False,
+            cell_timeout: int = 1800, attempts: int = 2) -> Executed:
+    """Run one notebook with papermill into ``out_dir`` unless an identical run is there.
+
+    A cell that runs longer than ``cell_timeout`` seconds, or a kernel that dies, counts as a
+    failed attempt (a lost message between client and kernel leaves both waiting); the
+    notebook is run again up to ``attempts`` times. An error raised by a cell is final.
+    """
     import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / path.name
@@ -109,12 +136,19 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
         return Executed(path.stem, target, 0.0, True)
     start = time.perf_counter()
     tmp = out_dir / f".{path.stem}.running.ipynb"
-    try:
-        papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
-                                   cwd=str(path.parent), progress_bar=False,
-                                   report_mode=False)
-    except papermill.PapermillExecutionError as error:
-        raise BuildError(_describe_failure(tmp, path, error)) from error
+    for attempt in range(1, attempts + 1):
+        try:
+            with _quiet_env():
+                papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
+                                           cwd=str(path.parent), progress_bar=False,
+                                           report_mode=False, execution_timeout=cell_timeout)
+            break
+        except papermill.PapermillExecutionError as error:
+            raise BuildError(_describe_failure(tmp, path, error)) from error
+        except (CellTimeoutError, DeadKernelError, TimeoutError) as error:
+            if attempt == attempts:
+                raise BuildError(f"notebook {path.name}: {type(error).__name__} in "
+                                 f"{attempts} attempts: {error}") from error
     tmp.replace(target)
     stamp.write_text(key)
     return Executed(path.stem, target, time.perf_counter() - start, False)
@@ -168,7 +202,7 @@ def jupyter_book(src: Path) -> Path:
 
 
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
-          echo=print) -> Path:
+          echo=print, cell_timeout: int = 1800) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book."""
     profile = load_profile(profile_name, root)
     out_dir = root / "_build" / "executed" / profile_name
@@ -176,7 +210,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     runs = []
     for path in toc_notebooks(root):
         parameters = notebook_parameters(path, profile)
-        run = execute(path, parameters, out_dir, force=force)
+        run = execute(path, parameters, out_dir, force=force, cell_timeout=cell_timeout)
         runs.append(run)
         echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
     start = time.perf_counter()

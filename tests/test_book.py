@@ -21,6 +21,19 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = book.toc_notebooks(ROOT)
 ARTIFACTS = ROOT / "test-artifacts"
 SMOKE = book.load_profile("smoke", ROOT)
+EXECUTED = ROOT / "_build" / "executed" / "smoke"
+
+
+@pytest.fixture(scope="module")
+def built_book():
+    messages = []
+    index = book.build("smoke", root=ROOT, echo=messages.append, cell_timeout=300)
+    assert index.is_file()
+    start = time.perf_counter()
+    again = book.build("smoke", root=ROOT, echo=messages.append, cell_timeout=300)
+    warm = time.perf_counter() - start
+    assert again == index and any("reused" in m for m in messages)
+    return index, warm
 
 
 def _outputs(nb, mime):
@@ -56,12 +69,8 @@ def test_help_notebook_lists_every_parameter_with_type_and_meaning(path):
 
 
 @pytest.fixture(scope="module")
-def executed_primer(tmp_path_factory):
-    path = ROOT / "notebooks" / "measures_primer.ipynb"
-    out = tmp_path_factory.mktemp("nb") / "primer.ipynb"
-    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
-                               parameters=book.notebook_parameters(path, SMOKE))
-    return nbformat.read(str(out), as_version=4)
+def executed_primer(built_book):
+    return nbformat.read(str(EXECUTED / "measures_primer.ipynb"), as_version=4)
 
 
 def test_primer_produces_its_tables_and_charts(executed_primer):
@@ -90,12 +99,8 @@ def test_primer_produces_its_tables_and_charts(executed_primer):
 
 
 @pytest.fixture(scope="module")
-def executed_representation(tmp_path_factory):
-    path = ROOT / "notebooks" / "representation.ipynb"
-    out = tmp_path_factory.mktemp("nb") / "representation.ipynb"
-    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
-                               parameters=book.notebook_parameters(path, SMOKE))
-    return nbformat.read(str(out), as_version=4)
+def executed_representation(built_book):
+    return nbformat.read(str(EXECUTED / "representation.ipynb"), as_version=4)
 
 
 def test_representation_matrices_are_sound(executed_representation):
@@ -133,12 +138,8 @@ def test_representation_matrices_are_sound(executed_representation):
 
 
 @pytest.fixture(scope="module")
-def executed_attention(tmp_path_factory):
-    path = ROOT / "notebooks" / "attention.ipynb"
-    out = tmp_path_factory.mktemp("nb") / "attention.ipynb"
-    papermill.execute_notebook(str(path), str(out), cwd=str(path.parent), progress_bar=False,
-                               parameters=book.notebook_parameters(path, SMOKE))
-    return nbformat.read(str(out), as_version=4)
+def executed_attention(built_book):
+    return nbformat.read(str(EXECUTED / "attention.ipynb"), as_version=4)
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
@@ -186,7 +187,8 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
     params = {**book.notebook_parameters(path, SMOKE), **bad}
     with pytest.raises(papermill.PapermillExecutionError) as caught:
         papermill.execute_notebook(str(path), str(tmp_path / "bad.ipynb"), parameters=params,
-                                   cwd=str(path.parent), progress_bar=False)
+                                   cwd=str(path.parent), progress_bar=False,
+                                   execution_timeout=300)
     assert caught.value.ename == "ParameterError"
     assert message in caught.value.evalue
     nb = nbformat.read(str(tmp_path / "bad.ipynb"), as_version=4)
@@ -198,18 +200,6 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
 
 
 # --------------------------------------------------------------------------- the built book
-
-
-@pytest.fixture(scope="module")
-def built_book():
-    messages = []
-    index = book.build("smoke", root=ROOT, echo=messages.append)
-    assert index.is_file()
-    start = time.perf_counter()
-    again = book.build("smoke", root=ROOT, echo=messages.append)
-    warm = time.perf_counter() - start
-    assert again == index and any("reused" in m for m in messages)
-    return index, warm
 
 
 def test_rebuild_reuses_executed_notebooks(built_book):
