@@ -69,7 +69,8 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cache key part of type {type(value).__name__} is not JSON-serialisable")
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """SHA-256 hex digest of a file, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
@@ -132,7 +133,7 @@ class ArrayCache:
         arrays = {}
         for name, info in manifest["arrays"].items():
             file = entry / f"{name}.npy"
-            if _sha256(file) != info["sha256"]:
+            if sha256_file(file) != info["sha256"]:
                 raise ValueError(f"checksum mismatch in {file.name}")
             array = np.load(file, allow_pickle=False)
             if list(array.shape) != info["shape"] or str(array.dtype) != info["dtype"]:
@@ -163,7 +164,7 @@ class ArrayCache:
                 manifest["arrays"][name] = {
                     "shape": list(array.shape),
                     "dtype": str(array.dtype),
-                    "sha256": _sha256(file),
+                    "sha256": sha256_file(file),
                 }
             text = json.dumps(manifest, sort_keys=True, default=_json_default)
             (tmp / MANIFEST).write_text(text, encoding="utf-8")

@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import __version__
-from .cache import default_root, make_key
+from .cache import default_root, make_key, sha256_file
 from .corpora import Corpus, load_corpus
 from .errors import OfflineError, offline_message
 from .models import LoadedModel, load
@@ -627,7 +627,7 @@ def _save(path: Path, model, tokenizer, record: dict[str, Any]) -> None:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         weights = sorted(tmp.glob("*.safetensors"))
-        record = {**record, "checksums": {w.name: _sha256(w) for w in weights}}
+        record = {**record, "checksums": {w.name: sha256_file(w) for w in weights}}
         (tmp / "record.json").write_text(json.dumps(record, indent=1, default=str))
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)
@@ -640,14 +640,6 @@ def _save(path: Path, model, tokenizer, record: dict[str, Any]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with open(file, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _load_saved(path: Path, quiet: bool = False) -> FineTuned | None:
     if not path.exists():
         return None
@@ -656,7 +648,7 @@ def _load_saved(path: Path, quiet: bool = False) -> FineTuned | None:
     try:
         record = json.loads((path / "record.json").read_text())
         for name, digest in record["checksums"].items():
-            if _sha256(path / name) != digest:
+            if sha256_file(path / name) != digest:
                 raise ValueError(f"checksum mismatch in {name}")
         model = AutoModelForSequenceClassification.from_pretrained(
             path, attn_implementation="eager", local_files_only=True).eval()

@@ -116,35 +116,38 @@ def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.D
     return pd.DataFrame(records)
 
 
+def explorer_sentences(collection: AttentionCollection, count: int, *, min_words: int = 4,
+                       max_words: int = 12) -> list[int]:
+    """The ``count`` shortest sentences with ``min_words`` to ``max_words`` words (the
+    explorer's page holds every head's map of each, so short sentences keep it small)."""
+    lengths = np.array([len(s) for s in collection.sentences])
+    fits = np.flatnonzero((lengths >= min_words) & (lengths <= max_words))
+    if not fits.size:
+        fits = np.arange(len(lengths))
+    return [int(i) for i in fits[np.argsort(lengths[fits], kind="stable")][:count]]
+
+
 def explorer_frame(collection: AttentionCollection, matches: pd.DataFrame,
                    sentences: Sequence[int]) -> pd.DataFrame:
-    """Long table for the attention explorer: for the chosen sentences, every cell of every
-    head's word x word map (``panel="chosen"``) and of its best match (``panel="best match"``),
-    keyed by the chosen head's layer and head."""
+    """Compact table for the attention explorer: one row per chosen sentence, layer, head and
+    panel (``"chosen"``, or ``"best match"`` for the head's best match), holding the
+    sentence's words and the word x word map flattened row by row (``weights``, rounded to
+    3 decimals); the chart unpacks only the map on show."""
     index = {label: k for k, label in enumerate(collection.labels)}
-    frames = []
+    records = []
     for s in sentences:
         words = [f"{k + 1} {w}" for k, w in enumerate(collection.sentences[s])]
         n = len(words)
-        i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
         for row in matches.itertuples():
-            layer = collection.layers[index[row.layer]]
-            chosen = layer.maps[s][row.head][:, :n]
-            base = {"sentence": int(s), "layer": row.layer, "head": int(row.head)}
-            frames.append(pd.DataFrame({**base, "panel": "chosen", "source":
-                                        f"{row.layer} head {row.head}",
-                                        "from": np.array(words)[i.ravel()],
-                                        "to": np.array(words)[j.ravel()],
-                                        "i": i.ravel(), "j": j.ravel(),
-                                        "weight": chosen.ravel()}))
+            panels = [("chosen", row.layer, row.head, f"{row.layer} head {row.head}")]
             if row.match_layer:
-                other = collection.layers[index[row.match_layer]].maps[s][row.match_head][:, :n]
-                frames.append(pd.DataFrame({
-                    **base, "panel": "best match",
-                    "source": f"{row.match_layer} head {row.match_head} "
-                              f"(similarity {row.similarity:.2f})",
-                    "from": np.array(words)[i.ravel()], "to": np.array(words)[j.ravel()],
-                    "i": i.ravel(), "j": j.ravel(), "weight": other.ravel()}))
-    frame = pd.concat(frames, ignore_index=True)
-    frame["weight"] = frame["weight"].round(4)
-    return frame
+                panels.append(("best match", row.match_layer, row.match_head,
+                               f"{row.match_layer} head {row.match_head} "
+                               f"(similarity {row.similarity:.2f})"))
+            for panel, layer, head, source in panels:
+                weights = collection.layers[index[layer]].maps[s][head][:, :n]
+                records.append({"sentence": int(s), "layer": row.layer, "head": int(row.head),
+                                "panel": panel, "source": source, "n": n, "words": words,
+                                "weights": np.round(weights.ravel(), 3).tolist(),
+                                "cell": list(range(n * n))})
+    return pd.DataFrame(records)

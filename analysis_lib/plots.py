@@ -162,8 +162,9 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
 
 def attention_explorer(frame: pd.DataFrame, *, size: int = 260) -> alt.Chart:
     """Pick a sentence, a layer and a head (controls under the chart) and see its word x word
-    attention (rows: from, columns: to) beside its best-matching head. Every choice is in the
-    data, so the static page recomputes nothing."""
+    attention (rows: from, columns: to) beside its best-matching head. Every map is in the
+    data (one row per map, unpacked in the page only for the map on show), so the static
+    page recomputes nothing."""
     sentences = sorted(frame["sentence"].unique().tolist())
     layers = list(dict.fromkeys(frame["layer"]))
     heads = int(frame["head"].max())
@@ -179,7 +180,12 @@ def attention_explorer(frame: pd.DataFrame, *, size: int = 260) -> alt.Chart:
     def panel(name):
         base = alt.Chart(frame).transform_filter(chosen).transform_filter(
             alt.datum.panel == name)
-        cells = base.mark_rect().encode(
+        cells = base.transform_flatten(["weights", "cell"], as_=["weight", "cell"]
+                                       ).transform_calculate(
+            i="floor(datum.cell / datum.n)", j="datum.cell % datum.n",
+        ).transform_calculate(
+            **{"from": "datum.words[datum.i]", "to": "datum.words[datum.j]"}
+        ).mark_rect().encode(
             x=alt.X("to:N", sort=alt.EncodingSortField("j"), title="to"),
             y=alt.Y("from:N", sort=alt.EncodingSortField("i"), title="from"),
             color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]),
@@ -187,8 +193,7 @@ def attention_explorer(frame: pd.DataFrame, *, size: int = 260) -> alt.Chart:
             tooltip=["source:N", "from:N", "to:N", alt.Tooltip("weight:Q", format=".3f")],
         ).properties(width=size, height=size)
         caption = base.mark_text(align="left", fontSize=12).encode(
-            text="source:N", x=alt.value(0), y=alt.value(-8)).transform_aggregate(
-            source="min(source)")
+            text="source:N", x=alt.value(0), y=alt.value(-8))
         return alt.layer(cells, caption, title=name)
 
     return alt.hconcat(panel("chosen"), panel("best match")).add_params(

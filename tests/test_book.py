@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import papermill
 import pytest
 
@@ -39,6 +40,25 @@ def built_book():
 def _outputs(nb, mime):
     return [o["data"][mime] for c in nb.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if mime in o.get("data", {})]
+
+
+def _text(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+
+
+def _switchable_matrices(nb, n: int) -> dict[str, np.ndarray]:
+    """The matrices behind a collection chart with a measure dropdown: {measure: (n, n)}."""
+    specs = _outputs(nb, "application/vnd.vegalite.v6+json")
+    spec = next(s for s in specs if any(p.get("name") == "measure"
+                                        for p in s.get("params", [])))
+    rows = [r for data in spec["datasets"].values() for r in data if "measure" in r]
+    out = {}
+    for r in rows:
+        M = out.setdefault(r["measure"], np.full((n, n), np.nan))
+        M[r["i"], r["j"]] = r["value"]
+    out["_labels"] = {(r["i"]): r["row"] for r in rows}
+    return out
 
 
 def _spec_values(spec) -> list[float]:
@@ -93,8 +113,7 @@ def test_primer_produces_its_tables_and_charts(executed_primer):
     assert noise == set(SMOKE["noise_levels"])
     # the explorer's saved state is a chart too
     assert any("Saved state of the explorer" in h for h in html)
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []))
+    text = _text(nb)
     assert "my CKA" in text and "after a random rotation" in text
 
 
@@ -104,36 +123,22 @@ def executed_representation(built_book):
 
 
 def test_representation_matrices_are_sound(executed_representation):
-    import numpy as np
-
-    specs = _outputs(executed_representation, "application/vnd.vegalite.v6+json")
-    collection_spec = next(s for s in specs if any(p.get("name") == "measure"
-                                                   for p in s.get("params", [])))
-    rows = [r for data in collection_spec["datasets"].values() for r in data
-            if "measure" in r]
-    measures = sorted({r["measure"] for r in rows})
-    assert measures == sorted(SMOKE["measures"])
     n_layers = len(SMOKE["models"]) * (SMOKE["model_options"]["layers"] + 1)
-    for measure in measures:
-        cells = [r for r in rows if r["measure"] == measure]
-        M = np.full((n_layers, n_layers), np.nan)
-        for r in cells:
-            M[r["i"], r["j"]] = r["value"]
+    mats = _switchable_matrices(executed_representation, n_layers)
+    labels = mats.pop("_labels")
+    assert sorted(mats) == sorted(SMOKE["measures"])
+    for measure, M in mats.items():
         assert not np.isnan(M).any(), measure
         assert np.all((M >= -1e-9) & (M <= 1 + 1e-9)), measure
         if measure in ("svcca", "linear_cka"):
             np.testing.assert_allclose(np.diag(M), 1.0, atol=1e-5)
             np.testing.assert_allclose(M, M.T, atol=1e-9)
-        labels = [None] * n_layers
-        for r in cells:
-            labels[r["i"]] = r["row"]
-        owners = [lab.rsplit(":", 1)[0] for lab in labels]
-        assert list(dict.fromkeys(owners)) == SMOKE["models"]  # models in the order given
+    owners = [labels[i].rsplit(":", 1)[0] for i in range(n_layers)]
+    assert list(dict.fromkeys(owners)) == SMOKE["models"]  # models in the order given
     html = "".join(_outputs(executed_representation, "text/html"))
     assert "what the paper reports" in html and "what this run shows" in html
     assert "agreement" in html
-    text = "".join(o.get("text", "") for c in executed_representation.cells
-                   if c.cell_type == "code" for o in c.get("outputs", []))
+    text = _text(executed_representation)
     assert "regressed out" in text and "explicit mixedsim" in text
 
 
@@ -143,37 +148,26 @@ def executed_attention(built_book):
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
-    import numpy as np
-
-    specs = _outputs(executed_attention, "application/vnd.vegalite.v6+json")
-    matrix_spec = next(s for s in specs if any(p.get("name") == "measure"
-                                               for p in s.get("params", [])))
-    rows = [r for data in matrix_spec["datasets"].values() for r in data if "measure" in r]
-    methods = sorted({r["measure"] for r in rows})
-    assert len(methods) == 6 and "JS (head)" in methods and "CKA (distributed)" in methods
     n_layers = len(SMOKE["models"]) * SMOKE["model_options"]["layers"]
-    for method in methods:
-        M = np.full((n_layers, n_layers), np.nan)
-        for r in rows:
-            if r["measure"] == method:
-                M[r["i"], r["j"]] = r["value"]
+    mats = _switchable_matrices(executed_attention, n_layers)
+    mats.pop("_labels")
+    assert len(mats) == 6 and "JS (head)" in mats and "CKA (distributed)" in mats
+    for method, M in mats.items():
         assert not np.isnan(M).any(), method
         assert np.all((M >= -1 - 1e-9) & (M <= 1 + 1e-9)), method
         np.testing.assert_allclose(np.diag(M), 1.0, atol=1e-5, err_msg=method)
+    specs = _outputs(executed_attention, "application/vnd.vegalite.v6+json")
     explorer = next(s for s in specs if any(p.get("name") == "head"
                                             for p in s.get("params", [])))
-    cells = [r for data in explorer["datasets"].values() for r in data if "weight" in r]
-    assert {r["panel"] for r in cells} == {"chosen", "best match"}
-    assert len({r["sentence"] for r in cells}) == SMOKE["explore_sentences"]
-    # every chosen map's rows are distributions over the sentence's words
-    sums = {}
-    for r in cells:
-        if r["panel"] == "chosen":
-            key = (r["sentence"], r["layer"], r["head"], r["i"])
-            sums[key] = sums.get(key, 0.0) + r["weight"]
-    assert sums and all(abs(v - 1) < 2e-3 for v in sums.values())
-    text = "".join(o.get("text", "") for c in executed_attention.cells
-                   if c.cell_type == "code" for o in c.get("outputs", []))
+    maps = [r for data in explorer["datasets"].values() for r in data if "weights" in r]
+    assert {r["panel"] for r in maps} == {"chosen", "best match"}
+    assert len({r["sentence"] for r in maps}) == SMOKE["explore_sentences"]
+    for r in maps:  # every map's rows are distributions over the sentence's words
+        n = r["n"]
+        assert len(r["words"]) == n and len(r["weights"]) == n * n
+        np.testing.assert_allclose(np.reshape(r["weights"], (n, n)).sum(axis=1), 1.0,
+                                   atol=5e-3)
+    text = _text(executed_attention)
     assert "higher" in text and "largest deviation of a row sum from 1" in text
 
 

@@ -90,6 +90,9 @@ def test_attention_heads_collection_and_redundancy():
     # the best match of a head lies in the other model
     assert all(m.split(":")[1] != layer.split(":")[1] for m, layer in
                zip(matches.match_layer, matches.layer))
-    frame = heads.explorer_frame(att, matches, [0])
-    n = len(text.sentences[0])
-    assert len(frame) == 2 * 4 * TINY["heads"] * n * n
+    [shown] = heads.explorer_sentences(att, 1, min_words=1)
+    assert len(text.sentences[shown]) == min(len(s) for s in text.sentences)
+    frame = heads.explorer_frame(att, matches, [shown])
+    n = len(text.sentences[shown])
+    assert len(frame) == 2 * 4 * TINY["heads"]
+    assert all(len(w) == n * n for w in frame.weights)
