@@ -52,8 +52,9 @@ def _rect(data, rows, cols, title, domain, size, facet=None):
     if facet:
         tooltip.insert(0, alt.Tooltip(f"{facet}:N"))
     return alt.Chart(data, title=title).mark_rect().encode(
-        x=alt.X("col:N", sort=list(cols), title=None, axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("row:N", sort=list(rows), title=None),
+        x=alt.X("col:N", sort=list(cols), title=None, axis=alt.Axis(labelAngle=-45),
+                scale=alt.Scale(domain=list(cols))),
+        y=alt.Y("row:N", sort=list(rows), title=None, scale=alt.Scale(domain=list(rows))),
         color=color, tooltip=tooltip,
     ).properties(width=size, height=size)
 
@@ -114,9 +115,11 @@ def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, labels: S
         return base
     bounds = pd.DataFrame({"at": [labels[k] for k in starts]})
     vertical = alt.Chart(bounds).mark_rule(color="white", strokeWidth=2).encode(
-        x=alt.X("at:N", sort=list(labels), bandPosition=0))
+        x=alt.X("at:N", sort=list(labels), bandPosition=0,
+                scale=alt.Scale(domain=list(labels))))
     horizontal = alt.Chart(bounds).mark_rule(color="white", strokeWidth=2).encode(
-        y=alt.Y("at:N", sort=list(labels), bandPosition=0))
+        y=alt.Y("at:N", sort=list(labels), bandPosition=0,
+                scale=alt.Scale(domain=list(labels))))
     return alt.layer(base, vertical, horizontal)
 
 
@@ -160,7 +163,7 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
     ).properties(width=width, height=height)
 
 
-def attention_explorer(frame: pd.DataFrame, *, size: int = 260) -> alt.Chart:
+def attention_explorer(frame: pd.DataFrame, *, size: int = 210) -> alt.Chart:
     """Pick a sentence, a layer and a head (controls under the chart) and see its word x word
     attention (rows: from, columns: to) beside its best-matching head. Every map is in the
     data (one row per map, unpacked in the page only for the map on show), so the static

@@ -1,0 +1,79 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib import plots, render, widgets
+
+
+def _find(spec, key):
+    """Every value of ``key`` anywhere in a nested spec."""
+    found = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == key:
+                found.append(v)
+            found += _find(v, key)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += _find(v, key)
+    return found
+
+
+def test_heatmap_tooltip_and_layer_order():
+    labels = ["emb", "L1", "L2", "L10"]
+    spec = plots.heatmap(np.eye(4), labels).to_dict()
+    fields = {t["field"] for t in spec["encoding"]["tooltip"]}
+    assert fields == {"row", "col", "value"}
+    assert spec["encoding"]["x"]["scale"]["domain"] == labels  # not alphabetical
+
+
+def test_collection_matrix_keeps_model_order_and_marks_boundaries():
+    labels, owners = plots.collection_labels({"b": 2, "a": 3})
+    assert labels == ["b:emb", "b:L1", "a:emb", "a:L1", "a:L2"]
+    chart = plots.collection_matrix({"cka": np.eye(5), "svcca": np.eye(5)}, labels, owners)
+    spec = chart.to_dict()
+    assert all(d == labels for d in _find(spec, "domain") if isinstance(d, list)
+               and len(d) == 5)
+    rules = [r for data in spec["datasets"].values() for r in data if "at" in r]
+    assert rules == [{"at": "a:emb"}]
+    assert any(p.get("name") == "measure" for p in _find(spec, "params")[0])
+
+
+def test_slider_lines_binds_a_range_over_the_grid():
+    frame = pd.DataFrame({"noise": [0.0, 0.0, 0.5, 0.5], "angle": [0, 45, 0, 45],
+                          "value": [1, .8, .6, .5], "measure": "cka"})
+    spec = plots.slider_lines(frame, slider="noise", x="angle").to_dict()
+    [param] = spec["params"]
+    assert param["bind"]["input"] == "range" and param["bind"]["max"] == 0.5
+
+
+def test_matrix_frame_checks_labels():
+    with pytest.raises(ValueError, match="does not fit"):
+        plots.matrix_frame(np.eye(3), ["a", "b"])
+
+
+def test_renderer_output_has_native_and_offline_html():
+    render.enable()
+    bundle = plots.heatmap(np.eye(2), ["a", "b"])._repr_mimebundle_()
+    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert any(k.startswith("application/vnd.vegalite") for k in bundle)
+    html = bundle["text/html"]
+    assert "window.vegaEmbed" in html and "cdn" not in html.lower()
+    spec = plots.heatmap(np.eye(2), ["a", "</script>"]).to_dict()
+    assert "</script>" in json.dumps(spec)
+    assert render.chart_html(spec).count("</script>") == 1  # a label cannot close the tag
+
+
+def test_explorer_redraws_and_keeps_a_static_state():
+    M = np.eye(3)
+    explorer = widgets.MatrixExplorer({("m", "cka"): M, ("m", "svcca"): M / 2},
+                                      ["emb", "L1", "L2"], measure="svcca")
+    assert explorer.measure.value == "svcca"
+    before = explorer.chart().to_dict()
+    explorer.measure.value = "cka"
+    assert explorer.chart().to_dict() != before
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "Saved state" in bundle["text/html"] and "measure cka" in bundle["text/html"]
