@@ -38,6 +38,21 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_corpora(args: argparse.Namespace) -> int:
+    from .corpora import list_corpora
+
+    for name, description in list_corpora().items():
+        print(f"{name:<10} {description}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from .models import OFFLINE_MODELS
+
+    print("\n".join(OFFLINE_MODELS))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis_lib")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,13 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ext.add_argument("--seed", type=int, default=0)
     ext.add_argument("--attention", action="store_true")
     ext.set_defaults(func=cmd_extract)
-    sub.add_parser("corpora", help="list the corpora").set_defaults(
-        func=lambda a: print("\n".join(f"{k:<10} {v}" for k, v in
-                                       __import__("analysis_lib.corpora").corpora
-                                       .list_corpora().items())) or 0)
-    sub.add_parser("models", help="list the offline model names").set_defaults(
-        func=lambda a: print("\n".join(__import__("analysis_lib.models").models
-                                       .OFFLINE_MODELS)) or 0)
+    sub.add_parser("corpora", help="list the corpora").set_defaults(func=cmd_corpora)
+    sub.add_parser("models", help="list the offline model names").set_defaults(func=cmd_models)
     args = parser.parse_args(argv)
     return args.func(args)
 
