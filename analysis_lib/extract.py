@@ -163,15 +163,14 @@ def extract(
                "special_tokens": special_tokens if attention else None, "max_length": limit}
     key = make_key(kind="extract", model=info.fingerprint, corpus=corpus.fingerprint(),
                    **options)
-    store = ArrayCache("extract", cache_dir) if cache else None
-    if store is not None:
-        hit = store.load(key)
-        if hit is not None:
-            return _unpack(info, hit[0], hit[1], options)
-    arrays, meta = _run(loaded, corpus, limit, word_pooling, attention, special_tokens,
-                        batch_size, sort_by_length, progress)
-    if store is not None:
-        store.save(key, arrays, meta)
+    def compute():
+        return _run(loaded, corpus, limit, word_pooling, attention, special_tokens, batch_size,
+                    sort_by_length, progress)
+
+    if cache:
+        arrays, meta = ArrayCache("extract", cache_dir).get_or_compute(key, compute)
+    else:
+        arrays, meta = compute()
     return _unpack(info, arrays, meta, options)
 
 
