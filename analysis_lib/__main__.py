@@ -29,7 +29,8 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from . import corpora, extract
+    from . import extract
+    from .data import corpora
 
     corpus = corpora.load_corpus(args.corpus, n=args.n, seed=args.seed)
     result = extract.extract(args.model, corpus, attention=args.attention)
@@ -39,7 +40,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_corpora(args: argparse.Namespace) -> int:
-    from .corpora import list_corpora
+    from .data.corpora import list_corpora
 
     for name, description in list_corpora().items():
         print(f"{name:<10} {description}")

@@ -29,9 +29,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .cache import ArrayCache, make_key
-from .corpora import Corpus
+from .data.corpora import Corpus
+from .layers import check_layer
 from .models import LoadedModel, ModelInfo, load
+from .models.batching import pad_batch, pad_token_id
+from .runtime.cache import ArrayCache, make_key
 
 WORD_POOLING = ("last", "first", "mean")
 SPECIAL_TOKENS = ("drop", "keep")
@@ -45,7 +47,8 @@ class Extraction:
     ----------
     info : ModelInfo
     words : numpy.ndarray, shape (n_layers, n_words, hidden), float32
-        ``words[l]`` is layer ``l`` (0 = embeddings); rows are the corpus's words in order.
+        ``words[l]`` is layer ``l`` (0 = embeddings, 1..L = transformer layers; see
+        :mod:`analysis_lib.layers`); rows are the corpus's words in order.
     sentence_first, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences, hidden)
         First-token and mean-over-real-tokens sentence vectors.
     word_sentence : numpy.ndarray of int, shape (n_words,)
@@ -54,7 +57,8 @@ class Extraction:
         Position of each word row within its sentence.
     attention : list of numpy.ndarray, or None
         One array per sentence, shape (n_attention_layers, heads, w, w + s): w the sentence's
-        (kept) words, s its special tokens when kept.
+        (kept) words, s its special tokens when kept. Its first axis counts transformer
+        layers from 0; read it through :meth:`attention_layer`, which takes layer ``1..L``.
     n_truncated : int
         Sentences cut to the model's maximum length (their cut words have no rows).
     options : dict
@@ -86,15 +90,18 @@ class Extraction:
             raise ValueError(f"kind must be one of {sorted(source)}, got {kind!r}")
         return list(source[kind])
 
+    def layer(self, layer: int, kind: str = "words") -> np.ndarray:
+        """One layer's array (``0`` = embeddings, ``1..L``) of ``kind`` (see :meth:`layers`)."""
+        return self.layers(kind)[check_layer(layer, self.n_layers - 1)]
+
     def attention_layer(self, layer: int) -> list[np.ndarray]:
-        """Per-sentence maps (heads x w x w') of attention layer ``layer`` (0-based over the
-        ``n_attention_layers`` transformer layers)."""
+        """Per-sentence maps (heads x w x w') of transformer layer ``layer`` (``1..L``; the
+        embedding layer 0 has no attention)."""
         if self.attention is None:
             raise ValueError("this extraction has no attention; call extract(..., attention=True)")
-        n = self.info.n_attention_layers
-        if not -n <= layer < n:
-            raise IndexError(f"attention layer {layer} out of range for {n} layers")
-        return [a[layer] for a in self.attention]
+        layer = check_layer(layer, self.info.n_attention_layers, "layer",
+                            allow_embeddings=False)
+        return [a[layer - 1] for a in self.attention]
 
 
 def extract(
@@ -252,18 +259,15 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
     first = np.empty((L, n_sent, D), dtype=np.float32)
     mean = np.empty((L, n_sent, D), dtype=np.float32)
     maps: list[np.ndarray | None] = [None] * n_sent
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_token_id(tokenizer)
+    token_ids = [e.ids for e in encoded]
     lengths = np.array([len(e.ids) for e in encoded])
     batches = _batches(lengths, batch_size, sort)
     bar = tqdm(total=n_sent, desc=f"extract {info.name}", unit="sent", disable=not progress)
     with torch.inference_mode():
         for batch in batches:
-            T = int(lengths[batch].max())
-            ids = torch.full((len(batch), T), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), T), dtype=torch.long)
-            for r, s in enumerate(batch):
-                ids[r, : lengths[s]] = torch.tensor(encoded[s].ids)
-                mask[r, : lengths[s]] = 1
+            ids, mask = pad_batch(token_ids, batch, pad_id)
+            T = ids.shape[1]
             out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                         output_attentions=attention)
             plan = _pool_plan(batch, encoded, starts, pooling, T)

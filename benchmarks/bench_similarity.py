@@ -150,14 +150,14 @@ def main() -> None:
     print(f"\nlinear CKA all-pairs / bare products: {cka_time / bare:.2f}x")
 
     suite = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka"]
-    t_suite, out = timed(sim.pairwise, layers, measure=suite, progress=False)
+    t_suite, out = timed(sim.pairwise_suite, layers, measures=suite, progress=False)
     singles = sum(t for name, t, _, _ in rows if name in suite)
     print(f"five-measure suite (one pass): {t_suite:.2f} s; the five single-measure calls "
           f"together: {singles:.2f} s; plain loops together: "
           f"{sum(t for name, _, t, _ in rows if name in suite):.0f} s")
     for name in suite:
         single = sim.pairwise(layers[:3], measure=name, progress=False)
-        gap = np.abs(sim.pairwise(layers[:3], measure=suite, progress=False)[name] - single)
+        gap = np.abs(sim.pairwise_suite(layers[:3], measures=suite, progress=False)[name] - single)
         assert gap.max() <= 1e-6, name
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak:.0f} MB")

@@ -130,7 +130,7 @@ def test_representation_matrices_are_sound(executed_representation):
         if measure in ("svcca", "linear_cka"):
             np.testing.assert_allclose(np.diag(M), 1.0, atol=1e-5)
             np.testing.assert_allclose(M, M.T, atol=1e-9)
-    owners = [labels[i].rsplit(":", 1)[0] for i in range(n_layers)]
+    owners = [labels[i].rsplit(" ", 1)[0] for i in range(n_layers)]
     assert list(dict.fromkeys(owners)) == SMOKE["models"]  # models in the order given
     html = "".join(_outputs(executed_representation, "text/html"))
     assert "what the paper reports" in html and "what this run shows" in html

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from analysis_lib import corpora, extract
-from analysis_lib.cache import ArrayCache, default_root, make_key
+from analysis_lib.runtime.cache import ArrayCache, default_root, make_key
 
 
 def _count_forwards(model):

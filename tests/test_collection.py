@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from analysis_lib import collection, corpora, similarity
+from analysis_lib import corpora, similarity
+from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
 
@@ -15,7 +16,16 @@ def coll():
 def test_build_keeps_models_in_order_on_the_same_rows(coll):
     c, text = coll
     assert c.owners == ["random:bert"] * 3 + ["random:gpt2"] * 3
-    assert c.labels[:3] == ["random:bert:emb", "random:bert:L1", "random:bert:L2"]
+    assert c.labels[:3] == ["random:bert emb", "random:bert L1", "random:bert L2"]
+    frame = c.table.frame
+    assert frame["layer"].tolist() == [0, 1, 2, 0, 1, 2]
+    assert frame["depth"].tolist() == [0, 0.5, 1, 0, 0.5, 1]
+    assert frame["family"].tolist() == ["bert"] * 3 + ["gpt2"] * 3
+    assert not frame["pretrained"].any() and (frame["kind"] == "words").all()
+    models = c.models_frame()
+    assert models["model"].tolist() == ["random:bert", "random:gpt2"]
+    assert models["layers"].tolist() == [3, 3]
+    assert models["neurons"].tolist() == [TINY["hidden"]] * 2
     assert all(x.shape == (300, TINY["hidden"]) for x in c.layers)
     assert c.covariates.shape == (300, 3) and c.sentence.shape == (300,)
     assert np.all(np.diff(c.rows) > 0) and c.rows.max() < text.n_words
@@ -73,23 +83,69 @@ def test_jackknife_intervals_cover_the_estimate(coll):
         collection.summary_intervals("linear_cka", c, n_folds=1)
 
 
+def test_localization_frame_names_each_model_once(coll):
+    c, _ = coll
+    mats = collection.matrices(c, ["neuronsim", "svcca"], progress=False)
+    local = collection.localization_frame(mats, c)
+    assert sorted(local["model"].unique()) == ["random:bert", "random:gpt2"]
+    assert len(local) == 2 * 6 and set(local["layer"]) == {0, 1, 2}
+    plain = local[local.variant == "paper (plain)"]["value"].to_numpy()
+    np.testing.assert_allclose(plain, similarity.localization(mats["neuronsim"],
+                                                              mats["svcca"]))
+
+
+def test_random_across_averages_only_pairs_of_different_random_models(coll):
+    c, _ = coll
+    M = np.zeros((6, 6))
+    M[:3, 3:] = M[3:, :3] = 0.4
+    assert collection.random_across(M, c) == pytest.approx(0.4)
+
+
+def test_models_that_cut_different_words_are_refused(monkeypatch):
+    text = corpora.from_sentences(["one two three four five six seven eight nine ten"] * 3)
+    from analysis_lib.studies import representation
+
+    real = representation.extract_each
+
+    def cut_second(models, corpus, **kw):
+        for k, (name, loaded, result) in enumerate(real(models, corpus, **kw)):
+            if k == 1:
+                result.word_position = result.word_position[::-1].copy()
+            yield name, loaded, result
+
+    monkeypatch.setattr(representation, "extract_each", cut_second)
+    with pytest.raises(ValueError, match="rows for other words"):
+        representation.build(["random:bert", "random:gpt2"], text, model_options=TINY,
+                             progress=False)
+
+
 def test_attention_heads_collection_and_redundancy():
-    from analysis_lib import heads
+    from analysis_lib.studies import attention as heads
 
     text = corpora.load_corpus("tweets", n=6, seed=1, max_words=12)
     att = heads.collect(["random:bert", "random:gpt2"], text, model_options=TINY,
                         progress=False)
-    assert att.labels == ["random:bert:L1", "random:bert:L2", "random:gpt2:L1",
-                          "random:gpt2:L2"]
+    assert att.labels == ["random:bert L1", "random:bert L2", "random:gpt2 L1",
+                          "random:gpt2 L2"]
+    assert att.table.frame["layer"].tolist() == [1, 2, 1, 2]
     reps = heads.distributed(att)
     assert all(r.shape == (sum(len(s) ** 2 for s in text.sentences), TINY["heads"])
                for r in reps)
     red = heads.redundancy(att, threshold=0.5)
-    assert len(red) == 4 * TINY["heads"] and red.best_in_L1.between(-1, 1).all()
+    assert len(red) == 4 * TINY["heads"] and set(red.layer) == {1, 2}
+    # a head of layer 2 is compared with layer 1's heads, itself included for layer 1 only
+    layer1 = att.of("random:bert")[0]
+    from analysis_lib.similarity.attention import head_similarity
+
+    S = head_similarity(att.of("random:bert")[1], layer1, "js")
+    got = red[(red.model == "random:bert") & (red.layer == 2)].best_in_L1.to_numpy()
+    np.testing.assert_allclose(got, S.max(axis=1))
+    assert (red.near_duplicate == (red.best_in_L1 >= 0.5)).all()
+    counts = heads.duplicate_counts(red)
+    assert list(counts.columns) == [2] and counts.shape == (2, 1)
     matches = heads.best_matches(att)
     # the best match of a head lies in the other model
-    assert all(m.split(":")[1] != layer.split(":")[1] for m, layer in
-               zip(matches.match_layer, matches.layer))
+    assert (matches.match_model != matches.model).all()
     [shown] = heads.explorer_sentences(att, 1, min_words=1)
     assert len(text.sentences[shown]) == min(len(s) for s in text.sentences)
     frame = heads.explorer_frame(att, matches, [shown])

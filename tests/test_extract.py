@@ -123,8 +123,8 @@ def test_minilm_extracts_with_attention():
     corpus = corpora.load_corpus("tweets", n=6, seed=1)
     result = extract.extract("minilm", corpus, attention=True, cache=False, progress=False)
     assert result.words.shape == (7, corpus.n_words, 384)
-    assert len(result.attention_layer(5)) == 6
-    assert result.attention_layer(0)[0].shape[0] == 12
+    assert len(result.attention_layer(6)) == 6
+    assert result.attention_layer(1)[0].shape[0] == 12
     # the first-token vector of the embedding layer is the same for every input
     first = result.sentence_first[0]
     assert np.allclose(first, first[0], atol=1e-5)

@@ -81,3 +81,52 @@ def test_local_folder_round_trip(tmp_path, tiny_models):
 def test_bad_sizes(bad):
     with pytest.raises(ValueError):
         models.load("random:bert", **{**TINY, **bad})
+
+
+_FINGERPRINT = """
+import hashlib, json, sys
+import numpy as np
+from analysis_lib import corpora, extract, models
+text = corpora.from_sentences(["Self-driving cars are naïve, aren't they?", "Hello world 42"])
+out = {}
+for family in models.FAMILIES:
+    loaded = models.load(f"random:{family}", layers=2, hidden=32, heads=2, vocab_size=2000,
+                         seed=3, cache_dir=sys.argv[1])
+    ids = loaded.tokenizer(text.texts)["input_ids"]
+    vocab = sorted(loaded.tokenizer.get_vocab().items())
+    result = extract.extract(loaded, text, cache=False, progress=False)
+    out[family] = [hashlib.sha256(json.dumps([ids, vocab]).encode()).hexdigest(),
+                   hashlib.sha256(np.ascontiguousarray(result.words).tobytes()).hexdigest()]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_random_models_are_identical_in_fresh_processes_with_empty_caches(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    runs = []
+    for k in range(2):
+        folder = tmp_path / f"cache{k}"
+        done = subprocess.run([sys.executable, "-c", _FINGERPRINT, str(folder)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert set(runs[0]) == set(models.FAMILIES)
+    for family in models.FAMILIES:
+        assert runs[0][family] == runs[1][family], family
+
+
+def test_check_name_classifies_without_loading(tmp_path):
+    assert models.check_name("minilm") == "package"
+    assert models.check_name("random:xlnet") == "random"
+    assert models.check_name(str(tmp_path)) == "local"
+    assert models.check_name("google/multiberts-seed_0") == "hub"
+    with pytest.raises(ValueError, match="model folder '/no/such/folder' does not exist"):
+        models.check_name("/no/such/folder")
+    with pytest.raises(ValueError, match="model folder './missing' does not exist"):
+        models.check_name("./missing")
+    with pytest.raises(TypeError, match="non-empty string"):
+        models.check_name("")

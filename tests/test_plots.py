@@ -30,14 +30,18 @@ def test_heatmap_tooltip_and_layer_order():
 
 
 def test_collection_matrix_keeps_model_order_and_marks_boundaries():
-    labels, owners = plots.collection_labels({"b": 2, "a": 3})
-    assert labels == ["b:emb", "b:L1", "a:emb", "a:L1", "a:L2"]
-    chart = plots.collection_matrix({"cka": np.eye(5), "svcca": np.eye(5)}, labels, owners)
+    from analysis_lib.layers import LayerTable
+
+    table = LayerTable.concat([LayerTable.for_model("b", "bert", True, 1),
+                               LayerTable.for_model("a", "gpt2", False, 2)])
+    labels = table.labels
+    assert labels == ["b emb", "b L1", "a emb", "a L1", "a L2"]
+    chart = plots.collection_matrix({"cka": np.eye(5), "svcca": np.eye(5)}, table)
     spec = chart.to_dict()
     assert all(d == labels for d in _find(spec, "domain") if isinstance(d, list)
                and len(d) == 5)
     rules = [r for data in spec["datasets"].values() for r in data if "at" in r]
-    assert rules == [{"at": "a:emb"}]
+    assert rules == [{"at": "a emb"}]
     assert any(p.get("name") == "measure" for p in _find(spec, "params")[0])
 
 

@@ -104,8 +104,8 @@ def test_cca_family_invariant_to_invertible_maps():
                                                               abs=1e-9)
     assert sim.svcca(Xt, Yt, variance=None) == pytest.approx(sim.svcca(X, Y, variance=None),
                                                              abs=1e-9)
-    np.testing.assert_allclose(sim.svcca(Xt, Yt, None, return_correlations=True),
-                               sim.svcca(X, Y, None, return_correlations=True), atol=1e-9)
+    np.testing.assert_allclose(sim.canonical_correlations(Xt, Yt, None),
+                               sim.canonical_correlations(X, Y, None), atol=1e-9)
     # PWCCA's weights depend on X's neurons: scaling and translation only
     assert sim.pwcca(2 * X + 1, Y) == pytest.approx(sim.pwcca(X, Y), abs=1e-9)
 
@@ -203,7 +203,7 @@ def _explicit_neuronsim(X, Y):
 def test_measures_equal_explicit_formulas():
     X, Y = data(n=150, d1=9, d2=6, seed=11)
     assert sim.linear_cka(X, Y) == pytest.approx(_explicit_cka(X, Y), abs=1e-10)
-    np.testing.assert_allclose(sim.svcca(X, Y, 0.9, return_correlations=True),
+    np.testing.assert_allclose(sim.canonical_correlations(X, Y, 0.9),
                                _explicit_svcca(X, Y, 0.9), atol=1e-10)
     assert sim.pwcca(X, Y, 0.9) == pytest.approx(_explicit_pwcca(X, Y, 0.9), abs=1e-10)
     assert sim.pwcca(Y, X, 0.9) == pytest.approx(_explicit_pwcca(Y, X, 0.9), abs=1e-10)
@@ -272,7 +272,7 @@ def test_suite_equals_single_measures_float32():
     layers = [(base @ rng.standard_normal((40, 32)) + rng.standard_normal((600, 32)) + 50)
               .astype(np.float32) for _ in range(4)]
     names = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka"]
-    suite = sim.pairwise(layers, measure=names)
+    suite = sim.pairwise_suite(layers, measures=names)
     for name in names:
         for i in range(4):
             for j in range(4):
@@ -363,8 +363,8 @@ def test_released_code_options_differ_from_the_paper_definition():
     rng = np.random.default_rng(13)
     X = rng.standard_normal((300, 12)) * np.linspace(0.2, 5, 12)
     Y = X @ rng.standard_normal((12, 10)) + 2 * rng.standard_normal((300, 10))
-    paper = sim.svcca(X, Y, 0.9, return_correlations=True)
-    below = sim.svcca(X, Y, 0.9, cut="below", return_correlations=True)
+    paper = sim.canonical_correlations(X, Y, 0.9)
+    below = sim.canonical_correlations(X, Y, 0.9, cut="below")
     assert len(below) == len(paper) - 1
     assert sim.svcca(X, Y, 0.9, standardize=True) != pytest.approx(sim.svcca(X, Y, 0.9))
     assert sim.pwcca(X, Y, 0.9, standardize=True, cut="below") != pytest.approx(
@@ -383,7 +383,7 @@ def test_pwcca_works_whichever_side_is_wider():
 
 def test_top_k_and_per_neuron():
     X, Y = data()
-    per = sim.neuronsim(X, Y, per_neuron=True)
+    per = sim.neuron_correlations(X, Y)
     assert per.shape == (X.shape[1],)
     assert sim.neuronsim(X, Y, top_k=2) == pytest.approx(np.sort(per)[-2:].mean())
     assert sim.neuronsim(X, Y, top_k=2) >= sim.neuronsim(X, Y)
@@ -506,5 +506,54 @@ def test_unknown_measure_and_option():
     X, Y = data()
     with pytest.raises(ValueError, match="unknown measure 'cos'"):
         sim.pairwise([X], measure="cos")
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(TypeError, match="option 'varianse' is not taken by svcca: no measure "
+                                        "takes it"):
         sim.pairwise([X], measure="svcca", varianse=0.9)
+    with pytest.raises(TypeError, match="option 'variance' is not taken by linear_cka: it "
+                                        "applies to svcca, pwcca"):
+        sim.pairwise([X], measure="linear_cka", variance=0.5)
+    with pytest.raises(TypeError, match="pairwise_suite"):
+        sim.pairwise([X], measure=["svcca", "linear_cka"])
+    # in a suite an option goes to the measures that take it
+    out = sim.pairwise_suite([X, Y], measures=["svcca", "linear_cka"], variance=0.5)
+    assert out["svcca"][0, 1] == pytest.approx(sim.svcca(X, Y, 0.5))
+    assert out["linear_cka"][0, 1] == pytest.approx(sim.linear_cka(X, Y))
+
+
+@pytest.mark.parametrize("measure, options, single", [
+    ("svcca", dict(standardize=True, cut="below", variance=0.9),
+     lambda X, Y: sim.svcca(X, Y, 0.9, standardize=True, cut="below")),
+    ("pwcca", dict(standardize=True, variance=0.8),
+     lambda X, Y: sim.pwcca(X, Y, 0.8, standardize=True)),
+    ("svcca", dict(top_k=3), lambda X, Y: sim.svcca(X, Y, top_k=3)),
+    ("neuronsim", dict(top_k=2), lambda X, Y: sim.neuronsim(X, Y, top_k=2)),
+    ("mixedsim", dict(top_k=2), lambda X, Y: sim.mixedsim(X, Y, top_k=2)),
+    ("linear_cka", dict(debiased=True), lambda X, Y: sim.linear_cka(X, Y, debiased=True)),
+    ("cca", dict(reg=0.1), lambda X, Y: sim.cca(X, Y, reg=0.1).mean),
+    ("rsa", dict(kernel="correlation", compare="spearman"),
+     lambda X, Y: sim.rsa(X, Y, "correlation", "spearman")),
+    ("rsa", dict(kernel="euclidean"), lambda X, Y: sim.rsa(X, Y, "euclidean")),
+    ("rbf_cka", dict(threshold=0.5), lambda X, Y: sim.rbf_cka(X, Y, 0.5)),
+    ("rbf_cka", dict(debiased=True), lambda X, Y: sim.rbf_cka(X, Y, debiased=True)),
+])
+def test_pairwise_forwards_every_option(measure, options, single):
+    X, Y = data(n=80, d1=10, d2=7)
+    M = sim.pairwise([X, Y], measure=measure, **options)
+    assert M[0, 1] == pytest.approx(single(X, Y), abs=1e-6)
+    assert M[1, 0] == pytest.approx(single(Y, X), abs=1e-6)
+    default = sim.pairwise([X, Y], measure=measure)
+    assert not np.isclose(default[0, 1], M[0, 1])  # the option changed the number
+
+
+def test_registry_records_every_measure():
+    assert set(sim.REGISTRY) == set(sim.MEASURES)
+    assert sim.canonical("ckasim") == "linear_cka" and sim.canonical("pwsim") == "pwcca"
+    for name, record in sim.REGISTRY.items():
+        X, Y = data(n=60, d1=6, d2=5)
+        if record.family == "attention":
+            continue
+        M = sim.pairwise([X, Y], measure=name)
+        if record.symmetric:
+            assert M[0, 1] == pytest.approx(M[1, 0], abs=1e-9), name
+        else:  # the asymmetric ones really are, on unequal widths
+            assert M[0, 1] != pytest.approx(M[1, 0], abs=1e-9), name

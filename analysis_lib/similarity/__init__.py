@@ -4,25 +4,37 @@ Representation measures take ``X`` (n, d1) and ``Y`` (n, d2) over the same n sti
 a similarity (higher = more similar): :func:`neuronsim`, :func:`mixedsim`, :func:`svcca`,
 :func:`pwcca`, :func:`cca`, :func:`linear_cka`, :func:`rbf_cka`, :func:`rsa`,
 :func:`procrustes`. Attention: :func:`attention_similarity`, :func:`attention_representation`.
-Layers: :func:`pairwise` (any measure, or several at once from shared cross-products),
-:func:`localization`. Uncertainty: :func:`bootstrap`, :func:`permutation_test`.
+Per-neuron and per-direction values: :func:`neuron_correlations`, :func:`mixed_correlations`,
+:func:`canonical_correlations`. Layers: :func:`pairwise` (one measure),
+:func:`pairwise_suite` (several at once from shared cross-products), :func:`localization`.
+Uncertainty: :func:`bootstrap`, :func:`permutation_test`. Every measure is one record of
+:data:`REGISTRY` (:mod:`.registry`).
 """
 
-from .attention import AttentionLayer, attention_representation, attention_similarity
+from .attention import (
+    AttentionLayer,
+    attention_representation,
+    attention_similarity,
+    head_matches,
+)
 from .localization import localization
 from .measures import (
-                       CCAResult,
-                       cca,
-                       linear_cka,
-                       mixedsim,
-                       neuronsim,
-                       procrustes,
-                       pwcca,
-                       rbf_cka,
-                       rbf_gram,
-                       svcca,
+    CCAResult,
+    canonical_correlations,
+    cca,
+    linear_cka,
+    mixed_correlations,
+    mixedsim,
+    neuron_correlations,
+    neuronsim,
+    procrustes,
+    pwcca,
+    rbf_cka,
+    rbf_gram,
+    svcca,
 )
-from .pairwise import MEASURES, canonical, pairwise
+from .pairwise import pairwise, pairwise_suite
+from .registry import MEASURES, REGISTRY, Measure, canonical
 from .rsa import rsa, upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
 
@@ -32,9 +44,10 @@ svsim = svcca
 pwsim = pwcca
 
 __all__ = [
-    "AttentionLayer", "BootstrapResult", "CCAResult", "MEASURES", "PermutationResult",
-    "attention_representation", "attention_similarity", "bootstrap", "canonical", "cca",
-    "ckasim", "linear_cka", "localization", "mixedsim", "neuronsim", "pairwise",
-    "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram", "rsa", "svcca",
-    "svsim", "upper_triangle",
+    "AttentionLayer", "BootstrapResult", "CCAResult", "MEASURES", "Measure", "PermutationResult",
+    "REGISTRY", "attention_representation", "attention_similarity", "bootstrap", "canonical",
+    "canonical_correlations", "cca", "ckasim", "head_matches", "linear_cka", "localization",
+    "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
+    "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",
+    "rsa", "svcca", "svsim", "upper_triangle",
 ]

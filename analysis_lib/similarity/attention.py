@@ -164,8 +164,17 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
-def attention_similarity(A, B, method: str = "js", *, base: float = 2.0,
-                         per_head: bool = False):
+def head_matches(A, B, method: str = "js", *, base: float = 2.0) -> np.ndarray:
+    """For each head of layer A, the similarity of its best-matching head in layer B (the
+    values :func:`attention_similarity` averages). Arguments as there."""
+    a = A if isinstance(A, AttentionLayer) else AttentionLayer(_check_maps(A, "A"))
+    b = B if isinstance(B, AttentionLayer) else AttentionLayer(_check_maps(B, "B"))
+    if base <= 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    return head_similarity(a, b, method, base).max(axis=1)
+
+
+def attention_similarity(A, B, method: str = "js", *, base: float = 2.0) -> float:
     """Localized attention similarity of layer A to layer B (Wu et al. §3.4, App. A.4).
 
     Parameters
@@ -176,20 +185,14 @@ def attention_similarity(A, B, method: str = "js", *, base: float = 2.0,
     base : float
         Logarithm base of the JS divergence: 2 (bits, the paper) or ``np.e`` (nats, the
         released code).
-    per_head : bool
-        Return, for each head of A, its best-match similarity instead of the mean.
 
     Returns
     -------
     float
-        Mean over A's heads of the best match in B; 1 for identical layers under every method.
+        Mean over A's heads of the best match in B (:func:`head_matches`); 1 for identical
+        layers under every method.
     """
-    a = A if isinstance(A, AttentionLayer) else AttentionLayer(_check_maps(A, "A"))
-    b = B if isinstance(B, AttentionLayer) else AttentionLayer(_check_maps(B, "B"))
-    if base <= 1:
-        raise ValueError(f"base must be > 1, got {base}")
-    best = head_similarity(a, b, method, base).max(axis=1)
-    return best if per_head else float(best.mean())
+    return float(head_matches(A, B, method, base=base).mean())
 
 
 def attention_representation(A) -> np.ndarray:

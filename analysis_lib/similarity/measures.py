@@ -161,7 +161,14 @@ def _stats(X, Y, dtype=None, standardize=False, min_rows=2):
     return standardize_pair(a, b, C) if standardize else (a, b, C)
 
 
-def neuronsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype=None):
+def neuron_correlations(X, Y, *, dtype=None) -> np.ndarray:
+    """For each non-constant neuron of X, its largest absolute correlation with any neuron of
+    Y (the values :func:`neuronsim` averages), in X's column order."""
+    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    return _k_neuron_values(a, b, C)
+
+
+def neuronsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
     """Neuron-level similarity (Wu et al. 2020 §3.1, App. A.1; after Bau et al. 2019).
 
     For each neuron (column) k of X, the largest absolute Pearson correlation with any neuron
@@ -172,20 +179,23 @@ def neuronsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype
     X : array (n, d1); Y : array (n, d2)
     top_k : int, optional
         Average only the k best-matched neurons of X (Wu et al. footnote 3).
-    per_neuron : bool
-        Return the per-neuron maxima (length = X's non-constant neurons) instead of the mean.
 
     Notes
     -----
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
+    return _top_mean(neuron_correlations(X, Y, dtype=dtype), top_k)
+
+
+def mixed_correlations(X, Y, *, dtype=None) -> np.ndarray:
+    """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
+    (the values :func:`mixedsim` averages)."""
     a, b, C = _stats(X, Y, dtype, min_rows=2)
-    values = _k_neuron_values(a, b, C)
-    return values if per_neuron else _top_mean(values, top_k)
+    return _k_mixed_values(a, b, C)
 
 
-def mixedsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype=None):
+def mixedsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
     """Mixed neuron-representation similarity (Wu et al. 2020 §3.2, App. A.2).
 
     For each (centred) neuron x_k of X, the r-value of its least-squares regression on all of
@@ -198,13 +208,20 @@ def mixedsim(X, Y, *, top_k: int | None = None, per_neuron: bool = False, dtype=
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
-    values = _k_mixed_values(a, b, C)
-    return values if per_neuron else _top_mean(values, top_k)
+    return _top_mean(mixed_correlations(X, Y, dtype=dtype), top_k)
+
+
+def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
+                           cut: str = "reach", dtype=None) -> np.ndarray:
+    """The canonical correlations (descending) that :func:`svcca` averages, with its
+    options."""
+    _check_variance(variance)
+    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
+    return _k_cca(a, b, C, variance, cut)
 
 
 def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
-          top_k: int | None = None, return_correlations: bool = False, dtype=None):
+          top_k: int | None = None, dtype=None) -> float:
     """SVCCA similarity (Raghu et al. 2017; Wu et al. 2020's svsim, App. A.3).
 
     Each side is reduced to the orthonormal basis of its top principal directions (left singular
@@ -225,8 +242,6 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
         typically one fewer).
     top_k : int, optional
         Average only the k largest correlations.
-    return_correlations : bool
-        Return the sorted canonical correlations instead of their mean.
 
     Notes
     -----
@@ -234,10 +249,8 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
     ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
     repeated directions are dropped before the CCA.
     """
-    _check_variance(variance)
-    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
-    rho = _k_cca(a, b, C, variance, cut)
-    return rho if return_correlations else _top_mean(rho, top_k)
+    return _top_mean(canonical_correlations(X, Y, variance, standardize=standardize, cut=cut,
+                                            dtype=dtype), top_k)
 
 
 def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,

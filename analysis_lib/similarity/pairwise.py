@@ -2,10 +2,12 @@
 
 :func:`pairwise` takes lists of layers (each an (n, d) array over the same n stimuli, or for the
 attention methods a list of per-sentence maps) and returns ``M[i, j] = measure(A[i], B[j])``.
-Given a list of measures it returns one matrix per measure from one pass: the centred cross-
-product ``Xi.T @ Xj`` of each pair is computed once and neuronsim, mixedsim, SVCCA, PWCCA,
-linear CKA, Procrustes and CCA are all derived from it and one eigendecomposition per layer.
-The numbers equal those of the single-pair functions, which call the same kernels.
+:func:`pairwise_suite` returns one matrix per measure of a list from one pass: the centred
+cross-product ``Xi.T @ Xj`` of each pair is computed once and neuronsim, mixedsim, SVCCA,
+PWCCA, linear CKA, Procrustes and CCA are all derived from it and one eigendecomposition per
+layer. The numbers equal those of the single-pair functions, which call the same kernels.
+Which measure builds from what, and which options it takes, is the table in
+:mod:`.registry`.
 """
 
 from __future__ import annotations
@@ -19,36 +21,17 @@ from tqdm.auto import tqdm
 from . import measures as m
 from ._core import LayerStats, cross, standardize_pair, work_dtype
 from .attention import AttentionLayer, _check_maps, head_similarity
+from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
 from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
 from .rsa import upper_triangle as _upper
 
-ALIASES = {"ckasim": "linear_cka", "cka": "linear_cka", "svsim": "svcca", "pwsim": "pwcca",
-           "attn_js": "attention_js", "attn_pearson": "attention_pearson",
-           "attn_frobenius": "attention_frobenius"}
-CROSS_PRODUCT_MEASURES = ("neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka",
-                          "procrustes", "cca")
-OTHER_MEASURES = ("rsa", "rbf_cka", "attention_js", "attention_pearson", "attention_frobenius")
-MEASURES = CROSS_PRODUCT_MEASURES + OTHER_MEASURES
-SYMMETRIC = {"svcca", "linear_cka", "procrustes", "cca", "rsa", "rbf_cka"}
-OPTIONS = {"variance", "standardize", "cut", "debiased", "top_k", "kernel", "compare",
-           "threshold", "base", "reg", "dtype"}
-
-
-def canonical(name: str) -> str:
-    """The canonical name of a measure (resolving aliases such as 'ckasim')."""
-    if not isinstance(name, str):
-        raise TypeError(f"measure must be a string, got {type(name).__name__}")
-    key = ALIASES.get(name, name)
-    if key not in MEASURES:
-        raise ValueError(f"unknown measure {name!r}; valid: {', '.join(MEASURES)} "
-                         f"(aliases: {', '.join(ALIASES)})")
-    return key
+__all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairwise_suite"]
 
 
 def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
-             measure: str | Sequence[str] = "linear_cka", *, progress: bool | None = None,
-             **options: Any):
-    """Layer x layer similarity matrix (or matrices) for any measure.
+             measure: str = "linear_cka", *, progress: bool | None = None,
+             **options: Any) -> np.ndarray:
+    """Layer x layer similarity matrix of one measure.
 
     Parameters
     ----------
@@ -56,29 +39,45 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
     layers_b : list, optional
         Second collection; None compares ``layers_a`` with itself and uses symmetry (each
         unordered pair is computed once; asymmetric measures take both directions from it).
-    measure : str or list of str
-        Any of :data:`MEASURES` (or an alias). A list returns ``{name: matrix}``.
+    measure : str
+        Any of :data:`MEASURES` (or an alias). For several measures at once use
+        :func:`pairwise_suite`.
     progress : bool, optional
         Show a progress bar (default: when there are more than 20 pairs).
     **options
-        Passed to the measures that take them: ``variance``, ``standardize``, ``cut``
+        The measure's options (see :mod:`.registry`): ``variance``, ``standardize``, ``cut``
         (SVCCA/PWCCA), ``debiased`` (CKA), ``top_k`` (neuronsim/mixedsim/SVCCA), ``kernel``,
         ``compare`` (RSA), ``threshold`` (RBF CKA), ``base`` (attention JS), ``reg`` (CCA),
-        ``dtype`` (work dtype of the products).
+        ``dtype`` (work dtype of the products). An option the measure does not take is an
+        error.
 
     Returns
     -------
-    numpy.ndarray (len(layers_a), len(layers_b)) or dict of them
+    numpy.ndarray (len(layers_a), len(layers_b))
         ``M[i, j] = measure(layers_a[i], layers_b[j])``; asymmetric measures average over the
         neurons (heads) of ``layers_a[i]``.
     """
-    names = [measure] if isinstance(measure, str) else list(measure)
+    if not isinstance(measure, str):
+        raise TypeError("pairwise computes one measure (a string); for a list of measures use "
+                        "pairwise_suite(layers, measures=[...]), which returns {name: matrix}")
+    return pairwise_suite(layers_a, layers_b, [measure], progress=progress,
+                          **options)[canonical(measure)]
+
+
+def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
+                   measures: Sequence[str] = ("linear_cka",), *, progress: bool | None = None,
+                   **options: Any) -> dict[str, np.ndarray]:
+    """The matrices of several measures from one pass: ``{canonical name: matrix}``.
+
+    Arguments as :func:`pairwise`; each option must be taken by at least one of the measures
+    and goes to those that take it.
+    """
+    if isinstance(measures, str):
+        measures = [measures]
+    names = list(dict.fromkeys(canonical(x) for x in measures))
     if not names:
         raise ValueError("measure list is empty")
-    names = list(dict.fromkeys(canonical(x) for x in names))
-    unknown = set(options) - OPTIONS
-    if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)}; valid: {sorted(OPTIONS)}")
+    check_options(names, options)
     A = list(layers_a)
     same = layers_b is None
     B = A if same else list(layers_b)
@@ -93,17 +92,75 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
     if groups:
         _cross_product_suite(A, B, same, pairs, groups, out, options, show)
     for x in names:
-        if x == "rsa":
+        family = REGISTRY[x].family
+        if family == "rsa":
             _rsa_matrix(A, B, same, pairs, out[x], options, show)
-        elif x == "rbf_cka":
+        elif family == "gram":
             _gram_matrix(A, B, same, pairs, out[x], options, show)
-        elif x.startswith("attention_"):
+        elif family == "attention":
             _attention_matrix(A, B, same, pairs, out[x], x.split("_", 1)[1], options, show)
-    return out[names[0]] if isinstance(measure, str) else out
+    return out
 
 
 def _bar(pairs, show, desc):
     return tqdm(pairs, desc=desc, unit="pair", disable=not show, leave=False)
+
+
+def _p_neuronsim(a, b, C, rev, opts, memo):
+    ab, ba = m._k_neuron_both(a, b, C)
+    top_k = opts.get("top_k")
+    return m._top_mean(ab, top_k), m._top_mean(ba, top_k) if rev else None
+
+
+def _p_mixedsim(a, b, C, rev, opts, memo):
+    top_k = opts.get("top_k")
+    return (m._top_mean(m._k_mixed_values(a, b, C), top_k),
+            m._top_mean(m._k_mixed_values(b, a, C.T), top_k) if rev else None)
+
+
+def _p_linear_cka(a, b, C, rev, opts, memo):
+    return m._k_linear_cka(a, b, C, opts.get("debiased", False)), None
+
+
+def _p_procrustes(a, b, C, rev, opts, memo):
+    return m._k_procrustes(a, b, C), None
+
+
+def _p_cca(a, b, C, rev, opts, memo):
+    reg = opts.get("reg", 0.0)
+    if reg:
+        Wa, Wb = m._ridge_whitener(a, reg), m._ridge_whitener(b, reg)
+        rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0, 1)
+    else:
+        rho = m._k_cca(a, b, C, None, "reach")
+    return float(rho.mean()), None
+
+
+def _svd_cca(a, b, C, opts, memo, uv: bool):
+    """The SVCCA/PWCCA canonical correlations of a pair, shared by the two measures (with the
+    singular vectors when PWCCA is among them, so both read the same numbers)."""
+    if "cca" not in memo:
+        sa, sb, Cs = standardize_pair(a, b, C) if opts.get("standardize") else (a, b, C)
+        variance, cut = opts.get("variance", 0.99), opts.get("cut", "reach")
+        memo["cca"] = (sa, sb, m._k_cca(sa, sb, Cs, variance, cut, uv=uv))
+    return memo["cca"]
+
+
+def _p_svcca(a, b, C, rev, opts, memo):
+    _, _, result = _svd_cca(a, b, C, opts, memo, uv="pwcca" in opts["_names"])
+    rho = result[1] if isinstance(result, tuple) else result
+    return m._top_mean(rho, opts.get("top_k")), None
+
+
+def _p_pwcca(a, b, C, rev, opts, memo):
+    sa, sb, (u, rho, vt, ka, kb) = _svd_cca(a, b, C, opts, memo, uv=True)
+    return float(m._pw_weights(sa, ka, u) @ rho), float(m._pw_weights(sb, kb, vt.T) @ rho)
+
+
+#: the pair kernel of each cross-product measure: (value at (i, j), value at (j, i) or None)
+_PAIR_KERNELS = {"neuronsim": _p_neuronsim, "mixedsim": _p_mixedsim, "svcca": _p_svcca,
+                 "pwcca": _p_pwcca, "linear_cka": _p_linear_cka, "procrustes": _p_procrustes,
+                 "cca": _p_cca}
 
 
 def _cross_product_suite(A, B, same, pairs, names, out, options, show):
@@ -119,45 +176,20 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
     if len(n_rows) != 1:
         raise ValueError(f"every layer must have the same rows (stimuli); got row counts "
                          f"{sorted(n_rows)}")
-    variance = options.get("variance", 0.99)
-    m._check_variance(variance)
-    cut, top_k = options.get("cut", "reach"), options.get("top_k")
-    debiased, standardize = options.get("debiased", False), options.get("standardize", False)
-    reg = options.get("reg", 0.0)
+    m._check_variance(options.get("variance", 0.99))
+    opts = {**options, "_names": names}
+    # PWCCA's kernel fills the shared CCA first, so SVCCA reads the same correlations
+    order = sorted(names, key=lambda x: x != "pwcca")
     products = _BlockCross(SA, SB, same, None if stack_b is None else stack_b[0])
     for i, j in _bar(pairs, show, "cross-products"):
-        a, b = SA[i], SB[j]
         C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
-        put = _Putter(out, i, j, rev)
-
-        if "neuronsim" in names:
-            ab, ba = m._k_neuron_both(a, b, C)
-            put("neuronsim", m._top_mean(ab, top_k), m._top_mean(ba, top_k) if rev else None)
-        if "mixedsim" in names:
-            put("mixedsim", m._top_mean(m._k_mixed_values(a, b, C), top_k),
-                m._top_mean(m._k_mixed_values(b, a, C.T), top_k) if rev else None)
-        if "linear_cka" in names:
-            put("linear_cka", m._k_linear_cka(a, b, C, debiased))
-        if "procrustes" in names:
-            put("procrustes", m._k_procrustes(a, b, C))
-        if "cca" in names:
-            if reg:
-                Wa, Wb = m._ridge_whitener(a, reg), m._ridge_whitener(b, reg)
-                rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0, 1)
-            else:
-                rho = m._k_cca(a, b, C, None, "reach")
-            put("cca", float(rho.mean()))
-        if "svcca" in names or "pwcca" in names:
-            sa, sb, Cs = standardize_pair(a, b, C) if standardize else (a, b, C)
-            if "pwcca" in names:
-                u, rho, vt, ka, kb = m._k_cca(sa, sb, Cs, variance, cut, uv=True)
-                put("pwcca", float(m._pw_weights(sa, ka, u) @ rho),
-                    float(m._pw_weights(sb, kb, vt.T) @ rho))
-            else:
-                rho = m._k_cca(sa, sb, Cs, variance, cut)
-            if "svcca" in names:
-                put("svcca", m._top_mean(rho, top_k))
+        memo: dict = {}
+        for name in order:
+            value_ij, value_ji = _PAIR_KERNELS[name](SA[i], SB[j], C, rev, opts, memo)
+            out[name][i, j] = value_ij
+            if rev:
+                out[name][j, i] = value_ij if value_ji is None else value_ji
 
 
 def _stack_buffer(layers, dtype, max_bytes: int = 2 << 30):
@@ -203,58 +235,53 @@ class _BlockCross:
         return C
 
 
-class _Putter:
-    """Writes a pair's value(s) at (i, j) and, for a symmetric collection, at (j, i)."""
+class _RSAPrep:
+    """Per-layer RSA work, done once: row-normalised stimuli and the upper triangle's moments
+    (fast path, cosine/correlation kernel with Pearson), or the upper triangle itself."""
 
-    def __init__(self, out, i, j, rev):
-        self.out, self.i, self.j, self.rev = out, i, j, rev
+    def __init__(self, kernel: str, compare: str):
+        if kernel not in ("cosine", "correlation", "euclidean") or compare not in (
+                "pearson", "spearman"):
+            raise ValueError(f"invalid RSA kernel/compare: {kernel!r}/{compare!r}; kernel is "
+                             "cosine, correlation or euclidean, compare pearson or spearman")
+        self.kernel, self.compare = kernel, compare
+        self.fast = kernel != "euclidean" and compare == "pearson"
+        self.done: dict = {}
 
-    def __call__(self, name, value_ij, value_ji=None):
-        self.out[name][self.i, self.j] = value_ij
-        if self.rev:
-            self.out[name][self.j, self.i] = value_ij if value_ji is None else value_ji
-
-
-def _rsa_matrix(A, B, same, pairs, M, options, show):
-    kernel = options.get("kernel", "cosine")
-    compare = options.get("compare", "pearson")
-    if kernel not in ("cosine", "correlation", "euclidean") or compare not in ("pearson",
-                                                                                "spearman"):
-        raise ValueError(f"invalid RSA kernel/compare: {kernel!r}/{compare!r}")
-    fast = kernel != "euclidean" and compare == "pearson"
-    prep = {}
-
-    def get(side, k, x):
+    def __call__(self, side: str, k: int, x):
         key = (side, k)
-        if key not in prep:
+        if key not in self.done:
             X = np.asarray(x)
             if X.ndim != 2 or X.shape[0] < 3:
                 raise ValueError(f"RSA needs (n >= 3, d) layers, got shape {X.shape}")
-            if fast:
-                Xh = normalized_rows(X, kernel, f"layer {k}")
-                prep[key] = (Xh, *_upper_moments(Xh)[:2])
+            if self.fast:
+                Xh = normalized_rows(X, self.kernel, f"layer {k}")
+                self.done[key] = (Xh, *_upper_moments(Xh)[:2])
             else:
-                tri = _upper(X, kernel)
-                if compare == "spearman":
+                tri = _upper(X, self.kernel)
+                if self.compare == "spearman":
                     from scipy.stats import rankdata
 
                     tri = rankdata(tri)
-                prep[key] = tri
-        return prep[key]
+                self.done[key] = tri
+        return self.done[key]
 
-    for i, j in _bar(pairs, show, "rsa"):
-        a = get("a", i, A[i])
-        b = get("a" if same else "b", j, B[j])
-        if fast:
-            n = a[0].shape[0]
-            if b[0].shape[0] != n:
-                raise ValueError("every layer must have the same rows (stimuli)")
-            sxy = (np.sum((a[0].T @ b[0]) ** 2) - n) / 2.0
-            value = _pearson_from_moments(n * (n - 1) / 2.0, a[1], a[2], b[1], b[2], sxy)
-        else:
+    def value(self, a, b) -> float:
+        if not self.fast:
             if a.shape != b.shape:
                 raise ValueError("every layer must have the same rows (stimuli)")
-            value = _pearson_vectors(a, b)
+            return _pearson_vectors(a, b)
+        n = a[0].shape[0]
+        if b[0].shape[0] != n:
+            raise ValueError("every layer must have the same rows (stimuli)")
+        sxy = (np.sum((a[0].T @ b[0]) ** 2) - n) / 2.0
+        return _pearson_from_moments(n * (n - 1) / 2.0, a[1], a[2], b[1], b[2], sxy)
+
+
+def _rsa_matrix(A, B, same, pairs, M, options, show):
+    prep = _RSAPrep(options.get("kernel", "cosine"), options.get("compare", "pearson"))
+    for i, j in _bar(pairs, show, "rsa"):
+        value = prep.value(prep("a", i, A[i]), prep("a" if same else "b", j, B[j]))
         M[i, j] = value
         if same:
             M[j, i] = value

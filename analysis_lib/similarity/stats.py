@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from .pairwise import canonical, pairwise
+from .pairwise import pairwise
+from .registry import canonical
 
 
 @dataclass(frozen=True)

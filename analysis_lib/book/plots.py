@@ -2,13 +2,15 @@
 
 * :func:`heatmap`: one layer x layer matrix, with both layer names and the value in the tooltip;
 * :func:`heatmap_grid`: several matrices (models, measures) side by side on one colour scale;
-* :func:`collection_matrix`: the matrix of a whole collection of models, with the boundaries
-  between models marked and an optional dropdown to switch between measures;
+* :func:`collection_matrix`: the matrix of a whole collection of models (its layers named by
+  a :class:`~analysis_lib.layers.LayerTable`), with the boundaries between models marked and
+  an optional dropdown to switch between measures;
 * :func:`layer_lines`: per-layer values as lines with interval bands;
 * :func:`slider_lines`: a line chart whose data hold a grid of settings, with a slider that
   picks one setting (nothing is recomputed in the page);
 * :func:`attention_explorer`: word x word attention of a chosen sentence, layer and head, beside
-  its best-matching head elsewhere (data from :func:`analysis_lib.heads.explorer_frame`).
+  its best-matching head elsewhere (data from
+  :func:`analysis_lib.studies.attention.explorer_frame`).
 
 Every function takes plain numpy arrays and label lists and returns an ``altair.Chart``;
 :func:`matrix_frame` gives the long table behind a matrix for your own charts.
@@ -21,6 +23,8 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
+
+from ..layers import LayerTable
 
 SCHEME = "viridis"
 
@@ -84,22 +88,13 @@ def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mappi
     return grid.resolve_scale(color="shared")
 
 
-def collection_labels(layer_counts: Mapping[str, int]) -> tuple[list[str], list[str]]:
-    """Labels ``"model:L3"`` for a collection of models and the model of each layer."""
-    labels, owners = [], []
-    for model, n in layer_counts.items():
-        for k in range(n):
-            labels.append(f"{model}:{'emb' if k == 0 else f'L{k}'}")
-            owners.append(model)
-    return labels, owners
-
-
-def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, labels: Sequence[str],
-                      owners: Sequence[str], *, title: str = "", size: int = 420,
+def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, table: LayerTable, *,
+                      title: str = "", size: int = 420,
                       domain: tuple[float, float] | None = (0, 1)) -> alt.Chart:
-    """Heatmap of every layer of a collection of models against every other, with lines at
-    the boundaries between models. Given several matrices (``{measure: M}``) a dropdown in the
-    chart switches between them."""
+    """Heatmap of every layer of a collection of models against every other (the layers of
+    ``table``, in its order), with lines at the boundaries between models. Given several
+    matrices (``{measure: M}``) a dropdown in the chart switches between them."""
+    labels, owners = table.labels, list(table.owners)
     if not isinstance(matrices, Mapping):
         matrices = {"similarity": matrices}
     frames = [matrix_frame(M, labels, labels, measure=name) for name, M in matrices.items()]

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__, render
+from .. import __version__
+from . import params, render
 
-ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = Path(__file__).resolve().parents[1]
 
 
 class BuildError(RuntimeError):
@@ -39,21 +40,21 @@ class BuildError(RuntimeError):
 
 
 def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
-    """The parameters of a named profile (``profiles/<name>.yml``)."""
-    import yaml
-
+    """The parameters of a named profile (``profiles/<name>.yml``), as plain values only
+    (:func:`analysis_lib.book.params.read_yaml` refuses every YAML tag)."""
     path = root / "profiles" / f"{name}.yml"
-    if not path.is_file():
+    if not isinstance(name, str) or not path.is_file() or path.parent != root / "profiles":
         valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
         raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}")
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    values = params.read_yaml(path.read_text(encoding="utf-8"), f"profile {path.name}") or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"profile {path.name} must be a mapping of parameter names to values")
+    return values
 
 
 def toc_notebooks(root: Path = ROOT) -> list[Path]:
     """The notebooks listed in ``_toc.yml``, in book order."""
-    import yaml
-
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    toc = params.read_yaml((root / "_toc.yml").read_text(encoding="utf-8"), "_toc.yml")
     files: list[str] = []
 
     def walk(node):
@@ -72,12 +73,48 @@ def toc_notebooks(root: Path = ROOT) -> list[Path]:
     return [p for p in paths if p.is_file()]
 
 
-def notebook_parameters(path: Path, profile: dict[str, Any]) -> dict[str, Any]:
-    """The profile's values for the parameters the notebook declares."""
-    import papermill
+def notebook_parameters(path: Path, profile: dict[str, Any], name: str = "profile"
+                        ) -> dict[str, Any]:
+    """The profile's values for the parameters the notebook declares, checked against the
+    notebook's declared rules before anything is written into a notebook."""
+    declared = params.declared(path)
+    chosen = {k: v for k, v in profile.items() if k in declared}
+    params.validate(chosen, declared, partial=True,
+                    source=f"{name} values for {path.name}")
+    return chosen
 
-    declared = papermill.inspect_notebook(str(path))
-    return {k: v for k, v in profile.items() if k in declared}
+
+def _present(path: Path, parameters: dict[str, Any], profile_name: str | None) -> None:
+    """Make the executed notebook show its parameters once: the declared cell rewritten with
+    the values this run used (types and comments kept), papermill's injected cell removed."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cells = []
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags:
+            continue
+        if "parameters" in tags:
+            cell.source = _with_values(cell.source, parameters)
+            if profile_name:
+                cell.source = f"# the parameters of this run (profile: {profile_name})\n" + \
+                    cell.source
+        cells.append(cell)
+    nb.cells = cells
+    nbformat.write(nb, str(path))
+
+
+def _with_values(source: str, values: dict[str, Any]) -> str:
+    lines = []
+    for line in source.splitlines():
+        match = params._LINE.match(line.strip())
+        if match and match["name"] in values:
+            _, comment = params._split_comment(match["rest"])
+            line = f"{match['name']}: {match['type']} = {values[match['name']]!r}"
+            line += f"  # {comment}" if comment else ""
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def library_fingerprint() -> str:
@@ -117,7 +154,8 @@ def _quiet_env():
 
 
 def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False,
-            cell_timeout: int = 1800, attempts: int = 2) -> Executed:
+            cell_timeout: int = 1800, attempts: int = 2, profile_name: str | None = None
+            ) -> Executed:
     """Run one notebook with papermill into ``out_dir`` unless an identical run is there.
 
     A cell that runs longer than ``cell_timeout`` seconds, or a kernel that dies, counts as a
@@ -149,6 +187,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
             if attempt == attempts:
                 raise BuildError(f"notebook {path.name}: {type(error).__name__} in "
                                  f"{attempts} attempts: {error}") from error
+    _present(tmp, parameters, profile_name)
     tmp.replace(target)
     stamp.write_text(key)
     return Executed(path.stem, target, time.perf_counter() - start, False)
@@ -208,9 +247,13 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     out_dir = root / "_build" / "executed" / profile_name
     total = time.perf_counter()
     runs = []
-    for path in toc_notebooks(root):
-        parameters = notebook_parameters(path, profile)
-        run = execute(path, parameters, out_dir, force=force, cell_timeout=cell_timeout)
+    notebooks = toc_notebooks(root)
+    # every notebook's values are checked before the first one runs
+    chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
+              for path in notebooks}
+    for path in notebooks:
+        run = execute(path, chosen[path], out_dir, force=force, cell_timeout=cell_timeout,
+                      profile_name=profile_name)
         runs.append(run)
         echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
     start = time.perf_counter()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .similarity import pairwise
+from ..similarity import pairwise_suite
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -103,7 +103,7 @@ def shared_subspace(n: int, d: int, k: int, *, seed: int = 0) -> tuple[np.ndarra
 def compare(X: np.ndarray, Y: np.ndarray, measures: Sequence[str] = PRIMER_MEASURES
             ) -> dict[str, float]:
     """Every measure of (X, Y) from one pass over their cross-products."""
-    out = pairwise([X], [Y], measure=list(measures), progress=False)
+    out = pairwise_suite([X], [Y], measures=list(measures), progress=False)
     return {name: float(M[0, 0]) for name, M in out.items()}
 
 

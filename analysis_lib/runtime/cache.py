@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from .. import __version__
 
 ENV_VAR = "ANALYSIS_LIB_CACHE"
 MANIFEST = "manifest.json"
@@ -148,10 +148,8 @@ class ArrayCache:
         kept and this write is discarded; the two hold the same result by construction.
         """
         final = self.path(key)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        try:
+
+        def write(tmp: Path) -> None:
             manifest: dict[str, Any] = {"arrays": {}, "meta": dict(meta)}
             for name, array in arrays.items():
                 if not _valid_name(name):
@@ -168,25 +166,16 @@ class ArrayCache:
                 }
             text = json.dumps(manifest, sort_keys=True, default=_json_default)
             (tmp / MANIFEST).write_text(text, encoding="utf-8")
-            self._publish(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+        publish_folder(final, write, lambda: self._is_whole(final))
         return final
 
-    def _publish(self, tmp: Path, final: Path) -> None:
-        for _ in range(3):
-            try:
-                os.rename(tmp, final)
-                return
-            except OSError:
-                if not final.exists():
-                    continue
-                try:
-                    self._read(final)
-                    return  # someone else published a valid entry first
-                except (OSError, ValueError, KeyError, TypeError):
-                    shutil.rmtree(final, ignore_errors=True)
-        raise OSError(f"could not publish cache entry {final}")
+    def _is_whole(self, entry: Path) -> bool:
+        try:
+            self._read(entry)
+            return True
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
 
     def get_or_compute(
         self,
@@ -204,6 +193,45 @@ class ArrayCache:
     def clear(self) -> None:
         """Remove every entry of this namespace."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _rename_into_place(tmp: Path, final: Path, valid: Callable[[], bool]) -> None:
+    """Rename the finished folder ``tmp`` to ``final``. When ``final`` exists already: keep it
+    if ``valid()`` says it is whole (another process finished first), else replace it."""
+    for _ in range(3):
+        try:
+            os.rename(tmp, final)
+            return
+        except OSError:
+            if not final.exists():
+                continue
+            if valid():
+                return
+            shutil.rmtree(final, ignore_errors=True)
+    raise OSError(f"could not publish cache entry {final}")
+
+
+def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[], bool]
+                   ) -> Path:
+    """Create the folder ``final`` atomically: ``write(tmp)`` fills a private temporary folder
+    beside it, which is then renamed into place (see :func:`_rename_into_place`). A reader
+    sees no folder or a whole one; a failed ``write`` leaves nothing behind."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        _rename_into_place(tmp, final, valid)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def folder_checksums(folder: Path, files: str | list[str]) -> dict[str, str]:
+    """SHA-256 of files in ``folder``: a glob pattern, or a list of names (a missing file
+    raises ``OSError``)."""
+    names = sorted(p.name for p in folder.glob(files)) if isinstance(files, str) else files
+    return {name: sha256_file(folder / name) for name in names}
 
 
 def atomic_write_text(path: Path, text: str) -> None:

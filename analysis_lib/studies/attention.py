@@ -16,29 +16,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .corpora import Corpus
-from .extract import extract
-from .models import load
-from .similarity import AttentionLayer, attention_representation
-from .similarity.attention import head_similarity
+from ..data.corpora import Corpus
+from ..layers import LayerCollection, LayerTable
+from ..similarity import AttentionLayer, attention_representation
+from ..similarity.attention import head_similarity
+from . import extract_each
 
 
 @dataclass
-class AttentionCollection:
+class AttentionCollection(LayerCollection):
     """Attention of every layer of several models on the same sentences.
 
-    ``layers[k]`` is an :class:`AttentionLayer` (per-sentence heads x words x words maps);
-    ``labels[k]`` is ``"model:L3"`` and ``owners[k]`` the model.
+    ``layers[k]`` is an :class:`AttentionLayer` (per-sentence heads x words x words maps) and
+    row ``k`` of ``table`` (a :class:`~analysis_lib.layers.LayerTable` of kind ``attention``,
+    layers ``1..L``) says which model and layer it is.
     """
 
-    models: list[str]
+    table: LayerTable
     layers: list[AttentionLayer]
-    labels: list[str]
-    owners: list[str]
     sentences: list[list[str]]
-
-    def of(self, model: str) -> list[AttentionLayer]:
-        return [x for x, o in zip(self.layers, self.owners) if o == model]
 
 
 def collect(models: Sequence[str], corpus: Corpus, *,
@@ -46,22 +42,19 @@ def collect(models: Sequence[str], corpus: Corpus, *,
             progress: bool = True) -> AttentionCollection:
     """Word-level attention of every layer of every model (special-token columns dropped and
     rows renormalised by default, so every model's maps have the same shape)."""
-    if not models:
-        raise ValueError("the collection needs at least one model")
-    options = dict(model_options or {})
-    layers, labels, owners = [], [], []
-    for name in models:
-        loaded = load(name, **(options if name.startswith("random:") else {}))
-        result = extract(loaded, corpus, attention=True, special_tokens=special_tokens,
-                         progress=progress)
+    layers, tables = [], []
+    for name, loaded, result in extract_each(models, corpus, model_options=model_options,
+                                             progress=progress, attention=True,
+                                             special_tokens=special_tokens):
         if result.n_truncated:
             raise ValueError(f"{result.n_truncated} sentences were cut for {name}; use shorter "
                              "sentences so that every model sees every word")
-        for k in range(loaded.info.n_attention_layers):
-            layers.append(AttentionLayer(result.attention_layer(k)))
-            labels.append(f"{name}:L{k + 1}")
-            owners.append(name)
-    return AttentionCollection(list(models), layers, labels, owners,
+        info = loaded.info
+        tables.append(LayerTable.for_model(name, info.family, info.pretrained,
+                                           info.n_attention_layers, kind="attention"))
+        layers += [AttentionLayer(result.attention_layer(k))
+                   for k in range(1, info.n_attention_layers + 1)]
+    return AttentionCollection(LayerTable.concat(tables), layers,
                                [list(s) for s in corpus.sentences])
 
 
@@ -72,9 +65,10 @@ def distributed(collection: AttentionCollection) -> list[np.ndarray]:
 
 def redundancy(collection: AttentionCollection, *, method: str = "js",
                threshold: float = 0.9) -> pd.DataFrame:
-    """For every head of every layer, its best-matching head in the first layer of the same
-    model (the similarity under ``method``) and whether it is a near-duplicate of it
-    (similarity >= ``threshold``). Wu et al. (§6) see such heads as vertical bands in the
+    """For every head of every layer (``layer`` = 1..L), its best-matching head in the first
+    layer of the same model (the similarity under ``method``) and whether it is a
+    near-duplicate of it (similarity >= ``threshold``). Wu et al. (§6) see such heads as
+    vertical bands in the
     head-level heatmaps."""
     rows = []
     for model in collection.models:
@@ -85,7 +79,7 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
                 np.fill_diagonal(S, -np.inf)  # a head of layer 1 is not its own match
             best = S.max(axis=1)
             for h, value in enumerate(best):
-                rows.append({"model": model, "layer": f"L{k + 1}", "head": h,
+                rows.append({"model": model, "layer": k + 1, "head": h,
                              "best_in_L1": float(value),
                              "near_duplicate": bool(value >= threshold)})
     return pd.DataFrame(rows)
@@ -93,26 +87,32 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
 
 def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.DataFrame:
     """For every head, the most similar head in any layer of the *other* models (of other
-    layers of the same model when there is one model), with the similarity."""
+    layers of the same model when there is one model), with the similarity.
+
+    Columns: ``model``, ``layer`` (the display label), ``head``, ``match_model``,
+    ``match_layer`` (label), ``match_head``, ``similarity``.
+    """
     records = []
-    for a, (layer_a, owner_a, label_a) in enumerate(zip(collection.layers, collection.owners,
-                                                        collection.labels)):
+    owners, labels = collection.owners, collection.labels
+    for a, layer_a in enumerate(collection.layers):
         best = np.full(layer_a.heads, -np.inf)
-        where = [("", -1)] * layer_a.heads
-        for b, (layer_b, owner_b, label_b) in enumerate(zip(collection.layers,
-                                                            collection.owners,
-                                                            collection.labels)):
-            other = owner_b != owner_a if len(collection.models) > 1 else b != a
+        where = [-1] * layer_a.heads
+        heads_at = [-1] * layer_a.heads
+        for b, layer_b in enumerate(collection.layers):
+            other = owners[b] != owners[a] if len(collection.models) > 1 else b != a
             if not other:
                 continue
             S = head_similarity(layer_a, layer_b, method)
-            for h in range(layer_a.heads):
-                g = int(S[h].argmax())
-                if S[h, g] > best[h]:
-                    best[h], where[h] = S[h, g], (label_b, g)
+            g = S.argmax(axis=1)
+            better = S[np.arange(layer_a.heads), g] > best
+            for h in np.flatnonzero(better):
+                best[h], where[h], heads_at[h] = S[h, g[h]], b, int(g[h])
         for h in range(layer_a.heads):
-            records.append({"layer": label_a, "head": h, "match_layer": where[h][0],
-                            "match_head": where[h][1], "similarity": float(best[h])})
+            found = where[h] >= 0
+            records.append({"model": owners[a], "layer": labels[a], "head": h,
+                            "match_model": owners[where[h]] if found else "",
+                            "match_layer": labels[where[h]] if found else "",
+                            "match_head": heads_at[h], "similarity": float(best[h])})
     return pd.DataFrame(records)
 
 
@@ -151,3 +151,21 @@ def explorer_frame(collection: AttentionCollection, matches: pd.DataFrame,
                                 "weights": np.round(weights.ravel(), 3).tolist(),
                                 "cell": list(range(n * n))})
     return pd.DataFrame(records)
+
+
+def localized_vs_distributed(methods: Mapping[str, np.ndarray], collection: AttentionCollection
+                             ) -> pd.DataFrame:
+    """Mean similarity between layers of different models and between different layers of
+    one model, for every method's matrix (a row per method)."""
+    same = collection.table.same_model()
+    across, within = ~same, same & ~np.eye(len(same), dtype=bool)
+    return pd.DataFrame({name: {"across models": M[across].mean() if across.any() else np.nan,
+                                "within a model": M[within].mean() if within.any() else np.nan}
+                         for name, M in methods.items()}).T
+
+
+def duplicate_counts(red: pd.DataFrame) -> pd.DataFrame:
+    """Near-duplicates of a first-layer head, per model (rows) and layer 2..L (columns)."""
+    later = red[red.layer > 1]
+    counts = later.groupby(["model", "layer"], sort=False).near_duplicate.sum()
+    return counts.unstack("layer").fillna(0).astype(int)

@@ -1,7 +1,8 @@
 """A collection of models on the same words: every layer, side by side (Wu et al. 2020).
 
 :func:`build` extracts every model of a list on one corpus and keeps the per-word arrays of all
-their layers, on the same (optionally subsampled) word rows, with labels ``"model:L3"``.
+their layers, on the same (optionally subsampled) word rows, with a
+:class:`~analysis_lib.layers.LayerTable` saying which layer is which.
 :func:`matrices` computes the layer x layer matrix of the whole collection for any measures;
 :func:`summary` turns one matrix into the numbers the paper's observations are about (within
 and across models, neuron against representation level, lower against higher layers, adjacent
@@ -17,28 +18,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from .corpora import Corpus
-from .extract import Extraction, extract
-from .models import load
-from .similarity import pairwise
+from ..data.corpora import Corpus
+from ..extract import Extraction
+from ..layers import LayerCollection, LayerTable
+from ..similarity import localization as _localization
+from ..similarity import pairwise, pairwise_suite
+from . import extract_each
 
 
 @dataclass
-class Collection:
+class Collection(LayerCollection):
     """Every layer of several models on the same word rows.
 
     Attributes
     ----------
-    models : list of str
-    families : list of str
-        ``ModelInfo.family`` of each model.
-    pretrained : list of bool
-        False for ``random:`` models.
+    table : LayerTable
+        One row per layer: model, family, pretrained, layer index, depth, kind, label.
     layers : list of arrays (n_rows, hidden)
-        All layers, model by model, embeddings first.
-    labels, owners : list of str
-        ``"model:L3"`` for each layer, and the model it belongs to.
+        All layers, model by model, embeddings first, in the table's order.
     rows : array of int
         Which word rows of the corpus are kept.
     covariates : array (n_rows, 3)
@@ -47,22 +46,28 @@ class Collection:
         The sentence of each kept row (resample sentences, not words, for intervals).
     """
 
-    models: list[str]
-    families: list[str]
-    pretrained: list[bool]
+    table: LayerTable
     layers: list[np.ndarray]
-    labels: list[str]
-    owners: list[str]
     rows: np.ndarray
     covariates: np.ndarray
     sentence: np.ndarray
 
-    def of(self, model: str) -> list[np.ndarray]:
-        """The layers of one model."""
-        return [x for x, o in zip(self.layers, self.owners) if o == model]
+    def models_frame(self) -> pd.DataFrame:
+        """One row per model: family, pretrained, number of layers and neurons."""
+        frame = self.table.frame
+        out = frame.groupby("model", sort=False).agg(
+            family=("family", "first"), pretrained=("pretrained", "first"),
+            layers=("layer", "size")).reset_index()
+        out["neurons"] = [self.of(m)[0].shape[1] for m in out["model"]]
+        return out
 
     def layer_labels(self, model: str) -> list[str]:
-        return [lab.split(":", 1)[1] for lab, o in zip(self.labels, self.owners) if o == model]
+        return [self.table.labels[k] for k in self.table.rows_of(model)]
+
+    def per_model(self, matrices: Mapping[str, np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
+        """``{(model, measure): the model's own block}`` of collection-wide matrices."""
+        return {(m, name): M[np.ix_(self.table.rows_of(m), self.table.rows_of(m))]
+                for m in self.models for name, M in matrices.items()}
 
 
 def surface_covariates(result: Extraction, corpus: Corpus) -> np.ndarray:
@@ -102,33 +107,32 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
 
     ``model_options`` (sizes, seed) apply to ``random:`` models. With ``max_words`` a
     deterministic sample of that many word rows (by ``seed``) is kept for every model.
+    Every model must give rows for the same words (a model that cuts a long sentence where
+    another does not would misalign them): shorten the sentences or raise ``max_length``.
     """
-    if not models:
-        raise ValueError("the collection needs at least one model")
-    options = dict(model_options or {})
-    layers, labels, owners, families, pretrained = [], [], [], [], []
-    first = None
-    for name in models:
-        loaded = load(name, **(options if name.startswith("random:") else {}))
-        result = extract(loaded, corpus, progress=progress)
+    layers, tables = [], []
+    first = rows = None
+    for name, loaded, result in extract_each(models, corpus, model_options=model_options,
+                                             progress=progress):
         if first is None:
             first = result
             n = result.words.shape[1]
             rows = np.arange(n)
             if max_words is not None and max_words < n:
                 rows = np.sort(np.random.default_rng(seed).choice(n, max_words, replace=False))
-        elif result.words.shape[1] != first.words.shape[1]:
-            raise ValueError(f"model {name} gives {result.words.shape[1]} word rows, the first "
-                             f"model {first.words.shape[1]} (sentences cut at different lengths?)")
-        families.append(loaded.info.family)
-        pretrained.append(loaded.info.source != "random")
-        for k, name_k in enumerate(loaded.info.layer_names()):
-            layers.append(np.ascontiguousarray(result.words[k][rows]))
-            labels.append(f"{name}:{name_k}")
-            owners.append(name)
+        elif not (np.array_equal(result.word_sentence, first.word_sentence)
+                  and np.array_equal(result.word_position, first.word_position)):
+            raise ValueError(
+                f"model {name} gives rows for other words than {models[0]} "
+                f"({result.words.shape[1]} vs {first.words.shape[1]} rows): sentences were cut "
+                "at different lengths; use shorter sentences (corpora.load_corpus(..., "
+                "max_words=...)) so that every model sees every word")
+        info = loaded.info
+        tables.append(LayerTable.for_model(name, info.family, info.pretrained,
+                                           info.n_attention_layers, kind="words"))
+        layers += [np.ascontiguousarray(result.words[k][rows]) for k in range(info.n_layers)]
     cov = surface_covariates(first, corpus)[rows]
-    return Collection(list(models), families, pretrained, layers, labels, owners, rows, cov,
-                      first.word_sentence[rows])
+    return Collection(LayerTable.concat(tables), layers, rows, cov, first.word_sentence[rows])
 
 
 def matrices(collection: Collection, measures: Sequence[str], *, controlled: bool = False,
@@ -137,7 +141,7 @@ def matrices(collection: Collection, measures: Sequence[str], *, controlled: boo
     surface covariates when ``controlled``)."""
     layers = regress_out(collection.layers, collection.covariates) if controlled else \
         collection.layers
-    return pairwise(layers, measure=list(measures), progress=progress, **options)
+    return pairwise_suite(layers, measures=list(measures), progress=progress, **options)
 
 
 def summary(M: np.ndarray, collection: Collection) -> dict[str, float]:
@@ -149,14 +153,10 @@ def summary(M: np.ndarray, collection: Collection) -> dict[str, float]:
     ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
     model's layers (by relative depth, both sides in the same half).
     """
-    owners = np.array(collection.owners)
-    family = dict(zip(collection.models, collection.families))
-    fam = np.array([family[o] for o in owners])
+    frame = collection.table.frame
+    owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
+    depth = frame["depth"].to_numpy()
     idx = np.arange(len(owners))
-    depth = np.zeros(len(owners))
-    for m in collection.models:
-        members = idx[owners == m]
-        depth[members] = np.arange(len(members)) / max(1, len(members) - 1)
     same = owners[:, None] == owners[None, :]
     off = ~np.eye(len(owners), dtype=bool)
     gap = np.abs(idx[:, None] - idx[None, :])
@@ -188,8 +188,7 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
     off = ~np.eye(A.shape[0], dtype=bool)
     masks = {"all": off}
     if collection is not None:
-        owners = np.array(collection.owners)
-        same = owners[:, None] == owners[None, :]
+        same = collection.table.same_model()
         masks.update(within_model=off & same, across_models=~same)
 
     def corr(mask):
@@ -238,3 +237,55 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
         se = np.sqrt((n_folds - 1) / n_folds * np.sum((values - values.mean()) ** 2))
         out[key] = (float(value - z * se), float(value + z * se))
     return out
+
+
+def observations(summaries: Mapping[str, Mapping[str, float]],
+                 intervals: Mapping[str, Mapping[str, tuple[float, float]]],
+                 measures: Sequence[str]) -> pd.DataFrame:
+    """Wu et al.'s four observations beside what this run shows, from :func:`summary` numbers
+    (``summaries[measure]``) and their intervals where computed."""
+    rep = "linear_cka" if "linear_cka" in measures else measures[-1]
+    neuron = "neuronsim" if "neuronsim" in measures else measures[0]
+
+    def cell(s, key):
+        value = summaries[s][key] if s in summaries else float("nan")
+        if s in intervals:
+            low, high = intervals[s][key]
+            return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+        return f"{value:.3f}"
+
+    return pd.DataFrame([
+        ("layers of one model are more similar to each other than to other models' layers",
+         "yes, under every measure", f"within {cell(rep, 'within_model')} vs across "
+         f"{cell(rep, 'across_models')} ({rep})"),
+        ("across models: similar representations, different neurons",
+         "representation-level measures high, neuronsim low",
+         f"{rep} {cell(rep, 'across_models')} vs {neuron} {cell(neuron, 'across_models')}"),
+        ("lower layers are more similar across models than higher layers", "yes",
+         f"lower {cell(rep, 'lower_across')} vs higher {cell(rep, 'higher_across')} ({rep})"),
+        ("adjacent layers are the most similar", "yes",
+         f"adjacent {cell(rep, 'adjacent')} vs non-adjacent {cell(rep, 'non_adjacent')} "
+         f"({rep})"),
+    ], columns=["observation", "what the paper reports", "what this run shows"])
+
+
+def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
+                       ) -> pd.DataFrame:
+    """Localization of every layer (Wu et al. Fig. 3) in both variants, as a long table with
+    the layer table's columns: ``variant`` is ``"paper (plain)"`` or ``"released code
+    (z-scored)"``."""
+    frames = []
+    for variant, standardize in (("paper (plain)", False), ("released code (z-scored)", True)):
+        score = _localization(matrices["neuronsim"], matrices["svcca"], standardize=standardize)
+        frame = collection.table.attach(score)
+        frame["variant"] = variant
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def random_across(M: np.ndarray, collection: Collection) -> float:
+    """Mean of ``M`` over pairs of layers of *different* randomly initialised models."""
+    frame = collection.table.frame
+    random = ~frame["pretrained"].to_numpy()
+    mask = random[:, None] & random[None, :] & ~collection.table.same_model()
+    return float(M[mask].mean()) if mask.any() else float("nan")

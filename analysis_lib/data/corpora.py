@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OfflineError, offline_message
+from ..errors import OfflineError, offline_message
 
 _WORD = re.compile(
     r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))"  # a URL, without trailing punctuation
@@ -228,6 +228,28 @@ class HubSource:
     description: str = ""
 
 
+def _glue(config: str, columns: tuple[str, ...], label_names: tuple[str, ...],
+          split: str = "validation") -> HubSource:
+    text, pair = (columns[0], None) if len(columns) == 1 else (None, columns)
+    return HubSource("nyu-mll/glue", config, split, text=text, pair=pair, label="label",
+                     label_names=label_names or None,
+                     description=f"GLUE {config.upper()}, {split.replace('_', ' ')} set")
+
+
+#: The GLUE tasks: one record each, read by the hub corpora below and by
+#: :func:`analysis_lib.data.tasks.load_task` (empty label names: a regression task).
+GLUE: dict[str, HubSource] = {
+    "sst2": _glue("sst2", ("sentence",), ("negative", "positive")),
+    "mnli": _glue("mnli", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
+                  "validation_matched"),
+    "qnli": _glue("qnli", ("question", "sentence"), ("entailment", "not_entailment")),
+    "qqp": _glue("qqp", ("question1", "question2"), ("not_duplicate", "duplicate")),
+    "rte": _glue("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment")),
+    "mrpc": _glue("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent")),
+    "cola": _glue("cola", ("sentence",), ("unacceptable", "acceptable")),
+    "stsb": _glue("stsb", ("sentence1", "sentence2"), ()),
+}
+
 HUB_CORPORA: dict[str, HubSource] = {
     "ptb": HubSource(
         "ptb-text-only/ptb_text_only", None, "validation", text="sentence",
@@ -237,32 +259,41 @@ HUB_CORPORA: dict[str, HubSource] = {
         "universal-dependencies/universal_dependencies", "en_ewt", "validation", tokens="tokens",
         description="Universal Dependencies English Web Treebank, development set",
     ),
-    "sst2": HubSource(
-        "nyu-mll/glue", "sst2", "validation", text="sentence", label="label",
-        label_names=("negative", "positive"), description="GLUE SST-2, validation set",
-    ),
-    "mnli": HubSource(
-        "nyu-mll/glue", "mnli", "validation_matched", pair=("premise", "hypothesis"),
-        label="label", label_names=("entailment", "neutral", "contradiction"),
-        description="GLUE MNLI, matched validation set (premise/hypothesis pairs)",
-    ),
+    "sst2": GLUE["sst2"],
+    "mnli": GLUE["mnli"],
     "wikitext": HubSource(
         "Salesforce/wikitext", "wikitext-103-raw-v1", "validation", text="text",
         description="WikiText-103 (raw), validation set, one line per paragraph",
     ),
 }
 
+
+def hub_dataset(source: HubSource, name: str, split: str | None = None):
+    """Load a hub dataset through ``datasets``; :class:`OfflineError` when it cannot be
+    reached (with the offline switch on, it is not tried at all)."""
+    if _offline():
+        raise OfflineError(offline_message("corpus", name))
+    try:
+        import datasets
+
+        return datasets.load_dataset(source.path, source.config, split=split or source.split)
+    except Exception as error:  # datasets raises many kinds when it cannot reach the hub
+        raise OfflineError(offline_message("corpus", name, error)) from error
+
+
+def _offline() -> bool:
+    import os
+
+    flags = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "ANALYSIS_LIB_OFFLINE")
+    return any(os.environ.get(f, "").lower() in ("1", "true", "yes") for f in flags)
+
+
 OFFLINE_CORPORA = ("tweets", "bbc-news")
 
 
 def _hub_rows(name: str, split: str | None) -> tuple[list[str], list[list[str]], list, list | None]:
     source = HUB_CORPORA[name]
-    try:
-        import datasets
-
-        data = datasets.load_dataset(source.path, source.config, split=split or source.split)
-    except Exception as error:  # datasets raises many kinds when it cannot reach the hub
-        raise OfflineError(offline_message("corpus", name, error)) from error
+    data = hub_dataset(source, name, split)
     texts, words, labels, pairs = [], [], [], None
     if source.pair:
         pairs = []

@@ -1,0 +1,13 @@
+"""Models by name: one resolver (:func:`load`) for packaged, hub, local and ``random:`` models.
+
+``loading``      the resolver, hub and local folders, the packaged MiniLM
+``random_init``  randomly initialised families and the tokenizers trained for them
+``info``         :class:`ModelInfo`, what the analyses need to know about a model
+"""
+
+from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo
+from .loading import OFFLINE_MODELS, PACKAGED, check_name, load
+from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer
+
+__all__ = ["CAUSAL_FAMILIES", "FAMILIES", "OFFLINE_MODELS", "PACKAGED", "TOKENIZER_KIND",
+           "LoadedModel", "ModelInfo", "check_name", "load", "train_tokenizer"]

@@ -1,0 +1,97 @@
+"""What the analyses need to know about a loaded model: :class:`ModelInfo`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+#: Families whose models read left to right (causal attention).
+CAUSAL_FAMILIES = {"gpt2", "openai-gpt", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral",
+                   "opt", "bloom", "qwen2", "gemma", "phi", "ctrl", "transfo-xl"}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Facts about a loaded model.
+
+    Attributes
+    ----------
+    name : str
+        The name it was loaded by.
+    family : str
+        ``config.model_type`` (``"bert"``, ``"gpt2"``, ...).
+    n_layers : int
+        Number of representation layers *including* the embedding layer (= length of
+        ``hidden_states``).
+    n_attention_layers : int
+        Number of layers with attention (``n_layers - 1``).
+    hidden_size, n_heads : int
+    causal : bool
+        Whether the model reads left to right (each token sees only earlier ones).
+    max_length : int
+        Longest token sequence the model accepts.
+    source : str
+        ``"package"``, ``"hub"``, ``"local"`` or ``"random"``.
+    fingerprint : str
+        Identifies the exact weights and tokenizer (revision, config hash, seed); part of cache
+        keys.
+    """
+
+    name: str
+    family: str
+    n_layers: int
+    n_attention_layers: int
+    hidden_size: int
+    n_heads: int
+    causal: bool
+    max_length: int
+    source: str
+    fingerprint: str
+
+    @property
+    def pretrained(self) -> bool:
+        """False for randomly initialised (``random:``) models."""
+        return self.source != "random"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class LoadedModel(NamedTuple):
+    """What :func:`load` returns; unpack as ``model, tokenizer, info = load(...)``."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    info: ModelInfo
+
+
+def _info(model, tokenizer, name: str, source: str, fingerprint: str) -> ModelInfo:
+    config = model.config
+    family = config.model_type
+    n_tf = _first_attr(config, ("num_hidden_layers", "n_layer", "n_layers", "num_layers"))
+    hidden = _first_attr(config, ("hidden_size", "n_embd", "d_model", "dim"))
+    heads = _first_attr(config, ("num_attention_heads", "n_head", "n_heads"))
+    positions = _first_attr(config, ("max_position_embeddings", "n_positions"), default=None)
+    if family == "roberta" and positions:
+        positions -= (config.pad_token_id or 0) + 1
+    limits = [x for x in (positions, getattr(tokenizer, "model_max_length", None)) if x]
+    limits = [x for x in limits if 0 < x < 1_000_000]
+    return ModelInfo(
+        name=name, family=family, n_layers=int(n_tf) + 1, n_attention_layers=int(n_tf),
+        hidden_size=int(hidden), n_heads=int(heads),
+        causal=family in CAUSAL_FAMILIES or bool(getattr(config, "is_decoder", False)),
+        max_length=int(min(limits)) if limits else 512,
+        source=source, fingerprint=fingerprint,
+    )
+
+
+def _first_attr(config, names, default=...):
+    for n in names:
+        value = getattr(config, n, None)
+        if value is not None:
+            return value
+    if default is ...:
+        raise ValueError(f"config of type {config.model_type} has none of {names}")
+    return default

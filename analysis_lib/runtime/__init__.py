@@ -1,0 +1,1 @@
+"""Where work runs and is kept: the atomic on-disk cache."""

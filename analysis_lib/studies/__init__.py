@@ -1,0 +1,30 @@
+"""One module per study notebook: its bookkeeping, so notebooks never re-derive it.
+
+``representation``  Wu et al. 2020 §3-5: a collection of models on the same words
+``attention``       Wu et al. 2020 §3.4-3.5: attention heads of a collection
+``finetuning``      Phang et al. 2021, Wu et al. §6, Merchant et al. §5: what fine-tuning changes
+
+Every study names layers through :class:`analysis_lib.layers.LayerTable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..data.corpora import Corpus
+from ..extract import Extraction, extract
+from ..models import LoadedModel, load
+
+
+def extract_each(models: Sequence[str], corpus: Corpus, *,
+                 model_options: Mapping[str, Any] | None = None, progress: bool = True,
+                 **extract_options: Any) -> Iterator[tuple[str, LoadedModel, Extraction]]:
+    """Load and extract every model on ``corpus`` in turn (``model_options`` apply to
+    ``random:`` models only): ``(name, loaded, extraction)``."""
+    if not models:
+        raise ValueError("the collection needs at least one model")
+    options = dict(model_options or {})
+    for name in models:
+        loaded = load(name, **(options if name.startswith("random:") else {}))
+        yield name, loaded, extract(loaded, corpus, progress=progress, **extract_options)

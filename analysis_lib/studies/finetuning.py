@@ -1,0 +1,377 @@
+"""What fine-tuning changes, layer by layer (Phang et al. 2021 §3; Wu et al. 2020 §6, App. D;
+Merchant et al. 2020 §5).
+
+The study's bookkeeping, so the notebook only tells the story:
+
+* :func:`task_for` and :func:`settings` fix the splits and the training settings that every
+  study of the book uses, so a fine-tuned model is trained once per (model, task, seed,
+  settings) and found in the cache by the next study that asks (:func:`run_grid`);
+* :func:`sentence_layers` and :func:`comparisons`: linear CKA between every pair of layers of
+  the first-token (CLS) or mean-pooled sentence vectors, for ORIG-ORIG, FT-ORIG, FT-FT and
+  FT[1]-FT[2] (Phang et al. Fig. 1, 5, 6), with layers whose vectors are constant (the first
+  token at the embedding layer) reported as undefined;
+* :func:`block_fit`, :func:`band_fit` and :func:`structure_table`: how much of a matrix's
+  off-diagonal similarity a partition into k contiguous blocks explains, against a banded
+  model in which similarity depends only on the distance between layers;
+* :func:`layer_change`: per layer, base against fine-tuned under CKA, neuronsim and RSA on
+  word tokens (Wu et al. Fig. 5; Merchant et al. Fig. 2), head-level JS attention similarity
+  (Wu et al. Fig. 6) and localization (Wu et al. Fig. 7);
+* :func:`freezing_runs`: fine-tuning with the bottom or top k layers frozen (Wu et al. App. D;
+  Merchant et al. Fig. 3);
+* :func:`seed_interval`: means with t intervals over fine-tuning seeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data.corpora import Corpus, from_sentences
+from ..data.tasks import Task, load_task
+from ..extract import Extraction, extract
+from ..layers import LayerTable
+from ..models import LoadedModel, load
+from ..similarity import (
+    attention_similarity,
+    linear_cka,
+    localization,
+    neuronsim,
+    pairwise,
+    pairwise_suite,
+    rsa,
+)
+from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+
+COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 1000) -> Task:
+    """The book's split of a task: ``n_train`` training examples, and validation (the
+    stimuli of the similarity analyses) and test sets of fixed sizes, drawn with seed 0 so
+    that every study and every fine-tuning seed sees the same examples."""
+    kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_val, n_test=n_test, seed=0)
+    if name == "bbc-topic":
+        kwargs["unit"] = "sentence"
+    return load_task(name, **kwargs)
+
+
+def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
+    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 5e-5,
+    10% warmup, 128 tokens) for ``epochs`` and ``seed``, with ``changes`` (freezing)."""
+    return preset("cpu", epochs=float(epochs), seed=int(seed), **changes)
+
+
+@dataclass
+class Runs:
+    """Fine-tuned models of a grid and one row per run in :attr:`frame`."""
+
+    frame: pd.DataFrame
+    models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
+
+    def get(self, model: str, task: str, seed: int) -> FineTuned:
+        return self.models[(model, task, seed)]
+
+    def seeds(self, model: str, task: str) -> list[int]:
+        return sorted(s for m, t, s in self.models if m == model and t == task)
+
+
+def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
+             n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
+             progress: bool = True, **changes: Any) -> Runs:
+    """Fine-tune every model on every task with every seed (or load each from the cache).
+
+    ``model_options`` apply to ``random:`` models; ``changes`` to the settings (freezing).
+    """
+    if not models or not tasks or not seeds:
+        raise ValueError("run_grid needs at least one model, one task and one seed")
+    rows, found = [], {}
+    for task_name in tasks:
+        task = task_for(task_name, n_train)
+        for model, seed in itertools.product(models, seeds):
+            options = dict(model_options or {}) if model.startswith("random:") else {}
+            result = finetune(model, task, settings(epochs, seed, **changes),
+                              progress=progress, **options)
+            found[(model, task_name, seed)] = result
+            test = result.metrics["test"]
+            rows.append({"model": model, "task": task_name, "seed": seed,
+                         "accuracy": test["accuracy"], "macro_f1": test["macro_f1"],
+                         "majority": test["majority_baseline"],
+                         "train_seconds": result.record["train_seconds"],
+                         "from_cache": result.from_cache})
+    return Runs(pd.DataFrame(rows), found)
+
+
+def stimuli(task: Task, n: int | None = None) -> Corpus:
+    """The validation inputs of a task as a corpus (pairs joined by a space): the stimuli
+    Phang et al. compute CKA over."""
+    split = task.validation
+    texts = split.texts if split.pairs is None else [f"{a} {b}" for a, b in
+                                                      zip(split.texts, split.pairs)]
+    texts = texts[:n] if n is not None else texts
+    return from_sentences(texts, name=f"{task.name}-validation")
+
+
+# --------------------------------------------------------------------------- CLS matrices
+
+
+def constant_layers(layers: Sequence[np.ndarray], rtol: float = 1e-4) -> list[bool]:
+    """Whether each layer's vectors are (numerically) the same for every stimulus: the spread
+    of every neuron is below ``rtol`` times the layer's largest absolute value. A similarity
+    over such a layer measures rounding noise, so it is undefined."""
+    out = []
+    for X in layers:
+        X = np.asarray(X, dtype=np.float64)
+        scale = np.abs(X).max() or 1.0
+        out.append(bool(np.ptp(X, axis=0).max() <= rtol * scale))
+    return out
+
+
+def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
+                    **extract_options: Any) -> list[np.ndarray]:
+    """Every layer's sentence vectors: the first token (``"first"``, [CLS] for BERT-like
+    models) or the mean over the real tokens (``"mean"``)."""
+    if pooling not in ("first", "mean"):
+        raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+    result = extract(model, corpus, progress=False, **extract_options)
+    return result.layers(pooling)
+
+
+def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """Linear CKA of every layer of A against every layer of B (A itself when None), with the
+    rows and columns of constant layers set to NaN (undefined)."""
+    same = B is None
+    B = A if same else B
+    bad_a, bad_b = constant_layers(A), constant_layers(B)
+    keep_a = [i for i, bad in enumerate(bad_a) if not bad]
+    keep_b = [j for j, bad in enumerate(bad_b) if not bad]
+    M = np.full((len(A), len(B)), np.nan)
+    if keep_a and keep_b:
+        sub = pairwise([A[i] for i in keep_a], None if same else [B[j] for j in keep_b],
+                       measure="linear_cka", progress=False)
+        M[np.ix_(keep_a, keep_b)] = sub
+    return M
+
+
+def comparisons(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]]
+                ) -> dict[str, list[np.ndarray]]:
+    """Phang et al.'s four views, each a list of layer x layer CKA matrices (one per seed, or
+    per pair of seeds): ``ORIG-ORIG`` (the base model with itself), ``FT-ORIG`` (rows: the
+    fine-tuned model's layers, columns: the base model's), ``FT-FT`` and ``FT[1]-FT[2]``
+    (two fine-tuning seeds; rows the first)."""
+    seeds = sorted(tuned)
+    return {
+        "ORIG-ORIG": [cka_matrix(base)],
+        "FT-ORIG": [cka_matrix(tuned[s], base) for s in seeds],
+        "FT-FT": [cka_matrix(tuned[s]) for s in seeds],
+        "FT[1]-FT[2]": [cka_matrix(tuned[a], tuned[b])
+                        for a, b in itertools.combinations(seeds, 2)],
+    }
+
+
+# --------------------------------------------------------------------------- block structure
+
+
+def _off_diagonal(M: np.ndarray) -> np.ndarray:
+    mask = ~np.eye(len(M), dtype=bool) & np.isfinite(M)
+    return mask
+
+
+def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
+    """The best partition of the layers (over the defined ones) into ``k`` contiguous blocks.
+
+    Each pair of blocks (a, b) gets the mean of its off-diagonal cells; the partition that
+    leaves the smallest squared error is chosen (exhaustively). ``r2`` is the share of the
+    off-diagonal cells' variance the block means explain (1: the matrix is exactly
+    block-constant; 0: blocks explain nothing), ``starts`` the first layer of each block
+    (matrix positions), ``within`` / ``between`` the mean similarity inside blocks and
+    across them.
+    """
+    M = np.asarray(M, dtype=np.float64)
+    defined = [i for i in range(len(M)) if np.isfinite(np.delete(M[i], i)).any()]
+    n = len(defined)
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} blocks need 1..{n} defined layers")
+    S = M[np.ix_(defined, defined)]
+    mask = _off_diagonal(S)
+    values = S[mask]
+    total = np.sum((values - values.mean()) ** 2)
+    best = None
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        label = np.searchsorted(np.array(cuts), np.arange(n), side="right")
+        pair = label[:, None] * k + label[None, :]
+        pred = np.zeros_like(S)
+        for p in np.unique(pair[mask]):
+            cells = mask & (pair == p)
+            pred[cells] = S[cells].mean()
+        sse = np.sum((S[mask] - pred[mask]) ** 2)
+        if best is None or sse < best[0] - 1e-15:
+            same = label[:, None] == label[None, :]
+            best = (sse, cuts, S[mask & same], S[mask & ~same])
+    sse, cuts, inside, across = best
+    return {"k": k, "r2": float(1 - sse / total) if total > 0 else float("nan"),
+            "starts": [defined[0]] + [defined[c] for c in cuts],
+            "within": float(inside.mean()) if inside.size else float("nan"),
+            "between": float(across.mean()) if across.size else float("nan")}
+
+
+def band_fit(M: np.ndarray) -> float:
+    """Share of the off-diagonal variance explained when similarity depends only on the
+    distance between the two layers (a banded, Toeplitz model): the alternative to blocks."""
+    M = np.asarray(M, dtype=np.float64)
+    mask = _off_diagonal(M)
+    i, j = np.nonzero(mask)
+    gap = np.abs(i - j)
+    values = M[mask]
+    pred = np.zeros_like(values)
+    for g in np.unique(gap):
+        pred[gap == g] = values[gap == g].mean()
+    total = np.sum((values - values.mean()) ** 2)
+    return float(1 - np.sum((values - pred) ** 2) / total) if total > 0 else float("nan")
+
+
+def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int] = (2, 3)
+                    ) -> pd.DataFrame:
+    """For every matrix of every view: block R^2 for each k, the banded R^2, and the block
+    boundaries (one row per matrix)."""
+    rows = []
+    for view, mats in views.items():
+        for index, M in enumerate(mats):
+            row: dict[str, Any] = {"view": view, "matrix": index, "band_r2": band_fit(M)}
+            for k in ks:
+                fit = block_fit(M, k)
+                row[f"block{k}_r2"] = fit["r2"]
+                row[f"block{k}_starts"] = fit["starts"]
+                if k == 2:
+                    row["within"], row["between"] = fit["within"], fit["between"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a t interval over seeds: ``(mean, low, high)``; with one value the interval
+    is that value (no spread to estimate)."""
+    from scipy.stats import t
+
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    if x.size == 1:
+        return float(x[0]), float(x[0]), float(x[0])
+    half = t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+
+
+def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
+    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
+    out = []
+    for key, group in frame.groupby(list(by), sort=False):
+        mean, low, high = seed_interval(group[value])
+        key = key if isinstance(key, tuple) else (key,)
+        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
+                    "n": int(group[value].notna().sum())})
+    return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- per layer
+
+
+@dataclass
+class WordLayers:
+    """The word-level layers of one model on the same sampled rows, and its attention."""
+
+    words: list[np.ndarray]
+    attention: Extraction | None
+
+
+def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
+                attention_corpus: Corpus | None = None) -> WordLayers:
+    """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
+    ``attention_corpus`` when given)."""
+    loaded = model if isinstance(model, LoadedModel) else load(model)
+    result = extract(loaded, corpus, progress=False)
+    att = None
+    if attention_corpus is not None:
+        att = extract(loaded, attention_corpus, attention=True, progress=False)
+    return WordLayers([np.ascontiguousarray(x[rows]) for x in result.words], att)
+
+
+def word_rows(corpus: Corpus, n: int, seed: int = 0) -> np.ndarray:
+    """A deterministic sample of ``n`` word rows (all when the corpus has fewer)."""
+    total = corpus.n_words
+    if n >= total:
+        return np.arange(total)
+    return np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
+
+
+def _localization(layers: Sequence[np.ndarray]) -> np.ndarray:
+    mats = pairwise_suite(list(layers), measures=["neuronsim", "svcca"], progress=False)
+    return localization(mats["neuronsim"], mats["svcca"])
+
+
+def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
+    """Per layer ``0..L``: base against fine-tuned on the same words, under linear CKA,
+    neuronsim (fine-tuned neurons matched in the base layer), RSA (cosine kernel, Pearson);
+    head-level JS attention similarity (layers ``1..L``; fine-tuned heads matched among the
+    base layer's); and each model's localization within its own layers."""
+    n_layers = len(base.words)
+    if len(tuned.words) != n_layers:
+        raise ValueError(f"the models have {n_layers} and {len(tuned.words)} layers")
+    loc_base, loc_tuned = _localization(base.words), _localization(tuned.words)
+    rows = []
+    for layer in range(n_layers):
+        X, Y = base.words[layer], tuned.words[layer]
+        row = {"layer": layer, "linear_cka": linear_cka(X, Y), "neuronsim": neuronsim(Y, X),
+               "rsa": rsa(X, Y, "cosine", "pearson"), "attention_js": np.nan,
+               "localization_base": loc_base[layer], "localization_ft": loc_tuned[layer]}
+        if layer and base.attention is not None and tuned.attention is not None:
+            row["attention_js"] = attention_similarity(tuned.attention.attention_layer(layer),
+                                                       base.attention.attention_layer(layer),
+                                                       "js")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- freezing
+
+
+def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epochs: float,
+                  seed: int = 0, model_options: Mapping[str, Any] | None = None,
+                  progress: bool = True) -> tuple[pd.DataFrame, dict[tuple[str, int], FineTuned]]:
+    """Fine-tune with the bottom k layers (and the embeddings, as Merchant et al.) or the top
+    k layers frozen, for each k; ``k = 0`` is the unfrozen run. One row per run."""
+    rows, found = [], {}
+    for mode, k in [("none", 0)] + [(m, k) for m in ("bottom", "top") for k in ks if k > 0]:
+        changes: dict[str, Any] = {}
+        if mode == "bottom":
+            changes = dict(freeze_bottom=k, freeze_embeddings=True)
+        elif mode == "top":
+            changes = dict(freeze_top=k)
+        runs = run_grid([model], [task], [seed], n_train=n_train, epochs=epochs,
+                        model_options=model_options, progress=progress, **changes)
+        result = runs.get(model, task, seed)
+        found[(mode, k)] = result
+        test = result.metrics["test"]
+        rows.append({"frozen": mode, "k": k, "accuracy": test["accuracy"],
+                     "macro_f1": test["macro_f1"], "majority": test["majority_baseline"]})
+    return pd.DataFrame(rows), found
+
+
+def layer_table(model: str, n_transformer: int, pretrained: bool = True) -> LayerTable:
+    """The layer table of one model's sentence layers (for charts and labels)."""
+    return LayerTable.for_model(model, "", pretrained, n_transformer, kind="first")
+
+
+def with_settings(config: FinetuneConfig, **changes: Any) -> FinetuneConfig:
+    """``config`` with some fields changed (for exercises that vary one setting)."""
+    return replace(config, **changes)

@@ -1,0 +1,7 @@
+"""Training: one loop for every objective, model surgery, fine-tuning and probes.
+
+``loop``      the one training loop (AdamW, warmup and decay, frozen parameters, progress)
+``surgery``   freezing layers, truncating and skipping layers (one layer-index convention)
+``finetune``  task models, settings and presets, the fine-tuning cache, predict / evaluate
+``probes``    a logistic-regression probe on one layer
+"""

@@ -1,0 +1,370 @@
+"""Fine-tune a model on a task, reproducibly, with a cache shared by every study.
+
+:func:`finetune` trains any model :func:`analysis_lib.models.load` understands: the base
+encoder is loaded as usual and a freshly initialised task head (seeded) is put on top, exactly
+as ``AutoModelForSequenceClassification`` would build it, then trained by the library's one
+loop (:mod:`analysis_lib.training.loop`) over length-bucketed batches with dynamic padding.
+The result is saved (safetensors weights, config, tokenizer and a JSON record of every
+setting, the metrics and the library version) under a key of everything that changes it;
+asking again, from any study, loads it. The saved folder is a normal model folder, so
+``models.load(str(result.path))`` and ``extract`` treat the fine-tuned encoder like any other
+model.
+
+:func:`predict` runs a task model with layers removed (:mod:`analysis_lib.training.surgery`):
+``layer=l`` keeps transformer layers ``1..l`` and feeds layer ``l`` through the model's own
+head (Phang et al.'s TUNED configuration without retraining), ``skip=(first, last)`` leaves out
+an inclusive span of layers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..data.tasks import Split, Task, load_task
+from ..layers import check_layer
+from ..models import LoadedModel, load
+from ..models.batching import pad_batch, pad_token_id
+from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from . import loop
+from .surgery import frozen_parameters, n_transformer_layers, removed_layers
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Every choice that changes a fine-tuned model.
+
+    Attributes
+    ----------
+    batch_size, learning_rate, epochs : training schedule; ``max_steps`` (if set) stops
+        earlier and sets the schedule's length.
+    warmup_steps, warmup_ratio : linear warmup length (steps, or a share of all steps).
+    weight_decay : AdamW weight decay (not applied to biases and LayerNorm weights).
+    max_length : token limit of an input.
+    seed : seeds the task head's initialisation, dropout and the batch order.
+    freeze_embeddings : bool, freeze layer 0 (the embeddings).
+    freeze_bottom, freeze_top : int, number of transformer layers frozen from the bottom
+        (layers ``1..k``) or the top (layers ``L-k+1..L``).
+    freeze_layers : tuple of int, layers frozen in addition, by the library's convention
+        (``0`` = embeddings, ``1..L`` = transformer layers).
+    bucket_factor : batches are drawn from buckets of ``bucket_factor * batch_size`` examples
+        of similar length (dynamic padding).
+    """
+
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    epochs: float = 2.0
+    max_steps: int | None = None
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128
+    seed: int = 0
+    freeze_embeddings: bool = False
+    freeze_bottom: int = 0
+    freeze_top: int = 0
+    freeze_layers: tuple[int, ...] = ()
+    bucket_factor: int = 50
+    eval_batch_size: int = 64
+
+
+#: The papers' settings, and a small one for this book's CPU runs.
+PRESETS = {
+    # Wu et al. 2020, App. D: batch 8, learning rate 5e-5, 3 epochs
+    "wu2020": FinetuneConfig(batch_size=8, learning_rate=5e-5, epochs=3, warmup_ratio=0.0),
+    # Phang et al. 2021: batch 4, learning rate 1e-5, 1,000 warmup steps, up to 10,000 steps
+    "phang2021": FinetuneConfig(batch_size=4, learning_rate=1e-5, epochs=100,
+                                max_steps=10_000, warmup_steps=1000, warmup_ratio=0.0),
+    # this book on a 2-core CPU: 2,000 examples x 2 epochs in a few minutes
+    "cpu": FinetuneConfig(batch_size=16, learning_rate=5e-5, epochs=2, warmup_ratio=0.1,
+                          max_length=128),
+}
+
+
+def frozen_layers(config: FinetuneConfig, n: int) -> set[int]:
+    """The layers (``0`` = embeddings, ``1..n``) that ``config`` freezes in a model with ``n``
+    transformer layers."""
+    for label, k in (("freeze_bottom", config.freeze_bottom), ("freeze_top", config.freeze_top)):
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+            raise ValueError(f"{label}={k!r} but the model has {n} transformer layers; use "
+                             f"0..{n}")
+    for x in config.freeze_layers:
+        check_layer(x, n, "freeze_layers item")
+    layers = set(range(1, config.freeze_bottom + 1)) | set(range(n - config.freeze_top + 1,
+                                                                  n + 1))
+    layers |= set(config.freeze_layers) | ({0} if config.freeze_embeddings else set())
+    return layers
+
+
+def check_config(config: FinetuneConfig) -> FinetuneConfig:
+    """``config`` if its schedule is possible, else a ``ValueError`` naming the field."""
+    positive = {"batch_size": config.batch_size, "eval_batch_size": config.eval_batch_size,
+                "max_length": config.max_length, "bucket_factor": config.bucket_factor}
+    for name, value in positive.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"FinetuneConfig.{name} must be a positive integer, got {value!r}")
+    if not config.epochs > 0:
+        raise ValueError(f"FinetuneConfig.epochs must be > 0, got {config.epochs!r}: a model "
+                         "trained for zero epochs is not fine-tuned")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise ValueError(f"FinetuneConfig.max_steps must be None or >= 1, got "
+                         f"{config.max_steps!r}")
+    if not config.learning_rate > 0:
+        raise ValueError(f"FinetuneConfig.learning_rate must be > 0, got "
+                         f"{config.learning_rate!r}")
+    return config
+
+
+def preset(name: str, **changes: Any) -> FinetuneConfig:
+    """A preset of :data:`PRESETS` with some fields changed."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    return replace(PRESETS[name], **changes)
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass
+class FineTuned:
+    """A fine-tuned model: where it is saved, the model itself and its record."""
+
+    path: Path
+    model: torch.nn.Module
+    tokenizer: Any
+    record: dict[str, Any]
+    from_cache: bool = False
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.record["metrics"]
+
+    def load(self) -> LoadedModel:
+        """The fine-tuned encoder through :func:`analysis_lib.models.load` (for extract)."""
+        return load(str(self.path))
+
+
+def _task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
+    from transformers import AutoModelForSequenceClassification
+
+    config = base.model.config.__class__.from_dict(base.model.config.to_dict())
+    config.num_labels = num_labels
+    config.problem_type = "regression" if regression else "single_label_classification"
+    if config.pad_token_id is None:
+        config.pad_token_id = base.tokenizer.pad_token_id
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForSequenceClassification.from_config(config,
+                                                               attn_implementation="eager")
+    missing, unexpected = model.base_model.load_state_dict(base.model.state_dict(), strict=False)
+    # a task head may bring its own pooler (BERT) or drop the base one (RoBERTa, ELECTRA)
+    if [k for k in unexpected + missing if "pooler" not in k]:
+        raise RuntimeError(f"base weights do not fit the task model: missing {missing[:5]}, "
+                           f"unexpected {unexpected[:5]}")
+    return model
+
+
+def encode_split(tokenizer, split: Split, max_length: int) -> list[list[int]]:
+    """Token ids of every example of a split (pairs joined by the tokenizer's template)."""
+    if split.pairs is None:
+        enc = tokenizer(split.texts, truncation=True, max_length=max_length)
+    else:
+        enc = tokenizer(split.texts, split.pairs, truncation=True, max_length=max_length)
+    return enc["input_ids"]
+
+
+def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[str] = frozenset(),
+          progress: bool = True) -> list[dict[str, float]]:
+    """Train ``model`` in place on ``task.train`` with the library's loop; returns the
+    per-epoch history."""
+    ids = encode_split(tokenizer, task.train, config.max_length)
+    lengths = np.array([len(x) for x in ids])
+    labels = torch.tensor(task.train.labels,
+                          dtype=torch.float32 if task.regression else torch.long)
+    rng = np.random.default_rng(config.seed)
+    per_epoch = int(np.ceil(len(ids) / config.batch_size))
+    total = int(np.ceil(per_epoch * config.epochs))
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    warmup = config.warmup_steps or int(round(config.warmup_ratio * total))
+    pad = pad_token_id(tokenizer)
+
+    def epoch():
+        for rows in loop.bucketed_batches(lengths, config.batch_size, config.bucket_factor,
+                                          rng):
+            input_ids, mask = pad_batch(ids, rows, pad)
+            yield {"input_ids": input_ids, "attention_mask": mask, "labels": labels[rows]}
+
+    return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
+                    warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
+                    desc=f"fine-tune {task.name}", progress=progress)
+
+
+def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size: int = 64,
+            layer: int | None = None, skip: tuple[int, int] | None = None) -> np.ndarray:
+    """Logits (n x num_labels) of a task model on a split, optionally with layers removed.
+
+    Parameters
+    ----------
+    layer : int, optional
+        Keep transformer layers ``1..layer`` only and feed layer ``layer``'s output through
+        the model's own head (for BERT-like models: the pooler on the first token, then the
+        classifier). ``layer = L`` is the whole model.
+    skip : (first, last), optional
+        Leave out transformer layers ``first..last`` (inclusive, ``1 <= first <= last <= L``;
+        Phang et al. §4.1). ``None`` or ``()`` skips nothing.
+    """
+    ids = encode_split(tokenizer, split, max_length)
+    lengths = np.array([len(x) for x in ids])
+    order = np.argsort(-lengths, kind="stable")
+    pad = pad_token_id(tokenizer)
+    out = None
+    training = model.training
+    model.eval()  # dropout off: predictions are deterministic
+    try:
+        with removed_layers(model, layer, skip), torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                input_ids, mask = pad_batch(ids, rows, pad)
+                logits = model(input_ids=input_ids, attention_mask=mask).logits
+                if out is None:
+                    out = np.empty((len(ids), logits.shape[1]), dtype=np.float32)
+                out[rows] = logits.float().numpy()
+    finally:
+        model.train(training)
+    return out
+
+
+def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_options: Any
+             ) -> dict[str, float]:
+    """Accuracy and macro-F1 (regression: Pearson and Spearman) with the majority baseline."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score
+
+    data = getattr(task, split)
+    logits = predict(model, tokenizer, data, **predict_options)
+    if task.regression:
+        pred = logits[:, 0]
+        return {"pearson": float(pearsonr(pred, data.labels)[0]),
+                "spearman": float(spearmanr(pred, data.labels)[0]), "n": len(data)}
+    pred = logits.argmax(axis=1)
+    return {"accuracy": float(np.mean(pred == data.labels)),
+            "macro_f1": float(f1_score(data.labels, pred, average="macro", zero_division=0)),
+            "majority_baseline": task.majority_baseline(split), "n": len(data)}
+
+
+def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
+             cache: bool = True, cache_dir: str | os.PathLike | None = None,
+             progress: bool = True, **load_options: Any) -> FineTuned:
+    """Fine-tune ``model`` on ``task``, or load the result of an identical earlier run.
+
+    Parameters
+    ----------
+    model : str
+        Any name :func:`analysis_lib.models.load` understands (with ``load_options``).
+    task : Task or str
+        A task, or a name for :func:`load_task` (with its default splits).
+    config : FinetuneConfig or str
+        Settings, or the name of a preset (``"cpu"``, ``"wu2020"``, ``"phang2021"``).
+
+    Returns
+    -------
+    FineTuned
+        Its ``record`` holds every setting, the per-epoch loss, validation and test metrics
+        with the majority baseline, the training time and the library version.
+    """
+    config = check_config(preset(config) if isinstance(config, str) else config)
+    if isinstance(task, str):
+        task = load_task(task)
+    base = load(model, **load_options)
+    settings = asdict(config)
+    key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
+                   task_data=task.fingerprint(), config=settings)
+    path = default_root(cache_dir) / "finetune" / key
+    if cache:
+        hit = _load_saved(path)
+        if hit is not None:
+            return hit
+    task_model = _task_model(base, task.num_labels, task.regression, config.seed)
+    frozen = frozen_parameters(task_model,
+                               frozen_layers(config, n_transformer_layers(task_model)))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        start = time.perf_counter()
+        history = train(task_model, base.tokenizer, task, config, frozen=frozen,
+                        progress=progress)
+        seconds = time.perf_counter() - start
+    kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
+    metrics = {"validation": evaluate(task_model, base.tokenizer, task, "validation", **kw),
+               "test": evaluate(task_model, base.tokenizer, task, "test", **kw)}
+    record = {"base_model": base.info.to_dict(), "task": task.name, "task_meta": task.meta,
+              "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
+              "config": settings, "frozen_parameters": sorted(frozen), "history": history,
+              "metrics": metrics, "train_seconds": seconds,
+              "train_examples": len(task.train), "library_version": __version__,
+              "torch_version": torch.__version__}
+    if cache:
+        _save(path, task_model, base.tokenizer, record)
+    return FineTuned(path, task_model, base.tokenizer, record)
+
+
+#: What a saved record must hold (a record of another shape is damaged and retrained).
+RECORD_KEYS = {"config": dict, "metrics": dict, "history": list, "checksums": dict,
+               "label_names": list, "task": str}
+
+
+def _save(path: Path, model, tokenizer, record: dict[str, Any]) -> None:
+    """Write the model folder atomically (a temporary folder, then one rename)."""
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        full = {**record, "checksums": folder_checksums(tmp, "*.safetensors")}
+        (tmp / "record.json").write_text(json.dumps(full, indent=1, default=str))
+
+    publish_folder(path, write, lambda: _load_saved(path, quiet=True) is not None)
+
+
+def _check_record(record: Any) -> dict[str, Any]:
+    if not isinstance(record, dict):
+        raise ValueError("record.json does not hold an object")
+    for key, kind in RECORD_KEYS.items():
+        if not isinstance(record.get(key), kind):
+            raise ValueError(f"record.json: {key!r} is missing or not a {kind.__name__}")
+    if not record["checksums"]:
+        raise ValueError("record.json lists no weight files")
+    return record
+
+
+def _load_saved(path: Path, quiet: bool = False) -> FineTuned | None:
+    if not path.exists():
+        return None
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        record = _check_record(json.loads((path / "record.json").read_text()))
+        if folder_checksums(path, list(record["checksums"])) != record["checksums"]:
+            raise ValueError("checksum mismatch in the weights")
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, attn_implementation="eager", local_files_only=True).eval()
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as error:
+        if not quiet:
+            warnings.warn(f"saved fine-tuned model {path} is damaged ({error}); it will be "
+                          "trained again", RuntimeWarning, stacklevel=3)
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+    return FineTuned(path, model, tokenizer, record, from_cache=True)

@@ -1,0 +1,60 @@
+"""Linear probes: a fresh classifier on one layer's sentence vectors.
+
+The base model's layer gives Phang et al.'s TUNEDORIG configuration (the pretrained encoder
+truncated, a head trained on that layer), a fine-tuned encoder's layer gives TUNED with a
+probe head (the cheaper stand-in for retraining the model's own head).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..data.tasks import Split, Task
+from ..layers import check_layer
+from ..models import LoadedModel, load
+
+
+def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: str = "first",
+                 max_train: int | None = None, C: float = 1.0, seed: int = 0,
+                 **extract_options: Any) -> dict[str, float]:
+    """Fit a fresh logistic regression on one layer's sentence vectors and score it on test.
+
+    ``model`` is any model: the pretrained one gives Phang et al.'s TUNEDORIG configuration
+    with a probe head, a fine-tuned encoder (``FineTuned.load()``) their TUNED configuration
+    with a probe head. ``layer`` follows the library's convention (``0`` = embeddings,
+    ``1..L``). ``pooling`` is ``"first"`` (first token, [CLS] for BERT-like models) or
+    ``"mean"`` (over the real tokens). Features are standardised.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from ..data.corpora import from_sentences
+    from ..extract import extract
+
+    if task.regression:
+        raise ValueError("linear_probe fits a classifier; the task is a regression")
+    if pooling not in ("first", "mean"):
+        raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+    loaded = model if isinstance(model, LoadedModel) else load(model)
+    layer = check_layer(layer, loaded.info.n_attention_layers, "layer")
+    train = task.train if max_train is None else task.train.subset(range(min(max_train,
+                                                                             len(task.train))))
+
+    def features(split: Split) -> np.ndarray:
+        corpus = from_sentences(split.texts if split.pairs is None else
+                                [f"{a} {b}" for a, b in zip(split.texts, split.pairs)])
+        result = extract(loaded, corpus, progress=False, **extract_options)
+        return (result.sentence_first if pooling == "first" else result.sentence_mean)[layer]
+
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000,
+                                                             random_state=seed))
+    clf.fit(features(train), train.labels)
+    pred = clf.predict(features(task.test))
+    return {"accuracy": float(np.mean(pred == task.test.labels)),
+            "macro_f1": float(f1_score(task.test.labels, pred, average="macro",
+                                       zero_division=0)),
+            "majority_baseline": task.majority_baseline("test"), "layer": layer}
