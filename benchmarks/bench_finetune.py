@@ -19,7 +19,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from analysis_lib import finetune, models
+from analysis_lib import finetune, models, tasks
+from analysis_lib.models.batching import pad_batch
+from analysis_lib.training import loop
 
 
 def main() -> None:
@@ -29,8 +31,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--model", default="minilm")
     args = parser.parse_args()
-    task = finetune.load_task("tweets-sentiment", n_train=args.n_train, n_val=200,
-                              n_test=args.n_test, seed=0)
+    task = tasks.load_task("tweets-sentiment", n_train=args.n_train, n_val=200,
+                           n_test=args.n_test, seed=0)
     config = replace(finetune.PRESETS["cpu"], epochs=args.epochs)
     print(f"{args.model} on {task.name}: {len(task.train)} train / {len(task.test)} test, "
           f"{config}")
@@ -45,10 +47,10 @@ def main() -> None:
     # the bare loop: same starting weights and head, same batches, nothing else
     base = models.load(args.model)
     model = finetune._task_model(base, task.num_labels, False, config.seed)
-    ids = finetune._encode_split(base.tokenizer, task.train, config.max_length)
+    ids = finetune.encode_split(base.tokenizer, task.train, config.max_length)
     lengths = np.array([len(x) for x in ids])
-    batches = finetune.bucketed_batches(lengths, config.batch_size, config.bucket_factor,
-                                        np.random.default_rng(config.seed))
+    batches = loop.bucketed_batches(lengths, config.batch_size, config.bucket_factor,
+                                    np.random.default_rng(config.seed))
     labels = torch.tensor(task.train.labels)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     pad = base.tokenizer.pad_token_id
@@ -56,7 +58,7 @@ def main() -> None:
     start = time.perf_counter()
     seen = 0
     for rows in batches:
-        input_ids, mask = finetune._collate(ids, rows, pad)
+        input_ids, mask = pad_batch(ids, rows, pad)
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels[rows]).loss
         loss.backward()
         optimizer.step()

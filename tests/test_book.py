@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import pandas as pd
 import papermill
 import pytest
 
@@ -166,6 +167,68 @@ def test_attention_matrices_and_explorer_are_sound(executed_attention):
                                    atol=5e-3)
     text = _text(executed_attention)
     assert "higher" in text and "largest deviation of a row sum from 1" in text
+
+
+@pytest.fixture(scope="module")
+def executed_finetuning(built_book):
+    return nbformat.read(str(EXECUTED / "finetuning.ipynb"), as_version=4)
+
+
+def _panels(spec, n: int) -> dict[str, np.ndarray]:
+    out = {}
+    for r in (r for data in spec["datasets"].values() for r in data if "panel" in r):
+        M = out.setdefault(r["panel"], np.full((n, n), np.inf))
+        M[r["i"], r["j"]] = np.nan if r["value"] is None else r["value"]
+    assert all(np.isfinite(M).sum() + np.isnan(M).sum() == n * n for M in out.values())
+    return out
+
+
+def test_finetuning_matrices_are_sound(executed_finetuning):
+    n = SMOKE["model_options"]["layers"] + 1
+    specs = _outputs(executed_finetuning, "application/vnd.vegalite.v6+json")
+    first, mean = (_panels(s, n) for s in specs[:2])
+    for grid, pooling in ((first, "first"), (mean, "mean")):
+        assert sorted(grid) == sorted(["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"])
+        for name, M in grid.items():
+            defined = M[np.isfinite(M)]
+            assert np.all((defined >= -1e-6) & (defined <= 1 + 1e-6)), (pooling, name)
+        for name in ("ORIG-ORIG", "FT-FT"):
+            M = grid[name]
+            np.testing.assert_allclose(M, M.T, atol=1e-9)
+            np.testing.assert_allclose(np.diag(M)[1:], 1.0, atol=1e-5)
+    # the first token at the embedding layer is the same for every input: undefined
+    for M in first.values():
+        assert np.isnan(M[0]).all() and np.isnan(M[:, 0]).all()
+        assert np.isfinite(M[1:, 1:]).all()
+    assert np.isfinite(mean["FT-FT"]).all()  # the mean over tokens varies at every layer
+    html = "".join(_outputs(executed_finetuning, "text/html"))
+    assert "what the papers report" in html and "what this run shows" in html
+    assert "block2_r2" in html and "band_r2" in html
+    text = _text(executed_finetuning)
+    assert "largest |M[i, j] - M[j, i]|" in text and "best split" in text
+
+
+@pytest.fixture(scope="module")
+def executed_domains(built_book):
+    return nbformat.read(str(EXECUTED / "domains.ipynb"), as_version=4)
+
+
+def test_domain_curves_are_sound(executed_domains):
+    n_layers = SMOKE["model_options"]["layers"] + 1
+    specs = _outputs(executed_domains, "application/vnd.vegalite.v6+json")
+    rows = [r for s in specs for data in s["datasets"].values() for r in data
+            if "domain" in r and "rsa" in r]
+    curves = pd.DataFrame(rows).drop_duplicates(["model", "task", "domain", "layer"])
+    for (model, task), group in curves.groupby(["model", "task"]):
+        assert set(group.domain) == {"in-domain", "out-of-domain"}
+        for _, one in group.groupby("domain"):  # one value per layer per domain
+            assert sorted(one.layer) == list(range(n_layers))
+    assert curves.rsa.between(-1, 1).all()
+    assert (curves.low <= curves.rsa + 1e-9).all() and (curves.rsa <= curves.high + 1e-9).all()
+    text = _text(executed_domains)
+    assert "RSA of the base model with itself, per layer" in text  # asserted equal to 1
+    html = "".join(_outputs(executed_domains, "text/html"))
+    assert "what the paper reports" in html and "permutation p" in html
 
 
 @pytest.mark.parametrize("bad, message", [

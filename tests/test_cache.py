@@ -106,7 +106,7 @@ def test_cache_refuses_object_arrays_and_bad_names(tmp_path):
     cache = ArrayCache("x", tmp_path)
     with pytest.raises(TypeError, match="object"):
         cache.save("k", {"a": np.array([{}, []], dtype=object)}, {})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="letters, digits"):
         cache.path("../escape")
     assert not os.listdir(tmp_path / "x")
 

@@ -67,7 +67,7 @@ def test_agreement(coll):
     A = rng.random((6, 6))
     out = collection.agreement(A, 2 * A + 1, c)
     assert out["all"] == pytest.approx(1.0) and out["across_models"] == pytest.approx(1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot be compared"):
         collection.agreement(A, A[:5, :5])
 
 

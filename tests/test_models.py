@@ -77,9 +77,10 @@ def test_local_folder_round_trip(tmp_path, tiny_models):
                               again.model(**ids).last_hidden_state)
 
 
-@pytest.mark.parametrize("bad", [dict(layers=0), dict(heads=5)])
-def test_bad_sizes(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad, message", [(dict(layers=0), "layers must be a positive"),
+                                          (dict(heads=5), "divisible by heads=5")])
+def test_bad_sizes(bad, message):
+    with pytest.raises(ValueError, match=message):
         models.load("random:bert", **{**TINY, **bad})
 
 

@@ -232,10 +232,17 @@ def test_rsa_equals_correlation_of_explicit_matrices(kernel, compare):
 
 
 def test_rsa_at_five_thousand_stimuli_stays_linear_in_memory():
+    import tracemalloc
+
     rng = np.random.default_rng(0)
     X = rng.standard_normal((5000, 64)).astype(np.float32)
     Y = X + rng.standard_normal((5000, 64)).astype(np.float32)
+    tracemalloc.start()
     value = sim.rsa(X, Y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # one dense 5000 x 5000 float64 similarity matrix alone would be 200 MB
+    assert peak < 20e6, f"peak {peak / 1e6:.0f} MB"
     iu = np.triu_indices(1500, k=1)
     sub = sim.rsa(X[:1500], Y[:1500])
     Xh = X[:1500] / np.linalg.norm(X[:1500], axis=1, keepdims=True)
@@ -334,7 +341,7 @@ def test_bad_inputs_raise_clear_errors(name):
         f(X[:1], Y[:1])
     with pytest.raises(ValueError, match="2-D"):
         f(X[:, 0], Y)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="numeric"):
         f(np.array([["a", "b"], ["c", "d"]]), Y[:2])
 
 
@@ -491,6 +498,52 @@ def test_bootstrap_interval_and_reproducibility():
     assert np.all(R.low <= R.estimate + 1e-9) and np.all(R.estimate <= R.high + 1e-9)
 
 
+def test_basic_bootstrap_interval_reflects_the_percentile_one():
+    X, Y = data(n=60, d1=5, d2=5)
+    pct = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3)
+    basic = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3, interval="basic")
+    np.testing.assert_array_equal(pct.samples, basic.samples)
+    assert basic.low == pytest.approx(2 * pct.estimate - pct.high)
+    assert basic.high == pytest.approx(2 * pct.estimate - pct.low)
+    with pytest.raises(ValueError, match="interval must be 'percentile' or 'basic'"):
+        sim.bootstrap(X, Y, n_boot=10, interval="bca")
+
+
+def test_grouped_bootstrap_resamples_whole_groups(monkeypatch):
+    from analysis_lib.similarity import stats
+
+    X, Y = data(n=40, d1=4, d2=4)
+    groups = np.arange(40) // 5
+    seen = []
+    real = stats._compute
+    monkeypatch.setattr(stats, "_compute",
+                        lambda A, B, m, o: seen.append(len(A[0])) or real(A, B, m, o))
+    sim.bootstrap(X, Y, "linear_cka", n_boot=20, seed=0, groups=groups)
+    assert set(seen[1:]) == {40}  # eight groups of five rows, drawn with replacement
+    with pytest.raises(ValueError, match="one entry per row"):
+        sim.bootstrap(X, Y, n_boot=5, groups=groups[:-1])
+
+
+def test_group_permutation_moves_groups_as_wholes():
+    from analysis_lib.similarity import stats
+
+    groups = np.repeat(np.arange(6), [3, 3, 2, 2, 4, 4])
+    index = stats._group_index(groups, len(groups))
+    rows = stats._shuffle_groups(index, np.random.default_rng(0), len(groups))
+    assert sorted(rows) == list(range(len(groups)))
+    for members in index:  # each group lands on one group of the same size, in order
+        target = rows[members]
+        assert any(np.array_equal(target, other) for other in index)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((18, 3))
+    result = sim.permutation_test(X, X + 0.1 * rng.standard_normal((18, 3)), n_perm=50,
+                                  seed=0, groups=groups)
+    # swapping only groups of equal size allows 2! * 2! * 2! = 8 arrangements, so the null
+    # holds at most 8 values and the identity comes up about one time in eight
+    assert len(np.unique(result.null.round(12))) <= 8
+    assert result.p_value > 0.05
+
+
 def test_permutation_test_detects_relation_and_its_absence():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((80, 5))
@@ -557,3 +610,27 @@ def test_registry_records_every_measure():
             assert M[0, 1] == pytest.approx(M[1, 0], abs=1e-9), name
         else:  # the asymmetric ones really are, on unequal widths
             assert M[0, 1] != pytest.approx(M[1, 0], abs=1e-9), name
+
+
+def test_weighted_rsa_equals_the_resampled_multiset_without_copy_pairs():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((30, 6))
+    Y = X + rng.standard_normal((30, 6))
+    assert sim.rsa(X, Y, weights=np.ones(30, dtype=int)) == pytest.approx(sim.rsa(X, Y),
+                                                                          abs=1e-12)
+    w = rng.multinomial(30, np.full(30, 1 / 30))
+    rows = np.repeat(np.arange(30), w)
+    # explicit: similarity matrices of the resample, pairs of copies of one stimulus removed
+    Xh = X[rows] / np.linalg.norm(X[rows], axis=1, keepdims=True)
+    Yh = Y[rows] / np.linalg.norm(Y[rows], axis=1, keepdims=True)
+    i, j = np.triu_indices(len(rows), k=1)
+    distinct = rows[i] != rows[j]
+    a = np.sum(Xh[i] * Xh[j], axis=1)[distinct]
+    b = np.sum(Yh[i] * Yh[j], axis=1)[distinct]
+    assert sim.rsa(X, Y, weights=w) == pytest.approx(np.corrcoef(a, b)[0, 1], abs=1e-10)
+    # keeping the copy pairs would inflate it
+    assert sim.rsa(X[rows], Y[rows]) > sim.rsa(X, Y, weights=w)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        sim.rsa(X, Y, weights=np.full(30, 0.5))
+    with pytest.raises(ValueError, match="cosine or correlation kernel with Pearson"):
+        sim.rsa(X, Y, "euclidean", weights=w)

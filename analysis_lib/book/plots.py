@@ -75,7 +75,8 @@ def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mappi
                  cols: Sequence[str] | Mapping | None = None, *, columns: int = 3,
                  domain: tuple[float, float] | None = (0, 1), size: int = 200,
                  title: str = "") -> alt.Chart:
-    """Several matrices on one colour scale, one panel per entry of ``matrices``.
+    """Several matrices on one colour scale, one panel per entry of ``matrices`` (its name
+    in the data's ``panel`` column). NaN cells (undefined similarities) are left blank.
 
     ``rows``/``cols`` are one label list for all, or a mapping from panel name to labels.
     """
@@ -83,7 +84,7 @@ def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mappi
     for name, M in matrices.items():
         r = rows[name] if isinstance(rows, Mapping) else rows
         c = r if cols is None else (cols[name] if isinstance(cols, Mapping) else cols)
-        panels.append(_rect(matrix_frame(M, r, c), r, c, name, domain, size))
+        panels.append(_rect(matrix_frame(M, r, c, panel=name), r, c, name, domain, size))
     grid = alt.concat(*panels, columns=columns, title=title)
     return grid.resolve_scale(color="shared")
 
@@ -118,22 +119,68 @@ def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, table: La
     return alt.layer(base, vertical, horizontal)
 
 
+def panels(charts: Sequence[alt.Chart], *, columns: int = 2, title: str = "") -> alt.Chart:
+    """Several charts in a grid of ``columns`` columns."""
+    if not charts:
+        raise ValueError("no charts to arrange")
+    return alt.concat(*charts, columns=columns, title=title)
+
+
 def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
                 color: str | None = "model", low: str | None = "low", high: str | None = "high",
                 title: str = "", width: int = 380, height: int = 240,
-                y_title: str | None = None) -> alt.Chart:
+                y_title: str | None = None, rules: Mapping[str, float] | None = None
+                ) -> alt.Chart:
     """Per-layer lines (one per ``color`` group) with a band from ``low`` to ``high`` where
-    those columns exist (e.g. bootstrap intervals)."""
+    those columns exist (e.g. bootstrap intervals), and dashed horizontal ``rules``
+    (``{"majority": 0.43}``) labelled in the tooltip."""
     enc_color = alt.Color(f"{color}:N") if color else alt.Undefined
     tooltip = [c for c in (color, x, y, low, high) if c and c in frame.columns]
     line = alt.Chart(frame, title=title).mark_line(point=True).encode(
         x=alt.X(f"{x}:O", sort=None), y=alt.Y(f"{y}:Q", title=y_title or y), color=enc_color,
         tooltip=tooltip)
+    layers = [line]
     if low in frame.columns and high in frame.columns:
-        band = alt.Chart(frame).mark_area(opacity=0.25).encode(
-            x=alt.X(f"{x}:O", sort=None), y=f"{low}:Q", y2=f"{high}:Q", color=enc_color)
-        return alt.layer(band, line).properties(width=width, height=height)
-    return line.properties(width=width, height=height)
+        layers.insert(0, alt.Chart(frame).mark_area(opacity=0.25).encode(
+            x=alt.X(f"{x}:O", sort=None), y=f"{low}:Q", y2=f"{high}:Q", color=enc_color))
+    if rules:
+        marks = pd.DataFrame({"reference": list(rules), "at": [float(v) for v in
+                                                               rules.values()]})
+        layers.append(alt.Chart(marks).mark_rule(strokeDash=[4, 3], color="gray").encode(
+            y="at:Q", tooltip=["reference:N", alt.Tooltip("at:Q", format=".3f")]))
+    if len(layers) == 1:
+        return line.properties(width=width, height=height)
+    return alt.layer(*layers).properties(width=width, height=height)
+
+
+def span_heatmap(frame: pd.DataFrame, *, value: str = "accuracy", title: str = "",
+                 size: int = 240) -> alt.Chart:
+    """Scores of skipped spans: row ``first``, column ``last`` skipped layer (upper triangle
+    only); single-layer skips (the diagonal) are outlined and the score is in each cell."""
+    layers = sorted(set(frame["first"]) | set(frame["last"]))
+    base = alt.Chart(frame, title=title).encode(
+        x=alt.X("last:O", sort=layers, title="last skipped layer",
+                scale=alt.Scale(domain=layers)),
+        y=alt.Y("first:O", sort=layers, title="first skipped layer",
+                scale=alt.Scale(domain=layers)))
+    cells = base.mark_rect().encode(
+        color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme=SCHEME), title=value),
+        stroke=alt.condition("datum.single", alt.value("white"), alt.value(None)),
+        strokeWidth=alt.condition("datum.single", alt.value(2), alt.value(0)),
+        tooltip=["first:O", "last:O", alt.Tooltip(f"{value}:Q", format=".3f"), "single:N"])
+    text = base.mark_text(fontSize=9, color="white").encode(
+        text=alt.Text(f"{value}:Q", format=".2f"))
+    return alt.layer(cells, text).properties(width=size, height=size)
+
+
+def scatter(frame: pd.DataFrame, *, x: str, y: str, color: str | None = None,
+            title: str = "", width: int = 360, height: int = 240) -> alt.Chart:
+    """Points of ``y`` against ``x`` (coloured by ``color``), every column in the tooltip."""
+    enc_color = alt.Color(f"{color}:N") if color else alt.Undefined
+    return alt.Chart(frame, title=title).mark_circle(size=70).encode(
+        x=alt.X(f"{x}:Q", scale=alt.Scale(zero=False)),
+        y=alt.Y(f"{y}:Q", scale=alt.Scale(zero=False)), color=enc_color,
+        tooltip=list(frame.columns)).properties(width=width, height=height)
 
 
 def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",

@@ -59,7 +59,21 @@ def _pearson_from_moments(n_pairs, ax, axx, ay, ayy, axy) -> float:
     return float((axy / n_pairs - mx * my) / np.sqrt(vx * vy))
 
 
-def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson") -> float:
+def _weighted_moments(Xh: np.ndarray, Yh: np.ndarray, w: np.ndarray):
+    """The moments of :func:`_upper_moments` over a multiset of stimuli (stimulus i taken
+    ``w[i]`` times), leaving out the pairs of two copies of one stimulus."""
+    w2 = float(w @ w)
+    total = float(w.sum())
+    Xw = Xh * w[:, None]
+    cx, cy = Xh.T @ w, Yh.T @ w
+    ax, ay = (cx @ cx - w2) / 2.0, (cy @ cy - w2) / 2.0
+    axx = (np.sum((Xw.T @ Xh) ** 2) - w2) / 2.0
+    ayy = (np.sum(((Yh * w[:, None]).T @ Yh) ** 2) - w2) / 2.0
+    axy = (np.sum((Xw.T @ Yh) ** 2) - w2) / 2.0
+    return (total * total - w2) / 2.0, ax, axx, ay, ayy, axy
+
+
+def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None) -> float:
     """RSA between X (n, d1) and Y (n, d2). Symmetric.
 
     Parameters
@@ -69,6 +83,11 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson") -> float:
         correlation across neurons, or (negated) Euclidean distance.
     compare : {'pearson', 'spearman'}
         Correlation of the two upper triangles (diagonal excluded).
+    weights : array of n non-negative integers, optional
+        Multiplicities of the stimuli, as a bootstrap resample draws them (cosine or
+        correlation kernel with Pearson only). The RSA of the resampled multiset, with the
+        pairs of two copies of one stimulus left out: those pairs are identical on both sides
+        (similarity 1 and 1), so keeping them would raise RSA for no reason.
 
     Notes
     -----
@@ -82,6 +101,8 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson") -> float:
         raise ValueError(f"compare must be one of {COMPARES}, got {compare!r}")
     X, Y = check_pair(X, Y, 3)
     n = X.shape[0]
+    if weights is not None:
+        return _rsa_weighted(X, Y, kernel, compare, weights)
     if kernel != "euclidean" and compare == "pearson":
         Xh, Yh = normalized_rows(X, kernel, "X"), normalized_rows(Y, kernel, "Y")
         ax, axx, axy = _upper_moments(Xh, Yh)
@@ -91,6 +112,22 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson") -> float:
     if compare == "spearman":
         a, b = rankdata(a), rankdata(b)
     return _pearson_vectors(a, b)
+
+
+def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
+    if kernel == "euclidean" or compare != "pearson":
+        raise ValueError("weights need the cosine or correlation kernel with Pearson "
+                         "comparison (the fast path); resample the rows instead")
+    w = np.asarray(weights)
+    if w.shape != (X.shape[0],) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
+        raise ValueError(f"weights must be {X.shape[0]} non-negative integers (one count per "
+                         f"stimulus), got shape {w.shape} and dtype {w.dtype}")
+    if int((w > 0).sum()) < 3:
+        raise ValueError("weights select fewer than 3 distinct stimuli; RSA needs 3")
+    keep = w > 0
+    Xh = normalized_rows(X[keep], kernel, "X")
+    Yh = normalized_rows(Y[keep], kernel, "Y")
+    return _pearson_from_moments(*_weighted_moments(Xh, Yh, w[keep].astype(np.float64)))
 
 
 def upper_triangle(X, kernel: str = "cosine") -> np.ndarray:

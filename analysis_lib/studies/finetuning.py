@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,12 +48,14 @@ from ..similarity import (
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
 
 COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
+#: a difference counts as a finding when the intervals are apart by more than this
+MARGIN = 0.01
 
 
 # --------------------------------------------------------------------------- the runs
 
 
-def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 1000) -> Task:
+def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) -> Task:
     """The book's split of a task: ``n_train`` training examples, and validation (the
     stimuli of the similarity analyses) and test sets of fixed sizes, drawn with seed 0 so
     that every study and every fine-tuning seed sees the same examples."""
@@ -71,13 +73,19 @@ def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
 
 @dataclass
 class Runs:
-    """Fine-tuned models of a grid and one row per run in :attr:`frame`."""
+    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` is the
+    training-set size the tasks were split with."""
 
     frame: pd.DataFrame
     models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
+    n_train: int = 0
 
     def get(self, model: str, task: str, seed: int) -> FineTuned:
         return self.models[(model, task, seed)]
+
+    def task(self, name: str) -> Task:
+        """The task's split these models were trained on."""
+        return task_for(name, self.n_train)
 
     def seeds(self, model: str, task: str) -> list[int]:
         return sorted(s for m, t, s in self.models if m == model and t == task)
@@ -106,7 +114,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
                          "majority": test["majority_baseline"],
                          "train_seconds": result.record["train_seconds"],
                          "from_cache": result.from_cache})
-    return Runs(pd.DataFrame(rows), found)
+    return Runs(pd.DataFrame(rows), found, n_train)
 
 
 def stimuli(task: Task, n: int | None = None) -> Corpus:
@@ -184,6 +192,15 @@ def _off_diagonal(M: np.ndarray) -> np.ndarray:
     return mask
 
 
+def _defined(M: np.ndarray) -> list[int]:
+    return [i for i in range(len(M)) if np.isfinite(np.delete(M[i], i)).any()]
+
+
+def n_defined(M: np.ndarray) -> int:
+    """Layers of a square matrix with at least one defined off-diagonal cell."""
+    return len(_defined(np.asarray(M, dtype=np.float64)))
+
+
 def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
     """The best partition of the layers (over the defined ones) into ``k`` contiguous blocks.
 
@@ -195,7 +212,7 @@ def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
     across them.
     """
     M = np.asarray(M, dtype=np.float64)
-    defined = [i for i in range(len(M)) if np.isfinite(np.delete(M[i], i)).any()]
+    defined = _defined(M)
     n = len(defined)
     if not 1 <= k <= n:
         raise ValueError(f"k={k} blocks need 1..{n} defined layers")
@@ -240,13 +257,17 @@ def band_fit(M: np.ndarray) -> float:
 def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int] = (2, 3)
                     ) -> pd.DataFrame:
     """For every matrix of every view: block R^2 for each k, the banded R^2, and the block
-    boundaries (one row per matrix)."""
+    boundaries (one row per matrix). A k-block fit needs at least 2k defined layers (fewer
+    would fit every cell by its own block); below that it is NaN."""
     rows = []
     for view, mats in views.items():
         for index, M in enumerate(mats):
+            M = np.asarray(M, dtype=np.float64)
             row: dict[str, Any] = {"view": view, "matrix": index, "band_r2": band_fit(M)}
             for k in ks:
-                fit = block_fit(M, k)
+                fit = block_fit(M, k) if 2 * k <= n_defined(M) else {
+                    "r2": float("nan"), "starts": [], "within": float("nan"),
+                    "between": float("nan")}
                 row[f"block{k}_r2"] = fit["r2"]
                 row[f"block{k}_starts"] = fit["starts"]
                 if k == 2:
@@ -367,11 +388,174 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
     return pd.DataFrame(rows), found
 
 
-def layer_table(model: str, n_transformer: int, pretrained: bool = True) -> LayerTable:
-    """The layer table of one model's sentence layers (for charts and labels)."""
-    return LayerTable.for_model(model, "", pretrained, n_transformer, kind="first")
+def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task: str, *,
+                    n_train: int, n_words: int, n_stimuli: int,
+                    model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Per layer, linear CKA between the pretrained model and each partially frozen run
+    (``run`` is ``"none"``, ``"bottom 2"``, ...), on the same words."""
+    corpus = stimuli(task_for(task, n_train), n_stimuli)
+    rows = word_rows(corpus, n_words)
+    base = word_layers(_load(model, model_options), corpus, rows)
+    frames = []
+    for (mode, k), result in found.items():
+        tuned = word_layers(result.load(), corpus, rows)
+        frames.append(pd.DataFrame({
+            "run": "none" if mode == "none" else f"{mode} {k}", "frozen": mode, "k": k,
+            "layer": np.arange(len(base.words)),
+            "linear_cka": [linear_cka(X, Y) for X, Y in zip(base.words, tuned.words)]}))
+    return pd.concat(frames, ignore_index=True)
 
 
-def with_settings(config: FinetuneConfig, **changes: Any) -> FinetuneConfig:
-    """``config`` with some fields changed (for exercises that vary one setting)."""
-    return replace(config, **changes)
+# --------------------------------------------------------------------------- notebook tables
+
+
+def _load(model: str, model_options: Mapping[str, Any] | None) -> LoadedModel:
+    return load(model, **(dict(model_options or {}) if model.startswith("random:") else {}))
+
+
+def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
+                  *, model_options: Mapping[str, Any] | None = None
+                  ) -> dict[str, list[np.ndarray]]:
+    """:func:`comparisons` for one model and task, over ``corpus`` (the validation stimuli)."""
+    base = sentence_layers(_load(model, model_options), corpus, pooling)
+    tuned = {seed: sentence_layers(runs.get(model, task, seed).load(), corpus, pooling)
+             for seed in runs.seeds(model, task)}
+    return comparisons(base, tuned)
+
+
+def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each view's matrices averaged (over seeds or seed pairs); undefined cells stay NaN."""
+    return {name: np.mean(np.stack(mats), axis=0) for name, mats in views.items()}
+
+
+def layer_labels(n_transformer: int) -> list[str]:
+    """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
+    return LayerTable.for_model("", "", True, n_transformer).frame["label"].str.strip().tolist()
+
+
+def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]
+                      ) -> pd.DataFrame:
+    """Block and band R^2 of every view: means with t intervals over its matrices (seeds or
+    seed pairs), one row per (model, task, pooling, view)."""
+    rows = []
+    for (model, task, pooling), view in views.items():
+        table = structure_table(view)
+        for name, group in table.groupby("view", sort=False):
+            row: dict[str, Any] = {"model": model, "task": task, "pooling": pooling,
+                                   "view": name, "matrices": len(group)}
+            for column in ("block2_r2", "band_r2", "block3_r2", "within", "between"):
+                mean, low, high = seed_interval(group[column])
+                row[column] = mean
+                if column in ("block2_r2", "band_r2"):
+                    row[f"{column}_low"], row[f"{column}_high"] = low, high
+            row["block2_starts"] = group["block2_starts"].iloc[0]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def attention_stimuli(task: Task, n: int, max_words: int = 30) -> Corpus:
+    """The first ``n`` validation inputs of 2 to ``max_words`` words (attention maps cost
+    words squared per head)."""
+    corpus = stimuli(task)
+    short = [i for i, s in enumerate(corpus.sentences) if 2 <= len(s) <= max_words][:n]
+    if not short:
+        raise ValueError(f"no validation input of {task.name} has 2 to {max_words} words")
+    return corpus.subset(short)
+
+
+def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_words: int,
+                 n_attention: int, n_stimuli: int,
+                 model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """:func:`layer_change` for every model, task and seed, in one long table with columns
+    ``model, task, seed, layer`` and the measures."""
+    frames = []
+    for model in models:
+        base_model = _load(model, model_options)
+        for task_name in tasks:
+            task = runs.task(task_name)
+            corpus = stimuli(task, n_stimuli)
+            rows = word_rows(corpus, n_words)
+            att = attention_stimuli(task, n_attention)
+            base = word_layers(base_model, corpus, rows, att)
+            for seed in runs.seeds(model, task_name):
+                tuned = word_layers(runs.get(model, task_name, seed).load(), corpus, rows, att)
+                frame = layer_change(base, tuned)
+                frames.append(frame.assign(model=model, task=task_name, seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+CHANGE_MEASURES = ("linear_cka", "neuronsim", "rsa", "attention_js")
+
+
+def change_summary(change: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, task, measure, layer): mean and t interval over seeds, long format."""
+    long = change.melt(id_vars=["model", "task", "seed", "layer"],
+                       value_vars=list(CHANGE_MEASURES), var_name="measure")
+    long = long.dropna(subset=["value"])
+    return summarize(long, ["model", "task", "measure", "layer"], "value")
+
+
+def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, layer): the pretrained model's localization and the fine-tuned models'
+    (mean and t interval over tasks and seeds); ``model`` says which."""
+    base = change.groupby(["model", "layer"], as_index=False, sort=False
+                          ).localization_base.first()
+    base = base.rename(columns={"localization_base": "mean"}).assign(
+        low=lambda f: f["mean"], high=lambda f: f["mean"])
+    base["model"] = base["model"] + " (pretrained)"
+    tuned = summarize(change, ["model", "layer"], "localization_ft")
+    tuned["model"] = tuned["model"] + " (fine-tuned)"
+    return pd.concat([base, tuned.drop(columns="n")], ignore_index=True)
+
+
+def _fmt(mean: float, low: float, high: float) -> str:
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def findings(per_layer: pd.DataFrame, structure: pd.DataFrame, frozen: pd.DataFrame,
+             scores: pd.DataFrame) -> pd.DataFrame:
+    """The papers' findings beside this run's numbers, with a verdict per finding computed
+    from the numbers: a difference "holds" when the two 95% intervals over seeds are apart
+    by more than :data:`MARGIN`."""
+    rows = []
+    top, bottom = int(per_layer.layer.max()), 1
+    for measure in ("linear_cka", "rsa", "attention_js"):
+        at = per_layer[per_layer.measure == measure]
+        low = at[at.layer == bottom]
+        high = at[at.layer == top]
+        if low.empty or high.empty:
+            continue
+        holds = bool((high["high"].to_numpy() + MARGIN < low["low"].to_numpy()).all())
+        shown = "; ".join(f"{t}: layer {bottom} {_fmt(a.mean, a.low, a.high)} vs layer {top} "
+                          f"{_fmt(b.mean, b.low, b.high)}"
+                          for t, a, b in zip(low.task, low.itertuples(), high.itertuples()))
+        rows.append((f"top layers change more than bottom layers ({measure}, base vs FT)",
+                     "yes (Wu Fig. 5-6, Merchant Fig. 2)", shown,
+                     "holds" if holds else "not clearly (intervals overlap)"))
+    ft = structure[(structure.view == "FT-FT") & (structure.pooling == "first")]
+    for row in ft.itertuples():
+        blocks = row.block2_r2_low > row.band_r2_high + MARGIN
+        rows.append((f"fine-tuned layers form two blocks ({row.model}, {row.task}, FT-FT, CLS)",
+                     "yes for RoBERTa and ALBERT, less for ELECTRA (Phang Fig. 2)",
+                     f"block R2 {_fmt(row.block2_r2, row.block2_r2_low, row.block2_r2_high)}"
+                     f" vs band R2 {_fmt(row.band_r2, row.band_r2_low, row.band_r2_high)}",
+                     "holds" if blocks else "no: a band explains it as well or better"))
+    if len(frozen) > 1:
+        full = float(frozen[frozen.frozen == "none"].accuracy.iloc[0])
+        parts = []
+        for mode in ("bottom", "top"):
+            sub = frozen[frozen.frozen == mode]
+            parts += [f"{mode} {k}: {a:.3f}" for k, a in zip(sub.k, sub.accuracy)]
+        worst_bottom = frozen[frozen.frozen == "bottom"].accuracy.min()
+        worst_top = frozen[frozen.frozen == "top"].accuracy.min()
+        rows.append(("freezing the bottom layers costs less than freezing the top ones",
+                     "yes: few top layers need to change (Merchant Fig. 3; Wu App. D)",
+                     f"unfrozen {full:.3f}; " + ", ".join(parts),
+                     "holds" if worst_bottom >= worst_top else "does not hold here"))
+    for row in scores.itertuples():
+        rows.append((f"fine-tuning learns the task ({row.model}, {row.task})",
+                     "(a precondition)", f"accuracy {_fmt(row.mean, row.low, row.high)} vs "
+                     f"majority {row.majority:.3f}",
+                     "holds" if row.low > row.majority else "no: do not read the rest"))
+    return pd.DataFrame(rows, columns=["finding", "what the papers report",
+                                       "what this run shows", "verdict"])

@@ -136,3 +136,50 @@ def _owner_of(model, target):
             if child is target:
                 return module, name
     raise ValueError("layer list not found in the model")
+
+
+def truncate(model: torch.nn.Module, layer: int) -> torch.nn.Module:
+    """Cut ``model`` (in place) to its transformer layers ``1..layer``, config included, so
+    that it saves and loads as a smaller model; returns it."""
+    n = n_transformer_layers(model)
+    layer = check_layer(layer, n, "layer", allow_embeddings=False)
+    config = _base(model).config
+    if not is_shared(model):
+        layers = layer_list(model)
+        parent, attr = _owner_of(model, layers)
+        setattr(parent, attr, torch.nn.ModuleList(list(layers)[:layer]))
+    for name in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+        if getattr(config, name, None) is not None:
+            setattr(config, name, layer)
+            break
+    return model
+
+
+def truncated_copy(model: str, layer: int, *, cache_dir=None, **load_options) -> str:
+    """A saved copy of ``model`` cut to its transformer layers ``1..layer`` (Merchant et
+    al.'s truncated models, fine-tuned afterwards), made once in the cache; returns the
+    folder, which :func:`analysis_lib.models.load` and fine-tuning take like any model."""
+    import copy
+
+    from ..models import load
+    from ..runtime.cache import default_root, make_key, publish_folder
+
+    base = load(model, **load_options)
+    layer = check_layer(layer, base.info.n_attention_layers, "layer", allow_embeddings=False)
+    key = make_key(kind="truncated", base=base.info.fingerprint, layer=layer)
+    path = default_root(cache_dir) / "truncated" / key
+
+    def write(tmp):
+        cut = truncate(copy.deepcopy(base.model), layer)
+        cut.save_pretrained(tmp, safe_serialization=True)
+        base.tokenizer.save_pretrained(tmp)
+
+    def whole() -> bool:
+        return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+
+    if not whole():
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        publish_folder(path, write, whole)
+    return str(path)

@@ -1,0 +1,294 @@
+"""Does fine-tuning change in-domain inputs more than out-of-domain ones? (Merchant et al. 2020
+§6, Fig. 5)
+
+Per layer, RSA between a pretrained model and its fine-tuned version (cosine kernel, Pearson
+over the upper triangles, word tokens as stimuli, the same tokens on both sides), computed on
+inputs from the fine-tuning task's own domain and from another domain. The bookkeeping:
+
+* :func:`domain_stimuli`: the in-domain inputs (the task's validation split, never trained on)
+  and an out-of-domain sample, each with a fixed sample of word rows;
+* :func:`rsa_by_layer`, :func:`bootstrap_rsa`: the curves, and intervals from a bootstrap
+  that resamples sentences (not tokens) and fine-tuning seeds together, with the pairs of two
+  copies of one token left out (:func:`analysis_lib.similarity.rsa` with ``weights``);
+* :func:`permutation_difference`: a permutation test of out-of-domain minus in-domain RSA per
+  layer, shuffling whole sentences between the domains;
+* :func:`token_covariates`, :func:`matched_rows`: what differs between the domains besides
+  topic (sentence length, word frequency, words split into several subwords), and samples of
+  the two domains matched on those;
+* :func:`mixture_curve`: RSA at one layer on stimuli mixing the two domains in proportions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data.corpora import Corpus, load_corpus
+from ..extract import extract
+from ..models import LoadedModel, load
+from ..similarity import rsa
+from .finetuning import MARGIN, Runs, stimuli, word_rows
+
+DOMAINS = ("in-domain", "out-of-domain")
+#: the corpus of each offline task's own domain, and the other one
+OTHER_DOMAIN = {"tweets-sentiment": "bbc-news", "bbc-topic": "tweets"}
+
+
+@dataclass
+class DomainSample:
+    """One domain's stimuli: the corpus, the sampled word rows, each row's sentence."""
+
+    name: str
+    corpus: Corpus
+    rows: np.ndarray
+
+    @property
+    def sentence(self) -> np.ndarray:
+        """The sentence of each sampled word row."""
+        of_row = np.repeat(np.arange(len(self.corpus)),
+                           [len(s) for s in self.corpus.sentences])
+        return of_row[self.rows]
+
+
+def domain_stimuli(runs: Runs, task: str, other: str, *, n_sentences: int, n_words: int,
+                   seed: int = 0, max_words: int = 60) -> dict[str, DomainSample]:
+    """In-domain: the first ``n_sentences`` validation inputs of ``task``; out-of-domain: a
+    sample of ``n_sentences`` from the corpus ``other``; ``n_words`` word rows of each."""
+    inside = stimuli(runs.task(task), n_sentences)
+    outside = load_corpus(other, n=n_sentences, seed=seed, max_words=max_words)
+    return {"in-domain": DomainSample(task, inside, word_rows(inside, n_words, seed)),
+            "out-of-domain": DomainSample(other, outside, word_rows(outside, n_words, seed))}
+
+
+def token_layers(model: LoadedModel, sample: DomainSample) -> list[np.ndarray]:
+    """Every layer's word vectors (last subword) on the sample's rows."""
+    result = extract(model, sample.corpus, progress=False)
+    return [np.ascontiguousarray(x[sample.rows]) for x in result.words]
+
+
+def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],
+                 weights: np.ndarray | None = None) -> np.ndarray:
+    """RSA (cosine, Pearson) of every layer, base against fine-tuned, on the same rows; NaN
+    where a layer's similarity matrix is constant (undefined)."""
+    out = np.full(len(base), np.nan)
+    for layer, (X, Y) in enumerate(zip(base, tuned)):
+        try:
+            out[layer] = rsa(X, Y, "cosine", "pearson", weights=weights)
+        except ValueError:
+            if weights is None:
+                raise
+    return out
+
+
+def _sentence_weights(sentence: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Row multiplicities of a resample of whole sentences (with replacement)."""
+    ids, index = np.unique(sentence, return_inverse=True)
+    counts = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)))
+    return counts[index].astype(np.int64)
+
+
+def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]],
+                  sentence: np.ndarray, *, n_boot: int = 200, level: float = 0.95,
+                  seed: int = 0) -> pd.DataFrame:
+    """Per layer: the RSA averaged over fine-tuning seeds, and a percentile interval from a
+    bootstrap that draws a fine-tuning seed and a resample of sentences each time.
+
+    A token of a resampled sentence appears as many times as its sentence; pairs of two
+    copies of one token are left out of the RSA (they are identical on both sides).
+    """
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    seeds = sorted(tuned)
+    if len(np.unique(sentence)) < 2:
+        raise ValueError("the stimuli come from a single sentence; a bootstrap over sentences "
+                         "needs at least two (use more sentences)")
+    estimate = np.mean([rsa_by_layer(base, tuned[s]) for s in seeds], axis=0)
+    rng = np.random.default_rng(seed)
+    samples = np.empty((n_boot, len(base)))
+    for b in range(n_boot):
+        pick = seeds[rng.integers(len(seeds))]
+        samples[b] = rsa_by_layer(base, tuned[pick], _sentence_weights(sentence, rng))
+    alpha = (1 - level) / 2
+    low, high = np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
+    return pd.DataFrame({"layer": np.arange(len(base)), "rsa": estimate, "low": low,
+                         "high": high})
+
+
+def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
+                           tuned: Mapping[str, Sequence[np.ndarray]],
+                           sentence: Mapping[str, np.ndarray], *, n_perm: int = 100,
+                           seed: int = 0) -> pd.DataFrame:
+    """Per layer: out-of-domain minus in-domain RSA, and its permutation p-value.
+
+    The null hypothesis is that the domain label does not matter: whole sentences are
+    shuffled between the two domains (each keeps its number of sentences) and both RSAs are
+    recomputed. One-sided: ``p = (1 + #{null >= observed}) / (1 + n_perm)``, small when
+    fine-tuning changed the in-domain tokens more.
+    """
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be positive, got {n_perm}")
+    n_layers = len(base["in-domain"])
+    pooled_b = [np.vstack([base["in-domain"][k], base["out-of-domain"][k]])
+                for k in range(n_layers)]
+    pooled_t = [np.vstack([tuned["in-domain"][k], tuned["out-of-domain"][k]])
+                for k in range(n_layers)]
+    # sentence ids made unique across the domains
+    offset = int(sentence["in-domain"].max()) + 1
+    groups = np.concatenate([sentence["in-domain"], sentence["out-of-domain"] + offset])
+    is_in = np.r_[np.ones(len(sentence["in-domain"]), bool),
+                  np.zeros(len(sentence["out-of-domain"]), bool)]
+
+    def difference(mask: np.ndarray) -> np.ndarray:
+        inside = rsa_by_layer([x[mask] for x in pooled_b], [x[mask] for x in pooled_t])
+        outside = rsa_by_layer([x[~mask] for x in pooled_b], [x[~mask] for x in pooled_t])
+        return outside - inside
+
+    observed = difference(is_in)
+    ids = np.unique(groups)
+    n_in = len(np.unique(groups[is_in]))
+    rng = np.random.default_rng(seed)
+    null = np.empty((n_perm, n_layers))
+    for k in range(n_perm):
+        chosen = rng.permutation(ids)[:n_in]
+        null[k] = difference(np.isin(groups, chosen))
+    p = (1 + (null >= observed - 1e-12).sum(axis=0)) / (1 + n_perm)
+    return pd.DataFrame({"layer": np.arange(n_layers), "out_minus_in": observed,
+                         "p_value": p})
+
+
+# --------------------------------------------------------------------------- confounds
+
+
+def token_covariates(samples: Mapping[str, DomainSample], tokenizer) -> pd.DataFrame:
+    """One row per sampled token of each domain: its sentence's length in words, the log
+    frequency of the word in both samples together, and the number of subword pieces the
+    model's tokenizer splits it into (more than one: not in the vocabulary as a whole)."""
+    counts = Counter(w.lower() for s in samples.values() for w in s.corpus.words)
+    frames = []
+    for domain, sample in samples.items():
+        words = sample.corpus.words
+        lengths = np.repeat([len(s) for s in sample.corpus.sentences],
+                            [len(s) for s in sample.corpus.sentences])
+        chosen = [words[r] for r in sample.rows]
+        pieces = tokenizer(chosen, add_special_tokens=False)["input_ids"]
+        frames.append(pd.DataFrame({
+            "domain": domain, "row": np.arange(len(sample.rows)),
+            "sentence_length": lengths[sample.rows],
+            "log_frequency": np.log([counts[w.lower()] for w in chosen]),
+            "subwords": [max(1, len(p)) for p in pieces]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def covariate_table(covariates: pd.DataFrame) -> pd.DataFrame:
+    """Means per domain: sentence length, log frequency, share of words split into pieces."""
+    frame = covariates.assign(split_words=covariates.subwords > 1)
+    return frame.groupby("domain", sort=False)[["sentence_length", "log_frequency",
+                                                "split_words"]].mean()
+
+
+def matched_rows(covariates: pd.DataFrame, *, bins: int = 4, seed: int = 0
+                 ) -> dict[str, np.ndarray]:
+    """Sample positions of each domain matched on the covariates (coarsened exact matching):
+    tokens are put in strata by quantile bins of sentence length and log frequency (over both
+    domains) and by whether the word is split; each stratum keeps the same number of tokens
+    from both domains, drawn at random. Returns the kept ``row`` positions per domain."""
+    frame = covariates.copy()
+    for column in ("sentence_length", "log_frequency"):
+        edges = np.unique(np.quantile(frame[column], np.linspace(0, 1, bins + 1)[1:-1]))
+        frame[f"{column}_bin"] = np.searchsorted(edges, frame[column], side="right")
+    frame["stratum"] = (frame["sentence_length_bin"].astype(str) + "/" +
+                        frame["log_frequency_bin"].astype(str) + "/" +
+                        (frame["subwords"] > 1).astype(str))
+    rng = np.random.default_rng(seed)
+    kept: dict[str, list[int]] = {d: [] for d in DOMAINS}
+    for _, group in frame.groupby("stratum"):
+        by_domain = {d: group[group.domain == d]["row"].to_numpy() for d in DOMAINS}
+        n = min(len(v) for v in by_domain.values())
+        for d, rows in by_domain.items():
+            kept[d] += list(rng.choice(rows, n, replace=False)) if n else []
+    return {d: np.sort(np.array(v, dtype=np.int64)) for d, v in kept.items()}
+
+
+def mixture_curve(base: Mapping[str, Sequence[np.ndarray]],
+                  tuned: Mapping[str, Sequence[np.ndarray]], layer: int,
+                  proportions: Sequence[float], *, n: int, seed: int = 0) -> pd.DataFrame:
+    """RSA at ``layer`` on ``n`` tokens of which a share ``p`` is in-domain (the rest
+    out-of-domain), for each ``p`` in ``proportions``."""
+    rng = np.random.default_rng(seed)
+    sizes = {d: len(base[d][layer]) for d in DOMAINS}
+    rows = []
+    for p in proportions:
+        if not 0 <= p <= 1:
+            raise ValueError(f"proportions must lie in [0, 1], got {p}")
+        k_in = int(round(p * n))
+        if k_in > sizes["in-domain"] or n - k_in > sizes["out-of-domain"]:
+            raise ValueError(f"n={n} tokens at proportion {p} need {k_in} in-domain and "
+                             f"{n - k_in} out-of-domain tokens; there are {sizes}")
+        take = {"in-domain": rng.choice(sizes["in-domain"], k_in, replace=False),
+                "out-of-domain": rng.choice(sizes["out-of-domain"], n - k_in, replace=False)}
+        X = np.vstack([base[d][layer][take[d]] for d in DOMAINS])
+        Y = np.vstack([tuned[d][layer][take[d]] for d in DOMAINS])
+        rows.append({"in_domain_share": float(p), "rsa": rsa(X, Y)})
+    return pd.DataFrame(rows)
+
+
+def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.DataFrame:
+    """The per-layer curves of every (model, task, domain) as one long table."""
+    return pd.concat([frame.assign(model=m, task=t, domain=d)
+                      for (m, t, d), frame in results.items()], ignore_index=True)
+
+
+def findings(curves: pd.DataFrame, tests: Mapping[tuple[str, str], pd.DataFrame],
+             matched: pd.DataFrame | None = None, alpha: float = 0.05) -> pd.DataFrame:
+    """Merchant et al.'s claims beside this run's numbers, each with a verdict from the
+    intervals and the permutation tests (a difference smaller than
+    :data:`~analysis_lib.studies.finetuning.MARGIN` does not count)."""
+    rows = []
+    for (model, task), test in tests.items():
+        top = int(test.layer.max())
+        at = curves[(curves.model == model) & (curves.task == task) & (curves.layer == top)]
+        inside = at[at.domain == "in-domain"].iloc[0]
+        outside = at[at.domain == "out-of-domain"].iloc[0]
+        p = float(test[test.layer == top].p_value.iloc[0])
+        rows.append((f"fine-tuning changes in-domain tokens more ({model}, {task}, top layer)",
+                     "yes: RSA to the base model lower in-domain (Merchant Fig. 5)",
+                     f"in-domain {inside.rsa:.3f} [{inside.low:.3f}, {inside.high:.3f}] vs "
+                     f"out-of-domain {outside.rsa:.3f} [{outside.low:.3f}, {outside.high:.3f}];"
+                     f" permutation p = {p:.3f}",
+                     "holds" if p < alpha and outside.rsa > inside.rsa + MARGIN
+                     else "does not hold"))
+        curve = curves[(curves.model == model) & (curves.task == task) &
+                       (curves.domain == "in-domain")].dropna(subset=["rsa"])
+        first = curve[curve.layer == curve.layer.min()].rsa.iloc[0]
+        rows.append((f"the change is mostly in the top layers ({model}, {task}, in-domain)",
+                     "yes (Merchant Fig. 2, 5)",
+                     f"RSA at layer {int(curve.layer.min())} {first:.3f}, at layer {top} "
+                     f"{inside.rsa:.3f}",
+                     "holds" if inside.rsa < first - MARGIN else "does not hold"))
+    if matched is not None:
+        for row in matched.itertuples():
+            rows.append((f"the gap survives matching on length and frequency ({row.model}, "
+                         f"{row.task}, top layer)", "(not tested by the paper)",
+                         f"out minus in: all tokens {row.raw:.3f}, matched {row.matched:.3f} "
+                         f"({row.n_matched} tokens per domain)",
+                         _matched_verdict(row.raw, row.matched)))
+    return pd.DataFrame(rows, columns=["finding", "what the paper reports",
+                                       "what this run shows", "verdict"])
+
+
+def _matched_verdict(raw: float, matched: float) -> str:
+    if raw <= MARGIN:
+        return "no gap to explain"
+    if matched >= 0.5 * raw:
+        return "holds"
+    return "mostly explained by the covariates"
+
+
+def base_model(model: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
+    """The pretrained model (``model_options`` apply to ``random:`` models only)."""
+    return load(model, **(dict(model_options or {}) if model.startswith("random:") else {}))

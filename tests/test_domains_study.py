@@ -1,0 +1,91 @@
+"""The out-of-domain study's bookkeeping on planted effects: per-layer RSA, the sentence
+bootstrap, the permutation test, matching on covariates and the mixing curve."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib.similarity import rsa
+from analysis_lib.studies import domains as study
+
+
+def layers_with_change(rng, n, noise, n_layers=3, d=16):
+    base = [rng.standard_normal((n, d)) + 2.0 for _ in range(n_layers)]
+    tuned = [x + noise * (k + 1) / n_layers * rng.standard_normal((n, d))
+             for k, x in enumerate(base)]
+    return base, tuned
+
+
+def test_rsa_by_layer_is_one_against_itself_and_falls_with_change():
+    rng = np.random.default_rng(0)
+    base, tuned = layers_with_change(rng, 200, 1.5)
+    np.testing.assert_allclose(study.rsa_by_layer(base, base), 1.0, atol=1e-12)
+    curve = study.rsa_by_layer(base, tuned)
+    assert np.all(np.diff(curve) < 0) and np.all((curve > -1) & (curve < 1))
+
+
+def test_bootstrap_averages_seeds_and_brackets_the_estimate():
+    rng = np.random.default_rng(1)
+    base, _ = layers_with_change(rng, 240, 0.0)
+    tuned = {s: [x + 0.8 * rng.standard_normal(x.shape) for x in base] for s in (0, 1, 2)}
+    sentence = np.arange(240) // 8
+    frame = study.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
+    expected = np.mean([study.rsa_by_layer(base, tuned[s]) for s in tuned], axis=0)
+    np.testing.assert_allclose(frame.rsa, expected)
+    assert (frame.low <= frame.rsa + 1e-9).all() and (frame.rsa <= frame.high + 1e-9).all()
+    again = study.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
+    pd.testing.assert_frame_equal(frame, again)
+    with pytest.raises(ValueError, match="single sentence"):
+        study.bootstrap_rsa(base, tuned, np.zeros(240, int), n_boot=5)
+
+
+def test_permutation_test_finds_a_planted_domain_effect_and_no_effect():
+    rng = np.random.default_rng(2)
+    b_in, t_in = layers_with_change(rng, 150, 2.0)
+    b_out, t_out = layers_with_change(rng, 150, 0.3)
+    sentence = {d: np.arange(150) // 5 for d in study.DOMAINS}
+    test = study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+                                        {"in-domain": t_in, "out-of-domain": t_out},
+                                        sentence, n_perm=40, seed=0)
+    assert (test.out_minus_in > 0).all() and (test.p_value <= 1 / 41 + 1e-12).all()
+    b2, t2 = layers_with_change(rng, 150, 1.0)
+    same = study.permutation_difference({"in-domain": b_in, "out-of-domain": b2},
+                                        {"in-domain": [x + 0 for x in b_in], "out-of-domain":
+                                         [x + 0 for x in b2]}, sentence, n_perm=20, seed=0)
+    np.testing.assert_allclose(same.out_minus_in, 0.0, atol=1e-12)
+    assert (same.p_value == 1.0).all()  # every permutation ties the observed zero
+
+
+def test_matched_rows_balance_every_stratum():
+    rng = np.random.default_rng(3)
+    rows = []
+    for domain, shift in (("in-domain", 0.0), ("out-of-domain", 6.0)):
+        n = 400
+        rows.append(pd.DataFrame({"domain": domain, "row": np.arange(n),
+                                  "sentence_length": rng.integers(5, 30, n) + shift,
+                                  "log_frequency": rng.normal(2 + shift / 6, 1, n),
+                                  "subwords": rng.integers(1, 3, n)}))
+    cov = pd.concat(rows, ignore_index=True)
+    keep = study.matched_rows(cov, bins=4, seed=0)
+    assert len(keep["in-domain"]) == len(keep["out-of-domain"]) > 50
+    kept = pd.concat([cov[(cov.domain == d) & cov.row.isin(keep[d])] for d in study.DOMAINS])
+    raw_gap = cov.groupby("domain").sentence_length.mean().diff().abs().iloc[-1]
+    matched_gap = kept.groupby("domain").sentence_length.mean().diff().abs().iloc[-1]
+    assert matched_gap < raw_gap / 2
+    assert study.matched_rows(cov, bins=4, seed=0)["in-domain"].tolist() == \
+        keep["in-domain"].tolist()
+
+
+def test_mixture_curve_ends_at_each_domain():
+    rng = np.random.default_rng(4)
+    b_in, t_in = layers_with_change(rng, 120, 2.0)
+    b_out, t_out = layers_with_change(rng, 120, 0.3)
+    base = {"in-domain": b_in, "out-of-domain": b_out}
+    tuned = {"in-domain": t_in, "out-of-domain": t_out}
+    curve = study.mixture_curve(base, tuned, 2, [0.0, 0.5, 1.0], n=120, seed=0)
+    assert curve.rsa.iloc[0] == pytest.approx(rsa(b_out[2], t_out[2]))
+    assert curve.rsa.iloc[-1] == pytest.approx(rsa(b_in[2], t_in[2]))
+    with pytest.raises(ValueError, match="need 121 in-domain"):
+        study.mixture_curve(base, tuned, 2, [1.0], n=121)
+    with pytest.raises(ValueError, match=r"proportions must lie in \[0, 1\]"):
+        study.mixture_curve(base, tuned, 2, [1.5], n=10)

@@ -1,0 +1,118 @@
+"""The fine-tuning study's bookkeeping: block and band fits on planted structure, undefined
+layers, the four views, seed intervals, and the shared fine-tuning cache."""
+
+import numpy as np
+import pytest
+
+from analysis_lib.studies import finetuning as study
+from analysis_lib.training import loop
+
+
+def planted_blocks(starts, n, inside=0.9, across=0.2):
+    label = np.searchsorted(np.array(starts[1:]), np.arange(n), side="right")
+    M = np.where(label[:, None] == label[None, :], inside, across).astype(float)
+    np.fill_diagonal(M, 1.0)
+    return M
+
+
+def test_block_fit_recovers_planted_blocks():
+    M = planted_blocks([0, 4], 10)
+    fit = study.block_fit(M, 2)
+    assert fit["starts"] == [0, 4] and fit["r2"] == pytest.approx(1.0)
+    assert fit["within"] == pytest.approx(0.9) and fit["between"] == pytest.approx(0.2)
+    three = study.block_fit(planted_blocks([0, 3, 7], 10), 3)
+    assert three["starts"] == [0, 3, 7] and three["r2"] == pytest.approx(1.0)
+    # noise lowers R^2 but keeps the boundary
+    rng = np.random.default_rng(0)
+    noisy = M + 0.05 * rng.standard_normal(M.shape)
+    fit = study.block_fit((noisy + noisy.T) / 2, 2)
+    assert fit["starts"] == [0, 4] and 0.8 < fit["r2"] < 1.0
+
+
+def test_band_and_block_tell_a_decay_from_blocks():
+    n = 10
+    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    band = np.exp(-gap / 3.0)
+    assert study.band_fit(band) == pytest.approx(1.0)
+    assert study.block_fit(band, 2)["r2"] < 0.9
+    blocks = planted_blocks([0, 5], n)
+    assert study.block_fit(blocks, 2)["r2"] == pytest.approx(1.0)
+    assert study.band_fit(blocks) < 0.9
+
+
+def test_undefined_layers_are_left_out_not_scored():
+    M = planted_blocks([0, 4], 8)
+    M[0, :] = M[:, 0] = np.nan  # the first token at the embedding layer
+    fit = study.block_fit(M, 2)
+    assert fit["starts"] == [1, 4] and fit["r2"] == pytest.approx(1.0)
+    table = study.structure_table({"FT-FT": [M[:4, :4]]})  # 3 defined layers: no 2-block fit
+    assert np.isnan(table.loc[0, "block2_r2"]) and table.loc[0, "block2_starts"] == []
+    with pytest.raises(ValueError, match="k=9 blocks need 1..7 defined layers"):
+        study.block_fit(M, 9)
+
+
+def _layers(rng, n=120, d=8, constant_first=True):
+    base = rng.standard_normal((n, d))
+    layers = [np.tile(rng.standard_normal(d), (n, 1)) if constant_first else base]
+    for _ in range(3):
+        base = np.tanh(base @ rng.standard_normal((d, d)) / np.sqrt(d)) + 0.1 * base
+        layers.append(base.astype(np.float32))
+    return layers
+
+
+def test_constant_layers_and_cka_matrix():
+    rng = np.random.default_rng(1)
+    layers = _layers(rng)
+    assert study.constant_layers(layers) == [True, False, False, False]
+    M = study.cka_matrix(layers)
+    assert np.isnan(M[0]).all() and np.isnan(M[:, 0]).all()
+    np.testing.assert_allclose(np.diag(M)[1:], 1.0, atol=1e-6)
+    np.testing.assert_allclose(M[1:, 1:], M[1:, 1:].T, atol=1e-9)
+    assert np.all((M[1:, 1:] > 0) & (M[1:, 1:] <= 1 + 1e-9))
+
+
+def test_comparisons_shapes_and_known_cells():
+    rng = np.random.default_rng(2)
+    base = _layers(rng)
+    tuned = {s: [x + 0.3 * s * rng.standard_normal(x.shape).astype(np.float32) if k else x
+                 for k, x in enumerate(base)] for s in (0, 1, 2)}
+    views = study.comparisons(base, tuned)
+    assert [len(views[v]) for v in study.COMPARISONS] == [1, 3, 3, 3]  # seed pairs: 3
+    for name, mats in views.items():
+        for M in mats:
+            assert M.shape == (4, 4)
+            assert np.isnan(M[0]).all() and np.isnan(M[:, 0]).all(), name
+    for M in views["FT-FT"] + views["ORIG-ORIG"]:
+        np.testing.assert_allclose(np.diag(M)[1:], 1.0, atol=1e-6)
+    # seed 0 left the model unchanged: FT-ORIG equals ORIG-ORIG
+    np.testing.assert_allclose(views["FT-ORIG"][0], views["ORIG-ORIG"][0], atol=1e-9)
+    assert views["FT-ORIG"][2][3, 3] < views["FT-ORIG"][1][3, 3] < 1
+
+
+def test_seed_interval_is_a_t_interval():
+    mean, low, high = study.seed_interval([1.0, 2.0, 3.0])
+    # t(0.975, 2) = 4.303; sd = 1; se = 1 / sqrt(3)
+    assert mean == 2.0 and high - mean == pytest.approx(4.3027 / np.sqrt(3), rel=1e-4)
+    assert study.seed_interval([0.5]) == (0.5, 0.5, 0.5)
+    assert all(np.isnan(study.seed_interval([float("nan")])))
+
+
+@pytest.mark.slow
+def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
+    options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
+    calls = []
+    real = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = study.run_grid(["random:bert"], ["tweets-sentiment"], [0, 1], n_train=48,
+                           epochs=0.5, model_options=options, progress=False)
+    assert len(calls) == 2 and not first.frame.from_cache.any()
+    # another study asks for the same models: loaded, no training step
+    again = study.run_grid(["random:bert"], ["tweets-sentiment"], [1, 0], n_train=48,
+                           epochs=0.5, model_options=options, progress=False)
+    assert len(calls) == 2 and again.frame.from_cache.all()
+    assert again.get("random:bert", "tweets-sentiment", 0).path == \
+        first.get("random:bert", "tweets-sentiment", 0).path
+    # a different setting is a different model
+    study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
+                   model_options=options, progress=False, freeze_bottom=1)
+    assert len(calls) == 3

@@ -1,0 +1,104 @@
+"""Notebook parameters declared once, checked before a notebook runs; YAML read as plain
+values only."""
+
+import pytest
+
+from analysis_lib import book, params
+
+CELL = '''models: list = ["minilm"]  # model names [model; min: 1]
+n: int = 5  # how many [min: 2; max: 10]
+rate: float = 0.5  # a share [min: 0.0; max: 1.0]
+name: str = "a#b"  # a name with a '#' inside
+kinds: list = ["x"]  # kinds [choices: ["x", "y"]; items: str]
+'''
+
+
+def test_parse_cell_reads_types_defaults_help_and_rules():
+    declared = params.parse_cell(CELL)
+    assert list(declared) == ["models", "n", "rate", "name", "kinds"]
+    assert declared["n"].type == "int" and declared["n"].default == 5
+    assert declared["n"].rules == {"min": 2, "max": 10} and declared["n"].help == "how many"
+    assert declared["models"].rules == {"model": True, "min": 1}
+    assert declared["name"].default == "a#b" and declared["name"].rules == {}
+    assert declared["kinds"].rules == {"choices": ["x", "y"], "items": str}
+    with pytest.raises(ValueError, match="unknown rule 'maxi'"):
+        params.parse_cell("n: int = 1  # n [maxi: 3]")
+
+
+def test_validate_lists_every_problem_with_its_fix():
+    declared = params.parse_cell(CELL)
+    good = {"models": ["minilm", "random:bert"], "n": 3, "rate": 1, "name": "x",
+            "kinds": ["y"]}
+    params.validate(good, declared)
+    bad = {"models": ["random:bart"], "n": True, "rate": 2.0, "name": "x", "kinds": ["z", 1]}
+    with pytest.raises(params.ParameterError) as caught:
+        params.validate(bad, declared)
+    text = str(caught.value)
+    assert "unknown model family 'bart'" in text and "n=True: must be int" in text
+    assert "rate=2.0: at most 1.0" in text and "['z', 1] not allowed" in text
+    assert "items [1] must be str" in text
+    with pytest.raises(params.ParameterError, match="n: missing"):
+        params.validate({k: v for k, v in good.items() if k != "n"}, declared)
+    params.validate({"n": 3}, declared, partial=True)
+
+
+@pytest.mark.parametrize("notebook", ["measures_primer", "representation", "attention",
+                                      "finetuning"])
+def test_every_notebook_declares_rules_its_defaults_satisfy(notebook):
+    declared = params.declared(notebook)
+    assert declared and all(p.help for p in declared.values())
+    params.validate({k: p.default for k, p in declared.items()}, declared)
+    for profile in ("smoke", "default", "paper"):
+        values = book.load_profile(profile)
+        params.validate({k: v for k, v in values.items() if k in declared}, declared,
+                        partial=True)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("a: !!python/tuple [1, 2]\n", "'a'"),
+    ("models: !!omap [{a: 1}]\n", "'models'"),
+    ("x: {y: !!pairs [[1, 2]]}\n", "'y'"),
+    ("d: 2026-11-22\n", "'d'"),
+    ("s: !!set {a: null}\n", "'s'"),
+    ("l: [1, !custom 2]\n", "'l'[1]"),
+])
+def test_yaml_with_any_tag_is_refused_naming_the_key(text, where):
+    with pytest.raises(ValueError, match="YAML tag") as caught:
+        params.read_yaml(text, "profile x.yml")
+    assert where in str(caught.value) and "profile x.yml" in str(caught.value)
+
+
+def test_plain_yaml_reads_plain_values():
+    assert params.read_yaml("a: [1, 2.5, 'x', null, true]\nb: {c: d}\n") == {
+        "a": [1, 2.5, "x", None, True], "b": {"c": "d"}}
+
+
+def test_a_tagged_profile_stops_the_build_before_any_notebook_runs(tmp_path, monkeypatch):
+    import shutil
+
+    for name in ("_toc.yml", "_config.yml"):
+        shutil.copy(book.ROOT / name, tmp_path / name)
+    shutil.copytree(book.ROOT / "notebooks", tmp_path / "notebooks")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "evil.yml").write_text(
+        "seed: !!python/object/apply:os.system ['touch pwned']\n")
+    ran = []
+    monkeypatch.setattr(book.builder, "execute", lambda *a, **k: ran.append(a))
+    with pytest.raises(ValueError, match="'seed' has the YAML tag"):
+        book.build("evil", root=tmp_path, echo=lambda m: None)
+    assert not ran and not (tmp_path / "pwned").exists()
+
+
+def test_a_bad_profile_value_stops_the_build_before_any_notebook_runs(tmp_path, monkeypatch):
+    import shutil
+
+    for name in ("_toc.yml", "_config.yml"):
+        shutil.copy(book.ROOT / name, tmp_path / name)
+    shutil.copytree(book.ROOT / "notebooks", tmp_path / "notebooks")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yml").write_text("n_neurons: 2\nmodels: ['random:bart']\n")
+    ran = []
+    monkeypatch.setattr(book.builder, "execute", lambda *a, **k: ran.append(a))
+    with pytest.raises(params.ParameterError, match="n_neurons=2: needs at least 4"):
+        book.build("bad", root=tmp_path, echo=lambda m: None)
+    assert not ran
