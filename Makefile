@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_similarity.py
 	$(PY) benchmarks/bench_extract.py
 	$(PY) benchmarks/bench_finetune.py
+	$(PY) benchmarks/bench_rsa.py
 
 clean:
 	rm -rf _build _static test-artifacts .pytest_cache .ruff_cache

@@ -31,11 +31,13 @@ from tqdm.auto import tqdm
 
 from .data.corpora import Corpus
 from .layers import check_layer
-from .models import LoadedModel, ModelInfo, load
+from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
 from .runtime.cache import ArrayCache, make_key
 
 WORD_POOLING = ("last", "first", "mean")
+#: the arrays every cached extraction must hold
+EXTRACT_ARRAYS = ("words", "sentence_first", "sentence_mean", "word_sentence", "word_position")
 SPECIAL_TOKENS = ("drop", "keep")
 
 
@@ -169,13 +171,15 @@ def extract(
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
     key = make_key(kind="extract", model=info.fingerprint, corpus=corpus.fingerprint(),
-                   **options)
+                   weights=weights_digest(loaded.model) if cache else None, **options)
     def compute():
         return _run(loaded, corpus, limit, word_pooling, attention, special_tokens, batch_size,
                     sort_by_length, progress)
 
     if cache:
-        arrays, meta = ArrayCache("extract", cache_dir).get_or_compute(key, compute)
+        needed = EXTRACT_ARRAYS + (("attention_flat", "attention_shapes") if attention else ())
+        arrays, meta = ArrayCache("extract", cache_dir).get_or_compute(
+            key, compute, required_arrays=needed, required_meta=("n_truncated",))
     else:
         arrays, meta = compute()
     return _unpack(info, arrays, meta, options)

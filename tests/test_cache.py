@@ -118,3 +118,64 @@ def test_changed_corpus_misses(tiny_models, tmp_path):
     extract.extract(loaded, a, cache_dir=tmp_path, progress=False)
     extract.extract(loaded, b, cache_dir=tmp_path, progress=False)
     assert len([p for p in (tmp_path / "extract").iterdir()]) == 2
+
+
+def _one_entry(folder):
+    [entry] = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return entry
+
+
+@pytest.mark.parametrize("damage", ["drop_array", "meta_null", "meta_empty", "arrays_list"])
+def test_a_manifest_of_the_wrong_shape_is_recomputed(tiny_models, tmp_path, damage):
+    import json
+
+    corpus = corpora.from_sentences(["a manifest of the wrong shape", "heals"])
+    first = extract.extract(tiny_models["bert"], corpus, cache_dir=tmp_path, progress=False)
+    entry = _one_entry(tmp_path / "extract")
+    manifest = json.loads((entry / "manifest.json").read_text())
+    if damage == "drop_array":
+        del manifest["arrays"]["sentence_mean"]
+    elif damage == "meta_null":
+        manifest["meta"] = None
+    elif damage == "meta_empty":
+        manifest["meta"] = {}
+    else:
+        manifest["arrays"] = []
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        again = extract.extract(tiny_models["bert"], corpus, cache_dir=tmp_path,
+                                progress=False)
+    np.testing.assert_array_equal(again.sentence_mean, first.sentence_mean)
+    # healed: the next read is a clean hit
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        extract.extract(tiny_models["bert"], corpus, cache_dir=tmp_path, progress=False)
+
+
+def test_an_unwritable_cache_location_is_found_before_the_work(tiny_models, tmp_path,
+                                                                monkeypatch):
+    corpus = corpora.from_sentences(["checked before", "any work"])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    ran = []
+    monkeypatch.setattr(extract, "_run", lambda *a, **k: ran.append(1))
+    with pytest.raises(OSError, match="is a file, not a folder; set the ANALYSIS_LIB_CACHE"):
+        extract.extract(tiny_models["bert"], corpus, cache_dir=blocker, progress=False)
+    assert not ran
+
+
+def test_weights_changed_in_memory_are_not_served_from_the_cache(tmp_path):
+    import torch
+
+    from analysis_lib import models
+
+    loaded = models.load("random:bert", layers=2, hidden=32, heads=2, vocab_size=2000)
+    corpus = corpora.from_sentences(["weights changed", "in memory"])
+    before = extract.extract(loaded, corpus, cache_dir=tmp_path, progress=False)
+    with torch.no_grad():
+        loaded.model.encoder.layer[1].output.dense.weight.mul_(2.0)
+    after = extract.extract(loaded, corpus, cache_dir=tmp_path, progress=False)
+    assert not np.allclose(before.words[2], after.words[2])
+    np.testing.assert_array_equal(before.words[1], after.words[1])

@@ -87,3 +87,28 @@ def test_hub_corpus_offline_gives_offline_error(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", refuse)
     with pytest.raises(OfflineError, match="'ptb' is not available offline"):
         corpora.load_corpus("ptb", n=10)
+
+
+def test_a_corpus_refuses_empty_sentences_and_words():
+    import pytest
+
+    with pytest.raises(ValueError, match="sentence 1 must be a non-empty list of words"):
+        corpora.Corpus("x", [["a"], []], ["a", ""])
+    with pytest.raises(ValueError, match="sentence 0 must be a non-empty list"):
+        corpora.Corpus("x", ["a b"], ["a b"])
+    with pytest.raises(ValueError, match="empty or non-string word"):
+        corpora.Corpus("x", [["a", ""]], ["a"])
+
+
+def test_hub_corpora_respect_the_offline_switch(monkeypatch):
+    import datasets
+    import pytest
+
+    from analysis_lib.errors import OfflineError
+
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: calls.append(a))
+    monkeypatch.setenv("ANALYSIS_LIB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="'ptb' is not available offline"):
+        corpora.load_corpus("ptb", n=5)
+    assert not calls  # refused at once, never tried

@@ -216,3 +216,49 @@ def test_bucketed_batches_cover_every_example_once():
     assert sorted(flat) == list(range(203))
     spread = np.mean([np.ptp(lengths[b]) for b in batches])
     assert spread < np.ptp(lengths) / 3  # batches hold similar lengths
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([0, 1, -100, 1], r"labels \[-100\] are not class indices 0..1"),
+    ([0, 1, 7, 1], r"labels \[7\] are not class indices 0..1"),
+    ([0, 1, 2.5, 1], r"labels \[2.5\] are not class indices 0..1"),
+    ([0, 1, float("nan"), 1], "must be finite numbers"),
+])
+def test_tasks_refuse_labels_a_model_cannot_use(labels, message):
+    from analysis_lib.data.tasks import Split, Task
+
+    split = Split(["a", "b", "c", "d"], np.array(labels, dtype=float))
+    good = Split(["a", "b"], np.array([0, 1]))
+    with pytest.raises(ValueError, match=message):
+        Task("t", split, good, good, ["x", "y"])
+
+
+def test_tasks_refuse_one_label_name_and_missing_labels():
+    from analysis_lib.data.tasks import Split, Task
+
+    one = Split(["a", "b"], np.array([0, 0]))
+    with pytest.raises(ValueError, match="1 label name"):
+        Task("t", one, one, one, ["only"])
+    with pytest.raises(ValueError, match=r"labels of sentences \[1\] are missing"):
+        corpora.from_sentences(["a b", "c d"], labels=["x", float("nan")])
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("epochs", 0, "epochs must be > 0"), ("batch_size", 0, "batch_size must be a positive"),
+    ("learning_rate", 0.0, "learning_rate must be > 0"), ("max_steps", 0, "max_steps"),
+])
+def test_impossible_schedules_are_refused_before_training(task, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        _train(task, replace(FAST, **{field: value}), cache=False)
+
+
+@pytest.mark.parametrize("damage", [{"metrics": None}, {"checksums": {}}, [1, 2]])
+def test_a_record_of_the_wrong_shape_is_retrained(task, tmp_path, damage):
+    first = _train(task, replace(FAST, epochs=1), cache_dir=tmp_path)
+    record = json.loads((first.path / "record.json").read_text())
+    bad = {**record, **damage} if isinstance(damage, dict) else damage
+    (first.path / "record.json").write_text(json.dumps(bad))
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        again = _train(task, replace(FAST, epochs=1), cache_dir=tmp_path)
+    assert not again.from_cache and again.metrics == first.metrics
+    assert _train(task, replace(FAST, epochs=1), cache_dir=tmp_path).from_cache

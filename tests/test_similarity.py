@@ -634,3 +634,37 @@ def test_weighted_rsa_equals_the_resampled_multiset_without_copy_pairs():
         sim.rsa(X, Y, weights=np.full(30, 0.5))
     with pytest.raises(ValueError, match="cosine or correlation kernel with Pearson"):
         sim.rsa(X, Y, "euclidean", weights=w)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_extreme_magnitudes_in_float32_give_the_same_numbers(scale):
+    rng = np.random.default_rng(0)
+    X0 = rng.standard_normal((100, 5))
+    Y0 = X0 + 0.3 * rng.standard_normal((100, 5))
+    X, Y = (X0 * scale).astype(np.float32), (Y0 * scale).astype(np.float32)
+    for measure in ("linear_cka", "mixedsim", "svcca", "neuronsim", "pwcca", "procrustes",
+                    "rsa"):
+        M = sim.pairwise([X, Y], measure=measure)
+        assert np.isfinite(M).all(), measure
+        assert M[0, 1] == pytest.approx(sim.pairwise([X0, Y0], measure=measure)[0, 1],
+                                        abs=1e-4), measure
+
+
+def test_rsa_of_a_constant_similarity_matrix_is_an_error_at_any_size():
+    rng = np.random.default_rng(0)
+    for n in (50, 2000):
+        # every stimulus the same direction: all cosines are 1
+        X = np.tile(rng.standard_normal(8), (n, 1)) * rng.uniform(1, 2, (n, 1))
+        Y = rng.standard_normal((n, 8))
+        with pytest.raises(ValueError, match="similarity matrix is constant"):
+            sim.rsa(X, Y)
+        with pytest.raises(ValueError, match="similarity matrix is constant"):
+            sim.pairwise([X, Y], measure="rsa")
+
+
+def test_a_single_group_is_refused_not_given_a_zero_width_interval():
+    X, Y = data(n=40, d1=3, d2=3)
+    with pytest.raises(ValueError, match="single group"):
+        sim.bootstrap(X, Y, n_boot=10, groups=np.zeros(40))
+    with pytest.raises(ValueError, match="single group"):
+        sim.permutation_test(X, Y, n_perm=10, groups=np.zeros(40))

@@ -101,6 +101,13 @@ class Corpus:
     def __post_init__(self) -> None:
         if len(self.sentences) != len(self.texts):
             raise ValueError("sentences and texts must have the same length")
+        for i, words in enumerate(self.sentences):
+            if isinstance(words, str) or not len(words):
+                raise ValueError(
+                    f"sentence {i} must be a non-empty list of words, got {words!r}; split "
+                    "text into words with corpora.words_of(...) and drop empty sentences")
+            if not all(isinstance(w, str) and w for w in words):
+                raise ValueError(f"sentence {i} holds an empty or non-string word: {words!r}")
         if self.labels is not None:
             self.labels = np.asarray(self.labels)
             if len(self.labels) != len(self.sentences):
@@ -462,6 +469,11 @@ def from_sentences(
         labels = list(labels)
         if len(labels) != len(sentences):
             raise ValueError(f"{len(labels)} labels for {len(sentences)} sentences")
+        missing = [i for i, x in enumerate(labels) if x is None or
+                   (isinstance(x, float) and not np.isfinite(x))]
+        if missing:
+            raise ValueError(f"labels of sentences {missing[:5]} are missing (None or NaN); "
+                             "drop those sentences or give them a label")
         label_names = sorted({str(x) for x in labels})
         label_array = np.asarray([label_names.index(str(x)) for x in labels])
     corpus = Corpus(name=name, sentences=words, texts=texts, labels=label_array,

@@ -61,6 +61,9 @@ class Task:
     regression: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_labels(self)
+
     @property
     def num_labels(self) -> int:
         return 1 if self.regression else len(self.label_names)
@@ -83,6 +86,37 @@ class Task:
 
 OFFLINE_TASKS = ("tweets-sentiment", "bbc-topic")
 TASKS = OFFLINE_TASKS + tuple(GLUE)
+
+
+def check_labels(task: Task) -> None:
+    """Refuse labels a model cannot be trained or scored on, naming the split and the fix:
+    a classification task needs at least two label names and integer labels ``0..k-1``,
+    with at least two classes in training; a regression task needs finite numbers."""
+    splits = {"train": task.train, "validation": task.validation, "test": task.test}
+    for name, split in splits.items():
+        labels = np.asarray(split.labels)
+        if len(labels) != len(split.texts):
+            raise ValueError(f"task {task.name!r}: the {name} split has {len(split.texts)} "
+                             f"inputs and {len(labels)} labels")
+        if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(
+                labels.astype(np.float64)).all():
+            raise ValueError(f"task {task.name!r}: the {name} labels must be finite numbers "
+                             "(missing labels are not allowed: drop those examples)")
+        if task.regression:
+            continue
+        k = len(task.label_names)
+        bad = labels[(labels != np.round(labels)) | (labels < 0) | (labels >= k)]
+        if bad.size:
+            shown = [int(v) if float(v).is_integer() else v for v in sorted(set(bad.tolist()))]
+            raise ValueError(f"task {task.name!r}: {name} labels {shown[:5]} are not class "
+                             f"indices 0..{k - 1} of the label names {task.label_names}")
+    if not task.regression:
+        if len(task.label_names) < 2:
+            raise ValueError(f"task {task.name!r} has {len(task.label_names)} label name(s); "
+                             "a classification task needs at least two")
+        if len(np.unique(task.train.labels)) < 2:
+            raise ValueError(f"task {task.name!r}: the training split holds a single class; "
+                             "draw the splits with another seed or add examples")
 
 
 def _sizes(n: int, n_train, n_val, n_test) -> tuple[int, int, int]:

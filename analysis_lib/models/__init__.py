@@ -5,9 +5,10 @@
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 
-from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo
+from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, weights_digest
 from .loading import OFFLINE_MODELS, PACKAGED, check_name, load
 from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer
 
 __all__ = ["CAUSAL_FAMILIES", "FAMILIES", "OFFLINE_MODELS", "PACKAGED", "TOKENIZER_KIND",
-           "LoadedModel", "ModelInfo", "check_name", "load", "train_tokenizer"]
+           "LoadedModel", "ModelInfo", "check_name", "load", "train_tokenizer",
+           "weights_digest"]

@@ -95,3 +95,17 @@ def _first_attr(config, names, default=...):
     if default is ...:
         raise ValueError(f"config of type {config.model_type} has none of {names}")
     return default
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """A hash of every parameter and buffer's exact bytes (names, shapes, dtypes, values), so
+    that weights changed in memory after loading never reuse another model's cached arrays.
+    The same weights give the same digest on any machine."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().contiguous().cpu()
+        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()

@@ -130,6 +130,12 @@ class ArrayCache:
     @staticmethod
     def _read(entry: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        if not (isinstance(manifest, dict) and isinstance(manifest.get("arrays"), dict)
+                and isinstance(manifest.get("meta"), dict)):
+            raise ValueError("the manifest does not hold 'arrays' and 'meta' mappings")
+        for name, info in manifest["arrays"].items():
+            if not (isinstance(info, dict) and {"shape", "dtype", "sha256"} <= set(info)):
+                raise ValueError(f"the manifest entry of {name!r} is incomplete")
         arrays = {}
         for name, info in manifest["arrays"].items():
             file = entry / f"{name}.npy"
@@ -181,11 +187,26 @@ class ArrayCache:
         self,
         key: str,
         compute: Callable[[], tuple[Mapping[str, np.ndarray], Mapping[str, Any]]],
+        *,
+        required_arrays: tuple[str, ...] = (),
+        required_meta: tuple[str, ...] = (),
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Return the entry for ``key``, computing and saving it on a miss."""
+        """Return the entry for ``key``, computing and saving it on a miss.
+
+        ``required_arrays`` and ``required_meta`` name what a whole entry must hold: an entry
+        without them is damaged (warned about, removed and computed again). The cache folder
+        is checked for writing *before* anything is computed.
+        """
         hit = self.load(key)
         if hit is not None:
-            return hit
+            missing = [a for a in required_arrays if a not in hit[0]] + [
+                m for m in required_meta if hit[1].get(m) is None]
+            if not missing:
+                return hit
+            warnings.warn(f"cache entry {self.path(key)} is damaged (it lacks {missing}); it "
+                          "will be recomputed", RuntimeWarning, stacklevel=2)
+            shutil.rmtree(self.path(key), ignore_errors=True)
+        check_writable(self.folder)
         arrays, meta = compute()
         self.save(key, arrays, meta)
         return {k: np.asarray(v) for k, v in arrays.items()}, dict(meta)
@@ -193,6 +214,25 @@ class ArrayCache:
     def clear(self) -> None:
         """Remove every entry of this namespace."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def check_writable(folder: Path) -> None:
+    """Make sure files can be written in ``folder`` (creating it), or raise an ``OSError``
+    that says where and how to choose another cache location."""
+    fix = (f"set the {ENV_VAR} environment variable (or pass cache_dir=...) to a folder you "
+           "can write to")
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise OSError(f"the cache location {place} is a file, not a folder; {fix}")
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise OSError(f"cannot write to the cache location {folder} ({error}); {fix}") from error
 
 
 def _rename_into_place(tmp: Path, final: Path, valid: Callable[[], bool]) -> None:

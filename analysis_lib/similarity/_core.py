@@ -54,13 +54,24 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
     if A.dtype not in (np.float32, np.float64):
         A = A.astype(np.float64)
     if np.isfinite(A.sum(dtype=np.float64)):  # cheap test first: no NaN, no inf
-        return A
+        return _moderate_scale(A)
     bad = ~np.isfinite(A)
     if bad.any():
         raise ValueError(
             f"{name} has {int(bad.sum())} NaN or infinite values (first at row "
             f"{int(np.argwhere(bad)[0][0])}); remove or impute those stimuli before comparing")
     return A
+
+
+def _moderate_scale(A: np.ndarray) -> np.ndarray:
+    """``A`` times a power of two that brings its largest magnitude near 1 when it is extreme
+    (above 2**40 or below 2**-40), so that products neither overflow nor underflow in float32.
+    Exact (a power of two only changes exponents), and every measure here is invariant to
+    scaling a layer by one number."""
+    peak = float(np.abs(A).max()) if A.size else 0.0
+    if peak == 0.0 or 2.0 ** -40 <= peak <= 2.0 ** 40:
+        return A
+    return A * A.dtype.type(2.0 ** -np.floor(np.log2(peak)))
 
 
 def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:

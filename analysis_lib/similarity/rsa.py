@@ -53,7 +53,8 @@ def _upper_moments(Xh: np.ndarray, Yh: np.ndarray | None = None):
 def _pearson_from_moments(n_pairs, ax, axx, ay, ayy, axy) -> float:
     mx, my = ax / n_pairs, ay / n_pairs
     vx, vy = axx / n_pairs - mx * mx, ayy / n_pairs - my * my
-    if vx <= 1e-15 or vy <= 1e-15:
+    # relative to the mean square: the moments cancel to rounding noise when constant
+    if vx <= 1e-10 * (axx / n_pairs) or vy <= 1e-10 * (ayy / n_pairs):
         raise ValueError("a similarity matrix is constant (e.g. every stimulus has the same "
                          "vector, as the first token at the embedding layer); RSA is undefined")
     return float((axy / n_pairs - mx * my) / np.sqrt(vx * vy))

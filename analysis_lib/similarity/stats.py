@@ -63,6 +63,9 @@ def _group_index(groups, n):
     if g.shape != (n,):
         raise ValueError(f"groups must have one entry per row ({n}), got shape {g.shape}")
     _, inverse = np.unique(g, return_inverse=True)
+    if inverse.max() < 1:
+        raise ValueError("groups hold a single group: resampling or shuffling whole groups "
+                         "needs at least two (give each sentence its own group id)")
     return [np.flatnonzero(inverse == k) for k in range(inverse.max() + 1)]
 
 

@@ -446,8 +446,8 @@ def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence
             for column in ("block2_r2", "band_r2", "block3_r2", "within", "between"):
                 mean, low, high = seed_interval(group[column])
                 row[column] = mean
-                if column in ("block2_r2", "band_r2"):
-                    row[f"{column}_low"], row[f"{column}_high"] = low, high
+                if column in ("block2_r2", "band_r2"):  # an R^2 is at most 1
+                    row[f"{column}_low"], row[f"{column}_high"] = low, min(high, 1.0)
             row["block2_starts"] = group["block2_starts"].iloc[0]
             rows.append(row)
     return pd.DataFrame(rows)
@@ -559,3 +559,8 @@ def findings(per_layer: pd.DataFrame, structure: pd.DataFrame, frozen: pd.DataFr
                      "holds" if row.low > row.majority else "no: do not read the rest"))
     return pd.DataFrame(rows, columns=["finding", "what the papers report",
                                        "what this run shows", "verdict"])
+
+
+def verdict_lines(findings: pd.DataFrame) -> list[str]:
+    """One line per finding of a findings table: the verdict, then the finding."""
+    return [f"- {row.verdict}: {row.finding}" for row in findings.itertuples()]
