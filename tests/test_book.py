@@ -219,7 +219,7 @@ def test_domain_curves_are_sound(executed_domains):
     rows = [r for s in specs for data in s["datasets"].values() for r in data
             if "domain" in r and "rsa" in r]
     curves = pd.DataFrame(rows).drop_duplicates(["model", "task", "domain", "layer"])
-    for (model, task), group in curves.groupby(["model", "task"]):
+    for _, group in curves.groupby(["model", "task"]):
         assert set(group.domain) == {"in-domain", "out-of-domain"}
         for _, one in group.groupby("domain"):  # one value per layer per domain
             assert sorted(one.layer) == list(range(n_layers))
