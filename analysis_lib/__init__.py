@@ -7,6 +7,7 @@ The folders follow the data flow, one home per step::
     extract.py   one forward pass -> per-layer arrays (cached)
     layers.py    the layer-index convention and the per-layer table (layer identity as data)
     similarity/  the measures, all-pairs matrices, intervals and tests
+    alignment/   maps fitted between two representations (Ren et al.)
     training/    the one training loop, model surgery, fine-tuning, probes
     studies/     one module per study notebook (its bookkeeping and tables)
     book/        the build, parameters, charts, offline renderer, widgets
@@ -31,7 +32,8 @@ _SHORT = {
     "finetune": "training.finetune", "surgery": "training.surgery", "probes": "training.probes",
     "collection": "studies.representation", "heads": "studies.attention",
     "representation": "studies.representation", "attention": "studies.attention",
-    "finetuning": "studies.finetuning",
+    "finetuning": "studies.finetuning", "truncation": "studies.truncation",
+    "domains": "studies.domains", "seeds": "studies.seeds", "alignment": "alignment",
     "book": "book", "params": "book.params", "plots": "book.plots", "render": "book.render",
     "widgets": "book.widgets", "cache": "runtime.cache",
 }

@@ -231,6 +231,28 @@ def test_domain_curves_are_sound(executed_domains):
     assert "what the paper reports" in html and "permutation p" in html
 
 
+@pytest.fixture(scope="module")
+def executed_seeds(built_book):
+    return nbformat.read(str(EXECUTED / "seeds.ipynb"), as_version=4)
+
+
+def test_seed_distributions_are_sound(executed_seeds):
+    n_layers = SMOKE["model_options"]["layers"] + 1
+    n_pairs = len(SMOKE["ft_seeds"]) * (len(SMOKE["ft_seeds"]) - 1) // 2
+    specs = _outputs(executed_seeds, "application/vnd.vegalite.v6+json")
+    rows = [r for s in specs for data in s["datasets"].values() for r in data
+            if "pairs" in r and "median" in r]
+    summary = pd.DataFrame(rows).drop_duplicates(["task", "kind", "layer"])
+    for (_, kind), group in summary.groupby(["task", "kind"]):
+        expected = range(n_layers) if kind == "hidden states" else range(1, n_layers)
+        assert sorted(group.layer) == list(expected)  # one distribution per layer
+    assert (summary.pairs == n_pairs).all()  # every pair of seeds once, none with itself
+    assert (summary.q1 <= summary["median"] + 1e-12).all()
+    assert (summary["median"] <= summary.q3 + 1e-12).all() and (summary.q1 >= 0).all()
+    html = "".join(_outputs(executed_seeds, "text/html"))
+    assert "what the paper reports" in html and "inn" in html
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),

@@ -1,1 +1,1 @@
-"""Where work runs and is kept: the atomic on-disk cache."""
+"""Where work runs and is kept: the atomic on-disk cache, thread control."""

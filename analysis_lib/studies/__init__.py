@@ -3,6 +3,9 @@
 ``representation``  Wu et al. 2020 §3-5: a collection of models on the same words
 ``attention``       Wu et al. 2020 §3.4-3.5: attention heads of a collection
 ``finetuning``      Phang et al. 2021, Wu et al. §6, Merchant et al. §5: what fine-tuning changes
+``truncation``      Phang et al. 2021 §4, Merchant et al. §5.2: how many layers a task needs
+``domains``         Merchant et al. 2020 §6: in-domain against out-of-domain inputs
+``seeds``           Ren et al. 2023: models that differ only by seed, aligned
 
 Every study names layers through :class:`analysis_lib.layers.LayerTable`.
 """

@@ -136,22 +136,31 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
                    model_options: Mapping[str, Any] | None = None,
                    progress: bool = True) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
-    as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning)."""
+    as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning), with
+    the mean training loss of the first and the last epoch (did it converge?)."""
     options = dict(model_options or {}) if model.startswith("random:") else {}
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)
         result = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
                           progress=progress).get(folder, task, seed)
-        rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"]})
+        history = result.record["history"]
+        rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"],
+                     "first_epoch_loss": history[0]["train_loss"],
+                     "last_epoch_loss": history[-1]["train_loss"]})
     return pd.DataFrame(rows)
 
 
-def skip_scores(result: ft.FineTuned, task: Task) -> pd.DataFrame:
+def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> pd.DataFrame:
     """Phang et al. Fig. 4: test accuracy with every contiguous span ``first..last`` of
     transformer layers skipped (no retraining); every span but the one removing all layers.
-    ``single`` marks the single-layer skips (the diagonal)."""
+    ``single`` marks the single-layer skips (the diagonal). ``n_test``: score on the first
+    ``n_test`` test examples only (each span is a forward pass over them)."""
     n = result.model.config.num_hidden_layers
+    if n_test is not None:
+        task = Task(task.name, task.train, task.validation,
+                    task.test.subset(range(min(n_test, len(task.test)))), task.label_names,
+                    task.regression, task.meta)
     rows = []
     for first in range(1, n + 1):
         for last in range(first, n + 1):

@@ -3,5 +3,6 @@
 ``loop``      the one training loop (AdamW, warmup and decay, frozen parameters, progress)
 ``surgery``   freezing layers, truncating and skipping layers (one layer-index convention)
 ``finetune``  task models, settings and presets, the fine-tuning cache, predict / evaluate
+``heads``     a task model's own head on one layer's first-token vectors, and its re-fitting
 ``probes``    a logistic-regression probe on one layer
 """

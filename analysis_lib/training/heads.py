@@ -12,12 +12,12 @@ token, XLNet's summary) are refused with a pointer to the logistic-regression pr
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator
 
 import numpy as np
 import torch
+
+from ..runtime.threads import one_thread
 
 FIRST_TOKEN_FAMILIES = ("bert", "albert", "roberta", "electra", "distilbert")
 
@@ -57,18 +57,6 @@ class FirstTokenHead(torch.nn.Module):
         else:
             pooled = self.pool(first)
         return self.classifier(self.dropout(pooled))
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one thread inside the block: a head's products are tiny, and waking the
-    other threads for each of them costs more than it saves (much more on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def head_logits(head: torch.nn.Module, features: np.ndarray, batch_size: int = 256

@@ -1,0 +1,227 @@
+"""The alignment methods behind :func:`analysis_lib.alignment.fit` (see the package docs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..runtime.threads import one_thread
+from ..similarity._core import check_pair
+from .flows import CouplingFlow, TrainSettings, mlp, train_map
+
+METHODS = ("linreg", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
+#: options each method takes
+OPTIONS = {"linreg": {"ridge"}, "procrustes": set(), "cca": {"ridge"},
+           "svcca": {"variance", "ridge"}, "pwcca": {"variance", "ridge"},
+           "inn": {"layers", "hidden", "epochs", "batch_size", "learning_rate", "patience",
+                   "progress"},
+           "mlp": {"hidden", "epochs", "batch_size", "learning_rate", "patience", "progress"}}
+
+
+def relative_distance(A: np.ndarray, B: np.ndarray) -> float:
+    """``sum ||a_i - b_i||^2 / sum ||b_i - mean(b)||^2`` over the rows (see the package
+    docs): 0 for a perfect map, 1 for predicting B's mean."""
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if A.shape != B.shape:
+        raise ValueError(f"mapped rows {A.shape} and targets {B.shape} differ in shape")
+    spread = np.sum((B - B.mean(axis=0)) ** 2)
+    if spread == 0:
+        raise ValueError("the target rows are all the same; a relative distance is undefined")
+    return float(np.sum((A - B) ** 2) / spread)
+
+
+@dataclass
+class Alignment:
+    """A fitted map from X's space to Y's (or, for the CCA family, of both into their
+    canonical space). ``info`` holds what the fit chose (dimensions kept, epochs, ...)."""
+
+    method: str
+    seed: int
+    _x: Any = field(repr=False)
+    _y: Any = field(repr=False)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """X mapped to where it is compared with Y."""
+        return self._x(np.asarray(X, dtype=np.float64))
+
+    def target(self, Y: np.ndarray) -> np.ndarray:
+        """Y where it is compared (itself, except for the CCA family's canonical space)."""
+        return self._y(np.asarray(Y, dtype=np.float64))
+
+    def distance(self, X: np.ndarray, Y: np.ndarray) -> float:
+        """:func:`relative_distance` of the mapped X from Y, on these rows."""
+        X, Y = check_pair(X, Y, 2)
+        return relative_distance(self.transform(X), self.target(Y))
+
+
+def _identity(Y: np.ndarray) -> np.ndarray:
+    return Y
+
+
+def _center(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = X.mean(axis=0)
+    return X - mean, mean
+
+
+def _whitener(Xc: np.ndarray, ridge: float, keep: int | None = None) -> np.ndarray:
+    """Columns that whiten Xc (optionally within its top ``keep`` principal directions)."""
+    cov = Xc.T @ Xc / len(Xc)
+    lam, V = np.linalg.eigh(cov)
+    lam, V = lam[::-1], V[:, ::-1]
+    positive = lam > lam[0] * 1e-10 if lam[0] > 0 else np.zeros_like(lam, bool)
+    k = int(positive.sum()) if keep is None else min(keep, int(positive.sum()))
+    if k == 0:
+        raise ValueError("a representation has no variance; it cannot be aligned")
+    lam, V = lam[:k], V[:, :k]
+    return V / np.sqrt(lam + ridge * lam.mean())
+
+
+def _n_components(Xc: np.ndarray, variance: float) -> int:
+    s2 = np.linalg.svd(Xc, compute_uv=False) ** 2
+    return int(np.searchsorted(np.cumsum(s2) / s2.sum(), variance) + 1)
+
+
+def _fit_linreg(X, Y, ridge: float = 0.0, **_):
+    Xc, mx = _center(X)
+    Yc, my = _center(Y)
+    if ridge:
+        G = Xc.T @ Xc
+        G[np.diag_indices_from(G)] += ridge * np.trace(G) / len(G)
+        W = np.linalg.solve(G, Xc.T @ Yc)
+    else:  # least squares on the data itself: stabler than the normal equations
+        W = np.linalg.lstsq(Xc, Yc, rcond=None)[0]
+    return (lambda A: (A - mx) @ W + my), _identity, {"ridge": ridge}
+
+
+def _fit_procrustes(X, Y, **_):
+    Xc, mx = _center(X)
+    Yc, my = _center(Y)
+    d = max(X.shape[1], Y.shape[1])
+    pad_x = np.zeros((len(X), d))
+    pad_x[:, : X.shape[1]] = Xc
+    pad_y = np.zeros((len(Y), d))
+    pad_y[:, : Y.shape[1]] = Yc
+    U, _, Vt = np.linalg.svd(pad_x.T @ pad_y)
+    Q = (U @ Vt)[: X.shape[1], : Y.shape[1]]
+    return (lambda A: (A - mx) @ Q + my), _identity, {}
+
+
+def _fit_cca(X, Y, ridge: float = 0.0, variance: float | None = None, weighted: bool = False,
+             **_):
+    Xc, mx = _center(X)
+    Yc, my = _center(Y)
+    kx = ky = None
+    if variance is not None:
+        if not 0 < variance <= 1:
+            raise ValueError(f"variance must be in (0, 1], got {variance!r}")
+        kx, ky = _n_components(Xc, variance), _n_components(Yc, variance)
+    Wx, Wy = _whitener(Xc, ridge, kx), _whitener(Yc, ridge, ky)
+    U, rho, Vt = np.linalg.svd((Xc @ Wx).T @ (Yc @ Wy) / len(X), full_matrices=False)
+    A, B = Wx @ U, Wy @ Vt.T  # canonical directions of X and of Y
+    weights = np.ones(len(rho))
+    if weighted:  # PWCCA: how much of X each canonical direction accounts for
+        h = Xc @ A
+        alpha = np.abs(h.T @ Xc).sum(axis=1)
+        weights = alpha / alpha.sum() * len(alpha)
+    scale = np.sqrt(weights)
+    info = {"dimensions": len(rho), "correlations": rho.tolist()}
+    return (lambda M: ((M - mx) @ A) * scale), (lambda M: ((M - my) @ B) * scale), info
+
+
+def _standardizer(M: np.ndarray):
+    mean, sd = M.mean(axis=0), M.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (lambda A: (A - mean) / sd), (lambda Z: Z * sd + mean)
+
+
+def _fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 128,
+                 epochs: int = 300, batch_size: int = 128, learning_rate: float = 2e-3,
+                 patience: int = 20, progress: bool = False, **_):
+    if kind == "inn" and X.shape[1] != Y.shape[1]:
+        raise ValueError(f"an invertible map needs equal widths; X has {X.shape[1]} columns "
+                         f"and Y {Y.shape[1]} (use linreg, cca or mlp for different widths)")
+    zx, _ = _standardizer(X)
+    zy, unzy = _standardizer(Y)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = (CouplingFlow(X.shape[1], layers=layers, hidden=hidden, seed=seed)
+               if kind == "inn" else mlp(X.shape[1], Y.shape[1], hidden=hidden))
+    settings = TrainSettings(epochs=epochs, batch_size=batch_size,
+                             learning_rate=learning_rate, patience=patience)
+    info = train_map(net, zx(X), zy(Y), settings, seed=seed, progress=progress, desc=kind)
+
+    def forward(A: np.ndarray) -> np.ndarray:
+        with torch.no_grad(), one_thread():
+            out = net(torch.as_tensor(zx(A), dtype=torch.float32)).double().numpy()
+        return unzy(out)
+
+    return forward, _identity, {**info, "network": net}
+
+
+def fit(X, Y, method: str = "linreg", *, seed: int = 0, **options: Any) -> Alignment:
+    """Fit an alignment of X (n, d1) to Y (n, d2) on these rows (see the package docs).
+
+    Raises
+    ------
+    ValueError
+        An unknown method, fewer rows than the method needs for the widths (a linear map
+        needs more rows than X has columns), non-finite values, or unequal widths for
+        ``inn``.
+    TypeError
+        An option the method does not take.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown alignment method {method!r}; valid: {', '.join(METHODS)}")
+    unknown = set(options) - OPTIONS[method]
+    if unknown:
+        raise TypeError(f"option(s) {sorted(unknown)} are not taken by {method}; it takes "
+                        f"{sorted(OPTIONS[method]) or 'none'}")
+    X, Y = check_pair(X, Y, 3)
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    needed = max(X.shape[1], Y.shape[1]) + 2
+    if method in ("linreg", "cca", "svcca", "pwcca") and len(X) < needed:
+        raise ValueError(f"{method} with {X.shape[1]} and {Y.shape[1]} columns needs at least "
+                         f"{needed} rows to fit, got {len(X)}: use more stimuli, fewer "
+                         "dimensions, or ridge=... (linreg, cca)")
+    if method == "linreg":
+        fx, fy, info = _fit_linreg(X, Y, **options)
+    elif method == "procrustes":
+        fx, fy, info = _fit_procrustes(X, Y)
+    elif method in ("cca", "svcca", "pwcca"):
+        variance = options.pop("variance", 0.99) if method != "cca" else None
+        fx, fy, info = _fit_cca(X, Y, variance=variance, weighted=method == "pwcca", **options)
+    else:
+        fx, fy, info = _fit_network(X, Y, kind=method, seed=seed, **options)
+    return Alignment(method, seed, fx, fy, info)
+
+
+def held_out(X, Y, method: str = "linreg", *, test: float = 0.2, seed: int = 0,
+             groups=None, **options: Any) -> dict[str, float]:
+    """Fit on a random share ``1 - test`` of the rows (whole ``groups``, e.g. sentences, when
+    given) and return the distance on the fitted rows and on the held-out rows."""
+    X, Y = check_pair(X, Y, 4)
+    n = len(X)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        order = rng.permutation(n)
+        cut = int(round((1 - test) * n))
+        train, held = order[:cut], order[cut:]
+    else:
+        g = np.asarray(groups)
+        if g.shape != (n,):
+            raise ValueError(f"groups must have one entry per row ({n}), got shape {g.shape}")
+        ids = rng.permutation(np.unique(g))
+        chosen = set(ids[: int(round((1 - test) * len(ids)))].tolist())
+        in_train = np.array([x in chosen for x in g])
+        train, held = np.flatnonzero(in_train), np.flatnonzero(~in_train)
+    if len(held) < 2 or len(train) < 3:
+        raise ValueError(f"test={test} leaves {len(train)} rows to fit and {len(held)} to "
+                         "test; use more rows or another split")
+    model = fit(X[train], Y[train], method, seed=seed, **options)
+    return {"train": model.distance(X[train], Y[train]),
+            "test": model.distance(X[held], Y[held])}

@@ -1,0 +1,90 @@
+"""Alignment methods against known answers (Ren et al. Table 3), their determinism, and bad
+input."""
+
+import numpy as np
+import pytest
+
+from analysis_lib import alignment
+from analysis_lib.studies import seeds
+
+
+def test_linear_regression_recovers_a_linear_map():
+    X, Y = seeds.synthetic_pair(1500, 8, "linear", seed=0)
+    assert alignment.held_out(X, Y, "linreg", seed=0)["test"] < 0.05
+    for method in ("cca", "svcca", "pwcca"):  # exact in the canonical space as well
+        assert alignment.held_out(X, Y, method, seed=0)["test"] < 0.05
+
+
+@pytest.mark.slow
+def test_the_inn_recovers_an_invertible_flow_far_better_than_linear_methods():
+    X, Y = seeds.synthetic_pair(3000, 8, "flow", seed=0)
+    inn = alignment.held_out(X, Y, "inn", seed=0)["test"]
+    linear = alignment.held_out(X, Y, "linreg", seed=0)["test"]
+    assert inn < 0.7 * linear, (inn, linear)
+    assert alignment.held_out(X, Y, "inn", seed=0)["test"] == inn  # same seed, same number
+
+
+def test_procrustes_undoes_a_rotation_and_distances_are_relative():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((200, 6))
+    Q, _ = np.linalg.qr(rng.standard_normal((6, 6)))
+    fitted = alignment.fit(X, X @ Q + 5.0, "procrustes")
+    assert fitted.distance(X, X @ Q + 5.0) < 1e-20
+    np.testing.assert_allclose(fitted.transform(X), X @ Q + 5.0, atol=1e-10)
+    # the relative distance: predicting the mean scores 1, whatever the scale
+    Y = rng.standard_normal((200, 6)) * 1000
+    assert alignment.relative_distance(np.tile(Y.mean(0), (200, 1)), Y) == pytest.approx(1.0)
+
+
+def test_trained_maps_are_deterministic_for_a_seed_and_differ_across_seeds():
+    X, Y = seeds.synthetic_pair(400, 4, "flow", seed=2)
+    options = dict(epochs=15, hidden=16)
+    a = alignment.fit(X, Y, "mlp", seed=0, **options).transform(X)
+    b = alignment.fit(X, Y, "mlp", seed=0, **options).transform(X)
+    c = alignment.fit(X, Y, "mlp", seed=1, **options).transform(X)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_the_coupling_flow_is_invertible():
+    import torch
+
+    from analysis_lib.alignment.flows import CouplingFlow
+
+    flow = CouplingFlow(6, layers=4, hidden=8, seed=0)
+    for block in flow.blocks:
+        torch.nn.init.normal_(block.net[-1].weight, std=0.5)
+    x = torch.randn(50, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(flow.inverse(flow(x)), x, atol=1e-5, rtol=1e-5)
+
+
+def test_bad_input_is_explained():
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((20, 30)), rng.standard_normal((20, 30))
+    with pytest.raises(ValueError, match="linreg with 30 and 30 columns needs at least 32 rows"):
+        alignment.fit(X, Y, "linreg")
+    with pytest.raises(ValueError, match="unknown alignment method 'nope'"):
+        alignment.fit(X, Y, "nope")
+    with pytest.raises(TypeError, match=r"option\(s\) \['variance'\] are not taken by linreg"):
+        alignment.fit(X, Y, "linreg", variance=0.9)
+    with pytest.raises(ValueError, match="invertible map needs equal widths"):
+        alignment.fit(X[:, :4], Y[:, :5], "inn", epochs=1)
+    with pytest.raises(ValueError, match="same rows"):
+        alignment.fit(X, Y[:10], "procrustes")
+    with pytest.raises(ValueError, match="test=0.99 leaves"):
+        alignment.held_out(X[:, :2], Y[:, :2], "procrustes", test=0.99)
+
+
+def test_pair_distances_count_each_pair_once_and_never_a_model_with_itself():
+    rng = np.random.default_rng(3)
+    base = [rng.standard_normal((60, 4)) for _ in range(3)]
+    layers = {f"seed {s}": [x + 0.1 * s * rng.standard_normal(x.shape) for x in base]
+              for s in range(4)}
+    frame = seeds.pair_distances(layers, "procrustes")
+    assert len(frame) == 6 * 3  # C(4, 2) pairs x 3 layers
+    assert frame.groupby("layer").size().tolist() == [6, 6, 6]
+    pairs = [p.split(" / ") for p in frame.pair.unique()]
+    assert all(a != b for a, b in pairs) and len({tuple(sorted(p)) for p in pairs}) == 6
+    summary = seeds.distance_summary(frame)
+    assert (summary.pairs == 6).all() and (summary.q1 <= summary["median"]).all()
