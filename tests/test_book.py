@@ -22,17 +22,33 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = book.toc_notebooks(ROOT)
 ARTIFACTS = ROOT / "test-artifacts"
 SMOKE = book.load_profile("smoke", ROOT)
-EXECUTED = ROOT / "_build" / "executed" / "smoke"
 
 
 @pytest.fixture(scope="module")
-def built_book():
-    index = book.build("smoke", root=ROOT, echo=lambda m: None, cell_timeout=300)
+def book_root(tmp_path_factory):
+    """A copy of the book's sources in a temporary folder: the test build never writes into
+    the checkout."""
+    root = tmp_path_factory.mktemp("book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, root / name)
+    for folder in ("book", "notebooks", "profiles"):
+        shutil.copytree(ROOT / folder, root / folder)
+    return root
+
+
+@pytest.fixture(scope="module")
+def built_book(book_root):
+    index = book.build("smoke", root=book_root, echo=lambda m: None, cell_timeout=300)
     assert index.is_file()
     second: list[str] = []
-    again = book.build("smoke", root=ROOT, echo=second.append, cell_timeout=300)
+    again = book.build("smoke", root=book_root, echo=second.append, cell_timeout=300)
     assert again == index
-    return index, second
+    return index, second, book_root
+
+
+def _executed(built, name: str):
+    folder = built[2] / "_build" / "executed" / "smoke"
+    return nbformat.read(str(folder / f"{name}.ipynb"), as_version=4)
 
 
 def _outputs(nb, mime):
@@ -88,7 +104,7 @@ def test_help_notebook_lists_every_parameter_with_type_and_meaning(path):
 
 @pytest.fixture(scope="module")
 def executed_primer(built_book):
-    return nbformat.read(str(EXECUTED / "measures_primer.ipynb"), as_version=4)
+    return _executed(built_book, "measures_primer")
 
 
 def test_primer_produces_its_tables_and_charts(executed_primer):
@@ -117,7 +133,7 @@ def test_primer_produces_its_tables_and_charts(executed_primer):
 
 @pytest.fixture(scope="module")
 def executed_representation(built_book):
-    return nbformat.read(str(EXECUTED / "representation.ipynb"), as_version=4)
+    return _executed(built_book, "representation")
 
 
 def test_representation_matrices_are_sound(executed_representation):
@@ -142,7 +158,7 @@ def test_representation_matrices_are_sound(executed_representation):
 
 @pytest.fixture(scope="module")
 def executed_attention(built_book):
-    return nbformat.read(str(EXECUTED / "attention.ipynb"), as_version=4)
+    return _executed(built_book, "attention")
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
@@ -171,7 +187,7 @@ def test_attention_matrices_and_explorer_are_sound(executed_attention):
 
 @pytest.fixture(scope="module")
 def executed_finetuning(built_book):
-    return nbformat.read(str(EXECUTED / "finetuning.ipynb"), as_version=4)
+    return _executed(built_book, "finetuning")
 
 
 def _panels(spec, n: int) -> dict[str, np.ndarray]:
@@ -209,8 +225,34 @@ def test_finetuning_matrices_are_sound(executed_finetuning):
 
 
 @pytest.fixture(scope="module")
+def executed_truncation(built_book):
+    return _executed(built_book, "truncation")
+
+
+def test_truncation_curves_and_skips_are_sound(executed_truncation):
+    n = SMOKE["model_options"]["layers"]
+    specs = _outputs(executed_truncation, "application/vnd.vegalite.v6+json")
+    rows = [r for s in specs for data in s["datasets"].values() for r in data
+            if "config" in r and "mean" in r]
+    curves = pd.DataFrame(rows).drop_duplicates(["model", "task", "config", "layer"])
+    for _, group in curves.groupby(["model", "task", "config"]):
+        assert sorted(group.layer) == list(range(1, n + 1))  # one point per layer
+    assert curves["mean"].between(0, 1).all()
+    # at the last layer UNTUNED is the fine-tuned model itself (mean over seeds)
+    top = curves[(curves.config == "UNTUNED") & (curves.layer == n)]
+    np.testing.assert_allclose(top["mean"], top["full"], atol=1e-9)
+    spans = pd.DataFrame([r for s in specs for data in s["datasets"].values() for r in data
+                          if "single" in r])
+    assert (spans["first"] <= spans["last"]).all()  # the upper triangle only
+    assert (spans.single == (spans["first"] == spans["last"])).all()
+    assert len(spans.drop_duplicates(["first", "last"])) == n * (n + 1) // 2 - 1
+    text = _text(executed_truncation)
+    assert "model's own accuracy" in text and "library probe" in text
+
+
+@pytest.fixture(scope="module")
 def executed_domains(built_book):
-    return nbformat.read(str(EXECUTED / "domains.ipynb"), as_version=4)
+    return _executed(built_book, "domains")
 
 
 def test_domain_curves_are_sound(executed_domains):
@@ -233,7 +275,7 @@ def test_domain_curves_are_sound(executed_domains):
 
 @pytest.fixture(scope="module")
 def executed_seeds(built_book):
-    return nbformat.read(str(EXECUTED / "seeds.ipynb"), as_version=4)
+    return _executed(built_book, "seeds")
 
 
 def test_seed_distributions_are_sound(executed_seeds):
@@ -279,7 +321,7 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
 
 
 def test_rebuild_reuses_executed_notebooks(built_book):
-    _, second = built_book
+    _, second, _ = built_book
     per_notebook = [m for m in second if m.split()[0] in {p.stem for p in NOTEBOOKS}]
     assert len(per_notebook) == len(NOTEBOOKS)
     assert all(m.split()[-1] == "reused" for m in per_notebook), per_notebook
@@ -312,7 +354,7 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                     "`apt-get install -y chromium` to run the browser test")
     from playwright.sync_api import sync_playwright
 
-    index, _ = built_book
+    index, _, _ = built_book
     html_root = index.parent
     pages = sorted(p for p in html_root.rglob("*.html")
                    if not p.name.startswith(("genindex", "search")) and "_static" not in p.parts)

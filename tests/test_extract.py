@@ -165,3 +165,15 @@ def test_no_warning_for_normal_sentences(tiny_models, tricky_corpus):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         extract.extract(tiny_models["gpt2"], tricky_corpus, cache=False, progress=False)
+
+
+def test_a_very_short_token_limit_keeps_what_fits(tiny_models):
+    corpus = corpora.from_sentences(["one two three four five six", "a b"])
+    with pytest.warns(UserWarning, match="longer than 3 tokens"):
+        result = extract.extract(tiny_models["bert"], corpus, max_length=3, cache=False,
+                                 progress=False)
+    # [CLS] w [SEP]: one word of each sentence survives, none is split across the cut
+    assert result.words.shape[1] == 2
+    assert result.word_sentence.tolist() == [0, 1] and result.word_position.tolist() == [0, 0]
+    with pytest.raises(ValueError, match="max_length must be at least 3"):
+        extract.extract(tiny_models["bert"], corpus, max_length=2, cache=False, progress=False)

@@ -668,3 +668,15 @@ def test_a_single_group_is_refused_not_given_a_zero_width_interval():
         sim.bootstrap(X, Y, n_boot=10, groups=np.zeros(40))
     with pytest.raises(ValueError, match="single group"):
         sim.permutation_test(X, Y, n_perm=10, groups=np.zeros(40))
+
+
+def test_weighted_rsa_in_float32_agrees_with_float64():
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((300, 16)).astype(np.float32)
+    Y = (X + rng.standard_normal((300, 16))).astype(np.float32)
+    w = rng.multinomial(300, np.full(300, 1 / 300))
+    fast = sim.rsa(X, Y, weights=w)
+    exact = sim.rsa(X.astype(np.float64), Y.astype(np.float64), weights=w)
+    assert fast == pytest.approx(exact, abs=1e-5)
+    mask = (np.arange(300) % 3 == 0).astype(np.int64)  # a 0/1 weight is a subset
+    assert sim.rsa(X, Y, weights=mask) == pytest.approx(sim.rsa(X[::3], Y[::3]), abs=1e-5)

@@ -144,8 +144,8 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
                   np.zeros(len(sentence["out-of-domain"]), bool)]
 
     def difference(mask: np.ndarray) -> np.ndarray:
-        inside = rsa_by_layer([x[mask] for x in pooled_b], [x[mask] for x in pooled_t])
-        outside = rsa_by_layer([x[~mask] for x in pooled_b], [x[~mask] for x in pooled_t])
+        inside = rsa_by_layer(pooled_b, pooled_t, weights=mask.astype(np.int64))
+        outside = rsa_by_layer(pooled_b, pooled_t, weights=(~mask).astype(np.int64))
         return outside - inside
 
     observed = difference(is_in)
