@@ -660,6 +660,9 @@ def test_rsa_of_a_constant_similarity_matrix_is_an_error_at_any_size():
             sim.rsa(X, Y)
         with pytest.raises(ValueError, match="similarity matrix is constant"):
             sim.pairwise([X, Y], measure="rsa")
+    # a large common component is not constancy: the small differences still count
+    Z = 1000 + rng.standard_normal((500, 20))
+    assert np.isfinite(sim.rsa(Z, Z + 0.1 * rng.standard_normal((500, 20))))
 
 
 def test_a_single_group_is_refused_not_given_a_zero_width_interval():

@@ -37,7 +37,12 @@ def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
         what = "constant" if kernel == "correlation" else "all zeros"
         raise ValueError(f"row {i} of {name} is {what}: its {kernel} similarity is undefined; "
                          "drop that stimulus")
-    return A / norms[:, None]
+    A = A / norms[:, None]
+    if len(A) > 1 and float(np.ptp(A, axis=0).max()) <= 1e-7:
+        raise ValueError(f"every stimulus of {name} points the same way, so its similarity "
+                         "matrix is constant (as the first token at the embedding layer); "
+                         "RSA is undefined")
+    return A
 
 
 def _upper_moments(Xh: np.ndarray, Yh: np.ndarray | None = None):
@@ -53,8 +58,7 @@ def _upper_moments(Xh: np.ndarray, Yh: np.ndarray | None = None):
 def _pearson_from_moments(n_pairs, ax, axx, ay, ayy, axy) -> float:
     mx, my = ax / n_pairs, ay / n_pairs
     vx, vy = axx / n_pairs - mx * mx, ayy / n_pairs - my * my
-    # relative to the mean square: the moments cancel to rounding noise when constant
-    if vx <= 1e-10 * (axx / n_pairs) or vy <= 1e-10 * (ayy / n_pairs):
+    if vx <= 1e-15 or vy <= 1e-15:
         raise ValueError("a similarity matrix is constant (e.g. every stimulus has the same "
                          "vector, as the first token at the embedding layer); RSA is undefined")
     return float((axy / n_pairs - mx * my) / np.sqrt(vx * vy))
