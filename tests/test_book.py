@@ -51,6 +51,25 @@ def _executed(built, name: str):
     return nbformat.read(str(folder / f"{name}.ipynb"), as_version=4)
 
 
+def _notebook(name: str):
+    """A module-scoped fixture: the smoke build's executed copy of one notebook."""
+
+    @pytest.fixture(scope="module")
+    def executed(built_book):
+        return _executed(built_book, name)
+
+    return executed
+
+
+executed_primer = _notebook("measures_primer")
+executed_representation = _notebook("representation")
+executed_attention = _notebook("attention")
+executed_finetuning = _notebook("finetuning")
+executed_truncation = _notebook("truncation")
+executed_domains = _notebook("domains")
+executed_seeds = _notebook("seeds")
+
+
 def _outputs(nb, mime):
     return [o["data"][mime] for c in nb.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if mime in o.get("data", {})]
@@ -102,11 +121,6 @@ def test_help_notebook_lists_every_parameter_with_type_and_meaning(path):
         assert info["help"][:30] in " ".join(text.split()), name
 
 
-@pytest.fixture(scope="module")
-def executed_primer(built_book):
-    return _executed(built_book, "measures_primer")
-
-
 def test_primer_produces_its_tables_and_charts(executed_primer):
     nb = executed_primer
     specs = _outputs(nb, "application/vnd.vegalite.v6+json")
@@ -131,11 +145,6 @@ def test_primer_produces_its_tables_and_charts(executed_primer):
     assert "my CKA" in text and "after a random rotation" in text
 
 
-@pytest.fixture(scope="module")
-def executed_representation(built_book):
-    return _executed(built_book, "representation")
-
-
 def test_representation_matrices_are_sound(executed_representation):
     n_layers = len(SMOKE["models"]) * (SMOKE["model_options"]["layers"] + 1)
     mats = _switchable_matrices(executed_representation, n_layers)
@@ -154,11 +163,6 @@ def test_representation_matrices_are_sound(executed_representation):
     assert "agreement" in html
     text = _text(executed_representation)
     assert "regressed out" in text and "explicit mixedsim" in text
-
-
-@pytest.fixture(scope="module")
-def executed_attention(built_book):
-    return _executed(built_book, "attention")
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
@@ -183,11 +187,6 @@ def test_attention_matrices_and_explorer_are_sound(executed_attention):
                                    atol=5e-3)
     text = _text(executed_attention)
     assert "higher" in text and "largest deviation of a row sum from 1" in text
-
-
-@pytest.fixture(scope="module")
-def executed_finetuning(built_book):
-    return _executed(built_book, "finetuning")
 
 
 def _panels(spec, n: int) -> dict[str, np.ndarray]:
@@ -224,11 +223,6 @@ def test_finetuning_matrices_are_sound(executed_finetuning):
     assert "largest |M[i, j] - M[j, i]|" in text and "best split" in text
 
 
-@pytest.fixture(scope="module")
-def executed_truncation(built_book):
-    return _executed(built_book, "truncation")
-
-
 def test_truncation_curves_and_skips_are_sound(executed_truncation):
     n = SMOKE["model_options"]["layers"]
     specs = _outputs(executed_truncation, "application/vnd.vegalite.v6+json")
@@ -250,11 +244,6 @@ def test_truncation_curves_and_skips_are_sound(executed_truncation):
     assert "model's own accuracy" in text and "library probe" in text
 
 
-@pytest.fixture(scope="module")
-def executed_domains(built_book):
-    return _executed(built_book, "domains")
-
-
 def test_domain_curves_are_sound(executed_domains):
     n_layers = SMOKE["model_options"]["layers"] + 1
     specs = _outputs(executed_domains, "application/vnd.vegalite.v6+json")
@@ -271,11 +260,6 @@ def test_domain_curves_are_sound(executed_domains):
     assert "RSA of the base model with itself, per layer" in text  # asserted equal to 1
     html = "".join(_outputs(executed_domains, "text/html"))
     assert "what the paper reports" in html and "permutation p" in html
-
-
-@pytest.fixture(scope="module")
-def executed_seeds(built_book):
-    return _executed(built_book, "seeds")
 
 
 def test_seed_distributions_are_sound(executed_seeds):

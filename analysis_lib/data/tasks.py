@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .corpora import GLUE, Corpus, hub_dataset, load_corpus
+from .corpora import GLUE, Corpus, from_sentences, hub_dataset, load_corpus
 
 
 @dataclass
@@ -86,6 +86,14 @@ class Task:
 
 OFFLINE_TASKS = ("tweets-sentiment", "bbc-topic")
 TASKS = OFFLINE_TASKS + tuple(GLUE)
+
+
+def split_corpus(split: Split, name: str = "split") -> Corpus:
+    """The inputs of a split as a corpus, one sentence per example (a pair joined by a
+    space), for extraction."""
+    texts = split.texts if split.pairs is None else [f"{a} {b}" for a, b in
+                                                      zip(split.texts, split.pairs)]
+    return from_sentences(texts, name=name)
 
 
 def check_labels(task: Task) -> None:
@@ -170,8 +178,6 @@ def task_from_frame(frame, *, text: str = "text", label: str = "label", pair: st
     if missing:
         raise ValueError(f"column(s) {missing} not in the table; its columns are "
                          f"{list(frame.columns)} (pass text=..., label=... to name them)")
-    from .corpora import from_sentences
-
     corpus = from_sentences([str(t) for t in frame[text]], labels=list(frame[label]), name=name)
     if pair is not None:
         corpus.text_pairs = list(zip(corpus.texts, [str(t) for t in frame[pair]]))

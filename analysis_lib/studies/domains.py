@@ -29,10 +29,9 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
-from ..extract import extract
 from ..models import LoadedModel, load
 from ..similarity import rsa
-from .finetuning import MARGIN, Runs, stimuli, word_rows
+from .finetuning import MARGIN, Runs, stimuli, word_layers, word_rows
 
 DOMAINS = ("in-domain", "out-of-domain")
 #: the corpus of each offline task's own domain, and the other one
@@ -67,8 +66,7 @@ def domain_stimuli(runs: Runs, task: str, other: str, *, n_sentences: int, n_wor
 
 def token_layers(model: LoadedModel, sample: DomainSample) -> list[np.ndarray]:
     """Every layer's word vectors (last subword) on the sample's rows."""
-    result = extract(model, sample.corpus, progress=False)
-    return [np.ascontiguousarray(x[sample.rows]) for x in result.words]
+    return word_layers(model, sample.corpus, sample.rows).words
 
 
 def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],

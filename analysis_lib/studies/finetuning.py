@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.corpora import Corpus, from_sentences
-from ..data.tasks import Task, load_task
+from ..data.corpora import Corpus
+from ..data.tasks import Task, load_task, split_corpus
 from ..extract import Extraction, extract
-from ..layers import LayerTable
+from ..layers import layer_label
 from ..models import LoadedModel, load
 from ..similarity import (
     attention_similarity,
@@ -121,10 +121,9 @@ def stimuli(task: Task, n: int | None = None) -> Corpus:
     """The validation inputs of a task as a corpus (pairs joined by a space): the stimuli
     Phang et al. compute CKA over."""
     split = task.validation
-    texts = split.texts if split.pairs is None else [f"{a} {b}" for a, b in
-                                                      zip(split.texts, split.pairs)]
-    texts = texts[:n] if n is not None else texts
-    return from_sentences(texts, name=f"{task.name}-validation")
+    if n is not None:
+        split = split.subset(range(min(n, len(split))))
+    return split_corpus(split, name=f"{task.name}-validation")
 
 
 # --------------------------------------------------------------------------- CLS matrices
@@ -430,7 +429,7 @@ def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarra
 
 def layer_labels(n_transformer: int) -> list[str]:
     """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
-    return LayerTable.for_model("", "", True, n_transformer).frame["label"].str.strip().tolist()
+    return [layer_label("", k).strip() for k in range(n_transformer + 1)]
 
 
 def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data.corpora import Corpus, from_sentences
-from ..data.tasks import Split, Task
+from ..data.tasks import Task, split_corpus
 from ..extract import extract
 from ..models import LoadedModel, load
 from ..training import finetune as ft
@@ -36,13 +35,6 @@ from .finetuning import Runs, run_grid, seed_interval
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
-
-
-def split_corpus(split: Split, name: str = "split") -> Corpus:
-    """The inputs of a split as a corpus (a pair joined by a space)."""
-    texts = split.texts if split.pairs is None else [f"{a} {b}" for a, b in
-                                                      zip(split.texts, split.pairs)]
-    return from_sentences(texts, name=name)
 
 
 def first_token_features(model: LoadedModel, task: Task) -> dict[str, list[np.ndarray]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.tasks import Split, Task
+from ..data.tasks import Split, Task, split_corpus
 from ..layers import check_layer
 from ..models import LoadedModel, load
 
@@ -32,7 +32,6 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from ..data.corpora import from_sentences
     from ..extract import extract
 
     if task.regression:
@@ -45,9 +44,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
                                                                              len(task.train))))
 
     def features(split: Split) -> np.ndarray:
-        corpus = from_sentences(split.texts if split.pairs is None else
-                                [f"{a} {b}" for a, b in zip(split.texts, split.pairs)])
-        result = extract(loaded, corpus, progress=False, **extract_options)
+        result = extract(loaded, split_corpus(split), progress=False, **extract_options)
         return (result.sentence_first if pooling == "first" else result.sentence_mean)[layer]
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000,
