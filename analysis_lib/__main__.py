@@ -6,6 +6,10 @@
     and the path of the built ``index.html`` (see :mod:`analysis_lib.book`).
 ``extract --model NAME --corpus NAME [--n N]``
     Extract one model on one corpus into the cache and print the array shapes.
+``sweep SPEC.yml [--workers N | --scheduler ADDRESS | --here] [--out FOLDER]``
+    Run a declared grid (see :mod:`analysis_lib.sweep`) on a Dask ``LocalCluster`` (N
+    workers, default from the machine's cores), on a running Dask scheduler, or in this
+    process; write the result table (parquet and CSV) and report failed units.
 ``corpora`` / ``models``
     List the registered corpora / the offline model names.
 """
@@ -39,6 +43,32 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import load_spec, run_sweep
+
+    try:
+        spec = load_spec(args.spec)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out = args.out or f"sweeps/{spec.name}"
+    workers = None if args.here or args.scheduler else (args.workers or "auto")
+    try:
+        result = run_sweep(spec, workers=workers, scheduler=args.scheduler,
+                           cache_dir=args.cache_dir, out=out)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    units = result.units
+    print(f"{len(units)} units in {result.seconds:.1f} s: {result.n_computed} computed, "
+          f"{int((units['ok'] & ~units['computed']).sum())} from the cache, "
+          f"{len(result.failures)} failed or skipped")
+    for _, row in result.failures.iterrows():
+        print(f"  {row['key']}: {row['error']}", file=sys.stderr)
+    print(f"{len(result.table)} result rows in {out}/results.parquet (and .csv)")
+    return 1 if len(result.failures) else 0
+
+
 def cmd_corpora(args: argparse.Namespace) -> int:
     from .data.corpora import list_corpora
 
@@ -68,6 +98,21 @@ def main(argv: list[str] | None = None) -> int:
     ext.add_argument("--seed", type=int, default=0)
     ext.add_argument("--attention", action="store_true")
     ext.set_defaults(func=cmd_extract)
+    sweep = sub.add_parser("sweep", help="run a declared grid, here or on a Dask cluster")
+    sweep.add_argument("spec", help="the sweep's YAML file")
+    where = sweep.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None,
+                       help="run on a Dask LocalCluster of N worker processes")
+    where.add_argument("--scheduler", default=None,
+                       help="address of a running Dask scheduler (tcp://host:8786)")
+    where.add_argument("--here", action="store_true",
+                       help="run in this process, one unit after another (no Dask)")
+    sweep.add_argument("--out", default=None, help="folder for the tables "
+                       "(default: sweeps/NAME)")
+    sweep.add_argument("--cache-dir", default=None,
+                       help="the cache every worker shares (default: $ANALYSIS_LIB_CACHE or "
+                       "the user cache folder)")
+    sweep.set_defaults(func=cmd_sweep)
     sub.add_parser("corpora", help="list the corpora").set_defaults(func=cmd_corpora)
     sub.add_parser("models", help="list the offline model names").set_defaults(func=cmd_models)
     args = parser.parse_args(argv)

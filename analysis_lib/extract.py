@@ -65,6 +65,10 @@ class Extraction:
         Sentences cut to the model's maximum length (their cut words have no rows).
     options : dict
         The options the arrays were computed with.
+    cache_key : str or None
+        Key of the arrays' entry in the ``"extract"`` cache (None when not cached).
+    from_cache : bool
+        The arrays were read from the cache rather than computed by this call.
     """
 
     info: ModelInfo
@@ -76,6 +80,8 @@ class Extraction:
     attention: list[np.ndarray] | None = None
     n_truncated: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    cache_key: str | None = None
+    from_cache: bool = False
 
     @property
     def n_layers(self) -> int:
@@ -172,7 +178,10 @@ def extract(
                "special_tokens": special_tokens if attention else None, "max_length": limit}
     key = make_key(kind="extract", model=info.fingerprint, corpus=corpus.fingerprint(),
                    weights=weights_digest(loaded.model) if cache else None, **options)
+    computed = []
+
     def compute():
+        computed.append(True)
         return _run(loaded, corpus, limit, word_pooling, attention, special_tokens, batch_size,
                     sort_by_length, progress)
 
@@ -182,11 +191,12 @@ def extract(
             key, compute, required_arrays=needed, required_meta=("n_truncated",))
     else:
         arrays, meta = compute()
-    return _unpack(info, arrays, meta, options)
+    return _unpack(info, arrays, meta, options, cache_key=key if cache else None,
+                   from_cache=cache and not computed)
 
 
 def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any],
-            options: dict[str, Any]) -> Extraction:
+            options: dict[str, Any], **flags: Any) -> Extraction:
     maps = None
     if "attention_flat" in arrays:
         flat, shapes = arrays["attention_flat"], arrays["attention_shapes"]
@@ -197,7 +207,7 @@ def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any]
         info=info, words=arrays["words"], sentence_first=arrays["sentence_first"],
         sentence_mean=arrays["sentence_mean"], word_sentence=arrays["word_sentence"],
         word_position=arrays["word_position"], attention=maps,
-        n_truncated=int(meta["n_truncated"]), options=options,
+        n_truncated=int(meta["n_truncated"]), options=options, **flags,
     )
 
 
