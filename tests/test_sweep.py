@@ -114,7 +114,9 @@ def test_grid_in_process_equals_grid_on_two_workers_and_reruns_nothing(tmp_path,
     assert here.failures.empty
     assert here.n_computed == len(here.units) == 4 + 2 * 6
     table = here.table
-    assert len(table) == 2 * 6 * 3 * 3  # measures x pairs x 3 x 3 layer pairs
+    # 6 pairs x 3 x 3 layer pairs; the asymmetric neuronsim in both directions
+    assert (table.measure == "linear_cka").sum() == 6 * 3 * 3
+    assert (table.measure == "neuronsim").sum() == 2 * 6 * 3 * 3
     assert table["value"].notna().all()
     assert {"library_version", "torch_version", "spec_digest", "corpus"} <= set(table.columns)
     # same model, same seed would be 1: different seeds of one family are below 1
@@ -222,3 +224,29 @@ def test_cli_runs_a_spec_and_reports_failures(tmp_path, capsys):
     spec.write_text("name: cli\nmodels: [minilm]\nmeasures: [linear_cka]\n")
     assert main(args) == 2
     assert "one model variant" in capsys.readouterr().err
+
+
+def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
+    from analysis_lib import corpora
+    from analysis_lib.studies import representation as study
+
+    grid = {**GRID, "seeds": [0], "self_pairs": True,
+            "measures": ["linear_cka", "neuronsim", "svcca"]}
+    result = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False)
+    mats, collection = study.from_sweep(result.table, grid["measures"])
+    text = corpora.load_corpus("tweets", n=24, seed=0)
+    here = study.build(grid["models"], text, model_options=GRID["model_options"],
+                       max_words=150, seed=0, progress=False)
+    expected = study.matrices(here, grid["measures"], progress=False)
+    assert collection.table.frame["layer"].tolist() == here.table.frame["layer"].tolist()
+    assert collection.table.frame["family"].tolist() == here.table.frame["family"].tolist()
+    for measure in grid["measures"]:  # neuronsim is asymmetric: both directions present
+        np.testing.assert_allclose(mats[measure], expected[measure], atol=1e-6)
+    assert study.summary(mats["linear_cka"], collection) == pytest.approx(
+        study.summary(expected["linear_cka"], here), abs=1e-6, nan_ok=True)
+    no_self = sweep.run_sweep({**grid, "self_pairs": False}, cache_dir=tmp_path,
+                              progress=False)
+    with pytest.raises(ValueError, match="self_pairs"):
+        study.from_sweep(no_self.table, ["linear_cka"])
+    with pytest.raises(ValueError, match="no 'pwcca' rows"):
+        study.from_sweep(result.table, ["pwcca"])

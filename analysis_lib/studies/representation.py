@@ -289,3 +289,57 @@ def random_across(M: np.ndarray, collection: Collection) -> float:
     random = ~frame["pretrained"].to_numpy()
     mask = random[:, None] & random[None, :] & ~collection.table.same_model()
     return float(M[mask].mean()) if mask.any() else float("nan")
+
+
+def from_sweep(table: pd.DataFrame, measures: Sequence[str]
+               ) -> tuple[dict[str, np.ndarray], Collection]:
+    """The collection matrices of a finished sweep's table (see :mod:`analysis_lib.sweep`;
+    run it with ``self_pairs: true``), and a :class:`Collection` holding its layer table
+    only (no arrays: the sections that need them run on this machine's models).
+
+    Each model variant of the sweep (model, task, seed) is one "model" of the collection,
+    named ``"model / task / seed s"``.
+    """
+    from ..similarity.registry import SYMMETRIC, canonical
+
+    table = table.copy()
+    for side in ("a", "b"):
+        parts = [table[f"model_{side}"].astype(str)]
+        task, seed = table[f"task_{side}"], table[f"seed_{side}"]
+        names = parts[0].where(task.isna(), parts[0] + " / " + task.astype(str))
+        table[f"variant_{side}"] = names.where(seed.isna(), names + " / seed "
+                                               + seed.astype("Int64").astype(str))
+    order = list(dict.fromkeys(list(table["variant_a"]) + list(table["variant_b"])))
+    tables = []
+    for name in order:
+        own = table[table.variant_a == name]
+        own_layers = sorted(set(own.layer_a.astype(int)))
+        if not len(own):
+            own = table[table.variant_b == name].rename(
+                columns=lambda c: c[:-2] + "_a" if c.endswith("_b") else c)
+            own_layers = sorted(set(own.layer_a.astype(int)))
+        first = own.iloc[0]
+        tables.append(LayerTable.for_model(name, str(first["family_a"]),
+                                           bool(first["pretrained_a"]),
+                                           int(first["n_layers_a"]), layers=own_layers))
+    layer_table = LayerTable.concat(tables)
+    index = {(m, int(x)): k for k, (m, x) in enumerate(zip(layer_table.frame.model,
+                                                           layer_table.frame.layer))}
+    mats = {}
+    for measure in measures:
+        rows = table[table.measure == canonical(measure)]
+        if rows.empty:
+            raise ValueError(f"the sweep table has no {measure!r} rows; its measures are "
+                             f"{sorted(set(table.measure))}")
+        M = np.full((len(layer_table), len(layer_table)), np.nan)
+        i = [index[(m, int(x))] for m, x in zip(rows.variant_a, rows.layer_a)]
+        j = [index[(m, int(x))] for m, x in zip(rows.variant_b, rows.layer_b)]
+        M[i, j] = rows["value"].to_numpy()
+        if canonical(measure) in SYMMETRIC:
+            M = np.where(np.isnan(M), M.T, M)
+        same = layer_table.same_model()
+        if np.isnan(M[same]).any():
+            raise ValueError("the sweep table lacks the comparisons of a model with itself; "
+                             "run the sweep with self_pairs: true")
+        mats[canonical(measure)] = M
+    return mats, Collection(layer_table, [], np.arange(0), np.zeros((0, 3)), np.arange(0))

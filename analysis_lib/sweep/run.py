@@ -119,6 +119,7 @@ def _extract(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[
     result = extract(model, corpus, cache_dir=cache_dir, progress=False,
                      **params["extract_options"], **params["load_options"])
     return {"key": result.cache_key, "n_layers": result.n_layers,
+            "family": result.info.family, "pretrained": bool(result.info.pretrained),
             "fingerprint": result.info.fingerprint}, not result.from_cache
 
 
@@ -131,6 +132,7 @@ def _rows(n: int, keep: int | None, seed: int) -> np.ndarray:
 def _measure(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[Any, bool]:
     from ..layers import check_layer
     from ..similarity.pairwise import pairwise
+    from ..similarity.registry import SYMMETRIC
 
     a, b = (d["value"] for d in deps)
     key = make_key(kind="sweep-measure", a=a["key"], b=b["key"], measure=params["measure"],
@@ -166,17 +168,27 @@ def _measure(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[
             layers = (list(range(n + 1)) if params["layers"] == "all"
                       else [check_layer(v, n, "layers") for v in params["layers"]])
             picks.append(layers)
-        matrix = pairwise([arrays[0][i][rows] for i in picks[0]],
-                          [arrays[1][j][rows] for j in picks[1]],
-                          measure=params["measure"], progress=False, **params["options"])
-        return ({"matrix": matrix, "layers_a": np.array(picks[0]),
-                 "layers_b": np.array(picks[1])}, {"n_rows": int(len(rows))})
+        side_a = [arrays[0][i][rows] for i in picks[0]]
+        side_b = [arrays[1][j][rows] for j in picks[1]]
+        out = {"matrix": pairwise(side_a, side_b, measure=params["measure"], progress=False,
+                                  **params["options"]),
+               "layers_a": np.array(picks[0]), "layers_b": np.array(picks[1])}
+        if both:  # an asymmetric measure between two variants: the other direction too
+            out["matrix_ba"] = pairwise(side_b, side_a, measure=params["measure"],
+                                        progress=False, **params["options"])
+        return out, {"n_rows": int(len(rows))}
 
+    both = a["key"] != b["key"] and params["measure"] not in SYMMETRIC
+    needed = ("matrix", "layers_a", "layers_b") + (("matrix_ba",) if both else ())
     arrays, meta = ArrayCache("sweep", cache_dir).get_or_compute(
-        key, compute, required_arrays=("matrix", "layers_a", "layers_b"),
-        required_meta=("n_rows",))
+        key, compute, required_arrays=needed, required_meta=("n_rows",))
     value = {"matrix": arrays["matrix"].tolist(), "layers_a": arrays["layers_a"].tolist(),
-             "layers_b": arrays["layers_b"].tolist(), "n_rows": meta["n_rows"]}
+             "layers_b": arrays["layers_b"].tolist(), "n_rows": meta["n_rows"],
+             "family_a": a["family"], "family_b": b["family"],
+             "pretrained_a": a["pretrained"], "pretrained_b": b["pretrained"],
+             "n_layers_a": a["n_layers"] - 1, "n_layers_b": b["n_layers"] - 1}
+    if both:
+        value["matrix_ba"] = arrays["matrix_ba"].tolist()
     return value, bool(computed)
 
 
@@ -324,8 +336,17 @@ def _versions() -> dict[str, str]:
 
 
 UNIT_COLUMNS = ["key", "stage", "ok", "computed", "attempts", "seconds", "error", "host"]
+MODEL_COLUMNS = ["family_a", "family_b", "pretrained_a", "pretrained_b", "n_layers_a",
+                 "n_layers_b"]
 TABLE_AXES = ["model_a", "seed_a", "task_a", "model_b", "seed_b", "task_b", "measure",
               "layer_a", "layer_b", "value"]
+
+
+def _matrix_rows(axes: dict[str, Any], value: dict[str, Any], matrix: list[list[float]],
+                 layers_a: list[int], layers_b: list[int]) -> list[dict[str, Any]]:
+    return [{**axes, "layer_a": la, "layer_b": lb, "value": float(matrix[i][j]),
+             **{k: value[k] for k in MODEL_COLUMNS}, "n_rows": value["n_rows"]}
+            for i, la in enumerate(layers_a) for j, lb in enumerate(layers_b)]
 
 
 def _gather(spec: SweepSpec, units: list[Unit], outcomes: dict[str, dict],
@@ -338,12 +359,15 @@ def _gather(spec: SweepSpec, units: list[Unit], outcomes: dict[str, dict],
         if unit.stage != "measure" or not o["ok"]:
             continue
         v = o["value"]
-        for i, la in enumerate(v["layers_a"]):
-            for j, lb in enumerate(v["layers_b"]):
-                rows.append({**unit.axes, "layer_a": la, "layer_b": lb,
-                             "value": float(v["matrix"][i][j]), "n_rows": v["n_rows"]})
-    table = pd.DataFrame(rows, columns=TABLE_AXES + ["n_rows"])
-    for col in ("seed_a", "seed_b", "layer_a", "layer_b"):
+        rows += _matrix_rows(unit.axes, v, v["matrix"], v["layers_a"], v["layers_b"])
+        if "matrix_ba" in v:  # the other direction of an asymmetric measure: sides swapped
+            swap = {k[:-1] + ("b" if k.endswith("a") else "a"): x for k, x in unit.axes.items()
+                    if k.endswith(("_a", "_b"))}
+            flipped = {k[:-1] + ("b" if k.endswith("a") else "a"): v[k] for k in MODEL_COLUMNS}
+            rows += _matrix_rows({**unit.axes, **swap}, {**v, **flipped}, v["matrix_ba"],
+                                 v["layers_b"], v["layers_a"])
+    table = pd.DataFrame(rows, columns=TABLE_AXES + MODEL_COLUMNS + ["n_rows"])
+    for col in ("seed_a", "seed_b", "layer_a", "layer_b", "n_layers_a", "n_layers_b"):
         table[col] = table[col].astype("Int64")
     settings = {"sweep": spec.name, "spec_digest": spec.digest(), "corpus": spec.corpus,
                 "n_sentences": spec.n_sentences, "kind": spec.kind,

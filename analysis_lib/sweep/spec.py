@@ -16,6 +16,8 @@ A spec is a YAML file (or the same mapping in Python)::
     kind: words               # words | first | mean (sentence vectors)
     max_words: 2000
     pairs: all                # all | within (same model) | across (different models)
+    self_pairs: false         # also each variant with itself (the full heatmap's diagonal
+                              # blocks, as the representation page needs)
     layers: all               # or a list of layer indices, 0 = embeddings
     retries: 1
     threads_per_unit: 1
@@ -61,6 +63,7 @@ class SweepSpec:
     kind: str = "words"
     max_words: int | None = None
     pairs: str = "all"
+    self_pairs: bool = False
     layers: str | list[int] = "all"
     retries: int = 1
     threads_per_unit: int = 1
@@ -161,6 +164,8 @@ def check_spec(spec: SweepSpec, where: str = "the sweep spec") -> SweepSpec:
         raise ValueError(f"{where}: kind must be one of {KINDS}, got {spec.kind!r}")
     if spec.pairs not in PAIRS:
         raise ValueError(f"{where}: pairs must be one of {PAIRS}, got {spec.pairs!r}")
+    if not isinstance(spec.self_pairs, bool):
+        raise ValueError(f"{where}: self_pairs must be true or false, got {spec.self_pairs!r}")
     if spec.layers != "all" and (
             not isinstance(spec.layers, list) or not spec.layers
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -243,6 +248,8 @@ def _pairs(spec: SweepSpec, found: list[Variant]) -> list[tuple[Variant, Variant
         pairs = [(a, b) for a, b in pairs if a.model == b.model]
     elif spec.pairs == "across":
         pairs = [(a, b) for a, b in pairs if a.model != b.model]
+    if spec.self_pairs:
+        pairs = [(v, v) for v in found] + pairs
     if not pairs:
         raise ValueError(f"pairs={spec.pairs!r} leaves no pair of variants to compare; "
                          "use pairs: all, or add models or seeds")
