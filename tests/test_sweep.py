@@ -250,3 +250,21 @@ def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
         study.from_sweep(no_self.table, ["linear_cka"])
     with pytest.raises(ValueError, match="no 'pwcca' rows"):
         study.from_sweep(result.table, ["pwcca"])
+
+
+def test_representation_notebook_renders_a_sweep_table(tmp_path):
+    import nbformat
+
+    from analysis_lib.book.builder import ROOT, execute, load_profile, notebook_parameters
+
+    grid = {**GRID, "self_pairs": True, "measures": ["neuronsim", "svcca", "linear_cka"]}
+    sweep.run_sweep(grid, cache_dir=tmp_path / "cache", out=tmp_path / "grid", progress=False)
+    path = ROOT / "notebooks" / "representation.ipynb"
+    values = notebook_parameters(path, load_profile("smoke"))
+    values.update(sweep_table=str(tmp_path / "grid"), measures=grid["measures"])
+    done = execute(path, values, tmp_path / "executed", force=True)
+    nb = nbformat.read(str(done.path), as_version=4)
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "random:gpt2 / seed 1" in text  # the sweep's variants are the page's models
+    assert "within_model" in text
