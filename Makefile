@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_extract.py
 	$(PY) benchmarks/bench_finetune.py
 	$(PY) benchmarks/bench_rsa.py
+	$(PY) benchmarks/bench_sweep.py
 
 clean:
 	rm -rf _build _static test-artifacts .pytest_cache .ruff_cache
