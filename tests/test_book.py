@@ -392,10 +392,18 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                     assert controls.count() == 0
                 else:
                     _move_a_control(page, controls.first, page_path)
+            if page_path.name == "measures.html":  # formulas typeset offline, not TeX source
+                page.wait_for_selector("mjx-container", timeout=30_000)
+                assert page.locator("mjx-container").count() >= 10
+                assert "\\frac" not in page.inner_text("article")
+            if page_path in chapters:  # the parameters once; no plumbing on the page
+                article = page.inner_text("article")
+                assert "params.check" not in article, page_path
+                assert "# Parameters" not in article, page_path
+                assert article.count("the parameters of this run") == 1, page_path
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-            ours = [e for e in errors if re.search(r"vega|chart|analysis|widget", e, re.I)]
             report[name] = errors
-            assert not ours, (page_path, ours)
+            assert not errors, (page_path, errors)
             page.close()
         browser.close()
     (ARTIFACTS / "console.json").write_text(json.dumps(report, indent=1))

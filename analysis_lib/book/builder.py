@@ -17,6 +17,7 @@ A failing cell stops the build and shows the cell and its error.
 from __future__ import annotations
 
 import contextlib
+import ast
 import hashlib
 import json
 import os
@@ -105,15 +106,28 @@ def _present(path: Path, parameters: dict[str, Any], profile_name: str | None) -
     nbformat.write(nb, str(path))
 
 
-def _with_values(source: str, values: dict[str, Any]) -> str:
-    lines = []
+def _with_values(source: str, values: dict[str, Any], width: int = 88) -> str:
+    """The parameters cell as the page shows it: each parameter's comment on the lines above
+    it and its value (this run's, where given) pretty-printed, no line over ``width``."""
+    import pprint
+    import textwrap
+
+    lines: list[str] = []
     for line in source.splitlines():
         match = params._LINE.match(line.strip())
-        if match and match["name"] in values:
-            _, comment = params._split_comment(match["rest"])
-            line = f"{match['name']}: {match['type']} = {values[match['name']]!r}"
-            line += f"  # {comment}" if comment else ""
-        lines.append(line)
+        if not match:
+            lines.append(line)
+            continue
+        default, comment = params._split_comment(match["rest"])
+        value = values[match["name"]] if match["name"] in values else ast.literal_eval(default)
+        if comment:
+            lines += textwrap.wrap(comment, width - 2, initial_indent="# ",
+                                   subsequent_indent="# ", break_on_hyphens=False)
+        head = f"{match['name']}: {match['type']} = "
+        shown = pprint.pformat(value, width=max(20, width - len(head)), compact=True,
+                               sort_dicts=False).splitlines()
+        lines.append(head + shown[0])
+        lines += [" " * len(head) + rest for rest in shown[1:]]
     return "\n".join(lines)
 
 
