@@ -18,7 +18,7 @@ book: $(STAMP)
 	$(PY) -m analysis_lib book --profile default
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check analysis_lib tests benchmarks
+	$(VENV)/bin/ruff check analysis_lib tests benchmarks notebooks
 
 # the browser test needs Debian's chromium; install it when missing (needs root)
 chromium:

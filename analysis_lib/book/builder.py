@@ -16,8 +16,8 @@ A failing cell stops the build and shows the cell and its error.
 
 from __future__ import annotations
 
-import contextlib
 import ast
+import contextlib
 import hashlib
 import json
 import os
