@@ -150,3 +150,34 @@ def subspace_sweep(n: int, d: int, ks: Sequence[int], measures: Sequence[str] = 
         for name, value in compare(X, Y, measures).items():
             records.append({"shared": int(k), "measure": name, "value": value})
     return pd.DataFrame(records)
+
+
+def unchanged(table: pd.DataFrame, transform: str, *, tol: float = 1e-6) -> list[str]:
+    """The measures (columns of :func:`transform_table`) that read the same for ``transform``
+    as for ``"itself"``, within ``tol``: the transform's invariances, as measured."""
+    if transform not in table.index:
+        raise KeyError(f"no transform {transform!r}; the table has {list(table.index)}")
+    same = (table.loc[transform] - table.loc["itself"]).abs() <= tol
+    return [m for m in table.columns if same[m]]
+
+
+def falling(grid: pd.DataFrame, *, noise: float, tol: float = 1e-3) -> list[str]:
+    """The measures of a :func:`sweep` grid that fall by more than ``tol`` from the smallest
+    to the largest angle at the given noise level."""
+    at = grid[np.isclose(grid["noise"], noise)]
+    if at.empty:
+        raise KeyError(f"no noise level {noise} in the grid: {sorted(set(grid['noise']))}")
+    out = []
+    for measure, g in at.groupby("measure", sort=False):
+        g = g.sort_values("angle")
+        if g["value"].iloc[0] - g["value"].iloc[-1] > tol:
+            out.append(measure)
+    return out
+
+
+def proportionality(shared: pd.DataFrame) -> pd.Series:
+    """For a :func:`subspace_sweep` table: each measure's largest distance from the line
+    ``k / d`` (0 = exactly proportional to the share of shared directions), smallest first."""
+    d = shared["shared"].max()
+    gap = (shared["value"] - shared["shared"] / d).abs()
+    return gap.groupby(shared["measure"]).max().sort_values()

@@ -34,7 +34,7 @@ from .measures import (
     svcca,
 )
 from .pairwise import pairwise, pairwise_suite
-from .registry import MEASURES, REGISTRY, Measure, canonical
+from .registry import MEASURES, REGISTRY, SYMMETRIC, Measure, canonical
 from .rsa import rsa, upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
 
@@ -45,7 +45,8 @@ pwsim = pwcca
 
 __all__ = [
     "AttentionLayer", "BootstrapResult", "CCAResult", "MEASURES", "Measure", "PermutationResult",
-    "REGISTRY", "attention_representation", "attention_similarity", "bootstrap", "canonical",
+    "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
+    "canonical",
     "canonical_correlations", "cca", "ckasim", "head_matches", "linear_cka", "localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
     "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",

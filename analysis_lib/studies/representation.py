@@ -254,19 +254,34 @@ def observations(summaries: Mapping[str, Mapping[str, float]],
             return f"{value:.3f} [{low:.3f}, {high:.3f}]"
         return f"{value:.3f}"
 
+    def holds(s, high, low):
+        a, b = summaries.get(s[0], {}).get(high), summaries.get(s[1], {}).get(low)
+        if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+            return "not measured"
+        if s[0] in intervals and s[1] in intervals:
+            lo_a, hi_a = intervals[s[0]][high]
+            lo_b, hi_b = intervals[s[1]][low]
+            if lo_a <= hi_b and lo_b <= hi_a:
+                return "unclear (the intervals overlap)"
+        return "yes" if a > b else "no"
+
     return pd.DataFrame([
         ("layers of one model are more similar to each other than to other models' layers",
          "yes, under every measure", f"within {cell(rep, 'within_model')} vs across "
-         f"{cell(rep, 'across_models')} ({rep})"),
+         f"{cell(rep, 'across_models')} ({rep})",
+         holds((rep, rep), "within_model", "across_models")),
         ("across models: similar representations, different neurons",
          "representation-level measures high, neuronsim low",
-         f"{rep} {cell(rep, 'across_models')} vs {neuron} {cell(neuron, 'across_models')}"),
+         f"{rep} {cell(rep, 'across_models')} vs {neuron} {cell(neuron, 'across_models')}",
+         holds((rep, neuron), "across_models", "across_models")),
         ("lower layers are more similar across models than higher layers", "yes",
-         f"lower {cell(rep, 'lower_across')} vs higher {cell(rep, 'higher_across')} ({rep})"),
+         f"lower {cell(rep, 'lower_across')} vs higher {cell(rep, 'higher_across')} ({rep})",
+         holds((rep, rep), "lower_across", "higher_across")),
         ("adjacent layers are the most similar", "yes",
          f"adjacent {cell(rep, 'adjacent')} vs non-adjacent {cell(rep, 'non_adjacent')} "
-         f"({rep})"),
-    ], columns=["observation", "what the paper reports", "what this run shows"])
+         f"({rep})", holds((rep, rep), "adjacent", "non_adjacent")),
+    ], columns=["observation", "what the paper reports", "what this run shows",
+                "holds here"])
 
 
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
