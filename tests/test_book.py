@@ -322,6 +322,68 @@ def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
         book.execute(broken, {}, tmp_path / "out")
 
 
+def _glued(nb) -> dict[str, str]:
+    """The values a notebook glued for its prose: {name: text or markdown}."""
+    out = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            meta = o.get("metadata", {}).get("scrapbook")
+            if meta:
+                data = o["data"]
+                out[meta["name"]] = next(v for k, v in data.items()
+                                         if k.endswith(("text/markdown", "text/plain")))
+    return out
+
+
+def test_glued_prose_follows_the_profile_it_was_built_with(tmp_path):
+    path = ROOT / "notebooks" / "measures_primer.ipynb"
+    runs = {}
+    for name in ("smoke", "default"):
+        values = book.notebook_parameters(path, book.load_profile(name, ROOT))
+        done = book.execute(path, values, tmp_path / name)
+        runs[name] = _glued(nbformat.read(str(done.path), as_version=4))
+    source = nbformat.read(str(path), as_version=4)
+    used = {m for c in source.cells if c.cell_type == "markdown"
+            for m in re.findall(r"\{glue:[a-z]+\}`([^`:]+)", c.source)}
+    assert used and used <= set(runs["smoke"]) and used <= set(runs["default"])
+    differ = [k for k in used if runs["smoke"][k] != runs["default"][k]]
+    assert differ, "the two profiles glued the same values into every sentence"
+
+
+def test_a_wrong_solution_fails_the_build(tmp_path):
+    root = tmp_path / "book"
+    root.mkdir()
+    shutil.copy2(ROOT / "_config.yml", root / "_config.yml")
+    for folder in ("book", "notebooks", "profiles"):
+        shutil.copytree(ROOT / folder, root / folder)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                   "  - file: notebooks/measures_primer\n")
+    path = root / "notebooks" / "measures_primer.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    planted = 0
+    for cell in nb.cells:  # the solution to the scaling exercise, made to claim the opposite
+        if cell.cell_type == "code" and 'stays = synthetic.unchanged(' in cell.source:
+            cell.source = cell.source.replace(
+                'assert {"neuronsim", "mixedsim"} <= set(stays)',
+                'assert "linear_cka" in stays  # a wrong claim')
+            planted += 1
+    assert planted == 1
+    nbformat.write(nb, str(path))
+    with pytest.raises(book.BuildError, match=r"(?s)a wrong claim.*AssertionError"):
+        book.build("smoke", root=root, echo=lambda m: None, cell_timeout=300)
+
+
+def test_exercises_render_through_sphinx_exercise(built_book):
+    index, _, _ = built_book
+    for path in NOTEBOOKS:
+        html = (index.parent / "notebooks" / f"{path.stem}.html").read_text()
+        exercises = html.count('class="exercise admonition"')
+        solutions = html.count('class="solution dropdown admonition"')
+        assert exercises >= 3 and solutions == exercises, (path.stem, exercises, solutions)
+    course = (index.parent / "book" / "course.html").read_text()
+    assert "teacher" in course.lower() and "papermill" in course
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -1,0 +1,125 @@
+"""The notebooks as a course reads them: exercises with checked solutions, no hand-typed
+results in the prose, code that fits the page."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from analysis_lib import book
+
+ROOT = book.ROOT
+NOTEBOOKS = book.toc_notebooks(ROOT)
+IDS = [p.stem for p in NOTEBOOKS]
+
+#: What prose may hold digits for: references, formulas, code, glued values, the run-time
+#: paragraph, and constants of the methods (interval levels, scale anchors 0 and 1).
+LINES = [
+    r"```[a-z]+\n.*?```",                          # code examples (```python ...)
+    r"^(`{3,}|:label:|:class:).*$",                # directive lines
+]
+ALLOWED = [
+    r"`[^`]*`",                                    # code spans
+    r"\$\$.*?\$\$", r"\$[^$]*\$",                  # formulas
+    r"\{glue:[a-z]+\}`[^`]*`",                     # glued values
+    r"\b(19|20)\d\d[a-z]?\b",                      # years of citations
+    r"§\s?[\d.–-]+",
+    r"\b(Fig(ure)?s?\.?|Tables?|App(endix)?\.?|Eq\.?|[Ss]ections?)\s+[\dA-Z][\d.]*"
+    r"((,\s*|\s(and|or)\s|–)[\dA-Z][\d.]*)*",      # references: Figures 1–3, 8 and 9
+    r"\b(GPT-2|MiniLM-L6|BERT-base|BERT-large|RoBERTa-base|ALBERT-base-v2|ELECTRA-base)\b",
+    r"^#+\s*\d+(\.\d+)*\.?",                       # numbered headings
+    r"\*\*Estimated run time\*\*(.|\n(?!\n))*",    # the run-time paragraph
+    r"\b(95|99|80|20|63|10)%",                     # interval levels and method constants
+    r"(?<![\w.,])[01](?![\w.,]\d)",                # the scale anchors 0 and 1, names like model 1
+]
+
+#: Phrases with figures that are facts of a model, a paper or a preset, not results.
+FACTS = {
+    "representation": ["6-layer"],
+    "finetuning": ["FT[1]–FT[2]", "6-layer", "batch\n16", "5e-5", "10,000 steps",
+                   "7 representation layers", "model 2"],
+    "truncation": ["6-layer"],
+    "domains": ["~5,000 tokens", "5,000 × 5,000", "5,000 or 20,000", "6-layer",
+                "|Xh^T 1|²"],
+    "seeds": ["model 2", "Model 2", "1,600 sentences", "768-wide"],
+    "measures_primer": [],
+    "attention": [],
+}
+
+
+def _hand_typed(name: str, text: str) -> list[str]:
+    for pattern in LINES:
+        text = re.sub(pattern, " ", text, flags=re.M | re.S)
+    text = re.sub(r"(?<!\n)\n(?!\n)", " ", text)  # one line per paragraph
+    for phrase in FACTS.get(name, []):
+        text = text.replace(phrase.replace("\n", " "), " ")
+    for pattern in ALLOWED:
+        text = re.sub(pattern, " ", text, flags=re.M | re.S)
+    return [m.group(0).strip() for m in re.finditer(r"[^\n]{0,25}\d[^\n]{0,25}", text)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_prose_states_no_hand_typed_figures(path):
+    nb = nbformat.read(str(path), as_version=4)
+    found = [h for c in nb.cells if c.cell_type == "markdown"
+             for h in _hand_typed(path.stem, c.source)]
+    assert not found, (f"{path.name}: figures typed into the prose; glue them from the run "
+                       f"(analysis_lib.book.prose.glue) or cite the paper: {found}")
+
+
+def test_the_figure_check_finds_typed_figures():
+    assert _hand_typed("x", "CKA falls to 0.42 at layer 3") != []
+    assert _hand_typed("x", "CKA is {glue:text}`cka:.2f` (Wu et al. 2020, §5.1)") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_code_lines_fit_the_page(path):
+    nb = nbformat.read(str(path), as_version=4)
+    long = [line for c in nb.cells if c.cell_type == "code"
+            and "parameters" not in c.metadata.get("tags", [])
+            for line in c.source.splitlines() if len(line) > 88]
+    assert not long, f"{path.name}: code lines over 88 characters: {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_exercises_have_checked_solutions(path):
+    nb = nbformat.read(str(path), as_version=4)
+    labels, open_label, kinds = [], None, set()
+    token = re.compile(r"````\{exercise\}\s*(?P<kind>[^\n]*)\n:label: (?P<label>\S+)"
+                       r"|```\{solution-start\} (?P<start>\S+)|(?P<end>```\{solution-end\})")
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for m in token.finditer(cell.source):  # in the order they appear
+                if m["label"]:
+                    labels.append(m["label"])
+                    kinds.add(m["kind"].split(":")[0].strip().lower())
+                elif m["start"]:
+                    assert open_label is None, f"{path.name}: solution {open_label} not ended"
+                    assert m["start"] in labels, f"{path.name}: unknown exercise {m['start']}"
+                    open_label = m["start"]
+                else:
+                    assert open_label is not None, f"{path.name}: solution-end without start"
+                    open_label = None
+            assert "{dropdown} Solution" not in cell.source, \
+                f"{path.name}: a solution outside sphinx-exercise"
+        elif open_label is not None:
+            assert "assert" in cell.source, \
+                f"{path.name}: the solution code of {open_label} asserts nothing"
+    assert open_label is None
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+    assert {"predict, then compute", "implement and check",
+            "explain a disagreement"} <= kinds, kinds
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_colab_cell_installs_from_the_books_repository(path):
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    nb = nbformat.read(str(path), as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "google.colab" in first.source and f"git clone --depth 1 {url} book" in first.source, \
+        f"{path.name}: its first cell must install the library from {url} (_config.yml)"
+    assert "remove-cell" in first.metadata.get("tags", [])
