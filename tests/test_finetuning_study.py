@@ -84,8 +84,9 @@ def test_comparisons_shapes_and_known_cells():
             assert np.isnan(M[0]).all() and np.isnan(M[:, 0]).all(), name
     for M in views["FT-FT"] + views["ORIG-ORIG"]:
         np.testing.assert_allclose(np.diag(M)[1:], 1.0, atol=1e-6)
-    # seed 0 left the model unchanged: FT-ORIG equals ORIG-ORIG
-    np.testing.assert_allclose(views["FT-ORIG"][0], views["ORIG-ORIG"][0], atol=1e-9)
+    # seed 0 left the model unchanged: FT-ORIG equals ORIG-ORIG (to float32 rounding: the
+    # self comparison and the cross comparison multiply the same numbers in another order)
+    np.testing.assert_allclose(views["FT-ORIG"][0], views["ORIG-ORIG"][0], atol=1e-6)
     assert views["FT-ORIG"][2][3, 3] < views["FT-ORIG"][1][3, 3] < 1
 
 

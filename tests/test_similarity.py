@@ -683,3 +683,31 @@ def test_weighted_rsa_in_float32_agrees_with_float64():
     assert fast == pytest.approx(exact, abs=1e-5)
     mask = (np.arange(300) % 3 == 0).astype(np.int64)  # a 0/1 weight is a subset
     assert sim.rsa(X, Y, weights=mask) == pytest.approx(sim.rsa(X[::3], Y[::3]), abs=1e-5)
+
+
+def test_pwcca_weights_do_not_depend_on_the_basis_of_tied_correlations():
+    """Two exactly shared signals tie at canonical correlation 1: any rotation of their two
+    canonical directions is a valid SVD. PWCCA must not depend on which one a solver (or a
+    BLAS thread count) returns."""
+    from analysis_lib.similarity import measures as m
+
+    rng = np.random.default_rng(0)
+    n = 400
+    shared = rng.standard_normal((n, 2))
+    X = np.hstack([shared, rng.standard_normal((n, 4))]) @ rng.standard_normal((6, 6))
+    Y = np.hstack([shared, rng.standard_normal((n, 4))]) @ rng.standard_normal((6, 6))
+    a, b, C = m._stats(X, Y, None, False, min_rows=2)
+    u, rho, vt, ka, kb = m._k_cca(a, b, C, None, "reach", uv=True)
+    assert abs(rho[0] - rho[1]) < m.TIE_TOL and rho[1] - rho[2] > 0.1
+    base = m._pw_weights(a, ka, u, rho) @ rho
+    for angle in (0.3, 1.1, 2.0):  # rotate the tied pair of directions
+        c, s = np.cos(angle), np.sin(angle)
+        turned = u.copy()
+        turned[:, :2] = u[:, :2] @ np.array([[c, -s], [s, c]])
+        assert m._pw_weights(a, ka, turned, rho) @ rho == pytest.approx(base, abs=1e-12)
+    # without the canonical basis the weights would move: the check above is not vacuous
+    lam, V = a.eig
+    raw = np.abs((turned.T * np.sqrt(lam[:ka])) @ V[:, :ka].T).sum(axis=1)
+    plain = np.abs((u.T * np.sqrt(lam[:ka])) @ V[:, :ka].T).sum(axis=1)
+    assert abs((raw / raw.sum()) @ rho - (plain / plain.sum()) @ rho) > 1e-6
+    assert sim.pwcca(X, Y, variance=None) == pytest.approx(base, abs=1e-12)

@@ -100,18 +100,39 @@ def _svd(T: np.ndarray):
     return T @ E / rho, rho, E.T
 
 
-def _pw_weights(stats: LayerStats, k: int, u: np.ndarray) -> np.ndarray:
+#: Canonical correlations closer than this are one tied group for the PWCCA weights.
+TIE_TOL = 1e-7
+
+
+def _pw_weights(stats: LayerStats, k: int, u: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """Morcos et al.'s weights over canonical variates H = X0 u of one side:
-    alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T."""
+    alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T.
+
+    Canonical directions whose correlations tie (within :data:`TIE_TOL`) are only defined
+    as a subspace: any rotation of them is an equally valid SVD, and which one the
+    eigensolver returns can change with the BLAS thread count. The absolute values in
+    alpha are not rotation-invariant, so within each tied group the directions are first
+    rotated to a basis fixed by X itself (the right singular vectors of the group's
+    ``H.T Xc``), which makes the weights, and PWCCA, the same on every machine.
+    """
     lam, V = stats.eig
-    w = np.abs((u.T * np.sqrt(lam[:k])) @ V[:, :k].T).sum(axis=1)
+    M = (u.T * np.sqrt(lam[:k])) @ V[:, :k].T  # H.T Xc, one row per canonical direction
+    start = 0
+    for end in range(1, len(rho) + 1):
+        if end == len(rho) or abs(rho[end] - rho[end - 1]) > TIE_TOL:
+            if end - start > 1:
+                P, _, _ = np.linalg.svd(M[start:end], full_matrices=False)
+                M[start:end] = P.T @ M[start:end]
+            start = end
+    w = np.abs(M).sum(axis=1)
     return w / w.sum()
 
 
 def _k_pwcca_both(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut):
     """PWCCA of (X, Y) and of (Y, X) from one SVD."""
     u, rho, vt, ka, kb = _k_cca(a, b, C, variance, cut, uv=True)
-    return (float(_pw_weights(a, ka, u) @ rho), float(_pw_weights(b, kb, vt.T) @ rho))
+    return (float(_pw_weights(a, ka, u, rho) @ rho),
+            float(_pw_weights(b, kb, vt.T, rho) @ rho))
 
 
 def _k_linear_cka(a: LayerStats, b: LayerStats, C: np.ndarray, debiased: bool) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import measures as m
-from ._core import LayerStats, cross, standardize_pair, work_dtype
+from ._core import LayerStats, as_matrix, cross, standardize_pair, work_dtype
 from .attention import AttentionLayer, _check_maps, head_similarity
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
 from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
@@ -154,7 +154,8 @@ def _p_svcca(a, b, C, rev, opts, memo):
 
 def _p_pwcca(a, b, C, rev, opts, memo):
     sa, sb, (u, rho, vt, ka, kb) = _svd_cca(a, b, C, opts, memo, uv=True)
-    return float(m._pw_weights(sa, ka, u) @ rho), float(m._pw_weights(sb, kb, vt.T) @ rho)
+    return (float(m._pw_weights(sa, ka, u, rho) @ rho),
+            float(m._pw_weights(sb, kb, vt.T, rho) @ rho))
 
 
 #: the pair kernel of each cross-product measure: (value at (i, j), value at (j, i) or None)
@@ -251,9 +252,7 @@ class _RSAPrep:
     def __call__(self, side: str, k: int, x):
         key = (side, k)
         if key not in self.done:
-            X = np.asarray(x)
-            if X.ndim != 2 or X.shape[0] < 3:
-                raise ValueError(f"RSA needs (n >= 3, d) layers, got shape {X.shape}")
+            X = as_matrix(x, f"layers_{side}[{k}]", min_rows=3)
             if self.fast:
                 Xh = normalized_rows(X, self.kernel, f"layer {k}")
                 self.done[key] = (Xh, *_upper_moments(Xh)[:2])
