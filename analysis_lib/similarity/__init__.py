@@ -37,6 +37,7 @@ from .pairwise import pairwise, pairwise_suite
 from .registry import MEASURES, REGISTRY, SYMMETRIC, Measure, canonical
 from .rsa import rsa, upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
+from .streaming import stream_pairwise
 
 # the names Wu et al. use
 ckasim = linear_cka
@@ -50,5 +51,5 @@ __all__ = [
     "canonical_correlations", "cca", "ckasim", "head_matches", "linear_cka", "localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
     "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",
-    "rsa", "svcca", "svsim", "upper_triangle",
+    "rsa", "stream_pairwise", "svcca", "svsim", "upper_triangle",
 ]

@@ -1,0 +1,228 @@
+"""Layer comparisons accumulated over minibatches of rows, for arrays too large to hold.
+
+Two ways, both fed an iterable of batches (each batch: one array of the same rows per layer):
+
+- ``method="exact"`` streams the sufficient statistics (per layer: row count, column sums,
+  ``X.T X``, row squared norms; per pair: ``X.T Y`` and two mixed moments, in float64) and
+  gives exactly what :func:`~.pairwise.pairwise` gives on the whole arrays: linear CKA
+  (biased, or debiased as in Song et al. 2012) and neuronsim. Memory: a ``d_i x d_j`` matrix
+  per pair of layers, none per row.
+- ``method="minibatch"`` is Nguyen, Raghu & Kornblith (2021)'s minibatch CKA: the unbiased
+  HSIC of each batch, averaged over batches, then normalised,
+  ``mean_b HSIC1(K_b, L_b) / sqrt(mean_b HSIC1(K_b, K_b) mean_b HSIC1(L_b, L_b))``. Memory: one
+  batch. It converges to the debiased CKA of the whole data as batches grow; with one batch
+  it is that CKA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ._core import as_matrix
+
+__all__ = ["STREAM_MEASURES", "stream_pairwise"]
+
+STREAM_MEASURES = ("linear_cka", "neuronsim")
+
+
+class _Pair:
+    def __init__(self, da: int, db: int):
+        self.C = np.zeros((da, db))     # X.T Y
+        self.ab = 0.0                   # sum_i |x_i|^2 |y_i|^2
+        self.ay = np.zeros(db)          # sum_i |x_i|^2 y_i
+        self.bx = np.zeros(da)          # sum_i |y_i|^2 x_i
+
+    def add(self, X, Y, ra, rb) -> None:
+        self.C += X.T @ Y
+        self.ab += ra @ rb
+        self.ay += ra @ Y
+        self.bx += rb @ X
+
+
+class _Layer:
+    def __init__(self, d: int):
+        self.n = 0
+        self.s = np.zeros(d)            # column sums
+        self.G = np.zeros((d, d))       # X.T X
+        self.sq = 0.0                   # sum_i |x_i|^2
+        self.sq2 = 0.0                  # sum_i |x_i|^4
+        self.sq_x = np.zeros(d)         # sum_i |x_i|^2 x_i
+
+    def add(self, X: np.ndarray) -> np.ndarray:
+        self.n += len(X)
+        self.s += X.sum(axis=0)
+        self.G += X.T @ X
+        rows = np.einsum("ij,ij->i", X, X)
+        self.sq += rows.sum()
+        self.sq2 += rows @ rows
+        self.sq_x += rows @ X
+        return rows
+
+    def as_pair(self) -> _Pair:
+        """The layer's moments with itself, in the shape of a pair's."""
+        p = _Pair(0, 0)
+        p.C, p.ab, p.ay, p.bx = self.G, self.sq2, self.sq_x, self.sq_x
+        return p
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.s / self.n
+
+    @property
+    def Gc(self) -> np.ndarray:
+        return self.G - self.n * np.outer(self.mean, self.mean)
+
+
+def _centred_row_product(a: _Layer, b: _Layer, p: _Pair) -> float:
+    """sum_i |x_i - mean_x|^2 |y_i - mean_y|^2 from the streamed moments."""
+    n, mx, my = a.n, a.mean, b.mean
+    cx, cy = mx @ mx, my @ my
+    sum_px, sum_py = a.s @ mx, b.s @ my       # sum_i x_i . mean_x, likewise for y
+    sum_a_py, sum_b_px = p.ay @ my, p.bx @ mx
+    sum_px_py = mx @ p.C @ my
+    sum_a, sum_b = a.sq, b.sq
+    return float(p.ab + cy * sum_a + cx * sum_b + n * cx * cy
+                 - 2 * sum_a_py - 2 * cx * sum_py - 2 * sum_b_px - 2 * cy * sum_px
+                 + 4 * sum_px_py)
+
+
+def _cka(a: _Layer, b: _Layer, p: _Pair | None, debiased: bool) -> float:
+    Gx, Gy = a.Gc, b.Gc
+    Cc = Gx if p is None else p.C - a.n * np.outer(a.mean, b.mean)
+    if not debiased:
+        den = np.linalg.norm(Gx) * np.linalg.norm(Gy)
+        if den == 0:
+            raise ValueError("a layer has no variance (all neurons constant); CKA is undefined")
+        return float(np.sum(Cc ** 2) / den)
+    n = a.n
+    if n < 4:
+        raise ValueError(f"debiased CKA needs at least 4 rows, got {n}")
+    tx, ty = np.trace(Gx), np.trace(Gy)
+    rxx = _centred_row_product(a, a, a.as_pair())
+    ryy = _centred_row_product(b, b, b.as_pair())
+    rxy = rxx if p is None else _centred_row_product(a, b, p)
+
+    def hsic(cross, rr, t1, t2):
+        return cross - n / (n - 2.0) * rr + t1 * t2 / ((n - 1.0) * (n - 2.0))
+
+    xx, yy = hsic(np.sum(Gx ** 2), rxx, tx, tx), hsic(np.sum(Gy ** 2), ryy, ty, ty)
+    if xx <= 0 or yy <= 0:
+        raise ValueError("debiased HSIC of a layer with itself is not positive (too few rows "
+                         "or no variance); use more rows or debiased=False")
+    return float(hsic(np.sum(Cc ** 2), rxy, tx, ty) / np.sqrt(xx * yy))
+
+
+def _neuronsim(a: _Layer, b: _Layer, p: _Pair | None) -> tuple[float, float]:
+    Cc = a.Gc if p is None else p.C - a.n * np.outer(a.mean, b.mean)
+    va, vb = np.diag(a.Gc), np.diag(b.Gc)
+    ka = va > (va.max() * 1e-20 if va.size else 0)
+    kb = vb > (vb.max() * 1e-20 if vb.size else 0)
+    if not ka.any() or not kb.any():
+        raise ValueError("every neuron of a layer is constant; correlation is undefined")
+    R = np.abs(Cc[np.ix_(ka, kb)]) / np.sqrt(np.outer(va[ka], vb[kb]))
+    R = np.minimum(R, 1.0)
+    return float(R.max(axis=1).mean()), float(R.max(axis=0).mean())
+
+
+def _unbiased_hsic(K: np.ndarray, L: np.ndarray) -> float:
+    """Song et al. (2012)'s unbiased HSIC of two n x n kernel matrices (diagonals ignored)."""
+    n = len(K)
+    K, L = K.copy(), L.copy()
+    np.fill_diagonal(K, 0.0)
+    np.fill_diagonal(L, 0.0)
+    one_K, one_L = K.sum(axis=0), L.sum(axis=0)
+    value = (np.sum(K * L) + one_K.sum() * one_L.sum() / ((n - 1) * (n - 2))
+             - 2.0 / (n - 2) * one_K @ one_L)
+    return float(value / (n * (n - 3)))
+
+
+def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
+                    method: str = "exact", debiased: bool = False) -> np.ndarray:
+    """Layer x layer matrix of one measure from batches of rows of every layer.
+
+    Parameters
+    ----------
+    batches : iterable of sequences of arrays
+        Each item holds one array (rows, d_l) per layer, the same rows for every layer; the
+        layers (and their widths) must be the same in every batch. A generator that reads
+        arrays from disk (``np.load(..., mmap_mode="r")``) keeps memory to one batch.
+    measure : {'linear_cka', 'neuronsim'}
+        neuronsim (``method="exact"`` only) is asymmetric: ``M[i, j]`` averages over the
+        neurons of layer ``i``.
+    method : {'exact', 'minibatch'}
+        See the module docs. 'minibatch' is linear CKA with unbiased HSIC per batch (each
+        batch needs at least 4 rows).
+    debiased : bool
+        'exact' linear CKA only: the debiased estimator (as ``linear_cka(debiased=True)``).
+
+    Returns
+    -------
+    numpy.ndarray (L, L)
+    """
+    if measure not in STREAM_MEASURES:
+        raise ValueError(f"measure must be one of {STREAM_MEASURES}, got {measure!r}")
+    if method not in ("exact", "minibatch"):
+        raise ValueError(f"method must be 'exact' or 'minibatch', got {method!r}")
+    if method == "minibatch" and (measure != "linear_cka" or debiased):
+        raise ValueError("method='minibatch' is linear CKA with unbiased HSIC per batch; "
+                         "it takes neither neuronsim nor debiased=")
+    layers: list[_Layer] | None = None
+    pairs: dict[tuple[int, int], _Pair] = {}
+    hsic_sums: np.ndarray | None = None
+    n_batches = 0
+    for b, batch in enumerate(batches):
+        arrays = [as_matrix(x, f"batch {b} layer {k}", min_rows=1).astype(np.float64)
+                  for k, x in enumerate(batch)]
+        if not arrays:
+            raise ValueError(f"batch {b} holds no layers")
+        if len({len(x) for x in arrays}) != 1:
+            raise ValueError(f"batch {b}: the layers hold different numbers of rows "
+                             f"{[len(x) for x in arrays]}; every layer needs the same rows")
+        widths = [x.shape[1] for x in arrays]
+        if method == "minibatch":
+            if len(arrays[0]) < 4:
+                raise ValueError(f"batch {b} has {len(arrays[0])} rows; minibatch CKA needs "
+                                 "at least 4 per batch")
+            grams = [x @ x.T for x in arrays]
+            L = len(grams)
+            if hsic_sums is None:
+                hsic_sums, first = np.zeros((L, L)), widths
+            elif widths != first:
+                raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
+            for i in range(L):
+                for j in range(i, L):
+                    hsic_sums[i, j] += _unbiased_hsic(grams[i], grams[j])
+            n_batches += 1
+            continue
+        if layers is None:
+            layers, first = [_Layer(d) for d in widths], widths
+        elif widths != first:
+            raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
+        rows = [layer.add(x) for layer, x in zip(layers, arrays)]
+        for i in range(len(arrays)):
+            for j in range(i + 1, len(arrays)):
+                pairs.setdefault((i, j), _Pair(widths[i], widths[j])).add(
+                    arrays[i], arrays[j], rows[i], rows[j])
+    if method == "minibatch":
+        if hsic_sums is None:
+            raise ValueError("no batches: the iterable was empty")
+        H = np.triu(hsic_sums) + np.triu(hsic_sums, 1).T
+        d = np.sqrt(np.diag(H))
+        if np.any(d <= 0):
+            raise ValueError("a layer's mean unbiased HSIC with itself is not positive; use "
+                             "larger batches")
+        return H / np.outer(d, d)
+    if layers is None:
+        raise ValueError("no batches: the iterable was empty")
+    L = len(layers)
+    M = np.full((L, L), np.nan)
+    for i in range(L):
+        for j in range(i, L):
+            p = None if i == j else pairs[(i, j)]
+            if measure == "linear_cka":
+                M[i, j] = M[j, i] = _cka(layers[i], layers[j], p, debiased)
+            else:
+                M[i, j], M[j, i] = _neuronsim(layers[i], layers[j], p)
+    return M
