@@ -136,18 +136,31 @@ def _k_pwcca_both(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut):
 
 
 def _k_linear_cka(a: LayerStats, b: LayerStats, C: np.ndarray, debiased: bool) -> float:
-    if not debiased:
-        den = np.linalg.norm(a.G) * np.linalg.norm(b.G)
+    rows = None
+    if debiased:
+        ra, rb = _row_sq(a), _row_sq(b)
+        rows = (ra @ rb, ra @ ra, rb @ rb, ra.sum(), rb.sum())
+    return _cka_from_sums(a.n, np.sum(C ** 2), (np.linalg.norm(a.G), np.linalg.norm(b.G)),
+                          (np.sum(a.G ** 2), np.sum(b.G ** 2)), rows)
+
+
+def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
+                   gram_sqs: tuple[float, float], rows: tuple | None) -> float:
+    """Linear CKA from ``||Xc'Yc||_F^2``, the Gram norms ``||Xc'Xc||_F``, ``||Yc'Yc||_F``
+    and their squares; debiased (Song et al. 2012) when ``rows`` holds the sums over the
+    centred rows' squared norms ``(rx.ry, rx.rx, ry.ry, sum rx, sum ry)``. Shared by the
+    whole-array measure and the streamed one (:mod:`.streaming`)."""
+    if rows is None:
+        den = norms[0] * norms[1]
         if den == 0:
             raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-        return float(np.sum(C ** 2) / den)
-    n = a.n
+        return float(cross_sq / den)
     if n < 4:
         raise ValueError(f"debiased CKA needs at least 4 stimuli, got {n}")
-    ra, rb = _row_sq(a), _row_sq(b)
-    xy = _debias(np.sum(C ** 2), ra, rb, n)
-    xx = _debias(np.sum(a.G ** 2), ra, ra, n)
-    yy = _debias(np.sum(b.G ** 2), rb, rb, n)
+    rxy, rxx, ryy, sx, sy = rows
+    xy = _debias(cross_sq, rxy, sx, sy, n)
+    xx = _debias(gram_sqs[0], rxx, sx, sx, n)
+    yy = _debias(gram_sqs[1], ryy, sy, sy, n)
     if xx <= 0 or yy <= 0:
         raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
                          "or no variance); use more stimuli or the biased estimator")
@@ -158,10 +171,11 @@ def _row_sq(stats: LayerStats) -> np.ndarray:
     return np.einsum("ij,ij->i", stats.Xc, stats.Xc, dtype=np.float64)
 
 
-def _debias(xty: float, rx: np.ndarray, ry: np.ndarray, n: int) -> float:
+def _debias(xty: float, rr: float, sx: float, sy: float, n: int) -> float:
     """Unbiased HSIC (Song et al. 2012) of linear kernels of centred data, up to the factor
-    1/(n(n-3)) that cancels in CKA: ||X'Y||^2 - n/(n-2) rx.ry + |X|^2 |Y|^2 / ((n-1)(n-2))."""
-    return float(xty - n / (n - 2.0) * (rx @ ry) + rx.sum() * ry.sum() / ((n - 1.0) * (n - 2.0)))
+    1/(n(n-3)) that cancels in CKA: ||X'Y||^2 - n/(n-2) rx.ry + |X|^2 |Y|^2 / ((n-1)(n-2)),
+    from ``rr = rx.ry`` and the sums ``sx``, ``sy`` of the row squared norms."""
+    return float(xty - n / (n - 2.0) * rr + sx * sy / ((n - 1.0) * (n - 2.0)))
 
 
 def _k_procrustes(a: LayerStats, b: LayerStats, C: np.ndarray) -> float:

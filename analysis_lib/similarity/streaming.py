@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ._core import as_matrix
+from .measures import _cka_from_sums
 
 __all__ = ["STREAM_MEASURES", "stream_pairwise"]
 
@@ -91,27 +92,14 @@ def _centred_row_product(a: _Layer, b: _Layer, p: _Pair) -> float:
 def _cka(a: _Layer, b: _Layer, p: _Pair | None, debiased: bool) -> float:
     Gx, Gy = a.Gc, b.Gc
     Cc = Gx if p is None else p.C - a.n * np.outer(a.mean, b.mean)
-    if not debiased:
-        den = np.linalg.norm(Gx) * np.linalg.norm(Gy)
-        if den == 0:
-            raise ValueError("a layer has no variance (all neurons constant); CKA is undefined")
-        return float(np.sum(Cc ** 2) / den)
-    n = a.n
-    if n < 4:
-        raise ValueError(f"debiased CKA needs at least 4 rows, got {n}")
-    tx, ty = np.trace(Gx), np.trace(Gy)
-    rxx = _centred_row_product(a, a, a.as_pair())
-    ryy = _centred_row_product(b, b, b.as_pair())
-    rxy = rxx if p is None else _centred_row_product(a, b, p)
-
-    def hsic(cross, rr, t1, t2):
-        return cross - n / (n - 2.0) * rr + t1 * t2 / ((n - 1.0) * (n - 2.0))
-
-    xx, yy = hsic(np.sum(Gx ** 2), rxx, tx, tx), hsic(np.sum(Gy ** 2), ryy, ty, ty)
-    if xx <= 0 or yy <= 0:
-        raise ValueError("debiased HSIC of a layer with itself is not positive (too few rows "
-                         "or no variance); use more rows or debiased=False")
-    return float(hsic(np.sum(Cc ** 2), rxy, tx, ty) / np.sqrt(xx * yy))
+    rows = None
+    if debiased:
+        rxx = _centred_row_product(a, a, a.as_pair())
+        ryy = _centred_row_product(b, b, b.as_pair())
+        rxy = rxx if p is None else _centred_row_product(a, b, p)
+        rows = (rxy, rxx, ryy, np.trace(Gx), np.trace(Gy))
+    return _cka_from_sums(a.n, np.sum(Cc ** 2), (np.linalg.norm(Gx), np.linalg.norm(Gy)),
+                          (np.sum(Gx ** 2), np.sum(Gy ** 2)), rows)
 
 
 def _neuronsim(a: _Layer, b: _Layer, p: _Pair | None) -> tuple[float, float]:
