@@ -7,8 +7,10 @@ returns an :class:`Extraction` holding, for every layer including the embedding 
 * per-word vectors, one row per word of the corpus in order, pooled from the word's subwords
   by its ``last`` subword (Liu et al. 2019, as Wu et al. 2020), its ``first``, or their
   ``mean``;
-* sentence vectors: the ``first`` token (``[CLS]`` for BERT-like models) and the ``mean`` over
-  the sentence's real tokens, special tokens included, padding never;
+* sentence vectors: the ``first`` token (``[CLS]`` for BERT-like models), the ``last`` real
+  token (the one that has read the whole sentence in a left-to-right decoder such as GPT-2 or
+  SmolLM2, whose first token has seen nothing else) and the ``mean`` over the sentence's real
+  tokens, special tokens included, padding never;
 * optionally, per-sentence word-level attention maps (Clark et al. 2019): the attention *to* a
   word is the sum over its subwords, the attention *from* a word the mean over its subwords.
   Special tokens are never rows. With ``special_tokens="drop"`` their columns are removed and
@@ -37,7 +39,8 @@ from .runtime.cache import ArrayCache, make_key
 
 WORD_POOLING = ("last", "first", "mean")
 #: the arrays every cached extraction must hold
-EXTRACT_ARRAYS = ("words", "sentence_first", "sentence_mean", "word_sentence", "word_position")
+EXTRACT_ARRAYS = ("words", "sentence_first", "sentence_last", "sentence_mean", "word_sentence",
+                  "word_position")
 SPECIAL_TOKENS = ("drop", "keep")
 
 
@@ -51,8 +54,9 @@ class Extraction:
     words : numpy.ndarray, shape (n_layers, n_words, hidden), float32
         ``words[l]`` is layer ``l`` (0 = embeddings, 1..L = transformer layers; see
         :mod:`analysis_lib.layers`); rows are the corpus's words in order.
-    sentence_first, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences, hidden)
-        First-token and mean-over-real-tokens sentence vectors.
+    sentence_first, sentence_last, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences,
+        hidden)
+        First-token, last-real-token and mean-over-real-tokens sentence vectors.
     word_sentence : numpy.ndarray of int, shape (n_words,)
         Sentence index of each word row.
     word_position : numpy.ndarray of int, shape (n_words,)
@@ -75,6 +79,7 @@ class Extraction:
     words: np.ndarray
     sentence_first: np.ndarray
     sentence_mean: np.ndarray
+    sentence_last: np.ndarray
     word_sentence: np.ndarray
     word_position: np.ndarray
     attention: list[np.ndarray] | None = None
@@ -90,10 +95,11 @@ class Extraction:
     def layers(self, kind: str = "words") -> list[np.ndarray]:
         """The per-layer arrays as a list, ready for ``similarity.pairwise``.
 
-        ``kind`` is ``"words"``, ``"first"`` (first-token sentence vectors) or ``"mean"``.
+        ``kind`` is ``"words"``, ``"first"`` (first-token sentence vectors), ``"last"`` (last
+        real token) or ``"mean"`` (mean over real tokens).
         """
         source = {"words": self.words, "first": self.sentence_first,
-                  "mean": self.sentence_mean}
+                  "last": self.sentence_last, "mean": self.sentence_mean}
         if kind not in source:
             raise ValueError(f"kind must be one of {sorted(source)}, got {kind!r}")
         return list(source[kind])
@@ -205,7 +211,8 @@ def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any]
         maps = [flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
     return Extraction(
         info=info, words=arrays["words"], sentence_first=arrays["sentence_first"],
-        sentence_mean=arrays["sentence_mean"], word_sentence=arrays["word_sentence"],
+        sentence_mean=arrays["sentence_mean"], sentence_last=arrays["sentence_last"],
+        word_sentence=arrays["word_sentence"],
         word_position=arrays["word_position"], attention=maps,
         n_truncated=int(meta["n_truncated"]), options=options, **flags,
     )
@@ -272,6 +279,7 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
     words = np.empty((L, n_rows, D), dtype=np.float32)
     first = np.empty((L, n_sent, D), dtype=np.float32)
     mean = np.empty((L, n_sent, D), dtype=np.float32)
+    last = np.empty((L, n_sent, D), dtype=np.float32)
     maps: list[np.ndarray | None] = [None] * n_sent
     pad_id = pad_token_id(tokenizer)
     token_ids = [e.ids for e in encoded]
@@ -287,10 +295,13 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
             plan = _pool_plan(batch, encoded, starts, pooling, T)
             weights = mask.to(torch.float64)
             counts_b = weights.sum(dim=1, keepdim=True)
+            ends = torch.as_tensor(lengths[batch] - 1)  # right padding: last real token
+            rows_b = torch.arange(len(batch))
             for layer, h in enumerate(out.hidden_states):  # h: (B, T, D)
                 h = h.float()
                 _pool_words(h, plan, words[layer])
                 first[layer, batch] = h[:, 0].numpy()
+                last[layer, batch] = h[rows_b, ends].numpy()
                 sums = torch.bmm(weights[:, None, :], h.to(torch.float64))[:, 0]
                 mean[layer, batch] = (sums / counts_b).numpy()
             if attention:
@@ -304,7 +315,8 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
                                              encoded[s].word_ids, special)
             bar.update(len(batch))
     bar.close()
-    arrays = {"words": words, "sentence_first": first, "sentence_mean": mean,
+    arrays = {"words": words, "sentence_first": first, "sentence_last": last,
+              "sentence_mean": mean,
               "word_sentence": np.repeat(np.arange(n_sent), counts),
               "word_position": np.concatenate([np.arange(c) for c in counts]).astype(np.int64)}
     if attention:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-KINDS = ("words", "first", "mean", "attention")
+KINDS = ("words", "first", "last", "mean", "attention")
 COLUMNS = ["model", "family", "pretrained", "layer", "depth", "kind", "label"]
 
 

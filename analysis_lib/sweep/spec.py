@@ -13,7 +13,7 @@ A spec is a YAML file (or the same mapping in Python)::
     task_options: {n_train: 600}
     measures: [linear_cka, svcca]
     measure_options: {svcca: {variance: 0.99}}
-    kind: words               # words | first | mean (sentence vectors)
+    kind: words               # words | first | last | mean (sentence vectors)
     max_words: 2000
     pairs: all                # all | within (same model) | across (different models)
     self_pairs: false         # also each variant with itself (the full heatmap's diagonal
@@ -40,7 +40,7 @@ from typing import Any
 from ..similarity.registry import canonical
 
 PAIRS = ("all", "within", "across")
-KINDS = ("words", "first", "mean")
+KINDS = ("words", "first", "last", "mean")
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
     ``model`` is any model: the pretrained one gives Phang et al.'s TUNEDORIG configuration
     with a probe head, a fine-tuned encoder (``FineTuned.load()``) their TUNED configuration
     with a probe head. ``layer`` follows the library's convention (``0`` = embeddings,
-    ``1..L``). ``pooling`` is ``"first"`` (first token, [CLS] for BERT-like models) or
-    ``"mean"`` (over the real tokens). Features are standardised.
+    ``1..L``). ``pooling`` is ``"first"`` (first token, [CLS] for BERT-like models),
+    ``"last"`` (last real token, for decoders) or ``"mean"`` (over the real tokens). Features
+    are standardised.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
@@ -36,8 +37,8 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
 
     if task.regression:
         raise ValueError("linear_probe fits a classifier; the task is a regression")
-    if pooling not in ("first", "mean"):
-        raise ValueError(f"pooling must be 'first' or 'mean', got {pooling!r}")
+    if pooling not in ("first", "last", "mean"):
+        raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
     loaded = model if isinstance(model, LoadedModel) else load(model)
     layer = check_layer(layer, loaded.info.n_attention_layers, "layer")
     train = task.train if max_train is None else task.train.subset(range(min(max_train,
@@ -45,7 +46,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
 
     def features(split: Split) -> np.ndarray:
         result = extract(loaded, split_corpus(split), progress=False, **extract_options)
-        return (result.sentence_first if pooling == "first" else result.sentence_mean)[layer]
+        return result.layer(layer, pooling)
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000,
                                                              random_state=seed))
