@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from analysis_lib import corpora, similarity
+from analysis_lib.layers import LayerTable
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
@@ -59,6 +60,74 @@ def test_summary_cells_on_a_known_matrix(coll):
     assert s["within_model"] == pytest.approx((4 * 0.95 + 2 * 0.9 + 6 * 0.8) / 12)
     assert s["adjacent"] == pytest.approx((4 * 0.95 + 4 * 0.8) / 8)
     assert np.isnan(s["same_family"]) and s["other_family"] == pytest.approx(0.2)
+
+
+def test_summary_encoder_decoder_and_pairs_on_a_known_matrix(coll):
+    c, _ = coll  # random:bert reads both ways, random:gpt2 left to right
+    M = np.full((6, 6), 0.2)
+    M[:3, 3:] = 0.3  # bert rows, gpt2 columns: an asymmetric measure
+    s = collection.summary(M, c)
+    assert np.isnan(s["encoders_across"])  # one encoder: no pair of encoders
+    assert s["encoder_decoder"] == pytest.approx(0.25)
+    assert s["pair: random:bert - random:gpt2"] == pytest.approx(0.25)
+    only = collection.summary(M, c, models=["random:bert"])
+    assert np.isnan(only["across_models"]) and only["within_model"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="not in this collection"):
+        collection.summary(M, c, models=["minilm"])
+
+
+def test_a_subset_gives_the_restricted_summary(coll):
+    c, _ = coll
+    three = collection.Collection(
+        LayerTable.concat([c.table, LayerTable(
+            c.table.frame.iloc[:3].assign(model="copy", label=lambda f: "copy " + f.label))]),
+        c.layers + c.layers[:3], c.rows, c.covariates, c.sentence)
+    M = similarity.pairwise(three.layers, measure="linear_cka")
+    keep = ["random:bert", "copy"]
+    sub = collection.subset(three, keep)
+    assert sub.models == keep and len(sub.layers) == 6
+    rows = np.flatnonzero(np.isin(three.table.owners, keep))
+    full, part = collection.summary(M, three, models=keep), collection.summary(
+        M[np.ix_(rows, rows)], sub)
+    assert full.keys() == part.keys()
+    for key in full:
+        assert full[key] == pytest.approx(part[key], nan_ok=True), key
+    # a model and its exact copy: identical layers across models
+    across = M[np.ix_(rows[:3], rows[3:])]
+    assert full["pair: random:bert - copy"] == pytest.approx(across.mean())
+    assert np.allclose(np.diag(across), 1.0)
+
+
+def test_spread_layers_keeps_the_ends_and_spaces_evenly():
+    assert collection.spread_layers(30, 7) == [0, 5, 10, 15, 20, 25, 30]
+    assert collection.spread_layers(12, 7) == [0, 2, 4, 6, 8, 10, 12]
+    assert collection.spread_layers(6, 7) == list(range(7))
+    assert collection.spread_layers(6, 0) == list(range(7))
+    assert collection.spread_layers(5, 3) == [0, 2, 5]
+    with pytest.raises(ValueError, match="at least 2"):
+        collection.spread_layers(6, 1)
+
+
+def test_focus_is_the_pretrained_models_when_two_are_there(coll):
+    c, _ = coll
+    assert collection.focus(c) == ["random:bert", "random:gpt2"]  # none trained: all
+    frame = c.table.frame.assign(pretrained=True)
+    assert collection.focus(collection.Collection(LayerTable(frame), c.layers,
+                                                  c.rows, c.covariates, c.sentence)) == [
+        "random:bert", "random:gpt2"]
+    frame = c.table.frame.assign(pretrained=c.table.frame.model == "random:bert")
+    one = collection.Collection(LayerTable(frame), c.layers, c.rows, c.covariates,
+                                c.sentence)
+    assert collection.focus(one) == ["random:bert", "random:gpt2"]
+
+
+def test_pair_table_shows_intervals_where_computed():
+    summaries = {"linear_cka": {"within_model": .9, "pair: a - b": .5, "pair: a - c": .25},
+                 "svcca": {"pair: a - b": .4, "pair: a - c": .3}}
+    intervals = {"linear_cka": {"pair: a - b": (.4, .6), "pair: a - c": (.2, .3)}}
+    table = collection.pair_table(summaries, intervals)
+    assert table.loc["a - b", "linear_cka"] == "0.500 [0.400, 0.600]"
+    assert table.loc["a - c", "svcca"] == "0.300"
 
 
 def test_agreement(coll):

@@ -23,6 +23,7 @@ import pandas as pd
 from ..data.corpora import Corpus
 from ..extract import Extraction
 from ..layers import LayerCollection, LayerTable
+from ..models import CAUSAL_FAMILIES
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
 from . import extract_each
@@ -101,12 +102,26 @@ def regress_out(layers: Sequence[np.ndarray], covariates: np.ndarray) -> list[np
     return out
 
 
+def spread_layers(n_transformer: int, k: int | None) -> list[int]:
+    """``k`` layers spread evenly over ``0..n_transformer`` (embeddings and top layer always
+    in), or all of them when ``k`` is None, 0 or at least the number of layers."""
+    if k is None or k <= 0 or k >= n_transformer + 1:
+        return list(range(n_transformer + 1))
+    if k < 2:
+        raise ValueError(f"layers_per_model must be 0 (all) or at least 2, got {k}")
+    return sorted({int(round(x)) for x in np.linspace(0, n_transformer, k)})
+
+
 def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, Any] | None = None,
-          max_words: int | None = None, seed: int = 0, progress: bool = True) -> Collection:
+          max_words: int | None = None, layers_per_model: int | None = None, seed: int = 0,
+          progress: bool = True) -> Collection:
     """Extract every model on ``corpus`` and gather their layers on the same word rows.
 
     ``model_options`` (sizes, seed) apply to ``random:`` models. With ``max_words`` a
-    deterministic sample of that many word rows (by ``seed``) is kept for every model.
+    deterministic sample of that many word rows (by ``seed``) is kept for every model. With
+    ``layers_per_model`` a deep model keeps that many layers spread evenly over its depth
+    (:func:`spread_layers`; embeddings and top layer included), so that a 30-layer model does
+    not outweigh a 6-layer one in every mean and the all-pairs cost stays bounded.
     Every model must give rows for the same words (a model that cuts a long sentence where
     another does not would misalign them): shorten the sentences or raise ``max_length``.
     """
@@ -128,9 +143,10 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
                 "at different lengths; use shorter sentences (corpora.load_corpus(..., "
                 "max_words=...)) so that every model sees every word")
         info = loaded.info
+        kept = spread_layers(info.n_attention_layers, layers_per_model)
         tables.append(LayerTable.for_model(name, info.family, info.pretrained,
-                                           info.n_attention_layers, kind="words"))
-        layers += [np.ascontiguousarray(result.words[k][rows]) for k in range(info.n_layers)]
+                                           info.n_attention_layers, kind="words", layers=kept))
+        layers += [np.ascontiguousarray(result.words[k][rows]) for k in kept]
     cov = surface_covariates(first, corpus)[rows]
     return Collection(LayerTable.concat(tables), layers, rows, cov, first.word_sentence[rows])
 
@@ -144,17 +160,32 @@ def matrices(collection: Collection, measures: Sequence[str], *, controlled: boo
     return pairwise_suite(layers, measures=list(measures), progress=progress, **options)
 
 
-def summary(M: np.ndarray, collection: Collection) -> dict[str, float]:
+def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None = None
+            ) -> dict[str, float]:
     """Means of one collection matrix over the cells each observation is about.
 
     ``within_model``: different layers of one model; ``across_models``: layers of different
     models; ``same_family`` / ``other_family``: across models of the same / a different
-    family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model;
+    family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model (in the
+    collection's order: with ``layers_per_model``, neighbours in the sample);
     ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
-    model's layers (by relative depth, both sides in the same half).
+    model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
+    ``encoder_decoder``: across two models that both read in both directions / of which one
+    reads left to right (a decoder such as GPT-2 or SmolLM2); ``pair: a - b``: across the
+    two models ``a`` and ``b`` (both directions), for every pair.
+
+    ``models`` restricts every mean to the cells between layers of those models (default:
+    all), e.g. the pretrained ones.
     """
     frame = collection.table.frame
     owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
+    chosen = list(dict.fromkeys(owners)) if models is None else list(models)
+    missing = [m for m in chosen if m not in set(owners)]
+    if missing:
+        raise ValueError(f"models {missing} are not in this collection; it holds "
+                         f"{list(dict.fromkeys(owners))}")
+    keep = np.isin(owners, chosen)
+    both = keep[:, None] & keep[None, :]
     depth = frame["depth"].to_numpy()
     idx = np.arange(len(owners))
     same = owners[:, None] == owners[None, :]
@@ -162,6 +193,7 @@ def summary(M: np.ndarray, collection: Collection) -> dict[str, float]:
     gap = np.abs(idx[:, None] - idx[None, :])
     low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
     high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
+    causal = np.isin(fam, sorted(CAUSAL_FAMILIES))
     cells = {
         "within_model": same & off,
         "across_models": ~same,
@@ -171,9 +203,56 @@ def summary(M: np.ndarray, collection: Collection) -> dict[str, float]:
         "non_adjacent": same & (gap > 1),
         "lower_across": ~same & low,
         "higher_across": ~same & high,
+        "encoders_across": ~same & ~causal[:, None] & ~causal[None, :],
+        "encoder_decoder": ~same & (causal[:, None] != causal[None, :]),
     }
-    return {k: float(M[mask].mean()) if mask.any() else float("nan")
+    for i, a in enumerate(chosen):
+        for b in chosen[i + 1:]:
+            is_a, is_b = owners == a, owners == b
+            cells[f"pair: {a} - {b}"] = (is_a[:, None] & is_b[None, :]) | (
+                is_b[:, None] & is_a[None, :])
+    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
             for k, mask in cells.items()}
+
+
+def focus(collection: Collection) -> list[str]:
+    """The models the paper's observations are about: the pretrained ones when there are at
+    least two (Wu et al. compare trained models; random ones are their own section), else
+    all of them."""
+    frame = collection.table.frame.drop_duplicates("model")
+    trained = frame.loc[frame["pretrained"], "model"].tolist()
+    return trained if len(trained) >= 2 else collection.models
+
+
+def subset(collection: Collection, models: Sequence[str]) -> Collection:
+    """The same collection restricted to the layers of ``models`` (in the collection's
+    order)."""
+    rows = np.flatnonzero(np.isin(collection.table.owners, list(models)))
+    if not rows.size:
+        raise ValueError(f"none of {list(models)} is in this collection")
+    table = LayerTable(collection.table.frame.iloc[rows].reset_index(drop=True))
+    layers = [collection.layers[k] for k in rows] if collection.layers else []
+    return Collection(table, layers, collection.rows, collection.covariates,
+                      collection.sentence)
+
+
+def pair_table(summaries: Mapping[str, Mapping[str, float]],
+               intervals: Mapping[str, Mapping[str, tuple[float, float]]]) -> pd.DataFrame:
+    """One row per pair of models, one column per measure: the mean across the two models'
+    layers (from :func:`summary`), with its interval where one was computed."""
+    out = {}
+    for measure, values in summaries.items():
+        column = {}
+        for key, value in values.items():
+            if not key.startswith("pair: "):
+                continue
+            text = f"{value:.3f}"
+            if measure in intervals and key in intervals[measure]:
+                low, high = intervals[measure][key]
+                text += f" [{low:.3f}, {high:.3f}]"
+            column[key[len("pair: "):]] = text
+        out[measure] = column
+    return pd.DataFrame(out).rename_axis("models")
 
 
 def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
@@ -200,7 +279,8 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
 
 
 def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
-                      level: float = 0.95, seed: int = 0, controlled: bool = False
+                      level: float = 0.95, seed: int = 0, controlled: bool = False,
+                      models: Sequence[str] | None = None
                       ) -> dict[str, tuple[float, float]]:
     """Intervals of every :func:`summary` number of one measure, from a grouped jackknife:
     the sentences are split at random into ``n_folds`` folds, the matrix is recomputed with
@@ -211,8 +291,14 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
     raise the chance level of CKA-like measures, so the resampled values are shifted
     (upwards, by as much as the spread itself for small samples) and neither the percentile
     nor the basic interval is reliable. Leaving out a fold keeps every stimulus distinct.
+
+    ``models``: intervals of ``summary(..., models=models)``, computed on those models'
+    layers only.
     """
     from scipy.stats import norm
+
+    if models is not None:
+        collection = subset(collection, models)
 
     if n_folds < 2:
         raise ValueError(f"n_folds must be at least 2, got {n_folds}")
@@ -242,7 +328,7 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
 def observations(summaries: Mapping[str, Mapping[str, float]],
                  intervals: Mapping[str, Mapping[str, tuple[float, float]]],
                  measures: Sequence[str]) -> pd.DataFrame:
-    """Wu et al.'s four observations beside what this run shows, from :func:`summary` numbers
+    """Wu et al.'s five observations beside what this run shows, from :func:`summary` numbers
     (``summaries[measure]``) and their intervals where computed."""
     rep = "linear_cka" if "linear_cka" in measures else measures[-1]
     neuron = "neuronsim" if "neuronsim" in measures else measures[0]
@@ -280,6 +366,12 @@ def observations(summaries: Mapping[str, Mapping[str, float]],
         ("adjacent layers are the most similar", "yes",
          f"adjacent {cell(rep, 'adjacent')} vs non-adjacent {cell(rep, 'non_adjacent')} "
          f"({rep})", holds((rep, rep), "adjacent", "non_adjacent")),
+        ("models of one family (architecture and objective) are more similar: two "
+         "bidirectional encoders against an encoder and a left-to-right decoder",
+         "yes (within-family more similar; the objective matters)",
+         f"encoders {cell(rep, 'encoders_across')} vs encoder-decoder "
+         f"{cell(rep, 'encoder_decoder')} ({rep})",
+         holds((rep, rep), "encoders_across", "encoder_decoder")),
     ], columns=["observation", "what the paper reports", "what this run shows",
                 "holds here"])
 
