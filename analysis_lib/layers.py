@@ -121,6 +121,18 @@ class LayerTable:
         return frame
 
 
+def spread_layers(n_transformer: int, k: int | None, first: int = 0) -> list[int]:
+    """``k`` layers spread evenly over ``first..n_transformer`` (both ends always in), or all
+    of them when ``k`` is None, 0 or at least their number. ``first`` is 0 for hidden states
+    (embeddings included) and 1 for attention."""
+    n = n_transformer - first + 1
+    if k is None or k <= 0 or k >= n:
+        return list(range(first, n_transformer + 1))
+    if k < 2:
+        raise ValueError(f"layers_per_model must be 0 (all) or at least 2, got {k}")
+    return sorted({int(round(x)) for x in np.linspace(first, n_transformer, k)})
+
+
 class LayerCollection:
     """Base of a study's collection: ``table`` (a :class:`LayerTable`) and ``layers``, one
     entry per table row; the helpers read the table, never a label."""

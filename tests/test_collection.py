@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from analysis_lib import corpora, similarity
-from analysis_lib.layers import LayerTable
+from analysis_lib.layers import LayerTable, spread_layers
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
@@ -99,13 +99,15 @@ def test_a_subset_gives_the_restricted_summary(coll):
 
 
 def test_spread_layers_keeps_the_ends_and_spaces_evenly():
-    assert collection.spread_layers(30, 7) == [0, 5, 10, 15, 20, 25, 30]
-    assert collection.spread_layers(12, 7) == [0, 2, 4, 6, 8, 10, 12]
-    assert collection.spread_layers(6, 7) == list(range(7))
-    assert collection.spread_layers(6, 0) == list(range(7))
-    assert collection.spread_layers(5, 3) == [0, 2, 5]
+    assert spread_layers(30, 7) == [0, 5, 10, 15, 20, 25, 30]
+    assert spread_layers(12, 7) == [0, 2, 4, 6, 8, 10, 12]
+    assert spread_layers(6, 7) == list(range(7))
+    assert spread_layers(6, 0) == list(range(7))
+    assert spread_layers(5, 3) == [0, 2, 5]
+    assert spread_layers(30, 6, first=1) == [1, 7, 13, 18, 24, 30]
+    assert spread_layers(6, 6, first=1) == list(range(1, 7))
     with pytest.raises(ValueError, match="at least 2"):
-        collection.spread_layers(6, 1)
+        spread_layers(6, 1)
 
 
 def test_focus_is_the_pretrained_models_when_two_are_there(coll):

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..layers import LayerCollection, LayerTable
+from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation
 from ..similarity.attention import head_similarity
 from . import extract_each
@@ -39,9 +39,12 @@ class AttentionCollection(LayerCollection):
 
 def collect(models: Sequence[str], corpus: Corpus, *,
             model_options: Mapping[str, Any] | None = None, special_tokens: str = "drop",
-            progress: bool = True) -> AttentionCollection:
+            layers_per_model: int | None = None, progress: bool = True
+            ) -> AttentionCollection:
     """Word-level attention of every layer of every model (special-token columns dropped and
-    rows renormalised by default, so every model's maps have the same shape)."""
+    rows renormalised by default, so every model's maps have the same shape). With
+    ``layers_per_model`` a deep model keeps that many attention layers spread evenly from
+    its first to its last (:func:`~analysis_lib.layers.spread_layers`)."""
     layers, tables = [], []
     for name, loaded, result in extract_each(models, corpus, model_options=model_options,
                                              progress=progress, attention=True,
@@ -50,10 +53,11 @@ def collect(models: Sequence[str], corpus: Corpus, *,
             raise ValueError(f"{result.n_truncated} sentences were cut for {name}; use shorter "
                              "sentences so that every model sees every word")
         info = loaded.info
+        kept = spread_layers(info.n_attention_layers, layers_per_model, first=1)
         tables.append(LayerTable.for_model(name, info.family, info.pretrained,
-                                           info.n_attention_layers, kind="attention"))
-        layers += [AttentionLayer(result.attention_layer(k))
-                   for k in range(1, info.n_attention_layers + 1)]
+                                           info.n_attention_layers, kind="attention",
+                                           layers=kept))
+        layers += [AttentionLayer(result.attention_layer(k)) for k in kept]
     return AttentionCollection(LayerTable.concat(tables), layers,
                                [list(s) for s in corpus.sentences])
 
@@ -65,21 +69,21 @@ def distributed(collection: AttentionCollection) -> list[np.ndarray]:
 
 def redundancy(collection: AttentionCollection, *, method: str = "js",
                threshold: float = 0.9) -> pd.DataFrame:
-    """For every head of every layer (``layer`` = 1..L), its best-matching head in the first
-    layer of the same model (the similarity under ``method``) and whether it is a
+    """For every head of every layer kept (``layer`` = 1..L), its best-matching head in the
+    first layer of the same model (the similarity under ``method``) and whether it is a
     near-duplicate of it (similarity >= ``threshold``). Wu et al. (§6) see such heads as
-    vertical bands in the
-    head-level heatmaps."""
+    vertical bands in the head-level heatmaps."""
     rows = []
     for model in collection.models:
         layers = collection.of(model)
+        numbers = collection.table.frame["layer"].to_numpy()[collection.table.rows_of(model)]
         for k, layer in enumerate(layers):
             S = head_similarity(layer, layers[0], method)
             if k == 0:
                 np.fill_diagonal(S, -np.inf)  # a head of layer 1 is not its own match
             best = S.max(axis=1)
             for h, value in enumerate(best):
-                rows.append({"model": model, "layer": k + 1, "head": h,
+                rows.append({"model": model, "layer": int(numbers[k]), "head": h,
                              "best_in_L1": float(value),
                              "near_duplicate": bool(value >= threshold)})
     return pd.DataFrame(rows)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus
 from ..extract import Extraction
-from ..layers import LayerCollection, LayerTable
+from ..layers import LayerCollection, LayerTable, spread_layers
 from ..models import CAUSAL_FAMILIES
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
@@ -102,16 +102,6 @@ def regress_out(layers: Sequence[np.ndarray], covariates: np.ndarray) -> list[np
     return out
 
 
-def spread_layers(n_transformer: int, k: int | None) -> list[int]:
-    """``k`` layers spread evenly over ``0..n_transformer`` (embeddings and top layer always
-    in), or all of them when ``k`` is None, 0 or at least the number of layers."""
-    if k is None or k <= 0 or k >= n_transformer + 1:
-        return list(range(n_transformer + 1))
-    if k < 2:
-        raise ValueError(f"layers_per_model must be 0 (all) or at least 2, got {k}")
-    return sorted({int(round(x)) for x in np.linspace(0, n_transformer, k)})
-
-
 def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, Any] | None = None,
           max_words: int | None = None, layers_per_model: int | None = None, seed: int = 0,
           progress: bool = True) -> Collection:
@@ -120,8 +110,9 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
     ``model_options`` (sizes, seed) apply to ``random:`` models. With ``max_words`` a
     deterministic sample of that many word rows (by ``seed``) is kept for every model. With
     ``layers_per_model`` a deep model keeps that many layers spread evenly over its depth
-    (:func:`spread_layers`; embeddings and top layer included), so that a 30-layer model does
-    not outweigh a 6-layer one in every mean and the all-pairs cost stays bounded.
+    (:func:`~analysis_lib.layers.spread_layers`; embeddings and top layer included), so that
+    a 30-layer model does not outweigh a 6-layer one in every mean and the all-pairs cost
+    stays bounded.
     Every model must give rows for the same words (a model that cuts a long sentence where
     another does not would misalign them): shorten the sentences or raise ``max_length``.
     """
