@@ -182,7 +182,7 @@ def extract(
         raise ValueError(f"max_length must be at least 3 tokens, got {max_length!r}")
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
-    key = make_key(kind="extract", model=info.fingerprint, corpus=corpus.fingerprint(),
+    key = make_key(kind="extract", format=2, model=info.fingerprint, corpus=corpus.fingerprint(),
                    weights=weights_digest(loaded.model) if cache else None, **options)
     computed = []
 
