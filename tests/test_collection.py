@@ -123,6 +123,27 @@ def test_focus_is_the_pretrained_models_when_two_are_there(coll):
     assert collection.focus(one) == ["random:bert", "random:gpt2"]
 
 
+def test_keep_rows_and_a_planted_first_word_outlier(coll):
+    c, _ = coll
+    first = c.covariates[:, 1] == 0
+    assert first.any() and (~first).any()
+    planted = [x.copy() for x in c.layers]
+    planted[4][first, 0] += 1e4  # a massive activation on the first word, one neuron
+    p = collection.Collection(c.table, planted, c.rows, c.covariates, c.sentence)
+    share = collection.first_word_share(p)
+    assert share["top_share"].iloc[4] > 0.99 and share["top_share"].iloc[1] < 0.9
+    assert share["first_word_norm"].iloc[4] > 10 * share["other_words_norm"].iloc[4]
+    later = collection.keep_rows(p, ~first)
+    assert len(later.rows) == int((~first).sum()) and later.layers[4].shape[0] == len(
+        later.rows)
+    cka = similarity.linear_cka
+    # the outlier rows dominate CKA; without them the planted layer is the clean one again
+    assert cka(p.layers[4], c.layers[4]) < 0.5
+    assert cka(later.layers[4], c.layers[4][~first]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="entries"):
+        collection.keep_rows(p, first[:-1])
+
+
 def test_pair_table_shows_intervals_where_computed():
     summaries = {"linear_cka": {"within_model": .9, "pair: a - b": .5, "pair: a - c": .25},
                  "svcca": {"pair: a - b": .4, "pair: a - c": .3}}

@@ -227,6 +227,46 @@ def subset(collection: Collection, models: Sequence[str]) -> Collection:
                       collection.sentence)
 
 
+def keep_rows(collection: Collection, keep: np.ndarray) -> Collection:
+    """The same collection on a subset of its word rows (``keep``: a boolean mask or row
+    positions), e.g. without the first word of every sentence."""
+    keep = np.asarray(keep)
+    index = np.flatnonzero(keep) if keep.dtype == bool else keep.astype(int)
+    if keep.dtype == bool and len(keep) != len(collection.rows):
+        raise ValueError(f"the mask has {len(keep)} entries for {len(collection.rows)} rows")
+    if index.size < 2:
+        raise ValueError("keep at least two word rows")
+    return Collection(collection.table, [x[index] for x in collection.layers],
+                      collection.rows[index], collection.covariates[index],
+                      collection.sentence[index])
+
+
+def first_word_share(collection: Collection, top: int = 3) -> pd.DataFrame:
+    """Per layer (the layer table's columns, plus): ``top_share``, the share of the layer's
+    variance in its ``top`` highest-variance neurons; ``first_word_norm`` and
+    ``other_words_norm``, the mean distance from the layer's mean of the first word of each
+    sentence and of the other words.
+
+    Decoders such as GPT-2 and SmolLM2 give the first token of a text a few huge activations
+    (an "attention sink"; Sun et al. 2024, *Massive activations in large language models*).
+    Those rows can then carry most of a layer's variance, and a measure that weighs
+    directions by their variance, linear CKA above all, sees little else.
+    """
+    first = collection.covariates[:, 1] == 0
+    if first.all() or not first.any():
+        raise ValueError("the rows need both first words and later words of sentences")
+    shares, first_norm, other_norm = [], [], []
+    for X in collection.layers:
+        X = np.asarray(X, dtype=np.float64)
+        var = np.sort(X.var(axis=0))[::-1]
+        shares.append(float(var[:top].sum() / var.sum()) if var.sum() > 0 else float("nan"))
+        norms = np.linalg.norm(X - X.mean(axis=0), axis=1)
+        first_norm.append(float(norms[first].mean()))
+        other_norm.append(float(norms[~first].mean()))
+    return collection.table.attach(shares, "top_share").assign(
+        first_word_norm=first_norm, other_words_norm=other_norm)
+
+
 def pair_table(summaries: Mapping[str, Mapping[str, float]],
                intervals: Mapping[str, Mapping[str, tuple[float, float]]]) -> pd.DataFrame:
     """One row per pair of models, one column per measure: the mean across the two models'
