@@ -28,7 +28,8 @@ ALLOWED = [
     r"§\s?[\d.–-]+",
     r"\b(Fig(ure)?s?\.?|Tables?|App(endix)?\.?|Eq\.?|[Ss]ections?)\s+[\dA-Z][\d.]*"
     r"((,\s*|\s(and|or)\s|–)[\dA-Z][\d.]*)*",      # references: Figures 1–3, 8 and 9
-    r"\b(GPT-2|MiniLM-L6|BERT-base|BERT-large|RoBERTa-base|ALBERT-base-v2|ELECTRA-base)\b",
+    r"\b(GPT-2|MiniLM-L6|BERT-base|BERT-large|RoBERTa-base|ALBERT-base-v2|ELECTRA-base|"
+    r"SmolLM2)\b",
     r"^#+\s*\d+(\.\d+)*\.?",                       # numbered headings
     r"\*\*Estimated run time\*\*(.|\n(?!\n))*",    # the run-time paragraph
     r"\b(95|99|80|20|63|10)%",                     # interval levels and method constants
@@ -37,7 +38,7 @@ ALLOWED = [
 
 #: Phrases with figures that are facts of a model, a paper or a preset, not results.
 FACTS = {
-    "representation": ["6-layer"],
+    "representation": ["6-layer", "30-layer", "30 layers", "12 layers", "4 bits"],
     "finetuning": ["FT[1]–FT[2]", "6-layer", "batch\n16", "5e-5", "10,000 steps",
                    "7 representation layers", "model 2"],
     "truncation": ["6-layer"],

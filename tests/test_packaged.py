@@ -156,3 +156,25 @@ def test_three_trained_models_read_the_same_words(mpnet, smollm2):
             for m in (mpnet, smollm2, models.load("minilm"))}
     first = next(iter(rows.values()))
     assert all(np.array_equal(first, r) for r in rows.values())
+
+
+@pytest.mark.slow
+def test_representation_page_compares_the_three_trained_models(tmp_path, mpnet, smollm2):
+    import nbformat
+
+    from analysis_lib.book.builder import ROOT, execute, load_profile, notebook_parameters
+
+    path = ROOT / "notebooks" / "representation.ipynb"
+    values = notebook_parameters(path, load_profile("smoke"))
+    values.update(models=["minilm", "mpnet", "smollm2", "random:bert"], n_sentences=24,
+                  max_words=300, layers_per_model=3, n_folds=3,
+                  measures=["neuronsim", "svcca", "linear_cka"])
+    done = execute(path, values, tmp_path / "executed", force=True)
+    nb = nbformat.read(str(done.path), as_version=4)
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "observations about: minilm, mpnet, smollm2" in text
+    for pair in ("minilm - mpnet", "minilm - smollm2", "mpnet - smollm2"):
+        assert pair in text  # the pair table, with intervals
+    assert " - random:bert" not in text  # pairs among the trained models only
+    assert "encoder_decoder" in text and "without first words" in text
