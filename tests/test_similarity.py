@@ -725,3 +725,21 @@ def test_pwcca_with_tied_correlations_is_invariant_to_rotating_the_other_side():
     Q = ortho_group.rvs(64, random_state=1)
     assert sim.pwcca(X, Y @ Q, variance=None) == pytest.approx(
         sim.pwcca(X, Y, variance=None), abs=1e-10)
+
+
+def test_mixedsim_keeps_span_of_a_layer_with_massive_activations():
+    # a decoder's first tokens: three neurons thousands of times larger on a few rows.
+    # span(Y) is unchanged by them; a rank cut relative to the largest eigenvalue of the raw
+    # neurons would drop nearly all of it in float32
+    rng = np.random.default_rng(0)
+    n, d = 2000, 64
+    Z = rng.standard_normal((n, d))
+    Y = (Z @ rng.standard_normal((d, d))).astype(np.float32)
+    Y[::20, :3] += 3e4 * rng.standard_normal((n // 20, 3)).astype(np.float32)
+    X = (Z[:, :32] + 0.5 * rng.standard_normal((n, 32))).astype(np.float32)
+    exact = sim.mixedsim(X, Y, dtype=np.float64)
+    assert sim.mixedsim(X, Y) == pytest.approx(exact, abs=1e-5)
+    assert exact >= sim.neuronsim(X, Y)  # one neuron is one linear combination
+    M = sim.pairwise_suite([X, Y], measures=["mixedsim", "neuronsim"])
+    assert M["mixedsim"][0, 1] == pytest.approx(exact, abs=1e-5)
+    assert (M["mixedsim"] >= M["neuronsim"] - 1e-6).all()

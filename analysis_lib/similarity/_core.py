@@ -127,7 +127,12 @@ class LayerStats:
         """The statistics of the z-scored layer (every neuron scaled to unit norm; constant
         neurons stay zero), derived from this layer's ``G`` without touching the data. It has
         no ``Xc``: it serves the CCA-family kernels, which need only ``G`` and its
-        eigendecomposition."""
+        eigendecomposition. Computed once per layer and kept."""
+        if "_unit" not in self.__dict__:
+            self._unit = self._standardize()
+        return self._unit
+
+    def _standardize(self) -> LayerStats:
         scale = self.scales
         new = object.__new__(LayerStats)
         new.n, new.d, new.dtype, new.Xc, new._whiteners = self.n, self.d, self.dtype, None, {}

@@ -56,10 +56,14 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
     va = _valid(a)
     if not va.any():
         raise ValueError("every neuron of X is constant; the regression r-value is undefined")
-    if b.rank == 0:
+    # coordinates of each X neuron's projection onto span(Y), in the work dtype. span(Y) does
+    # not change when Y's neurons are rescaled, so its basis comes from the z-scored layer:
+    # with raw scales, a few huge neurons (a decoder's massive activations) would push
+    # every other direction under the rank cut relative to the largest eigenvalue
+    unit = b.standardized()
+    if unit.rank == 0:
         return np.zeros(int(va.sum()))
-    # coordinates of each X neuron's projection onto span(Y), in the work dtype
-    M = C[va].astype(a.dtype, copy=False) @ b.whitener(b.rank, a.dtype)
+    M = (C[va] * b.scales).astype(a.dtype, copy=False) @ unit.whitener(unit.rank, a.dtype)
     r2 = (M ** 2).sum(axis=1) / a.sq_norms[va]
     return np.sqrt(np.clip(r2, 0.0, 1.0))
 
@@ -238,8 +242,10 @@ def mixedsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
     space of Y (the square root of the regression's R^2); averaged over X's neurons.
     Asymmetric: X's neurons are predicted from Y.
 
-    A rank-deficient Y is handled exactly: the projection uses Y's non-negligible principal
-    directions (eigenvalues above ``RANK_RTOL`` of the largest). With n <= d2 every neuron is
+    A rank-deficient Y is handled exactly: the projection uses the non-negligible principal
+    directions of Y's z-scored neurons (eigenvalues above ``RANK_RTOL`` of the largest; the
+    span is the same as the raw neurons', and neurons of very different scales, such as a
+    decoder's massive activations, leave every direction in it). With n <= d2 every neuron is
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
