@@ -84,6 +84,22 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .models import zoo
+
+    names = zoo.SETS[args.set]
+    frame = zoo.table(names, cache_dir=args.cache_dir, train_missing=args.train,
+                      progress=args.train)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    if not args.train and frame["perplexity"].isna().any():
+        print(f"\nmodels without numbers are not trained yet: python -m analysis_lib zoo "
+              f"--set {args.set} --train")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis_lib")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
                        help="the cache every worker shares (default: $ANALYSIS_LIB_CACHE or "
                        "the user cache folder)")
     sweep.set_defaults(func=cmd_sweep)
+    zoo = sub.add_parser("zoo", help="list the model zoo (models pretrained here) and train "
+                         "a set of it")
+    zoo.add_argument("--set", default="default", choices=["default", "zoo"],
+                     help="the book's default set, or the whole zoo")
+    zoo.add_argument("--train", action="store_true", help="train the models not cached yet")
+    zoo.add_argument("--cache-dir", default=None)
+    zoo.set_defaults(func=cmd_zoo)
     sub.add_parser("corpora", help="list the corpora").set_defaults(func=cmd_corpora)
     sub.add_parser("models", help="list the offline model names").set_defaults(func=cmd_models)
     args = parser.parse_args(argv)

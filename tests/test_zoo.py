@@ -1,0 +1,172 @@
+"""The model zoo: pretraining here, deterministic, cached, one factor at a time."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from analysis_lib import extract, models
+from analysis_lib.__main__ import main
+from analysis_lib.models import zoo
+from analysis_lib.training import pretrain as pt
+
+TINY = pt.PretrainConfig(layers=1, hidden=32, heads=2, data="tweets", steps=4, batch_size=4,
+                         block=16, vocab_size=2000, warmup_steps=1, checkpoints=(2,))
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return pt.tokenizer(TINY.vocab_size)
+
+
+def test_bad_settings_are_named_with_their_fix():
+    with pytest.raises(ValueError, match=r"objective='gpt'.*clm, mlm.*data='wiki'.*"
+                                         r"hidden=30 is not divisible by heads=4"):
+        pt.check_config(replace(TINY, objective="gpt", data="wiki", hidden=30, heads=4))
+    with pytest.raises(ValueError, match=r"checkpoints \[4\]"):
+        pt.check_config(replace(TINY, checkpoints=(4,)))
+    with pytest.raises(ValueError, match="mask_rate"):
+        pt.check_config(replace(TINY, mask_rate=0.0))
+
+
+def test_held_out_sentences_are_never_trained_on():
+    train, held = pt.sentences("tweets")
+    assert len(held) == pytest.approx(len(train) / (pt.HELD_OUT_EVERY - 1), rel=0.01)
+    assert not set(held) & set(train)
+    both_train, both_held = pt.sentences("both")
+    assert set(held) <= set(both_held) and len(both_train) > len(train)
+
+
+def test_token_blocks_keep_sentence_markers_in_order(tok):
+    blocks = pt.token_blocks(tok, ["a b c", "d e"], block=3)
+    stream = tok(["a b c", "d e"])["input_ids"]
+    flat = [i for row in stream for i in row]
+    assert blocks.ravel().tolist() == flat[: blocks.size]
+    assert blocks[0, 0] == tok.cls_token_id
+    with pytest.raises(ValueError, match="no block"):
+        pt.token_blocks(tok, ["a"], block=100)
+
+
+def test_masking_follows_the_80_10_10_rule(tok):
+    ids = torch.as_tensor(pt.token_blocks(tok, pt.sentences("bbc")[1][:400], 64))
+    inputs, labels = pt.mask_tokens(ids, 0.3, tok, torch.Generator().manual_seed(0))
+    chosen = labels != -100
+    special = torch.as_tensor(np.isin(ids.numpy(), tok.all_special_ids))
+    assert not (chosen & special).any()
+    assert float(chosen.float().mean()) == pytest.approx(
+        0.3 * float((~special).float().mean()), abs=0.01)
+    assert torch.equal(labels[chosen], ids[chosen])
+    masked = (inputs == tok.mask_token_id) & chosen
+    kept = (inputs == ids) & chosen
+    assert float(masked.sum() / chosen.sum()) == pytest.approx(0.8, abs=0.02)
+    assert float(kept.sum() / chosen.sum()) == pytest.approx(0.1 + 0.1 / len(tok), abs=0.02)
+    assert torch.equal(inputs[~chosen], ids[~chosen])
+
+
+def test_unigram_loss_is_the_entropy_of_a_known_distribution(tok):
+    train = np.array([[5, 5, 5, 6]])
+    held = np.array([[9, 5, 6, 5]])
+    config = replace(TINY, objective="clm")
+    # add-one smoothing over a vocabulary of 10: p(5) = 4/14, p(6) = 2/14
+    expected = -(np.log(4 / 14) * 2 + np.log(2 / 14)) / 3
+    assert pt.unigram_loss(train, held, 10, config, tok) == pytest.approx(expected)
+
+
+_TRAIN = """
+import hashlib, json, sys
+from dataclasses import replace
+import torch
+from analysis_lib.training import pretrain as pt
+from tests.test_zoo import TINY
+config = replace(TINY, seed=int(sys.argv[2]))
+result = pt.pretrain(config, cache_dir=sys.argv[1], progress=False)
+from safetensors.torch import load_file
+state = load_file(str(result.path / "model.safetensors"))
+digest = hashlib.sha256()
+for k in sorted(state):
+    digest.update(k.encode()); digest.update(state[k].numpy().tobytes())
+print(json.dumps({"digest": digest.hexdigest(), "eval": result.record["evaluation"]}))
+"""
+
+
+@pytest.mark.slow
+def test_fresh_processes_train_bit_identical_weights(tmp_path):
+    runs = []
+    for k, seed in enumerate((0, 0, 1)):
+        done = subprocess.run([sys.executable, "-c", _TRAIN, str(tmp_path / f"c{k}"), str(seed)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1]  # same config, empty caches: the same bits
+    assert runs[0]["digest"] != runs[2]["digest"]  # another seed: other weights
+
+
+def test_pretrain_records_curve_checkpoints_and_is_cached(tmp_path):
+    first = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
+    record = first.record
+    assert [s for s, _ in record["curve"]] == [1, 2, 3, 4]
+    assert set(record["evaluation"]) >= {"perplexity", "unigram_perplexity", "ratio",
+                                         "learned"}
+    assert record["evaluation"]["unigram_perplexity"] > 100
+    assert list(record["checkpoint_evaluation"]) == ["2"]
+    assert first.checkpoint(2).is_dir()
+    with pytest.raises(ValueError, match="keeps"):
+        first.checkpoint(3)
+    again = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
+    assert again.from_cache and again.path == first.path
+    weights = first.path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        retrained = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
+    assert not retrained.from_cache
+    assert retrained.record["evaluation"] == record["evaluation"]
+
+
+def test_mlm_objective_trains_a_bidirectional_model(tmp_path):
+    result = pt.pretrain(replace(TINY, objective="mlm", checkpoints=()), cache_dir=tmp_path,
+                         progress=False)
+    from transformers import AutoConfig
+
+    assert not AutoConfig.from_pretrained(result.path).is_decoder
+    clm = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
+    assert AutoConfig.from_pretrained(clm.path).is_decoder
+
+
+def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, tricky_corpus):
+    monkeypatch.setitem(zoo.ZOO, "base", TINY)
+    loaded = models.load("zoo:base", cache_dir=tmp_path)
+    assert loaded.info.source == "zoo" and loaded.info.pretrained and loaded.info.causal
+    assert loaded.info.n_layers == 2
+    early = models.load("zoo:base@2", cache_dir=tmp_path)
+    assert early.info.fingerprint != loaded.info.fingerprint
+    result = extract.extract(loaded, tricky_corpus, attention=True, cache=False,
+                             progress=False)
+    for maps in result.attention:
+        assert np.abs(np.triu(maps, k=1)).max() < 1e-6
+    frame = zoo.table(["base"], cache_dir=tmp_path)
+    assert frame["model"].tolist() == ["base", "base@2"]
+    assert frame["perplexity"].notna().all()
+
+
+def test_zoo_names_factors_and_cli(capsys):
+    for factor, pairs in zoo.FACTORS.items():
+        for a, b in pairs:
+            ca, cb = zoo.ZOO[zoo.parse(a)[0]], zoo.ZOO[zoo.parse(b)[0]]
+            diff = {f for f in pt.PretrainConfig.__dataclass_fields__
+                    if getattr(ca, f) != getattr(cb, f)} - {"checkpoints"}
+            if factor == "training length":
+                assert not diff and zoo.parse(a)[1] is not None
+            else:  # exactly one setting differs
+                assert len(diff) == 1, (factor, a, b, diff)
+    assert set(zoo.SETS["default"]) <= set(zoo.ZOO)
+    with pytest.raises(ValueError, match="no zoo model 'nope'"):
+        models.check_name("zoo:nope")
+    with pytest.raises(ValueError, match="keeps steps"):
+        models.check_name("zoo:base@7")
+    assert main(["zoo"]) == 0
+    out = capsys.readouterr().out
+    assert "base@20" in out and "depth-2" in out
