@@ -235,6 +235,13 @@ def test_attention_heads_collection_and_redundancy():
     assert (red.near_duplicate == (red.best_in_L1 >= 0.5)).all()
     counts = heads.duplicate_counts(red)
     assert list(counts.columns) == [2] and counts.shape == (2, 1)
+    # a deep model keeps layers spread over its depth; the tables name the real layers
+    deep = heads.collect(["random:bert", "random:gpt2"], text, progress=False,
+                         model_options={**TINY, "layers": 5}, layers_per_model=3)
+    assert deep.table.frame["layer"].tolist() == [1, 3, 5, 1, 3, 5]
+    red5 = heads.redundancy(deep, threshold=0.5)
+    assert sorted(set(red5.layer)) == [1, 3, 5]
+    assert list(heads.duplicate_counts(red5).columns) == [3, 5]
     matches = heads.best_matches(att)
     # the best match of a head lies in the other model
     assert (matches.match_model != matches.model).all()

@@ -169,7 +169,9 @@ def localized_vs_distributed(methods: Mapping[str, np.ndarray], collection: Atte
 
 
 def duplicate_counts(red: pd.DataFrame) -> pd.DataFrame:
-    """Near-duplicates of a first-layer head, per model (rows) and layer 2..L (columns)."""
+    """Near-duplicates of a first-layer head, per model (rows) and layer (columns, in order;
+    empty where a model has no such layer or the layer was not kept)."""
     later = red[red.layer > 1]
     counts = later.groupby(["model", "layer"], sort=False).near_duplicate.sum()
-    return counts.unstack("layer").fillna(0).astype(int)
+    table = counts.unstack("layer").astype("Int64")
+    return table[sorted(table.columns)]
