@@ -144,6 +144,34 @@ def test_keep_rows_and_a_planted_first_word_outlier(coll):
         collection.keep_rows(p, first[:-1])
 
 
+def test_matched_cells_pair_layers_of_the_same_relative_depth():
+    table = LayerTable.concat([LayerTable.for_model("deep", "bert", True, 4),
+                               LayerTable.for_model("flat", "bert", True, 2),
+                               LayerTable.for_model("twin", "bert", True, 4)])
+    c = collection.Collection(table, [], np.arange(0), np.zeros((0, 3)), np.arange(0))
+    M = np.zeros((13, 13))
+    deep, flat, twin = range(0, 5), range(5, 8), range(8, 13)
+    for i, j in zip(deep, twin):  # same depth: layer k with layer k
+        M[i, j] = M[j, i] = 1.0
+    for i, j in zip((0, 2, 4), flat):  # depths 0, .5, 1 of both
+        M[i, j] = M[j, i] = 0.5
+    s = collection.summary(M, c)
+    assert s["matched: deep - twin"] == pytest.approx(1.0)
+    assert s["matched: deep - flat"] == pytest.approx(0.5)
+    assert s["pair: deep - twin"] == pytest.approx(5 / 25)
+    frame = collection.factor_table(
+        {"linear_cka": s}, {"linear_cka": {"matched: deep - flat": (0.4, 0.6)}},
+        {"depth": [("deep", "flat")], "seed": [("deep", "twin"), ("twin", "flat")]},
+        "linear_cka", not_learned=["flat"])
+    assert frame["models"].tolist() == ["deep vs flat", "deep vs twin", "twin vs flat"]
+    assert frame.loc[0, "low"] == 0.4 and frame.loc[0, "note"] == "flat did not learn"
+    # pairs with a model that did not learn are flagged and left out of the factor's mean
+    assert np.isnan(frame.loc[0, "factor mean"])
+    assert frame.loc[2, "factor mean"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no pair"):
+        collection.factor_table({"linear_cka": s}, {}, {"x": [("deep", "nope")]}, "linear_cka")
+
+
 def test_pair_table_shows_intervals_where_computed():
     summaries = {"linear_cka": {"within_model": .9, "pair: a - b": .5, "pair: a - c": .25},
                  "svcca": {"pair: a - b": .4, "pair: a - c": .3}}

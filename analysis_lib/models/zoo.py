@@ -79,6 +79,21 @@ def parse(name: str) -> tuple[str, int | None]:
     return model, int(step)
 
 
+def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
+    """The ``zoo:`` model names of a set, with the base model's checkpoints."""
+    if set_name not in SETS:
+        raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
+    out = [f"zoo:{n}" for n in SETS[set_name]]
+    if checkpoints and "base" in SETS[set_name]:
+        out += [f"zoo:base@{s}" for s in BASE.checkpoints]
+    return out
+
+
+def factors(prefix: str = "zoo:") -> dict[str, list[tuple[str, str]]]:
+    """:data:`FACTORS` with the model names as loaded (``"zoo:base"``)."""
+    return {f: [(prefix + a, prefix + b) for a, b in pairs] for f, pairs in FACTORS.items()}
+
+
 def train(name: str, *, cache_dir: str | os.PathLike | None = None,
           progress: bool = True) -> Pretrained:
     """The zoo model ``name`` (without a checkpoint suffix), trained or read from the cache."""

@@ -163,7 +163,9 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
     model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
     ``encoder_decoder``: across two models that both read in both directions / of which one
     reads left to right (a decoder such as GPT-2 or SmolLM2); ``pair: a - b``: across the
-    two models ``a`` and ``b`` (both directions), for every pair.
+    two models ``a`` and ``b`` (both directions), for every pair; ``matched: a - b``: the
+    same two models at matching relative depth only (each layer of the model with fewer
+    layers against the other's nearest layer).
 
     ``models`` restricts every mean to the cells between layers of those models (default:
     all), e.g. the pretrained ones.
@@ -202,8 +204,57 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
             is_a, is_b = owners == a, owners == b
             cells[f"pair: {a} - {b}"] = (is_a[:, None] & is_b[None, :]) | (
                 is_b[:, None] & is_a[None, :])
+            cells[f"matched: {a} - {b}"] = _matched(depth, is_a, is_b)
     return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
             for k, mask in cells.items()}
+
+
+def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarray:
+    """Cells pairing each layer of the model with fewer layers (kept) with the other model's
+    layer of the nearest relative depth, both ways round (layer k with layer k when the two
+    have the same depth)."""
+    few, many = (is_a, is_b) if is_a.sum() <= is_b.sum() else (is_b, is_a)
+    rows, cols = np.flatnonzero(few), np.flatnonzero(many)
+    mask = np.zeros((len(depth), len(depth)), dtype=bool)
+    if not rows.size or not cols.size:
+        return mask
+    nearest = cols[np.abs(depth[cols][None, :] - depth[rows][:, None]).argmin(axis=1)]
+    mask[rows, nearest] = True
+    mask[nearest, rows] = True
+    return mask
+
+
+def factor_table(summaries: Mapping[str, Mapping[str, float]],
+                 intervals: Mapping[str, Mapping[str, tuple[float, float]]],
+                 factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
+                 not_learned: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per pair of models that differ in one factor: the mean similarity of their
+    layers at matching relative depth under ``measure`` (the ``matched`` cells of
+    :func:`summary`), its interval where computed, and a flag when either model did not learn
+    (such a pair is left out of the factor's mean, not compared silently).
+
+    ``factors`` maps a factor's name to its pairs of model names as the collection holds
+    them (e.g. ``{"seed": [("zoo:base", "zoo:seed-1")]}``).
+    """
+    values, bounds = summaries[measure], intervals.get(measure, {})
+    rows = []
+    for factor, pairs in factors.items():
+        for a, b in pairs:
+            key = f"matched: {a} - {b}"
+            if key not in values:
+                key = f"matched: {b} - {a}"
+            if key not in values:
+                raise ValueError(f"the collection holds no pair {a} - {b}")
+            low, high = bounds.get(key, (float("nan"), float("nan")))
+            flagged = [m for m in (a, b) if m in set(not_learned)]
+            rows.append({"factor": factor, "models": f"{a} vs {b}",
+                         measure: values[key], "low": low, "high": high,
+                         "note": f"{', '.join(flagged)} did not learn" if flagged else ""})
+    frame = pd.DataFrame(rows)
+    usable = frame[frame["note"] == ""]
+    means = usable.groupby("factor", sort=False)[measure].mean()
+    frame["factor mean"] = frame["factor"].map(means)
+    return frame
 
 
 def focus(collection: Collection) -> list[str]:
