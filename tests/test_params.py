@@ -102,3 +102,22 @@ def test_a_bad_profile_value_stops_the_build_before_any_notebook_runs(tmp_path, 
     with pytest.raises(params.ParameterError, match="n_neurons=2: needs at least 4"):
         book.build("bad", root=tmp_path, echo=lambda m: None)
     assert not ran
+
+
+def test_every_study_with_models_accepts_packaged_and_zoo_names():
+    from analysis_lib.book.params import ParameterError, check
+
+    for notebook, key in (("representation", "models"), ("attention", "models"),
+                          ("seeds", "ft_models")):
+        values = dict(check_defaults(notebook))
+        values[key] = ["mpnet", "smollm2", "zoo:base", "zoo:base@150", "zoo:seed-1"]
+        check(values, notebook)  # no error
+        values[key] = ["zoo:nope"]
+        with pytest.raises(ParameterError, match="no zoo model 'nope'"):
+            check(values, notebook)
+
+
+def check_defaults(notebook):
+    from analysis_lib.book.params import declared
+
+    return {p.name: p.default for p in declared(notebook).values()}
