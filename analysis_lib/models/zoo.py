@@ -90,6 +90,13 @@ def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
     return out
 
 
+def seed_models(set_name: str = "default") -> list[str]:
+    """The ``zoo:`` names of a set's models that differ from the base only by seed (the base
+    first): the zoo's miniature MultiBERTs."""
+    names_ = [n for n in SETS[set_name] if n == "base" or n.startswith("seed-")]
+    return [f"zoo:{n}" for n in names_]
+
+
 def factors(prefix: str = "zoo:") -> dict[str, list[tuple[str, str]]]:
     """:data:`FACTORS` with the model names as loaded (``"zoo:base"``)."""
     return {f: [(prefix + a, prefix + b) for a, b in pairs] for f, pairs in FACTORS.items()}
