@@ -269,7 +269,9 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     held = token_blocks(tok, held_text, config.block)
     curve: list[list[float]] = []
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
-    with torch.random.fork_rng(devices=[]):
+    from ..models.loading import _quiet_transformers
+
+    with torch.random.fork_rng(devices=[]), _quiet_transformers():
         torch.manual_seed(config.seed)
         model = _model(config, tok)
         rng = np.random.default_rng(config.seed)
@@ -293,11 +295,9 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
                  desc=f"pretrain {name}", progress=progress, on_step=on_step)
         seconds = time.perf_counter() - start
     evaluation = _evaluate(model, train, held, config, tok)
-    checkpoint_eval = {}
-    for step, state in snapshots.items():
-        early = _model(config, tok)
-        early.load_state_dict(state)
-        checkpoint_eval[str(step)] = _evaluate(early, train, held, config, tok)
+    checkpoint_eval = {str(step): _evaluate(_restored(config, tok, state), train, held,
+                                            config, tok)
+                       for step, state in snapshots.items()}
     record = {"name": name, "config": asdict(config), "curve": curve,
               "evaluation": evaluation, "checkpoint_evaluation": checkpoint_eval,
               "train_blocks": int(len(train)), "held_out_blocks": int(len(held)),
@@ -307,15 +307,23 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     def write(tmp: Path) -> None:
         _save_folder(tmp, model, tok)
         for step, state in snapshots.items():
-            early = _model(config, tok)
-            early.load_state_dict(state)
-            _save_folder(tmp / "checkpoints" / f"step-{step}", early, tok)
+            _save_folder(tmp / "checkpoints" / f"step-{step}", _restored(config, tok, state),
+                         tok)
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*.safetensors"))
         full = {**record, "checksums": folder_checksums(tmp, files)}
         (tmp / "record.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
 
     publish_folder(path, write, lambda: _load_saved(path, quiet=True) is not None)
     return Pretrained(path, json.loads((path / "record.json").read_text(encoding="utf-8")))
+
+
+def _restored(config: PretrainConfig, tok, state: dict[str, torch.Tensor]):
+    """A model of ``config`` holding the weights ``state`` (built without touching the global
+    random state)."""
+    with torch.random.fork_rng(devices=[]):
+        model = _model(config, tok)
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def _save_folder(folder: Path, model, tok) -> None:
