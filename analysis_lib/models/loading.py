@@ -16,9 +16,10 @@ a local folder
     cached; ``"zoo:base@<step>"`` is the base model at an earlier step.
 ``"random:<family>"``
     a randomly initialised model of ``bert``, ``gpt2``, ``roberta``, ``albert``, ``electra``,
-    ``distilbert`` or ``xlnet``, seeded, with sizes as options, and a tokenizer of that family's
-    kind trained offline on the packaged corpora: WordPiece (bert, electra, distilbert),
-    byte-level BPE (gpt2, roberta) or unigram/SentencePiece-style (albert, xlnet).
+    ``distilbert``, ``xlnet``, ``mpnet`` or ``llama``, seeded, with sizes as options, and a
+    tokenizer of that family's kind trained offline on the packaged corpora: WordPiece (bert,
+    electra, distilbert, mpnet), byte-level BPE (gpt2, roberta, llama) or unigram/
+    SentencePiece-style (albert, xlnet).
 
 Every model comes back in eval mode with eager attention, so attention weights are returned
 (with the default ``sdpa`` attention ``transformers`` returns an empty tuple instead).
@@ -140,7 +141,10 @@ def load(
         from . import packaged
 
         path = packaged.folder(name, cache_dir)
-        sources = "+".join(f"{d}-{v}" for d, v in packaged.versions(name).items())
+        versions = packaged.versions(name)
+        # MiniLM keeps the fingerprint its fine-tuned models and layers are cached under
+        sources = "+".join(versions.values() if name == "minilm" else
+                           (f"{d}-{v}" for d, v in versions.items()))
         return _from_pretrained(str(path), name, "package", f"{name}-{sources}",
                                 local_files_only=True, revision=None, trust_remote_code=False)
     if kind == "zoo":
