@@ -106,11 +106,13 @@ def test_a_bad_profile_value_stops_the_build_before_any_notebook_runs(tmp_path, 
 
 def test_every_study_with_models_accepts_packaged_and_zoo_names():
     from analysis_lib.book.params import ParameterError, check
+    from analysis_lib.models.zoo import BASE
 
     for notebook, key in (("representation", "models"), ("attention", "models"),
                           ("seeds", "ft_models")):
         values = dict(check_defaults(notebook))
-        values[key] = ["mpnet", "smollm2", "zoo:base", "zoo:base@150", "zoo:seed-1"]
+        values[key] = ["mpnet", "smollm2", "zoo:base", f"zoo:base@{BASE.checkpoints[0]}",
+                       "zoo:seed-1"]
         check(values, notebook)  # no error
         values[key] = ["zoo:nope"]
         with pytest.raises(ParameterError, match="no zoo model 'nope'"):
