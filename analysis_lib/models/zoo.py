@@ -3,8 +3,9 @@
 Wu et al. compare models that differ in architecture, objective, data and size at once, so no
 finding can be pinned on one factor; Ren et al. need models that differ only by their seed.
 The zoo's models all descend from one base configuration (:data:`BASE`: a 4-layer, 64-wide
-BERT-architecture model trained as a causal language model on tweets and BBC sentences for
-400 steps, seed 0) and each changes exactly one setting of it:
+BERT-architecture model with a 4,000-token WordPiece vocabulary, trained as a causal language
+model on tweets and BBC sentences for 400 steps, seed 0) and each changes exactly one setting
+of it:
 
 =================  =========================================================================
 factor             models
@@ -33,7 +34,7 @@ from ..training.pretrain import PretrainConfig, Pretrained, pretrain
 #: the configuration every zoo model varies one setting of
 BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both", seed=0,
                       steps=400, learning_rate=2e-3, warmup_steps=30, dropout=0.0,
-                      mask_rate=0.4, checkpoints=(100, 250))
+                      mask_rate=0.4, vocab_size=4000, checkpoints=(100, 250))
 
 ZOO: dict[str, PretrainConfig] = {
     "base": BASE,
