@@ -126,8 +126,7 @@ def table(names=None, *, cache_dir: str | os.PathLike | None = None, train_missi
     ``train_missing`` trains the models that are not in the cache yet."""
     import pandas as pd
 
-    from ..runtime.cache import default_root
-    from ..training.pretrain import _load_saved, key_of
+    from ..training.pretrain import cached
 
     rows = []
     for name in names or tuple(ZOO):
@@ -135,8 +134,7 @@ def table(names=None, *, cache_dir: str | os.PathLike | None = None, train_missi
         if train_missing:
             saved = train(name, cache_dir=cache_dir, progress=progress)
         else:
-            saved = _load_saved(default_root(cache_dir) / "pretrain" / key_of(config),
-                                quiet=True)
+            saved = cached(config, cache_dir)
         evaluations = {name: saved.record["evaluation"]} if saved else {}
         if saved:
             for step, values in saved.record.get("checkpoint_evaluation", {}).items():

@@ -255,6 +255,11 @@ def key_of(config: PretrainConfig) -> str:
                     held_out_every=HELD_OUT_EVERY)
 
 
+def cached(config: PretrainConfig, cache_dir=None) -> Pretrained | None:
+    """The trained ``config`` if the cache holds it whole, else None (never trains)."""
+    return _load_saved(default_root(cache_dir) / "pretrain" / key_of(config), quiet=True)
+
+
 def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
              name: str = "zoo") -> Pretrained:
     """Train ``config`` (or read it from the cache): see the module docs."""
