@@ -19,6 +19,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ._backend import NUMPY, Backend
+
 #: Relative eigenvalue cut-off below which a direction counts as zero variance, per work dtype.
 RANK_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 
@@ -102,24 +104,33 @@ class LayerStats:
     ----------
     X : array, shape (n, d)
     dtype : work dtype for the large products (see module docs).
+    name : how errors name the layer.
+    out : a backend array (n, d) of the work dtype to hold the centred layer (a view into a
+        buffer shared by several layers), or None.
+    backend : :class:`~._backend.Backend` the arrays live on (default NumPy).
     """
 
-    def __init__(self, X: np.ndarray, dtype=None, name: str = "X", out: np.ndarray | None = None):
+    def __init__(self, X: np.ndarray, dtype=None, name: str = "X", out=None,
+                 backend: Backend = NUMPY):
         X = as_matrix(X, name)
         self.n, self.d = X.shape
         self.dtype = work_dtype(X, dtype=dtype)
-        mean = X.mean(axis=0, dtype=np.float64)
+        self.bk = backend
+        xp = backend.xp
+        dev = backend.asarray(X)
+        mean = xp.sum(dev, axis=0, dtype=xp.float64) / self.n
         if out is None:
-            out = np.empty(X.shape, dtype=self.dtype)
-        elif out.shape != X.shape or out.dtype != self.dtype:
-            raise ValueError(f"out has shape {out.shape} and dtype {out.dtype}; expected "
+            out = backend.empty(X.shape, self.dtype)
+        elif tuple(out.shape) != X.shape or out.dtype != backend.dtype(self.dtype):
+            raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; expected "
                              f"{X.shape} and {self.dtype}")
         if self.dtype == np.float32 and X.dtype == np.float32:
             # subtracting the float64 mean rounded to float32 is exact for values near the
             # mean, and leaves a column offset of at most half a float32 ulp of the mean
-            np.subtract(X, mean.astype(np.float32), out=out)
+            backend.subtract_into(dev, xp.astype(mean, xp.float32), out)
         else:
-            out[...] = X.astype(np.float64, copy=False) - mean
+            backend.subtract_into(xp.astype(dev, xp.float64), mean, out)
+        del dev
         self.Xc = out
         self._whiteners: dict = {}
 
@@ -135,42 +146,53 @@ class LayerStats:
     def _standardize(self) -> LayerStats:
         scale = self.scales
         new = object.__new__(LayerStats)
-        new.n, new.d, new.dtype, new.Xc, new._whiteners = self.n, self.d, self.dtype, None, {}
-        new.G = self.G * np.outer(scale, scale)
-        new.sq_norms = np.diag(new.G).copy()
+        new.n, new.d, new.dtype, new.bk = self.n, self.d, self.dtype, self.bk
+        new.Xc, new._whiteners = None, {}
+        new.G = self.G * (scale[:, None] * scale[None, :])
+        new.sq_norms = self.bk.xp.linalg.diagonal(new.G) * 1.0
         return new
 
+    @property
+    def xp(self):
+        return self.bk.xp
+
     @cached_property
-    def scales(self) -> np.ndarray:
+    def scales(self):
         """1 / norm of every centred neuron (0 for constant neurons)."""
-        s = np.sqrt(self.sq_norms)
-        return np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+        xp = self.xp
+        s = xp.sqrt(self.sq_norms)
+        return xp.where(s > 0, 1.0 / xp.where(s > 0, s, 1.0), 0.0)
 
     @cached_property
-    def G(self) -> np.ndarray:
+    def G(self):
         """Self cross-product ``Xc.T @ Xc`` (d x d, float64)."""
-        return np.asarray(self.Xc.T @ self.Xc, dtype=np.float64)
+        return self.xp.astype(self.Xc.T @ self.Xc, self.xp.float64)
 
     @cached_property
-    def sq_norms(self) -> np.ndarray:
+    def sq_norms(self):
         """Sum of squares of each centred neuron (diag of G), float64."""
-        return np.einsum("ij,ij->j", self.Xc, self.Xc, dtype=np.float64)
+        return self.bk.col_sq_norms(self.Xc)
 
     @cached_property
     def total_var(self) -> float:
-        return float(self.sq_norms.sum())
+        return float(self.xp.sum(self.sq_norms))
 
     @cached_property
-    def eig(self) -> tuple[np.ndarray, np.ndarray]:
+    def eig(self):
         """Eigenvalues (descending, clipped at 0) and eigenvectors of G."""
-        lam, V = np.linalg.eigh(self.G)
-        order = np.argsort(lam)[::-1]
-        return np.clip(lam[order], 0, None), V[:, order]
+        xp = self.xp
+        lam, V = xp.linalg.eigh(self.G)
+        return xp.clip(xp.flip(lam, axis=0), 0.0, None), xp.flip(V, axis=1)
+
+    @cached_property
+    def lam_host(self) -> np.ndarray:
+        """The eigenvalues of G as a NumPy array (for decisions made on the host)."""
+        return self.bk.host(self.eig[0])
 
     @cached_property
     def rank(self) -> int:
         """Number of directions with non-negligible variance."""
-        lam = self.eig[0]
+        lam = self.lam_host
         if lam.size == 0 or lam[0] <= 0:
             return 0
         return int((lam > lam[0] * RANK_RTOL[self.dtype]).sum())
@@ -188,7 +210,7 @@ class LayerStats:
             return 0
         if variance is None:
             return r
-        lam = self.eig[0][:r]
+        lam = self.lam_host[:r]
         frac = np.cumsum(lam) / lam.sum()
         if cut == "reach":
             k = int(np.searchsorted(frac, variance - 1e-12) + 1)
@@ -198,26 +220,28 @@ class LayerStats:
             raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
         return max(1, min(k, r))
 
-    def whitener(self, k: int, dtype=np.float64) -> np.ndarray:
+    def whitener(self, k: int, dtype=np.float64):
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
         basis of the top-k principal directions. Cached per (k, dtype)."""
         key = (k, np.dtype(dtype))
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
             lam, V = self.eig
-            cache[key] = (V[:, :k] / np.sqrt(lam[:k])).astype(dtype, copy=False)
+            xp = self.xp
+            cache[key] = xp.astype(V[:, :k] / xp.sqrt(lam[:k]), self.bk.dtype(dtype),
+                                   copy=False)
         return cache[key]
 
 
-def standardize_pair(a: LayerStats, b: LayerStats, C: np.ndarray):
+def standardize_pair(a: LayerStats, b: LayerStats, C):
     """z-scored versions of two layers and of their cross-product."""
-    return a.standardized(), b.standardized(), C * np.outer(a.scales, b.scales)
+    return a.standardized(), b.standardized(), C * (a.scales[:, None] * b.scales[None, :])
 
 
-def cross(a: LayerStats, b: LayerStats) -> np.ndarray:
+def cross(a: LayerStats, b: LayerStats):
     """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) as float64."""
     if a.n != b.n:
         raise ValueError(f"layers must have the same rows (stimuli): {a.n} vs {b.n}")
-    dt = np.promote_types(a.dtype, b.dtype)
-    return np.asarray(a.Xc.astype(dt, copy=False).T @ b.Xc.astype(dt, copy=False),
-                      dtype=np.float64)
+    xp, dt = a.xp, a.bk.dtype(np.promote_types(a.dtype, b.dtype))
+    return xp.astype(xp.astype(a.Xc, dt, copy=False).T @ xp.astype(b.Xc, dt, copy=False),
+                     xp.float64)

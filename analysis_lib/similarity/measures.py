@@ -8,6 +8,11 @@ Each measure is a thin wrapper around a *pair kernel* ``_k_<name>(a, b, C, ...)`
 two layers' :class:`~._core.LayerStats` and their centred cross-product ``C = Xc.T @ Yc``;
 :func:`~.pairwise.pairwise` calls the same kernels while computing every cross-product once, so
 the single-pair functions and the all-pairs matrices agree to rounding.
+
+The kernels are written once against the array API: every cross-product measure takes
+``device`` (default CUDA when available, else the CPU) and ``backend`` (``"torch"``, the
+default, or ``"numpy"``, the reference path); see :mod:`._backend`. Inputs and results are
+NumPy.
 """
 
 from __future__ import annotations
@@ -16,45 +21,52 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from array_api_compat import array_namespace
 
+from . import _backend
 from ._core import LayerStats, as_matrix, check_pair, cross, standardize_pair, work_dtype
 
 # --------------------------------------------------------------------------- kernels
 
 
-def _valid(stats: LayerStats) -> np.ndarray:
+def _valid(stats: LayerStats):
     """Neurons with non-zero variance (constant neurons carry no signal)."""
     s = stats.sq_norms
-    return s > (s.max() * 1e-20 if s.size else 0)
+    return s > (stats.xp.max(s) * 1e-20 if s.shape[0] else 0)
 
 
-def _k_neuron_both(a: LayerStats, b: LayerStats, C: np.ndarray):
+def _k_neuron_both(a: LayerStats, b: LayerStats, C):
     """Per-neuron best |correlation| of X's neurons in Y and of Y's neurons in X, from one
     correlation matrix."""
+    xp = a.xp
     va, vb = _valid(a), _valid(b)
-    if not va.any() or not vb.any():
+    all_a, all_b = bool(xp.all(va)), bool(xp.all(vb))
+    if not (all_a or bool(xp.any(va))) or not (all_b or bool(xp.any(vb))):
         raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
-    R = np.abs(C[np.ix_(va, vb)])
-    R *= a.scales[va][:, None]
-    R *= b.scales[vb][None, :]
-    return np.minimum(R.max(axis=1), 1.0), np.minimum(R.max(axis=0), 1.0)
+    R = xp.abs(C if all_a else C[va, :])
+    R = R if all_b else R[:, vb]
+    R = R * (a.scales if all_a else a.scales[va])[:, None]
+    R = R * (b.scales if all_b else b.scales[vb])[None, :]
+    return xp.clip(xp.max(R, axis=1), None, 1.0), xp.clip(xp.max(R, axis=0), None, 1.0)
 
 
-def _k_neuron_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
+def _k_neuron_values(a: LayerStats, b: LayerStats, C):
     return _k_neuron_both(a, b, C)[0]
 
 
-def _top_mean(values: np.ndarray, top_k: int | None) -> float:
+def _top_mean(values, top_k: int | None) -> float:
+    xp = array_namespace(values)
     if top_k is None:
-        return float(values.mean())
+        return float(xp.mean(values))
     if not isinstance(top_k, (int, np.integer)) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    return float(np.sort(values)[::-1][:top_k].mean())
+    return float(xp.mean(xp.sort(values, descending=True)[:top_k]))
 
 
-def _k_mixed_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
+def _k_mixed_values(a: LayerStats, b: LayerStats, C):
+    xp = a.xp
     va = _valid(a)
-    if not va.any():
+    if not bool(xp.any(va)):
         raise ValueError("every neuron of X is constant; the regression r-value is undefined")
     # coordinates of each X neuron's projection onto span(Y), in the work dtype. span(Y) does
     # not change when Y's neurons are rescaled, so its basis comes from the z-scored layer:
@@ -62,42 +74,49 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C: np.ndarray) -> np.ndarray:
     # every other direction under the rank cut relative to the largest eigenvalue
     unit = b.standardized()
     if unit.rank == 0:
-        return np.zeros(int(va.sum()))
-    M = (C[va] * b.scales).astype(a.dtype, copy=False) @ unit.whitener(unit.rank, a.dtype)
-    r2 = (M ** 2).sum(axis=1) / a.sq_norms[va]
-    return np.sqrt(np.clip(r2, 0.0, 1.0))
+        return xp.zeros(int(xp.sum(xp.astype(va, xp.int64))), dtype=xp.float64)
+    every = bool(xp.all(va))
+    Cv = C if every else C[va, :]
+    M = xp.astype(Cv * b.scales[None, :], a.bk.dtype(a.dtype), copy=False) @ unit.whitener(
+        unit.rank, a.dtype)
+    r2 = xp.sum(xp.astype(M, xp.float64) ** 2, axis=1) / (a.sq_norms if every
+                                                            else a.sq_norms[va])
+    return xp.sqrt(xp.clip(r2, 0.0, 1.0))
 
 
-def _k_cca(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut, uv: bool = False):
+def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
     ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
     if ka == 0 or kb == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
     Wa, Wb = a.whitener(ka), b.whitener(kb)
     T = Wa.T @ C @ Wb
+    xp = a.xp
     if not uv:
-        return np.clip(_singular_values(T), 0.0, 1.0)
+        return xp.clip(_singular_values(T), 0.0, 1.0)
     u, rho, vt = _svd(T)
-    return u, np.clip(rho, 0.0, 1.0), vt, ka, kb
+    return u, xp.clip(rho, 0.0, 1.0), vt, ka, kb
 
 
-def _singular_values(T: np.ndarray) -> np.ndarray:
+def _singular_values(T):
     """Singular values of T (descending) from the eigenvalues of the smaller of T T' and T'T
     (about twice as fast as an SVD; the squares lose nothing that matters for values in
     [0, 1] in float64)."""
+    xp = array_namespace(T)
     S = T @ T.T if T.shape[0] <= T.shape[1] else T.T @ T
-    return np.sqrt(np.clip(np.linalg.eigvalsh(S)[::-1], 0.0, None))
+    return xp.sqrt(xp.clip(xp.flip(xp.linalg.eigvalsh(S), axis=0), 0.0, None))
 
 
-def _svd(T: np.ndarray):
+def _svd(T):
     """Thin SVD ``T = u diag(rho) vt`` through the eigendecomposition of the smaller Gram
     matrix, falling back to LAPACK's SVD when a singular value is too small to recover the
     other side's vectors from ``T' u / rho``."""
+    xp = array_namespace(T)
     wide = T.shape[0] <= T.shape[1]
-    lam, E = np.linalg.eigh(T @ T.T if wide else T.T @ T)
-    lam, E = lam[::-1], E[:, ::-1]
-    rho = np.sqrt(np.clip(lam, 0.0, None))
-    if rho.size == 0 or rho[-1] <= 1e-6 * max(rho[0], 1e-300):
-        u, rho, vt = np.linalg.svd(T, full_matrices=False)
+    lam, E = xp.linalg.eigh(T @ T.T if wide else T.T @ T)
+    lam, E = xp.flip(lam, axis=0), xp.flip(E, axis=1)
+    rho = xp.sqrt(xp.clip(lam, 0.0, None))
+    if rho.shape[0] == 0 or float(rho[-1]) <= 1e-6 * max(float(rho[0]), 1e-300):
+        u, rho, vt = xp.linalg.svd(T, full_matrices=False)
         return u, rho, vt
     if wide:
         return E, rho, (T.T @ E / rho).T
@@ -108,7 +127,7 @@ def _svd(T: np.ndarray):
 TIE_TOL = 1e-7
 
 
-def _pw_weights(stats: LayerStats, k: int, u: np.ndarray, rho: np.ndarray) -> np.ndarray:
+def _pw_weights(stats: LayerStats, k: int, u, rho):
     """Morcos et al.'s weights over canonical variates H = X0 u of one side:
     alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T.
 
@@ -119,33 +138,42 @@ def _pw_weights(stats: LayerStats, k: int, u: np.ndarray, rho: np.ndarray) -> np
     rotated to a basis fixed by X itself (the right singular vectors of the group's
     ``H.T Xc``), which makes the weights, and PWCCA, the same on every machine.
     """
+    xp = stats.xp
     lam, V = stats.eig
-    M = (u.T * np.sqrt(lam[:k])) @ V[:, :k].T  # H.T Xc, one row per canonical direction
-    start = 0
-    for end in range(1, len(rho) + 1):
-        if end == len(rho) or abs(rho[end] - rho[end - 1]) > TIE_TOL:
-            if end - start > 1:
-                P, _, _ = np.linalg.svd(M[start:end], full_matrices=False)
-                M[start:end] = P.T @ M[start:end]
-            start = end
-    w = np.abs(M).sum(axis=1)
-    return w / w.sum()
+    M = (u.T * xp.sqrt(lam[:k])[None, :]) @ V[:, :k].T  # H.T Xc, one row per direction
+    for start, end in tied_groups(stats.bk.host(rho)):
+        P, _, _ = xp.linalg.svd(M[start:end, :], full_matrices=False)
+        M[start:end, :] = P.T @ M[start:end, :]
+    w = xp.sum(xp.abs(M), axis=1)
+    return w / xp.sum(w)
 
 
-def _k_pwcca_both(a: LayerStats, b: LayerStats, C: np.ndarray, variance, cut):
+def tied_groups(rho: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of every run of two or more consecutive values of a descending vector
+    that tie within :data:`TIE_TOL` of their neighbours."""
+    if rho.size < 2:
+        return []
+    breaks = np.flatnonzero(np.abs(np.diff(rho)) > TIE_TOL) + 1
+    edges = np.concatenate([[0], breaks, [rho.size]])
+    return [(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:]) if e - s > 1]
+
+
+def _k_pwcca_both(a: LayerStats, b: LayerStats, C, variance, cut):
     """PWCCA of (X, Y) and of (Y, X) from one SVD."""
     u, rho, vt, ka, kb = _k_cca(a, b, C, variance, cut, uv=True)
     return (float(_pw_weights(a, ka, u, rho) @ rho),
             float(_pw_weights(b, kb, vt.T, rho) @ rho))
 
 
-def _k_linear_cka(a: LayerStats, b: LayerStats, C: np.ndarray, debiased: bool) -> float:
+def _k_linear_cka(a: LayerStats, b: LayerStats, C, debiased: bool) -> float:
+    xp = a.xp
     rows = None
     if debiased:
         ra, rb = _row_sq(a), _row_sq(b)
-        rows = (ra @ rb, ra @ ra, rb @ rb, ra.sum(), rb.sum())
-    return _cka_from_sums(a.n, np.sum(C ** 2), (np.linalg.norm(a.G), np.linalg.norm(b.G)),
-                          (np.sum(a.G ** 2), np.sum(b.G ** 2)), rows)
+        rows = tuple(float(v) for v in (ra @ rb, ra @ ra, rb @ rb, xp.sum(ra), xp.sum(rb)))
+    ga, gb = float(xp.sum(a.G ** 2)), float(xp.sum(b.G ** 2))
+    return _cka_from_sums(a.n, float(xp.sum(C ** 2)), (np.sqrt(ga), np.sqrt(gb)), (ga, gb),
+                          rows)
 
 
 def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
@@ -171,8 +199,10 @@ def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
     return float(xy / np.sqrt(xx * yy))
 
 
-def _row_sq(stats: LayerStats) -> np.ndarray:
-    return np.einsum("ij,ij->i", stats.Xc, stats.Xc, dtype=np.float64)
+def _row_sq(stats: LayerStats):
+    if "_row_sq" not in stats.__dict__:
+        stats._row_sq = stats.bk.row_sq_norms(stats.Xc)
+    return stats._row_sq
 
 
 def _debias(xty: float, rr: float, sx: float, sy: float, n: int) -> float:
@@ -182,32 +212,36 @@ def _debias(xty: float, rr: float, sx: float, sy: float, n: int) -> float:
     return float(xty - n / (n - 2.0) * rr + sx * sy / ((n - 1.0) * (n - 2.0)))
 
 
-def _k_procrustes(a: LayerStats, b: LayerStats, C: np.ndarray) -> float:
+def _k_procrustes(a: LayerStats, b: LayerStats, C) -> float:
     den = np.sqrt(a.total_var * b.total_var)
     if den == 0:
         raise ValueError("X or Y has no variance (all neurons constant); Procrustes is undefined")
-    return float(min(np.linalg.svd(C, compute_uv=False).sum() / den, 1.0))
+    return float(min(float(a.xp.sum(a.xp.linalg.svdvals(C))) / den, 1.0))
 
 
 # --------------------------------------------------------------------------- public measures
 
 
-def _stats(X, Y, dtype=None, standardize=False, min_rows=2):
+def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend="torch"):
     X, Y = check_pair(X, Y, min_rows)
     dt = work_dtype(X, Y, dtype=dtype)
-    a, b = LayerStats(X, dtype=dt, name="X"), LayerStats(Y, dtype=dt, name="Y")
+    bk = _backend.get(device, backend)
+    a = LayerStats(X, dtype=dt, name="X", backend=bk)
+    b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
     C = cross(a, b)
     return standardize_pair(a, b, C) if standardize else (a, b, C)
 
 
-def neuron_correlations(X, Y, *, dtype=None) -> np.ndarray:
+def neuron_correlations(X, Y, *, dtype=None,
+        device=None, backend: str = "torch") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
-    return _k_neuron_values(a, b, C)
+    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
+    return a.bk.host(_k_neuron_values(a, b, C))
 
 
-def neuronsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
+def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
+        device=None, backend: str = "torch") -> float:
     """Neuron-level similarity (Wu et al. 2020 §3.1, App. A.1; after Bau et al. 2019).
 
     For each neuron (column) k of X, the largest absolute Pearson correlation with any neuron
@@ -224,17 +258,20 @@ def neuronsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
-    return _top_mean(neuron_correlations(X, Y, dtype=dtype), top_k)
+    return _top_mean(neuron_correlations(X, Y, dtype=dtype, device=device, backend=backend),
+                     top_k)
 
 
-def mixed_correlations(X, Y, *, dtype=None) -> np.ndarray:
+def mixed_correlations(X, Y, *, dtype=None,
+        device=None, backend: str = "torch") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
-    return _k_mixed_values(a, b, C)
+    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
+    return a.bk.host(_k_mixed_values(a, b, C))
 
 
-def mixedsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
+def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
+        device=None, backend: str = "torch") -> float:
     """Mixed neuron-representation similarity (Wu et al. 2020 §3.2, App. A.2).
 
     For each (centred) neuron x_k of X, the r-value of its least-squares regression on all of
@@ -249,20 +286,23 @@ def mixedsim(X, Y, *, top_k: int | None = None, dtype=None) -> float:
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    return _top_mean(mixed_correlations(X, Y, dtype=dtype), top_k)
+    return _top_mean(mixed_correlations(X, Y, dtype=dtype, device=device, backend=backend),
+                     top_k)
 
 
 def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
-                           cut: str = "reach", dtype=None) -> np.ndarray:
+                           cut: str = "reach", dtype=None,
+        device=None, backend: str = "torch") -> np.ndarray:
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
     _check_variance(variance)
-    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
-    return _k_cca(a, b, C, variance, cut)
+    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
+    return a.bk.host(_k_cca(a, b, C, variance, cut))
 
 
 def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
-          top_k: int | None = None, dtype=None) -> float:
+          top_k: int | None = None, dtype=None,
+        device=None, backend: str = "torch") -> float:
     """SVCCA similarity (Raghu et al. 2017; Wu et al. 2020's svsim, App. A.3).
 
     Each side is reduced to the orthonormal basis of its top principal directions (left singular
@@ -291,11 +331,12 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
     repeated directions are dropped before the CCA.
     """
     return _top_mean(canonical_correlations(X, Y, variance, standardize=standardize, cut=cut,
-                                            dtype=dtype), top_k)
+                                            dtype=dtype, device=device, backend=backend), top_k)
 
 
 def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
-          cut: str = "reach", dtype=None) -> float:
+          cut: str = "reach", dtype=None,
+        device=None, backend: str = "torch") -> float:
     """Projection-weighted CCA (Morcos et al. 2018; Wu et al. 2020's pwsim, App. A.3).
 
     With the canonical variates ``H_X = X0 u`` of the SVCCA computation (``u`` the left singular
@@ -305,7 +346,7 @@ def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
     Options as :func:`svcca`.
     """
     _check_variance(variance)
-    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2)
+    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
     return _k_pwcca_both(a, b, C, variance, cut)[0]
 
 
@@ -319,7 +360,8 @@ class CCAResult:
     correlations: np.ndarray
 
 
-def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True) -> CCAResult:
+def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
+        backend: str = "torch") -> CCAResult:
     """Canonical correlation analysis over the full spaces of X and Y.
 
     Returns the mean canonical correlation and R^2_CCA (Ren et al. 2023 use the latter).
@@ -339,30 +381,37 @@ def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True) -> CCAResult:
     """
     if reg < 0:
         raise ValueError(f"reg must be >= 0, got {reg}")
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
         warnings.warn(
             f"CCA with n={a.n} stimuli and {a.d}/{b.d} neurons over-fits (correlations are "
             "biased towards 1); pass reg>0, reduce dimensions with svcca(), or use more stimuli",
             UserWarning, stacklevel=2)
-    if reg == 0:
-        rho = _k_cca(a, b, C, None, "reach")
-    else:
-        Wa, Wb = _ridge_whitener(a, reg), _ridge_whitener(b, reg)
-        rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0.0, 1.0)
+    rho = a.bk.host(_k_cca_any(a, b, C, reg))
     if rho.size == 0:
         raise ValueError("X or Y has no variance; CCA is undefined")
     return CCAResult(float(rho.mean()), float((rho ** 2).mean()), rho)
 
 
-def _ridge_whitener(stats: LayerStats, reg: float) -> np.ndarray:
+def _k_cca_any(a: LayerStats, b: LayerStats, C, reg: float):
+    """Canonical correlations over the full spaces, ridge-regularised when ``reg > 0``."""
+    if reg == 0:
+        return _k_cca(a, b, C, None, "reach")
+    xp = a.xp
+    Wa, Wb = _ridge_whitener(a, reg), _ridge_whitener(b, reg)
+    return xp.clip(xp.linalg.svdvals(Wa.T @ C @ Wb), 0.0, 1.0)
+
+
+def _ridge_whitener(stats: LayerStats, reg: float):
     lam, V = stats.eig
-    if lam.sum() == 0:
+    xp = stats.xp
+    if float(xp.sum(lam)) == 0:
         raise ValueError("X or Y has no variance; CCA is undefined")
-    return V / np.sqrt(lam + reg * lam.mean())
+    return V / xp.sqrt(lam + reg * xp.mean(lam))
 
 
-def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None) -> float:
+def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
+        device=None, backend: str = "torch") -> float:
     """Linear centred kernel alignment (Kornblith et al. 2019; Wu et al. 2020's ckasim).
 
     ``||Xc.T Yc||_F^2 / (||Xc.T Xc||_F ||Yc.T Yc||_F)`` (feature form), equal to
@@ -387,12 +436,13 @@ def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None) 
     if form not in ("auto", "feature", "gram"):
         raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
     if form == "gram" or (form == "auto" and n * (d1 + d2) < d1 * d2 + d1 * d1 + d2 * d2):
-        dt = work_dtype(X, Y, dtype=dtype)
-        a, b = LayerStats(X, dtype=dt, name="X"), LayerStats(Y, dtype=dt, name="Y")
-        K = np.asarray(a.Xc @ a.Xc.T, dtype=np.float64)
-        L = np.asarray(b.Xc @ b.Xc.T, dtype=np.float64)
+        dt, bk = work_dtype(X, Y, dtype=dtype), _backend.get(device, backend)
+        a = LayerStats(X, dtype=dt, name="X", backend=bk)
+        b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
+        K = bk.host(a.Xc @ a.Xc.T).astype(np.float64)
+        L = bk.host(b.Xc @ b.Xc.T).astype(np.float64)
         return _cka_from_grams(K, L, debiased, centred=True)
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return _k_linear_cka(a, b, C, debiased)
 
 
@@ -452,12 +502,13 @@ def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
     return _cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
 
 
-def procrustes(X, Y, *, dtype=None) -> float:
+def procrustes(X, Y, *, dtype=None,
+        device=None, backend: str = "torch") -> float:
     """Normalised orthogonal Procrustes similarity: ``||Xc.T Yc||_* / (||Xc||_F ||Yc||_F)``
     (nuclear norm), in [0, 1]; ``2 - 2 * similarity`` is the squared Procrustes distance of the
     centred, unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower
     side). Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2)
+    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return _k_procrustes(a, b, C)
 
 

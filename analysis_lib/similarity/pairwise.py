@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from . import _backend
 from . import measures as m
 from ._core import LayerStats, as_matrix, cross, standardize_pair, work_dtype
 from .attention import AttentionLayer, _check_maps, head_similarity
@@ -29,8 +30,8 @@ __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairw
 
 
 def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
-             measure: str = "linear_cka", *, progress: bool | None = None,
-             **options: Any) -> np.ndarray:
+             measure: str = "linear_cka", *, progress: bool | None = None, device=None,
+             backend: str = "torch", **options: Any) -> np.ndarray:
     """Layer x layer similarity matrix of one measure.
 
     Parameters
@@ -44,6 +45,13 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
         :func:`pairwise_suite`.
     progress : bool, optional
         Show a progress bar (default: when there are more than 20 pairs).
+    device : str or torch.device, optional
+        Where the cross-product measures compute (default: CUDA when available, else the
+        CPU); see :mod:`analysis_lib.runtime.device`. RSA, RBF CKA and the attention
+        methods run on the CPU.
+    backend : {'torch', 'numpy'}
+        ``'torch'`` (default) runs the cross-product measures on torch tensors on ``device``;
+        ``'numpy'`` runs the same kernels on NumPy arrays (CPU), the reference path.
     **options
         The measure's options (see :mod:`.registry`): ``variance``, ``standardize``, ``cut``
         (SVCCA/PWCCA), ``debiased`` (CKA), ``top_k`` (neuronsim/mixedsim/SVCCA), ``kernel``,
@@ -60,13 +68,13 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
     if not isinstance(measure, str):
         raise TypeError("pairwise computes one measure (a string); for a list of measures use "
                         "pairwise_suite(layers, measures=[...]), which returns {name: matrix}")
-    return pairwise_suite(layers_a, layers_b, [measure], progress=progress,
-                          **options)[canonical(measure)]
+    return pairwise_suite(layers_a, layers_b, [measure], progress=progress, device=device,
+                          backend=backend, **options)[canonical(measure)]
 
 
 def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
                    measures: Sequence[str] = ("linear_cka",), *, progress: bool | None = None,
-                   **options: Any) -> dict[str, np.ndarray]:
+                   device=None, backend: str = "torch", **options: Any) -> dict[str, np.ndarray]:
     """The matrices of several measures from one pass: ``{canonical name: matrix}``.
 
     Arguments as :func:`pairwise`; each option must be taken by at least one of the measures
@@ -90,7 +98,8 @@ def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
 
     groups = [x for x in names if x in CROSS_PRODUCT_MEASURES]
     if groups:
-        _cross_product_suite(A, B, same, pairs, groups, out, options, show)
+        _cross_product_suite(A, B, same, pairs, groups, out, options, show,
+                             _backend.get(device, backend))
     for x in names:
         family = REGISTRY[x].family
         if family == "rsa":
@@ -127,13 +136,7 @@ def _p_procrustes(a, b, C, rev, opts, memo):
 
 
 def _p_cca(a, b, C, rev, opts, memo):
-    reg = opts.get("reg", 0.0)
-    if reg:
-        Wa, Wb = m._ridge_whitener(a, reg), m._ridge_whitener(b, reg)
-        rho = np.clip(np.linalg.svd(Wa.T @ C @ Wb, compute_uv=False), 0, 1)
-    else:
-        rho = m._k_cca(a, b, C, None, "reach")
-    return float(rho.mean()), None
+    return float(a.xp.mean(m._k_cca_any(a, b, C, opts.get("reg", 0.0)))), None
 
 
 def _svd_cca(a, b, C, opts, memo, uv: bool):
@@ -164,14 +167,14 @@ _PAIR_KERNELS = {"neuronsim": _p_neuronsim, "mixedsim": _p_mixedsim, "svcca": _p
                  "cca": _p_cca}
 
 
-def _cross_product_suite(A, B, same, pairs, names, out, options, show):
+def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     dt = work_dtype(*[np.asarray(x) for x in A + ([] if same else B)],
                     dtype=options.get("dtype"))
-    stack_b = _stack_buffer(B, dt)
+    stack_b = _stack_buffer(B, dt, bk)
     SB = [LayerStats(x, dtype=dt, name=f"layers_{'a' if same else 'b'}[{j}]",
-                     out=None if stack_b is None else stack_b[1][j])
+                     out=None if stack_b is None else stack_b[1][j], backend=bk)
           for j, x in enumerate(B)]
-    SA = SB if same else [LayerStats(x, dtype=dt, name=f"layers_a[{i}]")
+    SA = SB if same else [LayerStats(x, dtype=dt, name=f"layers_a[{i}]", backend=bk)
                           for i, x in enumerate(A)]
     n_rows = {s.n for s in SA + SB}
     if len(n_rows) != 1:
@@ -193,17 +196,17 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show):
                 out[name][j, i] = value_ij if value_ji is None else value_ji
 
 
-def _stack_buffer(layers, dtype, max_bytes: int = 2 << 30):
-    """One (n, sum of widths) buffer and a view of it per layer, or None when the layers are
-    ragged or too large to stack (over ``max_bytes``)."""
+def _stack_buffer(layers, dtype, bk, max_bytes: int = 2 << 30):
+    """One (n, sum of widths) buffer on the backend's device and a view of it per layer, or
+    None when the layers are ragged or too large to stack (over ``max_bytes``)."""
     shapes = [np.shape(x) for x in layers]
     if any(len(s) != 2 for s in shapes) or len({s[0] for s in shapes}) != 1:
         return None
     widths = np.cumsum([0] + [s[1] for s in shapes])
     if shapes[0][0] * widths[-1] * np.dtype(dtype).itemsize > max_bytes:
         return None
-    buffer = np.empty((shapes[0][0], widths[-1]), dtype=dtype)
-    return buffer, [buffer[:, widths[k]:widths[k + 1]] for k in range(len(layers))]
+    buffer = bk.empty((shapes[0][0], int(widths[-1])), dtype)
+    return buffer, [buffer[:, int(widths[k]):int(widths[k + 1])] for k in range(len(layers))]
 
 
 class _BlockCross:
@@ -226,11 +229,11 @@ class _BlockCross:
         if self.stacked is None:
             return a.G if (self.same and i == j) else cross(a, b)
         if self.row != i:
-            self.start = self.offsets[i] if self.same else 0
+            self.start = int(self.offsets[i]) if self.same else 0
             self.block = a.Xc.T @ self.stacked[:, self.start:]
             self.row = i
-        lo, hi = self.offsets[j] - self.start, self.offsets[j + 1] - self.start
-        C = np.asarray(self.block[:, lo:hi], dtype=np.float64)
+        lo, hi = int(self.offsets[j] - self.start), int(self.offsets[j + 1] - self.start)
+        C = a.xp.astype(self.block[:, lo:hi], a.xp.float64)
         if self.same and i == j and "G" not in a.__dict__:
             a.G = C
         return C

@@ -1,0 +1,105 @@
+"""Which device a step runs on, and in which precision.
+
+Every step that runs a model or multiplies large matrices takes ``device``: ``None`` (the
+default) picks CUDA when torch sees a GPU and the CPU otherwise; ``"cpu"``, ``"cuda"``,
+``"cuda:1"``, ``"mps"`` or a :class:`torch.device` choose one. :func:`resolve` turns any of
+these into a :class:`torch.device` and says clearly what is wrong with one that cannot be used
+here. :func:`key` is the part of a cache key that names what changes the numbers: the kind of
+device (not its index: two GPUs of one kind give the same numbers) and the precision.
+
+Precision (``precision``) is how a model's forward pass computes: ``"float32"`` (the default,
+the same numbers on every device up to rounding), or ``"bfloat16"`` / ``"float16"`` autocast on
+a GPU, about twice as fast there and further from the float32 numbers (how far is measured by
+``benchmarks/bench_extract.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+#: precisions a forward pass can run in
+PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def resolve(device: str | torch.device | None = None) -> torch.device:
+    """The :class:`torch.device` for ``device``; ``None`` is CUDA when available, else CPU.
+
+    Raises
+    ------
+    ValueError
+        An unknown device string, a GPU index this machine does not have, or a device type
+        that torch here cannot use (CUDA without a CUDA build or GPU, MPS off Apple silicon);
+        the message names the devices that are available.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        try:
+            dev = torch.device(device.strip().lower())
+        except RuntimeError as error:
+            raise ValueError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:<index>' or "
+                             f"'mps' (available here: {', '.join(available())})") from error
+    else:
+        raise TypeError(f"device must be a string, a torch.device or None, got "
+                        f"{type(device).__name__}")
+    if dev.type == "cpu":
+        return torch.device("cpu")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this torch build or machine has no CUDA GPU "
+                             f"(torch {torch.__version__}); use device='cpu' or None, or "
+                             "install a CUDA build of torch on a machine with a GPU")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s), "
+                             f"cuda:0 to cuda:{count - 1}")
+        return dev
+    if dev.type == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ValueError(f"device {device!r}: MPS (Apple silicon) is not available here; "
+                             f"use one of {', '.join(available())}")
+        return dev
+    raise ValueError(f"device type {dev.type!r} is not supported; use 'cpu', 'cuda', "
+                     f"'cuda:<index>' or 'mps' (available here: {', '.join(available())})")
+
+
+def available() -> list[str]:
+    """The devices torch can use on this machine, CPU first."""
+    names = ["cpu"]
+    if torch.cuda.is_available():
+        names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
+        names.append("mps")
+    return names
+
+
+def check_precision(precision: str, device: torch.device) -> str:
+    """Validate a forward-pass precision for a device: reduced precisions need a GPU
+    (autocast on the CPU is slower than float32 there and not what anyone measuring wants)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "float32" and device.type == "cpu":
+        raise ValueError(f"precision={precision!r} runs autocast on a GPU; on the CPU use "
+                         "precision='float32' (or pass device='cuda')")
+    return precision
+
+
+def key(device: torch.device, precision: str = "float32") -> str:
+    """The cache-key part for results computed on ``device`` in ``precision``: ``"cpu"``,
+    ``"cuda"`` or ``"mps"``, with ``"-bfloat16"``/``"-float16"`` for reduced precision."""
+    return device.type + ("" if precision == "float32" else f"-{precision}")
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]:
+    """Autocast a block to ``precision`` on ``device``; float32 runs the block unchanged."""
+    if precision == "float32":
+        yield
+        return
+    with torch.autocast(device_type=device.type, dtype=getattr(torch, precision)):
+        yield

@@ -1,0 +1,113 @@
+"""Where the cross-product measures compute: PyTorch on any device, or NumPy on the CPU.
+
+The kernels in :mod:`._core` and :mod:`.measures` are written once against the array API
+(through ``array_api_compat``), so the same lines run on NumPy arrays and on torch tensors.
+The torch backend (the default) uses every CPU thread torch has and a GPU when there is one;
+the NumPy backend is the reference the torch path is tested against. Inputs are NumPy arrays
+(or anything :func:`numpy.asarray` reads) and results come back as NumPy arrays and floats:
+the device only matters inside.
+
+Small host-side decisions (how many principal directions to keep, which canonical
+correlations tie) read short vectors copied to the host, so a GPU run never stalls on
+element-by-element reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import array_api_compat.numpy as xnp
+import array_api_compat.torch as xtorch
+import numpy as np
+import torch
+
+from ..runtime.device import resolve
+
+BACKENDS = ("torch", "numpy")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An array namespace ``xp`` and the device its arrays live on."""
+
+    name: str
+    device: Any  # torch.device for torch, "cpu" for numpy
+
+    @property
+    def xp(self):
+        return xtorch if self.name == "torch" else xnp
+
+    def dtype(self, dt) -> Any:
+        """The backend's float32/float64 for a NumPy dtype."""
+        return self.xp.float32 if np.dtype(dt) == np.float32 else self.xp.float64
+
+    def asarray(self, x, dtype=None):
+        """``x`` (NumPy or backend array) on this backend's device, optionally cast."""
+        if self.name == "numpy":
+            out = np.asarray(x)
+            return out if dtype is None else out.astype(dtype, copy=False)
+        t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+        if self.device.type == "cuda" and t.device.type == "cpu":
+            t = t.pin_memory() if t.numel() > (1 << 20) else t
+            t = t.to(self.device, non_blocking=True)
+        else:
+            t = t.to(self.device)
+        return t if dtype is None else t.to(self.dtype(dtype))
+
+    def empty(self, shape, dt):
+        if self.name == "numpy":
+            return np.empty(shape, dtype=dt)
+        return torch.empty(shape, dtype=self.dtype(dt), device=self.device)
+
+    def subtract_into(self, X, mean, out) -> None:
+        """``out[...] = X - mean`` (broadcast over rows) without a temporary."""
+        if self.name == "numpy":
+            np.subtract(X, mean, out=out)
+        else:
+            torch.sub(X, mean, out=out)
+
+    def col_sq_norms(self, X):
+        """Sum of squares of every column, accumulated in float64 without a float64 copy."""
+        if self.name == "numpy":
+            return np.einsum("ij,ij->j", X, X, dtype=np.float64)
+        return torch.linalg.vector_norm(X, dim=0, dtype=torch.float64) ** 2
+
+    def row_sq_norms(self, X):
+        """Sum of squares of every row, accumulated in float64."""
+        if self.name == "numpy":
+            return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        return torch.linalg.vector_norm(X, dim=1, dtype=torch.float64) ** 2
+
+    def host(self, x) -> np.ndarray:
+        """A NumPy copy (or view, on the CPU) of ``x``."""
+        if self.name == "numpy":
+            return np.asarray(x)
+        return x.detach().cpu().numpy()
+
+
+NUMPY = Backend("numpy", "cpu")
+
+
+def get(device=None, backend: str = "torch") -> Backend:
+    """The backend for a measure call: ``backend="torch"`` on ``device`` (default CUDA when
+    available, else CPU), or ``backend="numpy"`` (CPU only)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "numpy":
+        if device is not None and resolve(device).type != "cpu":
+            raise ValueError(f"backend='numpy' runs on the CPU only, got device={device!r}; "
+                             "use backend='torch' for a GPU")
+        return NUMPY
+    dev = resolve(device)
+    if dev.type == "mps":
+        raise ValueError("the measures accumulate in float64, which MPS does not support; use "
+                         "device='cpu' for the measures (models still run on 'mps')")
+    return Backend("torch", dev)
+
+
+def backend_of(x) -> Backend:
+    """The backend an array already lives on."""
+    if isinstance(x, torch.Tensor):
+        return Backend("torch", x.device)
+    return NUMPY

@@ -1,0 +1,121 @@
+"""Devices: resolving a device, and the measures' torch path against their NumPy path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from analysis_lib import similarity as sim
+from analysis_lib.runtime import device as devices
+
+SUITE = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]
+
+
+def _layers(n=300, d=(24, 32, 16, 40), dtype=np.float64, seed=0):
+    """Related layers of different widths, one rank-deficient and one with a constant
+    neuron, so that every special case of the kernels is on the path."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n, 12))
+    out = []
+    for k, width in enumerate(d):
+        X = base @ rng.standard_normal((12, width)) + 0.5 * rng.standard_normal((n, width))
+        if k == 1:
+            X[:, -8:] = X[:, :8] @ rng.standard_normal((8, 8))  # rank 24 of 32
+        if k == 2:
+            X[:, 3] = 7.0  # a constant neuron
+        out.append((X * (1 + 10 * k) + k).astype(dtype))
+    return out
+
+
+def test_resolve_defaults_to_cuda_when_available_else_cpu():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert devices.resolve(None).type == expected
+    assert devices.resolve("CPU") == torch.device("cpu")
+    assert devices.resolve(torch.device("cpu")) == torch.device("cpu")
+    assert devices.available()[0] == "cpu"
+
+
+@pytest.mark.parametrize("bad, words", [("tpu", "unknown device"), ("quantum:0", "unknown device"),
+                                        ("meta", "not supported")])
+def test_resolve_names_the_problem(bad, words):
+    with pytest.raises(ValueError, match=words) as info:
+        devices.resolve(bad)
+    assert "cpu" in str(info.value)  # names what is available
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        devices.resolve("cuda")
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        sim.linear_cka(np.eye(4), np.eye(4), device="cuda")
+
+
+def test_precision_and_cache_key():
+    cpu = torch.device("cpu")
+    assert devices.key(cpu) == "cpu"
+    assert devices.key(torch.device("cuda", 1), "bfloat16") == "cuda-bfloat16"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        devices.check_precision("int8", cpu)
+    with pytest.raises(ValueError, match="GPU"):
+        devices.check_precision("float16", cpu)
+    assert devices.check_precision("float32", cpu) == "float32"
+
+
+def test_backend_argument_is_checked():
+    X = np.eye(5)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        sim.linear_cka(X, X, backend="jax")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        sim.pairwise([X, X], backend="cupy")
+
+
+@pytest.mark.parametrize("options", [{}, {"standardize": True, "cut": "below"},
+                                     {"variance": None}, {"top_k": 5}, {"debiased": True},
+                                     {"reg": 0.1}])
+def test_torch_path_equals_numpy_path_on_the_whole_suite(options):
+    """The same kernels on torch tensors and on NumPy arrays: every measure of the suite,
+    every pair, both directions, within 1e-6 (float64 inputs: the two paths differ only in
+    the BLAS/LAPACK library's rounding)."""
+    layers = _layers()
+    names = [x for x in SUITE if set(options) <= set(sim.REGISTRY[x].options)]
+    assert names
+    ref = sim.pairwise_suite(layers, measures=names, backend="numpy", **options)
+    got = sim.pairwise_suite(layers, measures=names, device="cpu", **options)
+    for name in names:
+        assert np.isfinite(ref[name]).all(), name
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=1e-6, err_msg=name)
+    # and two collections (no symmetry)
+    ref = sim.pairwise_suite(layers[:2], layers[1:], measures=names, backend="numpy", **options)
+    got = sim.pairwise_suite(layers[:2], layers[1:], measures=names, **options)
+    for name in names:
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_torch_path_float32_inputs_agree_to_float32_rounding():
+    layers = _layers(dtype=np.float32)
+    ref = sim.pairwise_suite(layers, measures=SUITE[:5], backend="numpy")
+    got = sim.pairwise_suite(layers, measures=SUITE[:5])
+    for name in SUITE[:5]:
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("fn", [sim.neuronsim, sim.mixedsim, sim.svcca, sim.pwcca,
+                                sim.linear_cka, sim.procrustes])
+def test_single_pair_functions_take_device_and_backend(fn):
+    X, Y = _layers()[:2]
+    a = fn(X, Y, device="cpu")
+    b = fn(X, Y, backend="numpy")
+    assert isinstance(a, float) and abs(a - b) < 1e-10
+    assert abs(a - sim.pairwise([X], [Y], measure=fn.__name__)[0, 0]) < 1e-10
+
+
+def test_value_functions_return_numpy():
+    X, Y = _layers()[:2]
+    for fn in (sim.neuron_correlations, sim.mixed_correlations, sim.canonical_correlations):
+        values = fn(X, Y)
+        assert isinstance(values, np.ndarray)
+        np.testing.assert_allclose(values, fn(X, Y, backend="numpy"), atol=1e-10)
+    result = sim.cca(X, Y, reg=0.1)
+    assert isinstance(result.correlations, np.ndarray)
