@@ -71,13 +71,36 @@ class Backend:
         """Sum of squares of every column, accumulated in float64 without a float64 copy."""
         if self.name == "numpy":
             return np.einsum("ij,ij->j", X, X, dtype=np.float64)
-        return torch.linalg.vector_norm(X, dim=0, dtype=torch.float64) ** 2
+        step = max(1, (1 << 24) // max(1, X.shape[1]))  # float64 copies of <= 128 MB
+        return sum(torch.sum(X[k:k + step].double() ** 2, dim=0)
+                   for k in range(0, X.shape[0], step))
 
     def row_sq_norms(self, X):
         """Sum of squares of every row, accumulated in float64."""
         if self.name == "numpy":
             return np.einsum("ij,ij->i", X, X, dtype=np.float64)
-        return torch.linalg.vector_norm(X, dim=1, dtype=torch.float64) ** 2
+        step = max(1, (1 << 24) // max(1, X.shape[1]))
+        return torch.cat([torch.sum(X[k:k + step].double() ** 2, dim=1)
+                          for k in range(0, X.shape[0], step)])
+
+    def inverse_cholesky(self, G):
+        """``L^-1`` for the Cholesky factor ``G = L L'`` of a symmetric matrix, or None when
+        G is not numerically positive definite."""
+        if self.name == "numpy":
+            from scipy.linalg import solve_triangular
+
+            try:
+                L = np.linalg.cholesky(G)
+            except np.linalg.LinAlgError:
+                return None
+            Linv = solve_triangular(L, np.eye(G.shape[0]), lower=True)
+        else:
+            L, info = torch.linalg.cholesky_ex(G)
+            if int(info) != 0:
+                return None
+            eye = torch.eye(G.shape[0], dtype=G.dtype, device=G.device)
+            Linv = torch.linalg.solve_triangular(L, eye, upper=False)
+        return Linv if bool(self.xp.all(self.xp.isfinite(Linv))) else None
 
     def host(self, x) -> np.ndarray:
         """A NumPy copy (or view, on the CPU) of ``x``."""

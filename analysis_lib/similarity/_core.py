@@ -220,6 +220,26 @@ class LayerStats:
             raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
         return max(1, min(k, r))
 
+    def span_whitener(self, dtype=np.float64):
+        """A d x r matrix ``W`` with ``W W' = S G_unit^+ S`` (``S`` the neuron scales,
+        ``G_unit`` the z-scored layer's ``G``): ``||c' W||^2`` is the squared norm of the
+        projection onto span(Xc) of any vector whose cross-products with Xc's neurons are
+        ``c``. The span's basis comes from the z-scored neurons (same span; neurons of very
+        different scales leave every direction in it). Through a Cholesky factor when the
+        z-scored ``G`` is safely full rank (its smallest eigenvalue, bounded below by the
+        factor, above ``RANK_RTOL`` of the largest, bounded above: then no eigendirection
+        would be cut), else through the eigendirections above the rank cut. Cached per
+        dtype."""
+        key = ("span", np.dtype(dtype))
+        cache = self.__dict__.setdefault("_whiteners", {})
+        if key not in cache:
+            unit = self.standardized()
+            W = _cholesky_whitener(unit.G, RANK_RTOL[self.dtype], self.bk)
+            if W is None:
+                W = unit.whitener(unit.rank) if unit.rank else unit.G[:, :0]
+            cache[key] = self.xp.astype(self.scales[:, None] * W, self.bk.dtype(dtype))
+        return cache[key]
+
     def whitener(self, k: int, dtype=np.float64):
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
         basis of the top-k principal directions. Cached per (k, dtype)."""
@@ -233,15 +253,35 @@ class LayerStats:
         return cache[key]
 
 
+def _cholesky_whitener(G, rtol: float, bk: Backend):
+    """``L^-T`` for the Cholesky factor ``G = L L'`` when G is safely full rank (smallest
+    eigenvalue, at least ``1 / ||L^-1||_F^2``, above ``rtol`` times an upper bound of the
+    largest, ``min(trace, max absolute row sum)``), else None. Much cheaper than an
+    eigendecomposition, and the same projection when no direction would be cut."""
+    if G.shape[0] == 0:
+        return None
+    Linv = bk.inverse_cholesky(G)
+    if Linv is None:
+        return None
+    xp = bk.xp
+    lam_min = 1.0 / float(xp.sum(Linv ** 2))
+    lam_max = min(float(xp.sum(xp.linalg.diagonal(G))),
+                  float(xp.max(xp.sum(xp.abs(G), axis=1))))
+    if not lam_min > rtol * lam_max:
+        return None
+    return Linv.T
+
+
 def standardize_pair(a: LayerStats, b: LayerStats, C):
-    """z-scored versions of two layers and of their cross-product."""
-    return a.standardized(), b.standardized(), C * (a.scales[:, None] * b.scales[None, :])
+    """z-scored versions of two layers and of their cross-product (in C's dtype)."""
+    xp = a.xp
+    scale = a.scales[:, None] * b.scales[None, :]
+    return a.standardized(), b.standardized(), C * xp.astype(scale, C.dtype)
 
 
 def cross(a: LayerStats, b: LayerStats):
-    """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) as float64."""
+    """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) in the work dtype."""
     if a.n != b.n:
         raise ValueError(f"layers must have the same rows (stimuli): {a.n} vs {b.n}")
     xp, dt = a.xp, a.bk.dtype(np.promote_types(a.dtype, b.dtype))
-    return xp.astype(xp.astype(a.Xc, dt, copy=False).T @ xp.astype(b.Xc, dt, copy=False),
-                     xp.float64)
+    return xp.astype(a.Xc, dt, copy=False).T @ xp.astype(b.Xc, dt, copy=False)

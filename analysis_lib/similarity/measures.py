@@ -37,7 +37,7 @@ def _valid(stats: LayerStats):
 
 def _k_neuron_both(a: LayerStats, b: LayerStats, C):
     """Per-neuron best |correlation| of X's neurons in Y and of Y's neurons in X, from one
-    correlation matrix."""
+    correlation matrix (in C's dtype; float64 results)."""
     xp = a.xp
     va, vb = _valid(a), _valid(b)
     all_a, all_b = bool(xp.all(va)), bool(xp.all(vb))
@@ -45,9 +45,10 @@ def _k_neuron_both(a: LayerStats, b: LayerStats, C):
         raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
     R = xp.abs(C if all_a else C[va, :])
     R = R if all_b else R[:, vb]
-    R = R * (a.scales if all_a else a.scales[va])[:, None]
-    R = R * (b.scales if all_b else b.scales[vb])[None, :]
-    return xp.clip(xp.max(R, axis=1), None, 1.0), xp.clip(xp.max(R, axis=0), None, 1.0)
+    R = R * xp.astype(a.scales if all_a else a.scales[va], C.dtype)[:, None]
+    R = R * xp.astype(b.scales if all_b else b.scales[vb], C.dtype)[None, :]
+    return (xp.clip(xp.astype(xp.max(R, axis=1), xp.float64), None, 1.0),
+            xp.clip(xp.astype(xp.max(R, axis=0), xp.float64), None, 1.0))
 
 
 def _k_neuron_values(a: LayerStats, b: LayerStats, C):
@@ -72,15 +73,10 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C):
     # not change when Y's neurons are rescaled, so its basis comes from the z-scored layer:
     # with raw scales, a few huge neurons (a decoder's massive activations) would push
     # every other direction under the rank cut relative to the largest eigenvalue
-    unit = b.standardized()
-    if unit.rank == 0:
-        return xp.zeros(int(xp.sum(xp.astype(va, xp.int64))), dtype=xp.float64)
+    W = b.span_whitener(a.dtype)
     every = bool(xp.all(va))
-    Cv = C if every else C[va, :]
-    M = xp.astype(Cv * b.scales[None, :], a.bk.dtype(a.dtype), copy=False) @ unit.whitener(
-        unit.rank, a.dtype)
-    r2 = xp.sum(xp.astype(M, xp.float64) ** 2, axis=1) / (a.sq_norms if every
-                                                            else a.sq_norms[va])
+    M = xp.astype(C if every else C[va, :], W.dtype, copy=False) @ W
+    r2 = xp.sum(M * M, axis=1, dtype=xp.float64) / (a.sq_norms if every else a.sq_norms[va])
     return xp.sqrt(xp.clip(r2, 0.0, 1.0))
 
 
@@ -88,9 +84,11 @@ def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
     ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
     if ka == 0 or kb == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
-    Wa, Wb = a.whitener(ka), b.whitener(kb)
-    T = Wa.T @ C @ Wb
-    xp = a.xp
+    # the two products run in the work dtype (float32 for float32 layers), as the
+    # cross-products themselves do; the decomposition of T is float64
+    xp, dt = a.xp, np.promote_types(a.dtype, b.dtype)
+    Wa, Wb = a.whitener(ka, dt), b.whitener(kb, dt)
+    T = xp.astype((Wa.T @ xp.astype(C, a.bk.dtype(dt))) @ Wb, xp.float64)
     if not uv:
         return xp.clip(_singular_values(T), 0.0, 1.0)
     u, rho, vt = _svd(T)
@@ -172,8 +170,8 @@ def _k_linear_cka(a: LayerStats, b: LayerStats, C, debiased: bool) -> float:
         ra, rb = _row_sq(a), _row_sq(b)
         rows = tuple(float(v) for v in (ra @ rb, ra @ ra, rb @ rb, xp.sum(ra), xp.sum(rb)))
     ga, gb = float(xp.sum(a.G ** 2)), float(xp.sum(b.G ** 2))
-    return _cka_from_sums(a.n, float(xp.sum(C ** 2)), (np.sqrt(ga), np.sqrt(gb)), (ga, gb),
-                          rows)
+    cross_sq = float(xp.sum(C * C, dtype=xp.float64))
+    return _cka_from_sums(a.n, cross_sq, (np.sqrt(ga), np.sqrt(gb)), (ga, gb), rows)
 
 
 def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
@@ -399,7 +397,7 @@ def _k_cca_any(a: LayerStats, b: LayerStats, C, reg: float):
         return _k_cca(a, b, C, None, "reach")
     xp = a.xp
     Wa, Wb = _ridge_whitener(a, reg), _ridge_whitener(b, reg)
-    return xp.clip(xp.linalg.svdvals(Wa.T @ C @ Wb), 0.0, 1.0)
+    return xp.clip(xp.linalg.svdvals(Wa.T @ xp.astype(C, xp.float64) @ Wb), 0.0, 1.0)
 
 
 def _ridge_whitener(stats: LayerStats, reg: float):

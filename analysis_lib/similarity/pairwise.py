@@ -190,10 +190,27 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
         memo: dict = {}
         for name in order:
+            if same and i == j and _is_one_with_itself(name, SA[i], opts):
+                out[name][i, i] = 1.0
+                continue
             value_ij, value_ji = _PAIR_KERNELS[name](SA[i], SB[j], C, rev, opts, memo)
             out[name][i, j] = value_ij
             if rev:
                 out[name][j, i] = value_ij if value_ji is None else value_ji
+
+
+def _is_one_with_itself(name: str, a: LayerStats, opts) -> bool:
+    """Whether the measure of a layer with itself is 1 by definition, so that the diagonal of
+    a symmetric matrix needs no work: every cross-product measure is 1 there (each neuron
+    correlates perfectly with itself and lies in its own span; the canonical correlations of
+    a subspace with itself are all 1; CKA and Procrustes of equal inputs are 1), except
+    ridge-regularised CCA, which shrinks the correlations. A layer with no variance keeps
+    the kernels' error."""
+    if name == "cca" and opts.get("reg", 0.0):
+        return False
+    if not bool(a.xp.any(m._valid(a))) or a.total_var == 0:
+        return False  # the kernel raises the measure's own error
+    return True
 
 
 def _stack_buffer(layers, dtype, bk, max_bytes: int = 2 << 30):
@@ -233,9 +250,9 @@ class _BlockCross:
             self.block = a.Xc.T @ self.stacked[:, self.start:]
             self.row = i
         lo, hi = int(self.offsets[j] - self.start), int(self.offsets[j + 1] - self.start)
-        C = a.xp.astype(self.block[:, lo:hi], a.xp.float64)
+        C = self.block[:, lo:hi]
         if self.same and i == j and "G" not in a.__dict__:
-            a.G = C
+            a.G = a.xp.astype(C, a.xp.float64)
         return C
 
 
