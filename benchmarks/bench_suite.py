@@ -1,0 +1,121 @@
+"""Benchmark: the five-measure suite against the bare cross-products, at several thread counts.
+
+For 13 synthetic float32 layers of 5,000 x 768 (``bench_similarity.make_layers``) it times, at
+each thread count (2 and the most this machine has, or ``--threads``):
+
+* the bare cross-products ``X_i.T @ X_j`` of every unordered pair (centred layers, float32),
+  the floor any all-pairs measure pays;
+* ``pairwise_suite`` with neuronsim, mixedsim, SVCCA, PWCCA and linear CKA in the paper rule
+  (the defaults) and in the released code's variant (``standardize=True, cut="below"``,
+  Wu et al.'s numbers);
+
+on the torch path (the default) and the NumPy path, best of two runs each, and prints every
+time with its ratio to the bare products of the same library. On a GPU (``--device cuda``) it
+also times 25 layers x 100,000 x 1,024 with linear CKA, SVCCA and neuronsim against plain
+torch cross-products.
+
+    python benchmarks/bench_suite.py [--threads 2 16] [--n 5000] [--d 768] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_similarity import make_layers  # noqa: E402
+
+from analysis_lib import similarity as sim  # noqa: E402
+from analysis_lib.runtime.device import resolve  # noqa: E402
+
+SUITE = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka"]
+VARIANTS = {"paper rule": {}, "released code": {"standardize": True, "cut": "below"}}
+
+
+def best(f, repeats: int = 2, sync=None) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bare_products(centred, sync=None):
+    def run():
+        for i in range(len(centred)):
+            for j in range(i, len(centred)):
+                centred[i].T @ centred[j]
+    return run
+
+
+def cpu_table(layers, threads: list[int]) -> None:
+    centred_np = [x - x.mean(0) for x in layers]
+    centred_t = [torch.from_numpy(x) for x in centred_np]
+    print(f"{'threads':>7} {'path':>6} {'bare s':>7} "
+          + " ".join(f"{name + ' s':>16} {'ratio':>6}" for name in VARIANTS))
+    for count in threads:
+        torch.set_num_threads(count)
+        with threadpool_limits(limits=count):
+            for path, centred in (("torch", centred_t), ("numpy", centred_np)):
+                bare = best(bare_products(centred))
+                row = f"{count:>7} {path:>6} {bare:>7.2f} "
+                for options in VARIANTS.values():
+                    t = best(lambda options=options, path=path: sim.pairwise_suite(
+                        layers, measures=SUITE, progress=False, device="cpu", backend=path,
+                        **options))
+                    row += f"{t:>16.2f} {t / bare:>5.2f}x "
+                print(row, flush=True)
+
+
+def gpu_table(device: str, n: int, d: int, n_layers: int) -> None:
+    dev = resolve(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else None
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((n, d), dtype=np.float32)
+    layers = [base + 0.5 * rng.standard_normal((n, d), dtype=np.float32)
+              for _ in range(n_layers)]
+    on_dev = [torch.from_numpy(x).to(dev) for x in layers]
+    centred = [x - x.mean(0) for x in on_dev]
+    if sync:
+        sync()
+    bare = best(bare_products(centred), sync=sync)
+    measures = ["linear_cka", "svcca", "neuronsim"]
+    t = best(lambda: sim.pairwise_suite(layers, measures=measures, progress=False,
+                                        device=dev), repeats=2, sync=sync)
+    print(f"\n{device}: {n_layers} layers x {n:,} x {d:,} float32, {', '.join(measures)}: "
+          f"{t:.2f} s (host arrays in, NumPy out); bare cross-products on the device "
+          f"{bare:.2f} s ({t / bare:.2f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--d", type=int, default=768)
+    parser.add_argument("--layers", type=int, default=13)
+    parser.add_argument("--threads", type=int, nargs="*", default=None)
+    parser.add_argument("--device", default=None, help="also run the GPU table on this device")
+    parser.add_argument("--gpu-n", type=int, default=100_000)
+    parser.add_argument("--gpu-d", type=int, default=1024)
+    parser.add_argument("--gpu-layers", type=int, default=25)
+    args = parser.parse_args()
+    most = os.cpu_count() or 1
+    threads = args.threads or sorted({min(2, most), most})
+    layers = make_layers(args.n, args.d, args.layers)
+    print(f"{args.layers} layers x {args.n} x {args.d} float32; five measures "
+          f"({', '.join(SUITE)}); {most} CPU threads on this machine; torch {torch.__version__}")
+    cpu_table(layers, threads)
+    if args.device:
+        gpu_table(args.device, args.gpu_n, args.gpu_d, args.gpu_layers)
+
+
+if __name__ == "__main__":
+    main()
