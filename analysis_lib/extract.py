@@ -36,6 +36,13 @@ from .layers import check_layer
 from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
 from .runtime.cache import ArrayCache, make_key
+from .runtime.device import autocast, check_precision, resolve
+from .runtime.device import key as device_key
+
+_CPU = torch.device("cpu")
+#: how extracted arrays are kept: float32, or float16 (half the disk and memory; the measures
+#: read it as float32 and accumulate in float64)
+STORAGE = ("float32", "float16")
 
 WORD_POOLING = ("last", "first", "mean")
 #: the arrays every cached extraction must hold
@@ -51,7 +58,8 @@ class Extraction:
     Attributes
     ----------
     info : ModelInfo
-    words : numpy.ndarray, shape (n_layers, n_words, hidden), float32
+    words : numpy.ndarray, shape (n_layers, n_words, hidden), float32 (float16 when extracted
+        with ``storage="float16"``)
         ``words[l]`` is layer ``l`` (0 = embeddings, 1..L = transformer layers; see
         :mod:`analysis_lib.layers`); rows are the corpus's words in order.
     sentence_first, sentence_last, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences,
@@ -131,6 +139,9 @@ def extract(
     cache: bool = True,
     cache_dir: str | None = None,
     progress: bool = True,
+    device: str | torch.device | None = None,
+    precision: str = "float32",
+    storage: str = "float32",
     **load_options: Any,
 ) -> Extraction:
     """Run ``model`` over ``corpus`` once and return every layer's arrays.
@@ -158,6 +169,19 @@ def extract(
         Read and write the on-disk cache (see :mod:`analysis_lib.cache`).
     progress : bool
         Show a progress bar.
+    device : str or torch.device, optional
+        Where the model runs (default: CUDA when available, else the CPU; see
+        :mod:`analysis_lib.runtime.device`). The model is moved there and stays. On a GPU the
+        inputs go over in pinned memory and each batch's pooled rows come back while the next
+        batch runs.
+    precision : {'float32', 'bfloat16', 'float16'}
+        The forward pass's precision; reduced precision is autocast on a GPU only.
+    storage : {'float32', 'float16'}
+        How the arrays are kept: float16 halves disk and memory (the measures read it as
+        float32 and accumulate in float64; values keep about three significant digits).
+
+    The cache key holds the device kind and precision unless they are the CPU in float32,
+    and the storage when it is float16.
 
     Raises
     ------
@@ -175,6 +199,10 @@ def extract(
         raise ValueError(f"special_tokens must be one of {SPECIAL_TOKENS}, got {special_tokens!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if storage not in STORAGE:
+        raise ValueError(f"storage must be one of {STORAGE}, got {storage!r}")
+    dev = resolve(device)
+    check_precision(precision, dev)
     loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
     info = loaded.info
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
@@ -182,14 +210,18 @@ def extract(
         raise ValueError(f"max_length must be at least 3 tokens, got {max_length!r}")
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
+    where = device_key(dev, precision)
     key = make_key(kind="extract", format=2, model=info.fingerprint, corpus=corpus.fingerprint(),
-                   weights=weights_digest(loaded.model) if cache else None, **options)
+                   weights=weights_digest(loaded.model) if cache else None, **options,
+                   **({} if where == "cpu" else {"device": where}),
+                   **({} if storage == "float32" else {"storage": storage}))
     computed = []
 
     def compute():
         computed.append(True)
+        loaded.model.to(dev)
         return _run(loaded, corpus, limit, word_pooling, attention, special_tokens, batch_size,
-                    sort_by_length, progress)
+                    sort_by_length, progress, dev, precision, storage)
 
     if cache:
         needed = EXTRACT_ARRAYS + (("attention_flat", "attention_shapes") if attention else ())
@@ -264,7 +296,8 @@ def _batches(lengths: np.ndarray, batch_size: int, sort: bool) -> list[np.ndarra
 
 
 def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attention: bool,
-         special: str, batch_size: int, sort: bool, progress: bool):
+         special: str, batch_size: int, sort: bool, progress: bool,
+         dev: torch.device = _CPU, precision: str = "float32", storage: str = "float32"):
     model, tokenizer, info = loaded
     encoded, n_cut = _encode(tokenizer, corpus, limit)
     if n_cut:
@@ -276,44 +309,82 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
     counts = np.array([e.n_words for e in encoded])
     starts = np.concatenate([[0], np.cumsum(counts)])
     n_rows, L, D = int(starts[-1]), info.n_layers, info.hidden_size
-    words = np.empty((L, n_rows, D), dtype=np.float32)
-    first = np.empty((L, n_sent, D), dtype=np.float32)
-    mean = np.empty((L, n_sent, D), dtype=np.float32)
-    last = np.empty((L, n_sent, D), dtype=np.float32)
+    kept = np.dtype(storage)
+    words = np.empty((L, n_rows, D), dtype=kept)
+    first = np.empty((L, n_sent, D), dtype=kept)
+    mean = np.empty((L, n_sent, D), dtype=kept)
+    last = np.empty((L, n_sent, D), dtype=kept)
     maps: list[np.ndarray | None] = [None] * n_sent
     pad_id = pad_token_id(tokenizer)
     token_ids = [e.ids for e in encoded]
     lengths = np.array([len(e.ids) for e in encoded])
     batches = _batches(lengths, batch_size, sort)
     bar = tqdm(total=n_sent, desc=f"extract {info.name}", unit="sent", disable=not progress)
+    gpu = dev.type == "cuda"
+    kept_torch = getattr(torch, storage)
+    pending = None  # the previous batch's results, still on their way to host memory
+
+    def write(done) -> None:
+        batch, plan, host, event = done
+        if event is not None:
+            event.synchronize()
+        if plan.group_starts is not None:
+            _mean_groups(host["words"], plan, words)
+        else:
+            words[:, plan.rows] = host["words"].numpy()
+        first[:, batch] = host["first"].numpy()
+        last[:, batch] = host["last"].numpy()
+        mean[:, batch] = host["mean"].numpy()
+
     with torch.inference_mode():
         for batch in batches:
             ids, mask = pad_batch(token_ids, batch, pad_id)
+            if dev.type != "cpu":
+                ids = ids.pin_memory().to(dev, non_blocking=True) if gpu else ids.to(dev)
+                mask = mask.pin_memory().to(dev, non_blocking=True) if gpu else mask.to(dev)
             T = ids.shape[1]
-            out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                        output_attentions=attention)
+            with autocast(dev, precision):
+                out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                            output_attentions=attention)
             plan = _pool_plan(batch, encoded, starts, pooling, T)
+            # every layer's pooled rows of this batch, computed where the model ran
+            hs = out.hidden_states
             weights = mask.to(torch.float64)
-            counts_b = weights.sum(dim=1, keepdim=True)
-            ends = torch.as_tensor(lengths[batch] - 1)  # right padding: last real token
-            rows_b = torch.arange(len(batch))
-            for layer, h in enumerate(out.hidden_states):  # h: (B, T, D)
-                h = h.float()
-                _pool_words(h, plan, words[layer])
-                first[layer, batch] = h[:, 0].numpy()
-                last[layer, batch] = h[rows_b, ends].numpy()
-                sums = torch.bmm(weights[:, None, :], h.to(torch.float64))[:, 0]
-                mean[layer, batch] = (sums / counts_b).numpy()
+            ends = torch.as_tensor(lengths[batch] - 1, device=dev)  # right padding
+            rows_b = torch.arange(len(batch), device=dev)
+            tokens = plan.tokens.to(dev)
+            result = {
+                "words": torch.stack([h.reshape(-1, D).index_select(0, tokens) for h in hs]),
+                "first": torch.stack([h[:, 0] for h in hs]),
+                "last": torch.stack([h[rows_b, ends] for h in hs]),
+                "mean": torch.stack([torch.bmm(weights[:, None, :], h.double())[:, 0]
+                                     for h in hs]) / weights.sum(dim=1)[None, :, None],
+            }
+            word_dtype = torch.float32 if plan.group_starts is not None else kept_torch
+            result = {k: v.to(word_dtype if k == "words" else kept_torch)
+                      for k, v in result.items()}
+            if gpu:  # start the copies now, finish them after the next forward pass
+                host = {k: v.to("cpu", non_blocking=True) for k, v in result.items()}
+                event = torch.cuda.Event()
+                event.record()
+            else:
+                host, event = {k: v.cpu() for k, v in result.items()}, None
             if attention:
                 if not out.attentions:
                     raise RuntimeError(
                         f"model {info.name} returned no attentions; load it with "
                         "attn_implementation='eager' (models.load does this)")
-                att = torch.stack(out.attentions).float().numpy()  # (La, B, H, T, T)
+                att = torch.stack(out.attentions).float().cpu().numpy()  # (La, B, H, T, T)
                 for r, s in enumerate(batch):
                     maps[s] = word_attention(att[:, r, :, : lengths[s], : lengths[s]],
                                              encoded[s].word_ids, special)
+            del out, hs
+            if pending is not None:
+                write(pending)
+            pending = (batch, plan, host, event)
             bar.update(len(batch))
+        if pending is not None:
+            write(pending)
     bar.close()
     arrays = {"words": words, "sentence_first": first, "sentence_last": last,
               "sentence_mean": mean,
@@ -357,14 +428,13 @@ def _pool_plan(batch: np.ndarray, encoded: list[_Encoded], starts: np.ndarray, p
                      np.concatenate(group_start) if pooling == "mean" else None)
 
 
-def _pool_words(h: torch.Tensor, plan: _PoolPlan, out: np.ndarray) -> None:
-    """Write one layer's pooled word rows of one batch (h: B x T x D) into ``out``."""
-    gathered = h.reshape(-1, h.shape[-1]).index_select(0, plan.tokens).numpy()
-    if plan.group_starts is not None:
-        sizes = np.diff(np.r_[plan.group_starts, gathered.shape[0]])
-        sums = np.add.reduceat(gathered.astype(np.float64), plan.group_starts, axis=0)
-        gathered = (sums / sizes[:, None]).astype(np.float32)
-    out[plan.rows] = gathered
+def _mean_groups(gathered: torch.Tensor, plan: _PoolPlan, out: np.ndarray) -> None:
+    """Mean pooling: average each word's subword rows (every layer, float64 sums) and write
+    them to the word's rows of ``out``."""
+    g = gathered.numpy()  # (L, tokens, D)
+    sizes = np.diff(np.r_[plan.group_starts, g.shape[1]])
+    sums = np.add.reduceat(g.astype(np.float64), plan.group_starts, axis=1)
+    out[:, plan.rows] = (sums / sizes[None, :, None]).astype(out.dtype)
 
 
 def word_attention(att: np.ndarray, word_ids: list[int | None], special: str = "drop"

@@ -119,3 +119,51 @@ def test_value_functions_return_numpy():
         np.testing.assert_allclose(values, fn(X, Y, backend="numpy"), atol=1e-10)
     result = sim.cca(X, Y, reg=0.1)
     assert isinstance(result.correlations, np.ndarray)
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def test_extraction_on_an_explicit_cpu_equals_the_default(tiny_models, tricky_corpus):
+    from analysis_lib import extract
+
+    kw = dict(cache=False, progress=False, batch_size=3)
+    a = extract.extract(tiny_models["bert"], tricky_corpus, **kw)
+    b = extract.extract(tiny_models["bert"], tricky_corpus, device="cpu", **kw)
+    for name in ("words", "sentence_first", "sentence_last", "sentence_mean"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.parametrize("pooling", ["last", "mean"])
+def test_float16_storage_halves_the_arrays_and_keeps_three_digits(tiny_models, tricky_corpus,
+                                                                  pooling):
+    from analysis_lib import extract
+
+    kw = dict(cache=False, progress=False, word_pooling=pooling)
+    full = extract.extract(tiny_models["gpt2"], tricky_corpus, **kw)
+    half = extract.extract(tiny_models["gpt2"], tricky_corpus, storage="float16", **kw)
+    for name in ("words", "sentence_first", "sentence_last", "sentence_mean"):
+        a, b = getattr(full, name), getattr(half, name)
+        assert b.dtype == np.float16 and b.nbytes * 2 == a.nbytes
+        np.testing.assert_allclose(b.astype(np.float32), a, rtol=2e-3, atol=2e-3)
+    # the measures read float16 layers as float32 and give the float32 numbers closely
+    X, Y = full.layer(1), full.layer(2)
+    Xh, Yh = half.layer(1), half.layer(2)
+    assert abs(sim.linear_cka(Xh, Yh) - sim.linear_cka(X, Y)) < 1e-3
+    assert abs(sim.svcca(Xh, Yh) - sim.svcca(X, Y)) < 1e-2
+
+
+def test_extraction_options_are_checked_and_keyed(tiny_models, tricky_corpus, tmp_path):
+    from analysis_lib import extract
+
+    loaded = tiny_models["bert"]
+    with pytest.raises(ValueError, match="storage must be one of"):
+        extract.extract(loaded, tricky_corpus, storage="int8", cache=False)
+    with pytest.raises(ValueError, match="on the CPU use precision='float32'"):
+        extract.extract(loaded, tricky_corpus, device="cpu", precision="bfloat16", cache=False)
+    kw = dict(cache_dir=tmp_path, progress=False)
+    a = extract.extract(loaded, tricky_corpus, **kw)
+    b = extract.extract(loaded, tricky_corpus, storage="float16", **kw)
+    c = extract.extract(loaded, tricky_corpus, device="cpu", **kw)
+    assert a.cache_key != b.cache_key and a.cache_key == c.cache_key
+    assert c.from_cache and b.words.dtype == np.float16

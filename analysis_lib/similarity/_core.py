@@ -26,7 +26,8 @@ RANK_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 
 
 def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
-    """Validate a stimuli x features matrix and return it as a float32/float64 array.
+    """Validate a stimuli x features matrix and return it as a float32/float64 array
+    (float16 becomes float32, other numbers float64).
 
     Raises
     ------
@@ -53,7 +54,9 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
     if A.shape[0] < min_rows:
         raise ValueError(f"{name} has {A.shape[0]} rows (stimuli); this measure needs at least "
                          f"{min_rows}")
-    if A.dtype not in (np.float32, np.float64):
+    if A.dtype == np.float16:
+        A = A.astype(np.float32)  # half-precision storage: computed as float32
+    elif A.dtype not in (np.float32, np.float64):
         A = A.astype(np.float64)
     if np.isfinite(A.sum(dtype=np.float64)):  # cheap test first: no NaN, no inf
         return _moderate_scale(A)
