@@ -167,3 +167,47 @@ def test_extraction_options_are_checked_and_keyed(tiny_models, tricky_corpus, tm
     c = extract.extract(loaded, tricky_corpus, device="cpu", **kw)
     assert a.cache_key != b.cache_key and a.cache_key == c.cache_key
     assert c.from_cache and b.words.dtype == np.float16
+
+
+# --------------------------------------------------------------------------- training
+
+
+def test_finetuning_on_an_explicit_cpu_is_the_default_run(tmp_path):
+    from analysis_lib.training import finetune
+    from tests.test_finetune import FAST, TINY, keyword_task
+
+    task = keyword_task()
+    quick = finetune.FinetuneConfig(**{**FAST.__dict__, "epochs": 1})
+    a = finetune.finetune("random:bert", task, quick, progress=False, cache_dir=tmp_path,
+                          **TINY)
+    b = finetune.finetune("random:bert", task, quick, progress=False, cache_dir=tmp_path,
+                          device="cpu", **TINY)
+    assert a.record["device"] == "cpu" and a.path == b.path  # one cache entry
+    for (name, p), (_, q) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(p, q), name
+
+
+def test_pretraining_device_is_in_the_record_and_cpu_keeps_the_key(tmp_path):
+    from analysis_lib.training import pretrain as pt
+    from tests.test_zoo import TINY
+
+    assert pt.key_of(TINY, "cpu") == pt.key_of(TINY, torch.device("cpu"))
+    result = pt.pretrain(TINY, cache_dir=tmp_path, progress=False, device="cpu")
+    assert result.record["device"] == "cpu"
+    assert pt.cached(TINY, tmp_path, device="cpu") is not None
+
+
+def test_alignment_networks_take_a_device():
+    from analysis_lib import alignment
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 4))
+    Y = np.tanh(X @ rng.standard_normal((4, 4)))
+    kw = dict(seed=1, epochs=5)
+    a = alignment.fit(X, Y, "mlp", **kw)
+    b = alignment.fit(X, Y, "mlp", device="cpu", **kw)
+    assert a.distance(X, Y) == b.distance(X, Y)
+    with pytest.raises(ValueError, match="unknown device"):
+        alignment.fit(X, Y, "linreg", device="gpu0")
+    result = alignment.held_out(X, Y, "mlp", device="cpu", **kw)
+    assert set(result) == {"train", "test"}

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..runtime.device import resolve
 from ..runtime.threads import one_thread
 from ..similarity._core import check_pair
 from .flows import CouplingFlow, TrainSettings, mlp, train_map
@@ -141,30 +142,37 @@ def _standardizer(M: np.ndarray):
 
 def _fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 128,
                  epochs: int = 300, batch_size: int = 128, learning_rate: float = 2e-3,
-                 patience: int = 20, progress: bool = False, **_):
+                 patience: int = 20, progress: bool = False, device=None, **_):
     if kind == "inn" and X.shape[1] != Y.shape[1]:
         raise ValueError(f"an invertible map needs equal widths; X has {X.shape[1]} columns "
                          f"and Y {Y.shape[1]} (use linreg, cca or mlp for different widths)")
     zx, _ = _standardizer(X)
     zy, unzy = _standardizer(Y)
+    dev = resolve(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = (CouplingFlow(X.shape[1], layers=layers, hidden=hidden, seed=seed)
                if kind == "inn" else mlp(X.shape[1], Y.shape[1], hidden=hidden))
     settings = TrainSettings(epochs=epochs, batch_size=batch_size,
                              learning_rate=learning_rate, patience=patience)
-    info = train_map(net, zx(X), zy(Y), settings, seed=seed, progress=progress, desc=kind)
+    info = train_map(net, zx(X), zy(Y), settings, seed=seed, progress=progress, desc=kind,
+                     device=dev)
 
     def forward(A: np.ndarray) -> np.ndarray:
         with torch.no_grad(), one_thread():
-            out = net(torch.as_tensor(zx(A), dtype=torch.float32)).double().numpy()
+            x = torch.as_tensor(zx(A), dtype=torch.float32, device=dev)
+            out = net(x).double().cpu().numpy()
         return unzy(out)
 
     return forward, _identity, {**info, "network": net}
 
 
-def fit(X, Y, method: str = "linreg", *, seed: int = 0, **options: Any) -> Alignment:
+def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
+        **options: Any) -> Alignment:
     """Fit an alignment of X (n, d1) to Y (n, d2) on these rows (see the package docs).
+
+    ``device`` is where the network maps (``mlp``, ``inn``) train and run (default: CUDA
+    when available, else the CPU); the closed-form maps are solved with NumPy on the CPU.
 
     Raises
     ------
@@ -181,6 +189,7 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, **options: Any) -> Align
     if unknown:
         raise TypeError(f"option(s) {sorted(unknown)} are not taken by {method}; it takes "
                         f"{sorted(OPTIONS[method]) or 'none'}")
+    dev = resolve(device)
     X, Y = check_pair(X, Y, 3)
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
     needed = max(X.shape[1], Y.shape[1]) + 2
@@ -196,7 +205,7 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, **options: Any) -> Align
         variance = options.pop("variance", 0.99) if method != "cca" else None
         fx, fy, info = _fit_cca(X, Y, variance=variance, weighted=method == "pwcca", **options)
     else:
-        fx, fy, info = _fit_network(X, Y, kind=method, seed=seed, **options)
+        fx, fy, info = _fit_network(X, Y, kind=method, seed=seed, device=dev, **options)
     return Alignment(method, seed, fx, fy, info)
 
 

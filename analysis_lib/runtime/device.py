@@ -103,3 +103,18 @@ def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]
         return
     with torch.autocast(device_type=device.type, dtype=getattr(torch, precision)):
         yield
+
+
+def fork_rng(device: torch.device):
+    """``torch.random.fork_rng`` over the CPU generator and, on a GPU, that GPU's: seeding
+    inside the block leaves the caller's random state as it was."""
+    gpus = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    return torch.random.fork_rng(devices=gpus)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device a model's parameters are on (the CPU for a model without any)."""
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")

@@ -35,6 +35,8 @@ from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from ..runtime.device import fork_rng, model_device, resolve
+from ..runtime.device import key as device_key
 from . import loop
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
 
@@ -185,9 +187,12 @@ def encode_split(tokenizer, split: Split, max_length: int) -> list[list[int]]:
 
 
 def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[str] = frozenset(),
-          progress: bool = True) -> list[dict[str, float]]:
-    """Train ``model`` in place on ``task.train`` with the library's loop; returns the
+          progress: bool = True, device=None) -> list[dict[str, float]]:
+    """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
+    (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history."""
+    dev = resolve(device)
+    model.to(dev)
     ids = encode_split(tokenizer, task.train, config.max_length)
     lengths = np.array([len(x) for x in ids])
     labels = torch.tensor(task.train.labels,
@@ -208,7 +213,7 @@ def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[s
 
     return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
                     warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
-                    desc=f"fine-tune {task.name}", progress=progress)
+                    desc=f"fine-tune {task.name}", progress=progress, device=dev)
 
 
 def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size: int = 64,
@@ -224,12 +229,15 @@ def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size
     skip : (first, last), optional
         Leave out transformer layers ``first..last`` (inclusive, ``1 <= first <= last <= L``;
         Phang et al. §4.1). ``None`` or ``()`` skips nothing.
+
+    Runs on the device the model is on.
     """
     ids = encode_split(tokenizer, split, max_length)
     lengths = np.array([len(x) for x in ids])
     order = np.argsort(-lengths, kind="stable")
     pad = pad_token_id(tokenizer)
     out = None
+    dev = model_device(model)
     training = model.training
     model.eval()  # dropout off: predictions are deterministic
     try:
@@ -237,10 +245,10 @@ def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size
             for start in range(0, len(order), batch_size):
                 rows = order[start:start + batch_size]
                 input_ids, mask = pad_batch(ids, rows, pad)
-                logits = model(input_ids=input_ids, attention_mask=mask).logits
+                logits = model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev)).logits
                 if out is None:
                     out = np.empty((len(ids), logits.shape[1]), dtype=np.float32)
-                out[rows] = logits.float().numpy()
+                out[rows] = logits.float().cpu().numpy()
     finally:
         model.train(training)
     return out
@@ -266,7 +274,7 @@ def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_option
 
 def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
              cache: bool = True, cache_dir: str | os.PathLike | None = None,
-             progress: bool = True, **load_options: Any) -> FineTuned:
+             progress: bool = True, device=None, **load_options: Any) -> FineTuned:
     """Fine-tune ``model`` on ``task``, or load the result of an identical earlier run.
 
     Parameters
@@ -277,6 +285,9 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         A task, or a name for :func:`load_task` (with its default splits).
     config : FinetuneConfig or str
         Settings, or the name of a preset (``"cpu"``, ``"wu2020"``, ``"phang2021"``).
+    device : str or torch.device, optional
+        Where to train and evaluate (default: CUDA when available, else the CPU). A model
+        trained on a GPU is cached under its own key (its weights differ by rounding).
 
     Returns
     -------
@@ -289,8 +300,11 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         task = load_task(task)
     base = load(model, **load_options)
     settings = asdict(config)
+    dev = resolve(device)
+    where = device_key(dev)
     key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
-                   task_data=task.fingerprint(), config=settings)
+                   task_data=task.fingerprint(), config=settings,
+                   **({} if where == "cpu" else {"device": where}))
     path = default_root(cache_dir) / "finetune" / key
     if cache:
         hit = _load_saved(path)
@@ -299,11 +313,11 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     task_model = _task_model(base, task.num_labels, task.regression, config.seed)
     frozen = frozen_parameters(task_model,
                                frozen_layers(config, n_transformer_layers(task_model)))
-    with torch.random.fork_rng(devices=[]):
+    with fork_rng(dev):
         torch.manual_seed(config.seed)
         start = time.perf_counter()
         history = train(task_model, base.tokenizer, task, config, frozen=frozen,
-                        progress=progress)
+                        progress=progress, device=dev)
         seconds = time.perf_counter() - start
     kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
     metrics = {"validation": evaluate(task_model, base.tokenizer, task, "validation", **kw),
@@ -312,7 +326,8 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
               "metrics": metrics, "train_seconds": seconds,
-              "train_examples": len(task.train), "library_version": __version__,
+              "train_examples": len(task.train), "device": where,
+              "library_version": __version__,
               "torch_version": torch.__version__}
     if cache:
         _save(path, task_model, base.tokenizer, record)

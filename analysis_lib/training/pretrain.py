@@ -40,6 +40,8 @@ import torch
 
 from .. import __version__
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from ..runtime.device import fork_rng, model_device, resolve
+from ..runtime.device import key as device_key
 from . import loop
 
 OBJECTIVES = ("clm", "mlm")
@@ -195,12 +197,13 @@ def held_out_loss(model, blocks: np.ndarray, config: PretrainConfig, tok,
     the same for every model."""
     generator = torch.Generator().manual_seed(12345)
     total, count = 0.0, 0
+    dev = model_device(model)
     model.eval()
     with torch.inference_mode():
         for start in range(0, len(blocks), batch_size):
             batch = _batch(blocks[start:start + batch_size], config, tok, generator)
-            logits = model(input_ids=batch["input_ids"]).logits
-            labels = batch["labels"]
+            logits = model(input_ids=batch["input_ids"].to(dev)).logits
+            labels = batch["labels"].to(dev)
             if config.objective == "clm":
                 logits, labels = logits[:, :-1], labels[:, 1:]
             keep = labels != -100
@@ -250,21 +253,29 @@ class Pretrained:
         return folder
 
 
-def key_of(config: PretrainConfig) -> str:
+def key_of(config: PretrainConfig, device=None) -> str:
+    """The cache key of ``config`` trained on ``device`` (default: CUDA when available, else
+    the CPU; a GPU's weights differ by rounding, so they are kept apart)."""
+    where = device_key(resolve(device))
     return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
-                    held_out_every=HELD_OUT_EVERY)
+                    held_out_every=HELD_OUT_EVERY,
+                    **({} if where == "cpu" else {"device": where}))
 
 
-def cached(config: PretrainConfig, cache_dir=None) -> Pretrained | None:
+def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | None:
     """The trained ``config`` if the cache holds it whole, else None (never trains)."""
-    return _load_saved(default_root(cache_dir) / "pretrain" / key_of(config), quiet=True)
+    return _load_saved(default_root(cache_dir) / "pretrain" / key_of(config, device),
+                       quiet=True)
 
 
 def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
-             name: str = "zoo") -> Pretrained:
-    """Train ``config`` (or read it from the cache): see the module docs."""
+             name: str = "zoo", device=None) -> Pretrained:
+    """Train ``config`` (or read it from the cache) on ``device`` (default: CUDA when
+    available, else the CPU): see the module docs. The initial weights, the batches and the
+    masks are drawn on the CPU, so they are the same on every device."""
     check_config(config)
-    path = default_root(cache_dir) / "pretrain" / key_of(config)
+    dev = resolve(device)
+    path = default_root(cache_dir) / "pretrain" / key_of(config, dev)
     saved = _load_saved(path)
     if saved is not None:
         return saved
@@ -276,9 +287,9 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
     from ..models.loading import _quiet_transformers
 
-    with torch.random.fork_rng(devices=[]), _quiet_transformers():
+    with fork_rng(dev), _quiet_transformers():
         torch.manual_seed(config.seed)
-        model = _model(config, tok)
+        model = _model(config, tok).to(dev)
         rng = np.random.default_rng(config.seed)
         generator = torch.Generator().manual_seed(config.seed)
 
@@ -297,7 +308,7 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
         start = time.perf_counter()
         loop.run(model, epoch, total_steps=config.steps, learning_rate=config.learning_rate,
                  warmup_steps=config.warmup_steps, weight_decay=config.weight_decay,
-                 desc=f"pretrain {name}", progress=progress, on_step=on_step)
+                 desc=f"pretrain {name}", progress=progress, on_step=on_step, device=dev)
         seconds = time.perf_counter() - start
     evaluation = _evaluate(model, train, held, config, tok)
     checkpoint_eval = {str(step): _evaluate(_restored(config, tok, state), train, held,
@@ -306,7 +317,8 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     record = {"name": name, "config": asdict(config), "curve": curve,
               "evaluation": evaluation, "checkpoint_evaluation": checkpoint_eval,
               "train_blocks": int(len(train)), "held_out_blocks": int(len(held)),
-              "train_seconds": seconds, "library_version": __version__,
+              "train_seconds": seconds, "device": device_key(dev),
+              "library_version": __version__,
               "torch_version": torch.__version__}
 
     def write(tmp: Path) -> None:
