@@ -21,6 +21,7 @@ import torch
 
 from analysis_lib import finetune, models, tasks
 from analysis_lib.models.batching import pad_batch
+from analysis_lib.runtime.device import resolve
 from analysis_lib.training import loop
 
 
@@ -30,7 +31,9 @@ def main() -> None:
     parser.add_argument("--n-test", type=int, default=1000)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--model", default="minilm")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     args = parser.parse_args()
+    dev = resolve(args.device)
     task = tasks.load_task("tweets-sentiment", n_train=args.n_train, n_val=200,
                            n_test=args.n_test, seed=0)
     config = replace(finetune.PRESETS["cpu"], epochs=args.epochs)
@@ -39,19 +42,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result = finetune.finetune(args.model, task, config, cache_dir=tmp, progress=False)
+        result = finetune.finetune(args.model, task, config, cache_dir=tmp, progress=False,
+                                   device=dev)
         t_total = time.perf_counter() - start
     t_lib = result.record["train_seconds"]
     n_seen = result.record["history"][-1]["steps"] * config.batch_size
 
     # the bare loop: same starting weights and head, same batches, nothing else
     base = models.load(args.model)
-    model = finetune._task_model(base, task.num_labels, False, config.seed)
+    model = finetune._task_model(base, task.num_labels, False, config.seed).to(dev)
     ids = finetune.encode_split(base.tokenizer, task.train, config.max_length)
     lengths = np.array([len(x) for x in ids])
     batches = loop.bucketed_batches(lengths, config.batch_size, config.bucket_factor,
                                     np.random.default_rng(config.seed))
-    labels = torch.tensor(task.train.labels)
+    labels = torch.tensor(task.train.labels, device=dev)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     pad = base.tokenizer.pad_token_id
     model.train()
@@ -59,11 +63,13 @@ def main() -> None:
     seen = 0
     for rows in batches:
         input_ids, mask = pad_batch(ids, rows, pad)
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels[rows]).loss
+        loss = model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev),
+                     labels=labels[rows]).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         seen += len(rows)
+    loss.item()  # wait for the device
     t_bare = time.perf_counter() - start
 
     test = result.metrics["test"]
