@@ -24,6 +24,7 @@ fingerprint, the corpus's content, the options and the library version.
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,10 +320,13 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
     token_ids = [e.ids for e in encoded]
     lengths = np.array([len(e.ids) for e in encoded])
     batches = _batches(lengths, batch_size, sort)
+    word_tokens = [_word_tokens(e, pooling) for e in encoded]
     bar = tqdm(total=n_sent, desc=f"extract {info.name}", unit="sent", disable=not progress)
     gpu = dev.type == "cuda"
     kept_torch = getattr(torch, storage)
-    pending = None  # the previous batch's results, still on their way to host memory
+    # each batch's results are written into the arrays by a helper thread while the next
+    # batch runs (on a GPU: once their copy to host memory, started at once, has finished)
+    writing = None
 
     def write(done) -> None:
         batch, plan, host, event = done
@@ -336,7 +340,7 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
         last[:, batch] = host["last"].numpy()
         mean[:, batch] = host["mean"].numpy()
 
-    with torch.inference_mode():
+    with torch.inference_mode(), ThreadPoolExecutor(max_workers=1) as writer:
         for batch in batches:
             ids, mask = pad_batch(token_ids, batch, pad_id)
             if dev.type != "cpu":
@@ -346,7 +350,7 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
             with autocast(dev, precision):
                 out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                             output_attentions=attention)
-            plan = _pool_plan(batch, encoded, starts, pooling, T)
+            plan = _pool_plan(batch, word_tokens, starts, pooling, T)
             # every layer's pooled rows of this batch, computed where the model ran
             hs = out.hidden_states
             weights = mask.to(torch.float64)
@@ -379,12 +383,12 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
                     maps[s] = word_attention(att[:, r, :, : lengths[s], : lengths[s]],
                                              encoded[s].word_ids, special)
             del out, hs
-            if pending is not None:
-                write(pending)
-            pending = (batch, plan, host, event)
+            if writing is not None:
+                writing.result()
+            writing = writer.submit(write, (batch, plan, host, event))
             bar.update(len(batch))
-        if pending is not None:
-            write(pending)
+        if writing is not None:
+            writing.result()
     bar.close()
     arrays = {"words": words, "sentence_first": first, "sentence_last": last,
               "sentence_mean": mean,
@@ -405,21 +409,29 @@ class _PoolPlan:
     group_starts: np.ndarray | None  # mean pooling: first token of each word in ``tokens``
 
 
-def _pool_plan(batch: np.ndarray, encoded: list[_Encoded], starts: np.ndarray, pooling: str,
+def _word_tokens(encoded: _Encoded, pooling: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The token positions whose vectors make a sentence's word rows (the last or first
+    subword of each word, or all of them for mean pooling) and, for mean pooling, where
+    each word's group starts among them."""
+    wids = np.array([-1 if w is None else w for w in encoded.word_ids])
+    pos = np.flatnonzero(wids >= 0)
+    sub = wids[pos]
+    boundaries = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
+    if pooling == "first":
+        return pos[boundaries], None
+    if pooling == "last":
+        return pos[np.r_[boundaries[1:] - 1, len(sub) - 1]], None
+    return pos, boundaries
+
+
+def _pool_plan(batch: np.ndarray, tokens: list, starts: np.ndarray, pooling: str,
                T: int) -> _PoolPlan:
+    """Where a batch's word rows come from, given each sentence's :func:`_word_tokens`."""
     token_index, group_start, rows = [], [], []
     offset = 0
     for r, s in enumerate(batch):
-        wids = np.array([-1 if w is None else w for w in encoded[s].word_ids])
-        pos = np.flatnonzero(wids >= 0)
-        sub = wids[pos]
-        boundaries = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
-        if pooling == "first":
-            chosen = pos[boundaries]
-        elif pooling == "last":
-            chosen = pos[np.r_[boundaries[1:] - 1, len(sub) - 1]]
-        else:
-            chosen = pos
+        chosen, boundaries = tokens[s]
+        if boundaries is not None:
             group_start.append(boundaries + offset)
         offset += len(chosen)
         token_index.append(chosen + r * T)
