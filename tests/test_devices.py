@@ -211,3 +211,48 @@ def test_alignment_networks_take_a_device():
         alignment.fit(X, Y, "linreg", device="gpu0")
     result = alignment.held_out(X, Y, "mlp", device="cpu", **kw)
     assert set(result) == {"train", "test"}
+
+
+# --------------------------------------------------------------------------- fast paths
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_cholesky_span_equals_the_eigendirections_span(backend):
+    """mixedsim projects through a Cholesky factor when Y's z-scored G is safely full rank;
+    the eigendecomposition path gives the same projection."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import LayerStats, _cholesky_whitener
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((500, 20))
+    Y = X[:, :12] @ rng.standard_normal((12, 16)) + rng.standard_normal((500, 16)) * [
+        10.0 ** k for k in np.linspace(-2, 2, 16)]  # neurons of very different scales
+    bk = _backend.get("cpu", backend)
+    a, b = LayerStats(X, backend=bk), LayerStats(Y, backend=bk)
+    unit = b.standardized()
+    assert _cholesky_whitener(unit.G, 1e-12, bk) is not None  # the fast path is taken
+    C = a.Xc.T @ b.Xc
+    via_eig = b.scales[:, None] * unit.whitener(unit.rank)
+    r_fast = bk.host(((C @ b.span_whitener()) ** 2).sum(1) / a.sq_norms)
+    r_eig = bk.host(((C @ via_eig) ** 2).sum(1) / a.sq_norms)
+    np.testing.assert_allclose(r_fast, r_eig, rtol=0, atol=1e-10)
+    # and rank-deficient layers take the eigendirections (the factor is refused)
+    Z = LayerStats(np.hstack([X, X[:, :3]]), backend=bk).standardized()
+    assert _cholesky_whitener(Z.G, 1e-12, bk) is None
+
+
+def test_the_diagonal_is_one_by_definition_except_ridge_cca():
+    layers = _layers()
+    names = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]
+    out = sim.pairwise_suite(layers, measures=names)
+    for name in names:
+        assert np.array_equal(np.diag(out[name]), np.ones(len(layers))), name
+        # the same layer passed as two collections is computed, and comes out 1 too
+        other = sim.pairwise_suite(layers[:1], layers[:1], measures=[name])[name][0, 0]
+        assert other == pytest.approx(1.0, abs=1e-6), name
+    ridge = sim.pairwise(layers, measure="cca", reg=1.0)
+    assert (np.diag(ridge) < 1).all()
+    assert np.diag(ridge)[0] == pytest.approx(sim.cca(layers[0], layers[0], reg=1.0).mean)
+    constant = [np.ones((50, 3)), np.random.default_rng(0).standard_normal((50, 3))]
+    with pytest.raises(ValueError, match="constant|no variance"):
+        sim.pairwise(constant, measure="linear_cka")

@@ -9,8 +9,11 @@ Every representation measure here is a function of three kinds of quantity:
 
 :class:`LayerStats` holds the per-layer part, computed once and reused for every pair; the
 pair kernels in :mod:`.measures` take two ``LayerStats`` and ``C``. Centring is done in
-float64 (so inputs with large means lose nothing); the big products run in the *work dtype*
-(float32 for float32 inputs, float64 otherwise, or as chosen); the small d x d algebra is float64.
+float64 (so inputs with large means lose nothing); the products run in the *work dtype*
+(float32 for float32 inputs, float64 otherwise, or as chosen): the n x d cross-products, and
+the d x d x k products that map ``C`` onto principal directions (mixedsim, SVCCA, PWCCA); ``G``,
+the decompositions and every sum are float64. The arrays live on a
+:class:`~._backend.Backend` (NumPy, or torch on any device); the same lines serve both.
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ def _k_procrustes(a: LayerStats, b: LayerStats, C) -> float:
     den = np.sqrt(a.total_var * b.total_var)
     if den == 0:
         raise ValueError("X or Y has no variance (all neurons constant); Procrustes is undefined")
-    return float(min(float(a.xp.sum(a.xp.linalg.svdvals(C))) / den, 1.0))
+    xp = a.xp
+    return float(min(float(xp.sum(xp.linalg.svdvals(xp.astype(C, xp.float64)))) / den, 1.0))
 
 
 # --------------------------------------------------------------------------- public measures
