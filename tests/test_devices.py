@@ -256,3 +256,24 @@ def test_the_diagonal_is_one_by_definition_except_ridge_cca():
     constant = [np.ones((50, 3)), np.random.default_rng(0).standard_normal((50, 3))]
     with pytest.raises(ValueError, match="constant|no variance"):
         sim.pairwise(constant, measure="linear_cka")
+
+
+@pytest.mark.parametrize("measure, method, debiased", [("linear_cka", "exact", False),
+                                                       ("linear_cka", "exact", True),
+                                                       ("neuronsim", "exact", False),
+                                                       ("linear_cka", "minibatch", False)])
+def test_streaming_on_torch_equals_numpy(measure, method, debiased):
+    layers = _layers(n=240, dtype=np.float32)
+
+    def batches():
+        for start in range(0, 240, 60):
+            yield [x[start:start + 60] for x in layers]
+
+    kw = dict(measure=measure, method=method, debiased=debiased)
+    ref = sim.stream_pairwise(batches(), backend="numpy", **kw)
+    got = sim.stream_pairwise(batches(), device="cpu", **kw)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+    if method == "exact":  # and the streamed numbers are the whole-array ones
+        whole = sim.pairwise(layers, measure=measure,
+                             **({"debiased": True} if debiased else {}))
+        np.testing.assert_allclose(got, whole, rtol=0, atol=1e-5)

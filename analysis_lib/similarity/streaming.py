@@ -19,7 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from array_api_compat import array_namespace
+from array_api_compat import device as array_device
 
+from . import _backend
+from ._backend import NUMPY, Backend
 from ._core import as_matrix
 from .measures import _cka_from_sums
 
@@ -29,11 +33,15 @@ STREAM_MEASURES = ("linear_cka", "neuronsim")
 
 
 class _Pair:
-    def __init__(self, da: int, db: int):
-        self.C = np.zeros((da, db))     # X.T Y
+    """A pair's streamed moments; accumulated on the backend's device, then read on the host
+    (:meth:`host`)."""
+
+    def __init__(self, da: int, db: int, bk: Backend = NUMPY):
+        zeros = bk.xp.zeros
+        self.C = zeros((da, db), dtype=bk.xp.float64, device=bk.device)  # X.T Y
         self.ab = 0.0                   # sum_i |x_i|^2 |y_i|^2
-        self.ay = np.zeros(db)          # sum_i |x_i|^2 y_i
-        self.bx = np.zeros(da)          # sum_i |y_i|^2 x_i
+        self.ay = zeros(db, dtype=bk.xp.float64, device=bk.device)  # sum_i |x_i|^2 y_i
+        self.bx = zeros(da, dtype=bk.xp.float64, device=bk.device)  # sum_i |y_i|^2 x_i
 
     def add(self, X, Y, ra, rb) -> None:
         self.C += X.T @ Y
@@ -41,25 +49,37 @@ class _Pair:
         self.ay += ra @ Y
         self.bx += rb @ X
 
+    def host(self, bk: Backend) -> _Pair:
+        self.C, self.ay, self.bx = bk.host(self.C), bk.host(self.ay), bk.host(self.bx)
+        self.ab = float(self.ab)
+        return self
+
 
 class _Layer:
-    def __init__(self, d: int):
+    def __init__(self, d: int, bk: Backend = NUMPY):
+        zeros, f64 = bk.xp.zeros, bk.xp.float64
         self.n = 0
-        self.s = np.zeros(d)            # column sums
-        self.G = np.zeros((d, d))       # X.T X
-        self.sq = 0.0                   # sum_i |x_i|^2
-        self.sq2 = 0.0                  # sum_i |x_i|^4
-        self.sq_x = np.zeros(d)         # sum_i |x_i|^2 x_i
+        self.s = zeros(d, dtype=f64, device=bk.device)         # column sums
+        self.G = zeros((d, d), dtype=f64, device=bk.device)    # X.T X
+        self.sq = 0.0                                          # sum_i |x_i|^2
+        self.sq2 = 0.0                                         # sum_i |x_i|^4
+        self.sq_x = zeros(d, dtype=f64, device=bk.device)      # sum_i |x_i|^2 x_i
 
-    def add(self, X: np.ndarray) -> np.ndarray:
-        self.n += len(X)
-        self.s += X.sum(axis=0)
+    def add(self, X, bk: Backend = NUMPY):
+        xp = bk.xp
+        self.n += X.shape[0]
+        self.s += xp.sum(X, axis=0)
         self.G += X.T @ X
-        rows = np.einsum("ij,ij->i", X, X)
-        self.sq += rows.sum()
+        rows = xp.sum(X * X, axis=1)
+        self.sq += xp.sum(rows)
         self.sq2 += rows @ rows
         self.sq_x += rows @ X
         return rows
+
+    def host(self, bk: Backend) -> _Layer:
+        self.s, self.G, self.sq_x = bk.host(self.s), bk.host(self.G), bk.host(self.sq_x)
+        self.sq, self.sq2 = float(self.sq), float(self.sq2)
+        return self
 
     def as_pair(self) -> _Pair:
         """The layer's moments with itself, in the shape of a pair's."""
@@ -114,20 +134,22 @@ def _neuronsim(a: _Layer, b: _Layer, p: _Pair | None) -> tuple[float, float]:
     return float(R.max(axis=1).mean()), float(R.max(axis=0).mean())
 
 
-def _unbiased_hsic(K: np.ndarray, L: np.ndarray) -> float:
-    """Song et al. (2012)'s unbiased HSIC of two n x n kernel matrices (diagonals ignored)."""
-    n = len(K)
-    K, L = K.copy(), L.copy()
-    np.fill_diagonal(K, 0.0)
-    np.fill_diagonal(L, 0.0)
-    one_K, one_L = K.sum(axis=0), L.sum(axis=0)
-    value = (np.sum(K * L) + one_K.sum() * one_L.sum() / ((n - 1) * (n - 2))
-             - 2.0 / (n - 2) * one_K @ one_L)
-    return float(value / (n * (n - 3)))
+def _unbiased_hsic(K, L) -> float:
+    """Song et al. (2012)'s unbiased HSIC of two n x n kernel matrices (diagonals ignored),
+    on any backend."""
+    xp = array_namespace(K)
+    n = K.shape[0]
+    off = 1.0 - xp.eye(n, dtype=K.dtype, device=array_device(K))
+    K, L = K * off, L * off
+    one_K, one_L = xp.sum(K, axis=0), xp.sum(L, axis=0)
+    value = (float(xp.sum(K * L)) + float(xp.sum(one_K)) * float(xp.sum(one_L))
+             / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * float(one_K @ one_L))
+    return value / (n * (n - 3))
 
 
 def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
-                    method: str = "exact", debiased: bool = False) -> np.ndarray:
+                    method: str = "exact", debiased: bool = False, device=None,
+                    backend: str = "torch") -> np.ndarray:
     """Layer x layer matrix of one measure from batches of rows of every layer.
 
     Parameters
@@ -144,6 +166,10 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
         batch needs at least 4 rows).
     debiased : bool
         'exact' linear CKA only: the debiased estimator (as ``linear_cka(debiased=True)``).
+    device, backend
+        Where the moments accumulate (in float64): torch on ``device`` (default CUDA when
+        available, else the CPU), or NumPy (``backend="numpy"``); see
+        :func:`~.pairwise.pairwise`. Each batch is sent to the device once.
 
     Returns
     -------
@@ -156,23 +182,24 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
     if method == "minibatch" and (measure != "linear_cka" or debiased):
         raise ValueError("method='minibatch' is linear CKA with unbiased HSIC per batch; "
                          "it takes neither neuronsim nor debiased=")
+    bk = _backend.get(device, backend)
     layers: list[_Layer] | None = None
     pairs: dict[tuple[int, int], _Pair] = {}
     hsic_sums: np.ndarray | None = None
     n_batches = 0
     for b, batch in enumerate(batches):
-        arrays = [as_matrix(x, f"batch {b} layer {k}", min_rows=1).astype(np.float64)
+        arrays = [bk.asarray(as_matrix(x, f"batch {b} layer {k}", min_rows=1), np.float64)
                   for k, x in enumerate(batch)]
         if not arrays:
             raise ValueError(f"batch {b} holds no layers")
-        if len({len(x) for x in arrays}) != 1:
+        if len({x.shape[0] for x in arrays}) != 1:
             raise ValueError(f"batch {b}: the layers hold different numbers of rows "
-                             f"{[len(x) for x in arrays]}; every layer needs the same rows")
+                             f"{[x.shape[0] for x in arrays]}; every layer needs the same rows")
         widths = [x.shape[1] for x in arrays]
         if method == "minibatch":
-            if len(arrays[0]) < 4:
-                raise ValueError(f"batch {b} has {len(arrays[0])} rows; minibatch CKA needs "
-                                 "at least 4 per batch")
+            if arrays[0].shape[0] < 4:
+                raise ValueError(f"batch {b} has {arrays[0].shape[0]} rows; minibatch CKA "
+                                 "needs at least 4 per batch")
             grams = [x @ x.T for x in arrays]
             L = len(grams)
             if hsic_sums is None:
@@ -185,13 +212,13 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
             n_batches += 1
             continue
         if layers is None:
-            layers, first = [_Layer(d) for d in widths], widths
+            layers, first = [_Layer(d, bk) for d in widths], widths
         elif widths != first:
             raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
-        rows = [layer.add(x) for layer, x in zip(layers, arrays)]
+        rows = [layer.add(x, bk) for layer, x in zip(layers, arrays)]
         for i in range(len(arrays)):
             for j in range(i + 1, len(arrays)):
-                pairs.setdefault((i, j), _Pair(widths[i], widths[j])).add(
+                pairs.setdefault((i, j), _Pair(widths[i], widths[j], bk)).add(
                     arrays[i], arrays[j], rows[i], rows[j])
     if method == "minibatch":
         if hsic_sums is None:
@@ -204,6 +231,8 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
         return H / np.outer(d, d)
     if layers is None:
         raise ValueError("no batches: the iterable was empty")
+    layers = [layer.host(bk) for layer in layers]
+    pairs = {k: p.host(bk) for k, p in pairs.items()}
     L = len(layers)
     M = np.full((L, L), np.nan)
     for i in range(L):
