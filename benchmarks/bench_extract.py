@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from analysis_lib import corpora, extract, models
+from analysis_lib import corpora, extract, models, similarity
 from analysis_lib.extract import _batches, _encode
 from analysis_lib.runtime.device import resolve
 
@@ -91,6 +91,21 @@ def main() -> None:
     print(f"\nlibrary / bare loop speed: {t_bare / t_lib:.2f}x (goal >= 0.95 on the CPU, "
           ">= 0.9 on a GPU)")
     print(f"length bucketing vs padding to the longest: {t_padded / t_lib:.2f}x (goal >= 1.5)")
+    if dev.type == "cuda":  # reduced precision: speed, and how far the numbers move
+        full = extract.extract(loaded, corpus, cache=False, progress=False,
+                               batch_size=args.batch_size, device=dev)
+        for precision in ("bfloat16", "float16"):
+            t = best(lambda p=precision: extract.extract(
+                loaded, corpus, cache=False, progress=False, batch_size=args.batch_size,
+                device=dev, precision=p))
+            low = extract.extract(loaded, corpus, cache=False, progress=False,
+                                  batch_size=args.batch_size, device=dev, precision=precision)
+            top = full.n_layers - 1
+            gap = np.abs(low.words - full.words).max() / np.abs(full.words).max()
+            cka = similarity.linear_cka(low.layer(top), full.layer(top))
+            print(f"{precision}: {t:.2f} s ({t_lib / t:.2f}x float32); largest difference "
+                  f"{gap:.1e} of the largest value; linear CKA with float32, top layer "
+                  f"{cka:.6f}")
     print(f"peak memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
           " MB")
 

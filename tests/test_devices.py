@@ -277,3 +277,17 @@ def test_streaming_on_torch_equals_numpy(measure, method, debiased):
         whole = sim.pairwise(layers, measure=measure,
                              **({"debiased": True} if debiased else {}))
         np.testing.assert_allclose(got, whole, rtol=0, atol=1e-5)
+
+
+def test_the_default_device_can_be_set_for_a_process(monkeypatch):
+    monkeypatch.setenv(devices.ENV, "cpu")
+    assert devices.resolve(None).type == "cpu"
+    monkeypatch.setenv(devices.ENV, "tpu")
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        devices.resolve(None)  # a bad environment value is named
+    with devices.default("cpu"):
+        assert devices.resolve(None).type == "cpu"  # the call wins over the variable
+    monkeypatch.delenv(devices.ENV)
+    with pytest.raises(ValueError, match="unknown device"):
+        devices.set_default("gpu")
+    assert devices._default is None

@@ -1,21 +1,24 @@
 """Which device a step runs on, and in which precision.
 
 Every step that runs a model or multiplies large matrices takes ``device``: ``None`` (the
-default) picks CUDA when torch sees a GPU and the CPU otherwise; ``"cpu"``, ``"cuda"``,
-``"cuda:1"``, ``"mps"`` or a :class:`torch.device` choose one. :func:`resolve` turns any of
-these into a :class:`torch.device` and says clearly what is wrong with one that cannot be used
-here. :func:`key` is the part of a cache key that names what changes the numbers: the kind of
-device (not its index: two GPUs of one kind give the same numbers) and the precision.
+default) picks the process default (:func:`set_default` or the ``ANALYSIS_LIB_DEVICE``
+environment variable) or else CUDA when torch sees a GPU and the CPU otherwise; ``"cpu"``,
+``"cuda"``, ``"cuda:1"``, ``"mps"`` or a :class:`torch.device` choose one. :func:`resolve`
+turns any of these into a :class:`torch.device` and says clearly what is wrong with one that
+cannot be used here. :func:`key` is the part of a cache key that names what changes the
+numbers: the kind of device (not its index: two GPUs of one kind give the same numbers) and
+the precision.
 
 Precision (``precision``) is how a model's forward pass computes: ``"float32"`` (the default,
 the same numbers on every device up to rounding), or ``"bfloat16"`` / ``"float16"`` autocast on
-a GPU, about twice as fast there and further from the float32 numbers (how far is measured by
-``benchmarks/bench_extract.py``).
+a GPU, faster there and further from the float32 numbers (``benchmarks/bench_extract.py
+--device cuda`` measures both).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import torch
@@ -24,8 +27,37 @@ import torch
 PRECISIONS = ("float32", "bfloat16", "float16")
 
 
+#: the environment variable that sets the default device (a sweep's workers inherit it)
+ENV = "ANALYSIS_LIB_DEVICE"
+_default: str | torch.device | None = None
+
+
+def set_default(device: str | torch.device | None) -> None:
+    """Make ``device`` what ``device=None`` means everywhere in this process (``None``
+    restores the automatic choice). Also settable before start-up with the
+    ``ANALYSIS_LIB_DEVICE`` environment variable; this call takes precedence."""
+    global _default
+    if device is not None:
+        resolve(device)  # refuse a bad device now, not at first use
+    _default = device
+
+
+@contextlib.contextmanager
+def default(device: str | torch.device | None) -> Iterator[None]:
+    """Run a block with ``device`` as the default (see :func:`set_default`)."""
+    global _default
+    before = _default
+    set_default(device)
+    try:
+        yield
+    finally:
+        _default = before
+
+
 def resolve(device: str | torch.device | None = None) -> torch.device:
-    """The :class:`torch.device` for ``device``; ``None`` is CUDA when available, else CPU.
+    """The :class:`torch.device` for ``device``. ``None`` is the process default
+    (:func:`set_default`, else the ``ANALYSIS_LIB_DEVICE`` environment variable, else CUDA
+    when available and the CPU otherwise).
 
     Raises
     ------
@@ -34,6 +66,8 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
         that torch here cannot use (CUDA without a CUDA build or GPU, MPS off Apple silicon);
         the message names the devices that are available.
     """
+    if device is None:
+        device = _default if _default is not None else (os.environ.get(ENV) or None)
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(device, torch.device):
