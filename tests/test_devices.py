@@ -291,3 +291,21 @@ def test_the_default_device_can_be_set_for_a_process(monkeypatch):
     with pytest.raises(ValueError, match="unknown device"):
         devices.set_default("gpu")
     assert devices._default is None
+
+
+def test_read_only_arrays_are_read_without_warnings_or_copies_changed():
+    """Memory-mapped files and cached extractions are read-only; the torch path shares them
+    (it only reads its inputs) and says nothing."""
+    import warnings
+
+    X, Y = (x.astype(np.float32) for x in _layers()[:2])
+    X.flags.writeable = False
+    before = X.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = sim.pairwise_suite([X, Y], measures=SUITE[:5])
+        sim.stream_pairwise([[X, Y]], "linear_cka")
+    assert np.array_equal(X, before)
+    ref = sim.pairwise_suite([X.copy(), Y], measures=SUITE[:5])
+    for name in SUITE[:5]:
+        assert np.array_equal(value[name], ref[name]), name

@@ -14,6 +14,7 @@ element-by-element reads.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,7 @@ class Backend:
         if self.name == "numpy":
             out = np.asarray(x)
             return out if dtype is None else out.astype(dtype, copy=False)
-        t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+        t = x if isinstance(x, torch.Tensor) else _as_tensor(np.asarray(x))
         if self.device.type == "cuda" and t.device.type == "cpu":
             t = t.pin_memory() if t.numel() > (1 << 20) else t
             t = t.to(self.device, non_blocking=True)
@@ -107,6 +108,16 @@ class Backend:
         if self.name == "numpy":
             return np.asarray(x)
         return x.detach().cpu().numpy()
+
+
+def _as_tensor(a: np.ndarray) -> torch.Tensor:
+    """A tensor sharing ``a``'s memory. Read-only arrays (memory-mapped files, cached
+    extractions) are shared too: the measures only read their inputs."""
+    if a.flags.writeable:
+        return torch.from_numpy(a)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a)
 
 
 NUMPY = Backend("numpy", "cpu")
