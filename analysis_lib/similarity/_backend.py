@@ -49,11 +49,8 @@ class Backend:
             out = np.asarray(x)
             return out if dtype is None else out.astype(dtype, copy=False)
         t = x if isinstance(x, torch.Tensor) else _as_tensor(np.asarray(x))
-        if self.device.type == "cuda" and t.device.type == "cpu":
-            t = t.pin_memory() if t.numel() > (1 << 20) else t
-            t = t.to(self.device, non_blocking=True)
-        else:
-            t = t.to(self.device)
+        # one plain copy to the device: pinning a layer first would copy it on the host too
+        t = t.to(self.device)
         return t if dtype is None else t.to(self.dtype(dtype))
 
     def empty(self, shape, dt):
