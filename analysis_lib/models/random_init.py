@@ -91,9 +91,10 @@ def canonical_ids(tokenizer, specials: list[str]):
     given order), then WordPiece tokens sorted by text, unigram pieces by score (rounded to
     six decimals) then text.
 
-    The ``tokenizers`` trainers of WordPiece and unigram learn the same vocabulary on every run
-    but number it in the order of a randomly seeded hash map, so without this step the same
-    seed would give different token ids (and different models) on another machine.
+    The ``tokenizers`` trainers of WordPiece and unigram number what they learn in the order
+    of a randomly seeded hash map, so without this step the same vocabulary would get other
+    token ids (and give other models) on another run. (The WordPiece trainer can also learn a
+    slightly different vocabulary on ties; see :func:`train_tokenizer`.)
     """
     from tokenizers import Tokenizer
 
@@ -133,8 +134,11 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
 
     Returns a ``transformers.PreTrainedTokenizerFast`` with the family's special tokens and
     template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa and MPNet,
-    nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). The same family and size give
-    the same vocabulary and ids on every machine (:func:`canonical_ids`).
+    nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). A learned vocabulary gets the
+    same ids on every machine (:func:`canonical_ids`), but the vocabulary itself can differ
+    between processes: the trainer of ``tokenizers`` breaks ties between equally frequent
+    merges in hash-map order (huggingface/tokenizers#1794). It is therefore trained once per
+    cache and reused from there; a fresh cache may learn a slightly different one.
     """
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast

@@ -121,7 +121,8 @@ def check_config(config: PretrainConfig) -> PretrainConfig:
 
 def tokenizer(vocab_size: int = 8000, cache_dir=None):
     """The zoo's shared tokenizer: the library's WordPiece of the BERT family, trained once
-    on the packaged text with canonical ids (the same vocabulary and ids on every machine)."""
+    per cache on the packaged text, with canonical ids (a fresh cache can learn a slightly
+    different vocabulary: see :func:`~analysis_lib.models.random_init.train_tokenizer`)."""
     from ..models.random_init import train_tokenizer
 
     return train_tokenizer("bert", vocab_size, cache_dir)
