@@ -37,8 +37,7 @@ from .layers import check_layer
 from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
 from .runtime.cache import ArrayCache, make_key
-from .runtime.device import autocast, check_precision, resolve
-from .runtime.device import key as device_key
+from .runtime.device import autocast, check_precision, key_parts, resolve
 
 _CPU = torch.device("cpu")
 #: how extracted arrays are kept: float32, or float16 (half the disk and memory; the measures
@@ -211,10 +210,9 @@ def extract(
         raise ValueError(f"max_length must be at least 3 tokens, got {max_length!r}")
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
-    where = device_key(dev, precision)
     key = make_key(kind="extract", format=2, model=info.fingerprint, corpus=corpus.fingerprint(),
                    weights=weights_digest(loaded.model) if cache else None, **options,
-                   **({} if where == "cpu" else {"device": where}),
+                   **key_parts(dev, precision),
                    **({} if storage == "float32" else {"storage": storage}))
     computed = []
 

@@ -129,6 +129,13 @@ def key(device: torch.device, precision: str = "float32") -> str:
     return device.type + ("" if precision == "float32" else f"-{precision}")
 
 
+def key_parts(device: torch.device, precision: str = "float32") -> dict[str, str]:
+    """The cache-key parts for results computed on ``device``: none for the CPU in float32
+    (so those keys stay as they always were), else ``{"device": key(device, precision)}``."""
+    where = key(device, precision)
+    return {} if where == "cpu" else {"device": where}
+
+
 @contextlib.contextmanager
 def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]:
     """Autocast a block to ``precision`` on ``device``; float32 runs the block unchanged."""

@@ -69,17 +69,13 @@ class Backend:
         """Sum of squares of every column, accumulated in float64 without a float64 copy."""
         if self.name == "numpy":
             return np.einsum("ij,ij->j", X, X, dtype=np.float64)
-        step = max(1, (1 << 24) // max(1, X.shape[1]))  # float64 copies of <= 128 MB
-        return sum(torch.sum(X[k:k + step].double() ** 2, dim=0)
-                   for k in range(0, X.shape[0], step))
+        return sum(torch.sum(block.double() ** 2, dim=0) for block in _row_blocks(X))
 
     def row_sq_norms(self, X):
         """Sum of squares of every row, accumulated in float64."""
         if self.name == "numpy":
             return np.einsum("ij,ij->i", X, X, dtype=np.float64)
-        step = max(1, (1 << 24) // max(1, X.shape[1]))
-        return torch.cat([torch.sum(X[k:k + step].double() ** 2, dim=1)
-                          for k in range(0, X.shape[0], step)])
+        return torch.cat([torch.sum(block.double() ** 2, dim=1) for block in _row_blocks(X)])
 
     def inverse_cholesky(self, G):
         """``L^-1`` for the Cholesky factor ``G = L L'`` of a symmetric matrix, or None when
@@ -105,6 +101,12 @@ class Backend:
         if self.name == "numpy":
             return np.asarray(x)
         return x.detach().cpu().numpy()
+
+
+def _row_blocks(X: torch.Tensor):
+    """Blocks of rows of ``X`` whose float64 copies stay under 128 MB."""
+    step = max(1, (1 << 24) // max(1, X.shape[1]))
+    return (X[k:k + step] for k in range(0, X.shape[0], step))
 
 
 def _as_tensor(a: np.ndarray) -> torch.Tensor:
@@ -136,9 +138,3 @@ def get(device=None, backend: str = "torch") -> Backend:
                          "device='cpu' for the measures (models still run on 'mps')")
     return Backend("torch", dev)
 
-
-def backend_of(x) -> Backend:
-    """The backend an array already lives on."""
-    if isinstance(x, torch.Tensor):
-        return Backend("torch", x.device)
-    return NUMPY

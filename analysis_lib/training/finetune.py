@@ -35,7 +35,7 @@ from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
-from ..runtime.device import fork_rng, model_device, resolve
+from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from . import loop
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
@@ -304,7 +304,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     where = device_key(dev)
     key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
                    task_data=task.fingerprint(), config=settings,
-                   **({} if where == "cpu" else {"device": where}))
+                   **key_parts(dev))
     path = default_root(cache_dir) / "finetune" / key
     if cache:
         hit = _load_saved(path)

@@ -40,7 +40,7 @@ import torch
 
 from .. import __version__
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
-from ..runtime.device import fork_rng, model_device, resolve
+from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from . import loop
 
@@ -257,10 +257,9 @@ class Pretrained:
 def key_of(config: PretrainConfig, device=None) -> str:
     """The cache key of ``config`` trained on ``device`` (default: CUDA when available, else
     the CPU; a GPU's weights differ by rounding, so they are kept apart)."""
-    where = device_key(resolve(device))
     return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
                     held_out_every=HELD_OUT_EVERY,
-                    **({} if where == "cpu" else {"device": where}))
+                    **key_parts(resolve(device)))
 
 
 def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | None:
