@@ -241,6 +241,52 @@ def test_cholesky_span_equals_the_eigendirections_span(backend):
     assert _cholesky_whitener(Z.G, 1e-12, bk) is None
 
 
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_side_by_side_eigendecompositions_equal_one_by_one(backend):
+    """The per-layer decompositions the suite runs side by side (one LAPACK thread each)
+    are the ones ``LayerStats.eig`` computes alone: the same eigenvalues, the same
+    eigenvectors up to sign, on the backend's own arrays; one already computed is kept."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import LayerStats, fill_eigs
+
+    bk = _backend.get("cpu", backend)
+    rng = np.random.default_rng(9)
+    raw = [rng.standard_normal((300, d)) * np.linspace(0.1, 3.0, d) for d in (12, 30, 7, 30)]
+    alone = [LayerStats(x, backend=bk).eig for x in raw]
+    together = [LayerStats(x, backend=bk) for x in raw]
+    kept = together[2].eig
+    fill_eigs(together + [s.standardized() for s in together] + together[:1])
+    assert together[2].eig is kept
+    for s, (lam, V) in zip(together, alone):
+        lam2, V2 = s.eig
+        assert type(lam2) is type(lam) and type(V2) is type(V)
+        lam, V, lam2, V2 = (bk.host(x) for x in (lam, V, lam2, V2))
+        np.testing.assert_allclose(lam2, lam, rtol=1e-12, atol=1e-12 * lam[0])
+        np.testing.assert_allclose(np.abs((V2 * V).sum(0)), 1.0, atol=1e-9)  # same axes
+        assert np.all(lam2[:-1] >= lam2[1:])  # descending, as eig promises
+    # a z-scored layer's decomposition is that of its own G
+    unit = together[1].standardized()
+    lam, V = (bk.host(x) for x in unit.eig)
+    np.testing.assert_allclose((V * lam) @ V.T, bk.host(unit.G), atol=1e-10)
+
+
+def test_suite_values_do_not_depend_on_the_thread_count():
+    """With as many matrices as threads, every decomposition runs on one thread whatever
+    the machine has, so the suite's numbers are the same at 1 and 2 threads."""
+    layers = _layers()
+    names = ["mixedsim", "svcca", "pwcca"]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = sim.pairwise_suite(layers, measures=names, device="cpu")
+        torch.set_num_threads(1)
+        one = sim.pairwise_suite(layers, measures=names, device="cpu")
+    finally:
+        torch.set_num_threads(before)
+    for name in names:
+        np.testing.assert_array_equal(two[name], one[name])
+
 def test_the_diagonal_is_one_by_definition_except_ridge_cca():
     layers = _layers()
     names = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]

@@ -15,7 +15,9 @@ element-by-element reads.
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import array_api_compat.numpy as xnp
@@ -96,11 +98,47 @@ class Backend:
             Linv = torch.linalg.solve_triangular(L, eye, upper=False)
         return Linv if bool(self.xp.all(self.xp.isfinite(Linv))) else None
 
+    def eighs(self, mats: list) -> list[tuple[Any, Any]]:
+        """``eigh`` (ascending eigenvalues, eigenvectors) of several symmetric matrices.
+
+        On the CPU they run side by side, each on one LAPACK thread of NumPy's library (the
+        threads this backend has, shared out), and come back on this backend: LAPACK's
+        symmetric eigensolver gains little from more threads (its reduction to tridiagonal
+        form is memory-bound), so whole decompositions in parallel use the cores better (at 2
+        threads, 25 of 768 x 768: 1.13 s against 1.56 s one after another). On a GPU they run
+        one after another on the device."""
+        if not mats:
+            return []
+        xp = self.xp
+        if self.name == "torch" and self.device.type != "cpu" or len(mats) == 1:
+            return [xp.linalg.eigh(G) for G in mats]
+        threads = self.threads()
+        workers = min(len(mats), threads)
+        with _blas().limit(limits=max(1, threads // workers), user_api="blas"):
+            with ThreadPoolExecutor(workers) as pool:
+                found = list(pool.map(lambda G: np.linalg.eigh(self.host(G)), mats))
+        return [(self.asarray(lam), self.asarray(V)) for lam, V in found]
+
+    def threads(self) -> int:
+        """CPU threads this backend computes with: torch's intra-op threads, or the most the
+        loaded BLAS libraries use."""
+        if self.name == "torch":
+            return torch.get_num_threads()
+        return max([lib["num_threads"] for lib in _blas().info()
+                    if lib["user_api"] == "blas"] or [1])
+
     def host(self, x) -> np.ndarray:
         """A NumPy copy (or view, on the CPU) of ``x``."""
         if self.name == "numpy":
             return np.asarray(x)
         return x.detach().cpu().numpy()
+
+
+@lru_cache(maxsize=1)
+def _blas():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _row_blocks(X: torch.Tensor):

@@ -186,8 +186,10 @@ class LayerStats:
     @cached_property
     def eig(self):
         """Eigenvalues (descending, clipped at 0) and eigenvectors of G."""
+        return self._ordered(*self.xp.linalg.eigh(self.G))
+
+    def _ordered(self, lam, V):
         xp = self.xp
-        lam, V = xp.linalg.eigh(self.G)
         return xp.clip(xp.flip(lam, axis=0), 0.0, None), xp.flip(V, axis=1)
 
     @cached_property
@@ -240,11 +242,18 @@ class LayerStats:
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
             unit = self.standardized()
-            W = _cholesky_whitener(unit.G, RANK_RTOL[self.dtype], self.bk)
+            W = self.span_cholesky
             if W is None:
                 W = unit.whitener(unit.rank) if unit.rank else unit.G[:, :0]
             cache[key] = self.xp.astype(self.scales[:, None] * W, self.bk.dtype(dtype))
         return cache[key]
+
+    @cached_property
+    def span_cholesky(self):
+        """The Cholesky route of :meth:`span_whitener` (float64, before the neuron scales),
+        or None when the z-scored layer is not safely full rank and the span needs its
+        eigendecomposition."""
+        return _cholesky_whitener(self.standardized().G, RANK_RTOL[self.dtype], self.bk)
 
     def whitener(self, k: int, dtype=np.float64):
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
@@ -257,6 +266,16 @@ class LayerStats:
             cache[key] = xp.astype(V[:, :k] / xp.sqrt(lam[:k]), self.bk.dtype(dtype),
                                    copy=False)
         return cache[key]
+
+
+def fill_eigs(layers) -> None:
+    """Compute the eigendecompositions of several layers' ``G`` at once (those not yet
+    computed), side by side on the CPU (:meth:`~._backend.Backend.eighs`)."""
+    todo = [s for s in dict.fromkeys(layers) if "eig" not in s.__dict__]
+    if not todo:
+        return
+    for s, (lam, V) in zip(todo, todo[0].bk.eighs([s.G for s in todo])):
+        s.__dict__["eig"] = s._ordered(lam, V)
 
 
 def _cholesky_whitener(G, rtol: float, bk: Backend):

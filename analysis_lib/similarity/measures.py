@@ -24,7 +24,7 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from . import _backend
-from ._core import LayerStats, as_matrix, check_pair, cross, standardize_pair, work_dtype
+from ._core import LayerStats, as_matrix, check_pair, cross, fill_eigs, standardize_pair, work_dtype
 
 # --------------------------------------------------------------------------- kernels
 
@@ -296,6 +296,7 @@ def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: 
     options."""
     _check_variance(variance)
     a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
+    fill_eigs([a, b])
     return a.bk.host(_k_cca(a, b, C, variance, cut))
 
 
@@ -346,6 +347,7 @@ def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
     """
     _check_variance(variance)
     a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
+    fill_eigs([a, b])
     return _k_pwcca_both(a, b, C, variance, cut)[0]
 
 
@@ -381,6 +383,7 @@ def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
     if reg < 0:
         raise ValueError(f"reg must be >= 0, got {reg}")
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
+    fill_eigs([a, b])
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
         warnings.warn(
             f"CCA with n={a.n} stimuli and {a.d}/{b.d} neurons over-fits (correlations are "

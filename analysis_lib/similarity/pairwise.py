@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from . import _backend
 from . import measures as m
-from ._core import LayerStats, as_matrix, cross, standardize_pair, work_dtype
+from ._core import LayerStats, as_matrix, cross, fill_eigs, standardize_pair, work_dtype
 from .attention import AttentionLayer, _check_maps, head_similarity
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
 from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
@@ -185,6 +185,8 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     # PWCCA's kernel fills the shared CCA first, so SVCCA reads the same correlations
     order = sorted(names, key=lambda x: x != "pwcca")
     products = _BlockCross(SA, SB, same, None if stack_b is None else stack_b[0])
+    products.grams()
+    _decompose(SA, SB, same, names, opts)
     for i, j in _bar(pairs, show, "cross-products"):
         C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
@@ -197,6 +199,24 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
             out[name][i, j] = value_ij
             if rev:
                 out[name][j, i] = value_ij if value_ji is None else value_ji
+
+
+def _decompose(SA, SB, same, names, opts) -> None:
+    """Every eigendecomposition of a layer that the measures will read, all at once (side by
+    side on the CPU; see :func:`~._core.fill_eigs`) rather than one by one as the pairs
+    first need them: SVCCA/PWCCA's of ``G`` (or of the z-scored ``G`` with
+    ``standardize=True``), CCA's of ``G``, and mixedsim's of the z-scored ``G`` of every
+    layer whose span the Cholesky route cannot take."""
+    layers = list(dict.fromkeys(SA + SB))
+    wanted = []
+    if {"svcca", "pwcca"} & set(names):
+        wanted += [s.standardized() for s in layers] if opts.get("standardize") else layers
+    if "cca" in names:
+        wanted += layers
+    if "mixedsim" in names:
+        spans = layers if same else SB
+        wanted += [s.standardized() for s in spans if s.span_cholesky is None]
+    fill_eigs(wanted)
 
 
 def _is_one_with_itself(name: str, a: LayerStats, opts) -> bool:
@@ -231,9 +251,10 @@ class _BlockCross:
 
     The second collection's centred layers lie side by side in one buffer, so that row i is a
     single large product ``Xi.T @ [Y_0 | Y_1 | ...]`` (larger products run closer to the
-    machine's peak than many small ones). With symmetry only ``j >= i`` is computed and the
-    diagonal block ``Xi.T @ Xi`` becomes layer i's ``G``. Without a buffer (collections too
-    large to stack) every pair is one product.
+    machine's peak than many small ones). With symmetry only ``j > i`` is computed: every
+    layer's ``G`` comes first (:meth:`grams`, so that the per-layer decompositions can all
+    run before the pairs) and is the diagonal block. Without a buffer (collections too large
+    to stack) every pair is one product.
     """
 
     def __init__(self, SA, SB, same, stacked=None):
@@ -241,19 +262,23 @@ class _BlockCross:
         self.offsets = np.concatenate([[0], np.cumsum([s.d for s in SB])])
         self.row, self.block, self.start = None, None, 0
 
+    def grams(self) -> None:
+        """Every layer's self cross-product ``G``."""
+        for s in dict.fromkeys(self.SA + self.SB):
+            _ = s.G  # computed once and kept
+
     def get(self, i: int, j: int) -> np.ndarray:
         a, b = self.SA[i], self.SB[j]
+        if self.same and i == j:
+            return a.xp.astype(a.G, a.Xc.dtype)  # exact: G is the work-dtype product, widened
         if self.stacked is None:
-            return a.G if (self.same and i == j) else cross(a, b)
+            return cross(a, b)
         if self.row != i:
-            self.start = int(self.offsets[i]) if self.same else 0
+            self.start = int(self.offsets[i + 1]) if self.same else 0
             self.block = a.Xc.T @ self.stacked[:, self.start:]
             self.row = i
         lo, hi = int(self.offsets[j] - self.start), int(self.offsets[j + 1] - self.start)
-        C = self.block[:, lo:hi]
-        if self.same and i == j and "G" not in a.__dict__:
-            a.G = a.xp.astype(C, a.xp.float64)
-        return C
+        return self.block[:, lo:hi]
 
 
 class _RSAPrep:
