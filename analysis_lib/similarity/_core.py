@@ -248,6 +248,19 @@ class LayerStats:
             cache[key] = self.xp.astype(self.scales[:, None] * W, self.bk.dtype(dtype))
         return cache[key]
 
+    def loadings(self, k: int, dtype=np.float64):
+        """``diag(sqrt(lam_k)) V_k.T`` (k x d): the cross-products of the top-k principal
+        directions' unit scores with every neuron (PWCCA's weights map canonical directions
+        through it). Cached per (k, dtype)."""
+        key = ("loadings", k, np.dtype(dtype))
+        cache = self.__dict__.setdefault("_whiteners", {})
+        if key not in cache:
+            lam, V = self.eig
+            xp = self.xp
+            cache[key] = xp.astype(xp.sqrt(lam[:k])[:, None] * V[:, :k].T,
+                                   self.bk.dtype(dtype))
+        return cache[key]
+
     @cached_property
     def span_cholesky(self):
         """The Cholesky route of :meth:`span_whitener` (float64, before the neuron scales),

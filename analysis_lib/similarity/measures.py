@@ -137,12 +137,12 @@ def _pw_weights(stats: LayerStats, k: int, u, rho):
     ``H.T Xc``), which makes the weights, and PWCCA, the same on every machine.
     """
     xp = stats.xp
-    lam, V = stats.eig
-    M = (u.T * xp.sqrt(lam[:k])[None, :]) @ V[:, :k].T  # H.T Xc, one row per direction
+    B = stats.loadings(k, stats.dtype)
+    M = xp.astype(u.T, B.dtype) @ B  # H.T Xc, one row per direction, in the work dtype
     for start, end in tied_groups(stats.bk.host(rho)):
         P, _, _ = xp.linalg.svd(M[start:end, :], full_matrices=False)
         M[start:end, :] = P.T @ M[start:end, :]
-    w = xp.sum(xp.abs(M), axis=1)
+    w = xp.sum(xp.abs(M), axis=1, dtype=xp.float64)
     return w / xp.sum(w)
 
 
