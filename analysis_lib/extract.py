@@ -262,14 +262,20 @@ def _encode(tokenizer, corpus: Corpus, limit: int) -> tuple[list[_Encoded], int]
     unk = tokenizer.unk_token or "?"
     sentences = [list(s) for s in corpus.sentences]
     encoded = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True)
-    out, n_cut = [], 0
-    for i, words in enumerate(sentences):
-        ids, wids = encoded["input_ids"][i], encoded.word_ids(i)
+    tokens = [(encoded["input_ids"][i], encoded.word_ids(i)) for i in range(len(sentences))]
+    # sentences with a word that yields no token, again in one call with those words unknown
+    redo = {}
+    for i, (_, wids) in enumerate(tokens):
         present = {w for w in wids if w is not None}
-        if len(present) < len(words):
-            words = [w if j in present else unk for j, w in enumerate(words)]
-            single = tokenizer([words], is_split_into_words=True, add_special_tokens=True)
-            ids, wids = single["input_ids"][0], single.word_ids(0)
+        if len(present) < len(sentences[i]):
+            redo[i] = [w if j in present else unk for j, w in enumerate(sentences[i])]
+    if redo:
+        again = tokenizer(list(redo.values()), is_split_into_words=True,
+                          add_special_tokens=True)
+        for k, (i, words) in enumerate(redo.items()):
+            sentences[i], tokens[i] = words, (again["input_ids"][k], again.word_ids(k))
+    out, n_cut = [], 0
+    for words, (ids, wids) in zip(sentences, tokens):
         if len(ids) > limit:
             n_cut += 1
             single = tokenizer([words], is_split_into_words=True, add_special_tokens=True,
