@@ -417,15 +417,16 @@ def _word_tokens(encoded: _Encoded, pooling: str) -> tuple[np.ndarray, np.ndarra
     """The token positions whose vectors make a sentence's word rows (the last or first
     subword of each word, or all of them for mean pooling) and, for mean pooling, where
     each word's group starts among them."""
-    wids = np.array([-1 if w is None else w for w in encoded.word_ids])
-    pos = np.flatnonzero(wids >= 0)
-    sub = wids[pos]
-    boundaries = np.flatnonzero(np.r_[True, sub[1:] != sub[:-1]])
+    wids = encoded.word_ids  # plain lists: sentences are short, so NumPy calls cost more
+    pos = [t for t, w in enumerate(wids) if w is not None]
+    starts = [k for k in range(len(pos)) if k == 0 or wids[pos[k]] != wids[pos[k - 1]]]
     if pooling == "first":
-        return pos[boundaries], None
-    if pooling == "last":
-        return pos[np.r_[boundaries[1:] - 1, len(sub) - 1]], None
-    return pos, boundaries
+        chosen = [pos[k] for k in starts]
+    elif pooling == "last":
+        chosen = [pos[k - 1] for k in starts[1:]] + pos[-1:]
+    else:
+        return np.array(pos, dtype=np.int64), np.array(starts, dtype=np.int64)
+    return np.array(chosen, dtype=np.int64), None
 
 
 def _pool_plan(batch: np.ndarray, tokens: list, starts: np.ndarray, pooling: str,
