@@ -88,7 +88,13 @@ def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
     # cross-products themselves do; the decomposition of T is float64
     xp, dt = a.xp, np.promote_types(a.dtype, b.dtype)
     Wa, Wb = a.whitener(ka, dt), b.whitener(kb, dt)
-    T = xp.astype((Wa.T @ xp.astype(C, a.bk.dtype(dt))) @ Wb, xp.float64)
+    C = xp.astype(C, a.bk.dtype(dt), copy=False)
+    # the cheaper order: k_a d_b (d_a + k_b) against k_b d_a (d_b + k_a) multiply-adds
+    if ka * C.shape[1] * (C.shape[0] + kb) <= kb * C.shape[0] * (C.shape[1] + ka):
+        T = (Wa.T @ C) @ Wb
+    else:
+        T = Wa.T @ (C @ Wb)
+    T = xp.astype(T, xp.float64)
     if not uv:
         return xp.clip(_singular_values(T), 0.0, 1.0)
     u, rho, vt = _svd(T)
