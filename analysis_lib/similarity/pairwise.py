@@ -185,8 +185,9 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     # PWCCA's kernel fills the shared CCA first, so SVCCA reads the same correlations
     order = sorted(names, key=lambda x: x != "pwcca")
     products = _BlockCross(SA, SB, same, None if stack_b is None else stack_b[0])
-    products.grams()
-    _decompose(SA, SB, same, names, opts)
+    if set(names) - {"neuronsim", "procrustes"}:  # the others read G
+        products.grams()
+        _decompose(SA, SB, same, names, opts)
     for i, j in _bar(pairs, show, "cross-products"):
         C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
