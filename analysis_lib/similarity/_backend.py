@@ -110,7 +110,7 @@ class Backend:
         if not mats:
             return []
         xp = self.xp
-        if self.name == "torch" and self.device.type != "cpu" or len(mats) == 1:
+        if (self.name == "torch" and self.device.type != "cpu") or len(mats) == 1:
             return [xp.linalg.eigh(G) for G in mats]
         threads = self.threads()
         workers = min(len(mats), threads)
