@@ -98,6 +98,12 @@ for family in models.FAMILIES:
     result = extract.extract(loaded, text, cache=False, progress=False)
     out[family] = [hashlib.sha256(json.dumps([ids, vocab]).encode()).hexdigest(),
                    hashlib.sha256(np.ascontiguousarray(result.words).tobytes()).hexdigest()]
+# at the zoo's and the random models' vocabulary sizes the trainers meet ties between
+# equally frequent merges
+for family, size in (("bert", 4000), ("bert", 8000), ("albert", 8000)):
+    tokenizer = models.train_tokenizer(family, size, sys.argv[1])
+    out[f"{family}-{size}"] = hashlib.sha256(
+        tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
 print(json.dumps(out))
 """
 
@@ -115,9 +121,45 @@ def test_random_models_are_identical_in_fresh_processes_with_empty_caches(tmp_pa
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert set(runs[0]) == set(models.FAMILIES)
-    for family in models.FAMILIES:
+    assert set(runs[0]) == {*models.FAMILIES, "bert-4000", "bert-8000",
+                               "albert-8000"}
+    for family in runs[0]:
         assert runs[0][family] == runs[1][family], family
+
+
+def test_wordpiece_continuations_are_ordinary_tokens(tiny_models):
+    tokenizer = tiny_models["bert"][1]
+    special = set(tokenizer.all_special_tokens)
+    assert set(tokenizer.backend_tokenizer.get_added_tokens_decoder().values()) == {
+        t for t in tokenizer.backend_tokenizer.get_added_tokens_decoder().values()
+        if t.content in special}
+    text = "Unbelievably, the players were interviewed"
+    pieces = tokenizer.tokenize(text)
+    assert any(p.startswith("##") for p in pieces) and tokenizer.unk_token not in pieces
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
+
+
+def test_unigram_coverage_tail_is_found_whatever_the_hash_order():
+    from analysis_lib.models.random_init import _coverage_tail, canonical_ids
+
+    # the trainer gives the k-th character it adds the lowest learnt score + k * 0.0001;
+    # "long" is learnt at that lowest score, "zz" happens to sit on the grid
+    learnt = {"▁the": -3.0, "ab": -9.5, "x": -4.0, "long": -12.0004, "zz": -12.0002}
+    grid = [-12.0004 + k * 1e-4 for k in range(4)]
+    chars = ["é", "ß", "~", "{"]
+    for order in (chars, chars[::-1], ["~", "é", "{", "ß"]):
+        scores = {**learnt, **dict(zip(order, grid))}
+        assert sorted(_coverage_tail(scores, ["<pad>"])) == sorted(chars)
+    assert _coverage_tail({"<pad>": 0.0}, ["<pad>"]) == []
+
+    from tokenizers import Tokenizer
+    from tokenizers import models as tm
+
+    def canonical(order):
+        vocab = [("<pad>", 0.0), *learnt.items(), *zip(order, grid)]
+        return canonical_ids(Tokenizer(tm.Unigram(vocab, unk_id=None)), ["<pad>"]).to_str()
+
+    assert canonical(chars) == canonical(chars[::-1]) == canonical(["~", "é", "{", "ß"])
 
 
 def test_check_name_classifies_without_loading(tmp_path):

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 
+import tokenizers
 import torch
 
 from .. import __version__
@@ -27,7 +28,8 @@ TOKENIZER_KIND = {
     "gpt2": "bytelevel-bpe", "roberta": "bytelevel-bpe", "llama": "bytelevel-bpe",
     "albert": "unigram", "xlnet": "unigram",
 }
-
+#: How the tokenizers are trained and numbered; part of every cache key that depends on one.
+TOKENIZER_SCHEME = f"det1-tokenizers{tokenizers.__version__}"
 
 _SPECIALS = {
     "wordpiece": dict(pad="[PAD]", unk="[UNK]", cls="[CLS]", sep="[SEP]", mask="[MASK]"),
@@ -59,8 +61,16 @@ def _special_tokens(family: str) -> dict[str, str | None]:
     return sp
 
 
-def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int):
-    """An empty tokenizer of ``kind`` and its trainer."""
+def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int,
+               text: list[str] = ()):
+    """An empty tokenizer of ``kind`` and its trainer for ``text``.
+
+    The WordPiece trainer is given every continuation token (``##`` and a character that
+    occurs inside a word of ``text``) up front, sorted, as extra special tokens:
+    left to itself it numbers them in the order of a randomly seeded hash map, and those
+    numbers break ties between equally frequent merges (huggingface/tokenizers#1794), so the
+    same text could learn another vocabulary in another process.
+    :func:`train_tokenizer` turns them back into ordinary tokens after training."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
     from tokenizers import trainers as tr
 
@@ -69,8 +79,9 @@ def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int):
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
-        return tokenizer, tr.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                              show_progress=False)
+        return tokenizer, tr.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=specials + _continuations(tokenizer, text),
+            show_progress=False)
     if kind == "bytelevel-bpe":
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
@@ -86,6 +97,17 @@ def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int):
                                         unk_token=sp["unk"], show_progress=False)
 
 
+def _continuations(tokenizer, text, prefix: str = "##") -> list[str]:
+    """``prefix + c`` for every character ``c`` that follows another inside a word of
+    ``text`` (after the tokenizer's own normalizer and pre-tokenizer), sorted."""
+    inside = set()
+    for line in text:
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(
+                tokenizer.normalizer.normalize_str(line)):
+            inside.update(word[1:])
+    return [prefix + c for c in sorted(inside)]
+
+
 def canonical_ids(tokenizer, specials: list[str]):
     """The same tokenizer with its ids put in a fixed order: special tokens first (in the
     given order), then WordPiece tokens sorted by text, unigram pieces by score (rounded to
@@ -93,8 +115,9 @@ def canonical_ids(tokenizer, specials: list[str]):
 
     The ``tokenizers`` trainers of WordPiece and unigram number what they learn in the order
     of a randomly seeded hash map, so without this step the same vocabulary would get other
-    token ids (and give other models) on another run. (The WordPiece trainer can also learn a
-    slightly different vocabulary on ties; see :func:`train_tokenizer`.)
+    token ids (and give other models) on another run. Added tokens other than ``specials``
+    (the WordPiece trainer's continuation tokens, see :func:`_untrained`) become ordinary
+    tokens of the vocabulary.
     """
     from tokenizers import Tokenizer
 
@@ -107,12 +130,9 @@ def canonical_ids(tokenizer, specials: list[str]):
         unk = model["vocab"][model["unk_id"]][0] if model.get("unk_id") is not None else None
         # scores differ between runs in the last bits (summation order): round them
         scores = {piece: round(score, 6) for piece, score in model["vocab"]}
-        # the trainer appends the characters it must cover below every learnt piece, with
-        # evenly spaced scores in hash order: give those scores to the characters in text order
-        learnt = [sc for p, sc in scores.items() if len(p) > 1 and p not in specials]
-        floor = min(learnt) if learnt else float("inf")
-        tail = sorted(p for p, sc in scores.items() if len(p) == 1 and sc < floor
-                      and p not in specials)
+        # the characters the trainer adds for coverage get evenly spaced scores in hash
+        # order: give those scores to the characters in text order
+        tail = sorted(_coverage_tail(scores, specials))
         for piece, score in zip(tail, sorted((scores[p] for p in tail), reverse=True)):
             scores[piece] = score
         order = specials + sorted((p for p in scores if p not in specials),
@@ -123,9 +143,32 @@ def canonical_ids(tokenizer, specials: list[str]):
     else:
         return tokenizer
     ids = {t: i for i, t in enumerate(specials)}
-    for token in spec.get("added_tokens", []):
-        token["id"] = ids.get(token["content"], token["id"])
+    spec["added_tokens"] = [dict(token, id=ids[token["content"]])
+                            for token in spec.get("added_tokens", [])
+                            if token["content"] in ids]
     return Tokenizer.from_str(json.dumps(spec))
+
+
+def _coverage_tail(scores: dict[str, float], specials: list[str]) -> list[str]:
+    """The characters a unigram trainer of ``tokenizers`` appended to cover the text: it gives
+    each character it has no piece for the lowest score plus 0.0001 times its place in a
+    hash-ordered loop, so they are the single characters at the lowest score + k * 0.0001
+    for k = 0, 1, ... up to the first step with none (a learnt character that happens to
+    sit on that grid is included, which keeps the result the same on every run)."""
+    pieces = {p: s for p, s in scores.items() if p not in specials}
+    if not pieces:
+        return []
+    low = min(pieces.values())
+    steps: dict[int, list[str]] = {}
+    for piece, score in pieces.items():
+        k = round((score - low) / 1e-4)
+        if len(piece) == 1 and abs(score - (low + k * 1e-4)) < 2e-7:
+            steps.setdefault(k, []).append(piece)
+    tail, k = [], 0
+    while k in steps:
+        tail += steps[k]
+        k += 1
+    return tail
 
 
 def train_tokenizer(family: str, vocab_size: int = 8000,
@@ -134,11 +177,11 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
 
     Returns a ``transformers.PreTrainedTokenizerFast`` with the family's special tokens and
     template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa and MPNet,
-    nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). A learned vocabulary gets the
-    same ids on every machine (:func:`canonical_ids`), but the vocabulary itself can differ
-    between processes: the trainer of ``tokenizers`` breaks ties between equally frequent
-    merges in hash-map order (huggingface/tokenizers#1794). It is therefore trained once per
-    cache and reused from there; a fresh cache may learn a slightly different one.
+    nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). Every process on every machine
+    learns the same vocabulary with the same ids (for the same ``tokenizers`` version): the
+    WordPiece trainer gets its continuation tokens in a fixed order (:func:`_untrained`) and
+    the learnt ids are put in a fixed order (:func:`canonical_ids`). Trained once per cache
+    (``TOKENIZER_SCHEME`` in the file name) and reused from there.
     """
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
@@ -148,7 +191,7 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     kind = TOKENIZER_KIND[family]
     sp = _special_tokens(family)
     specials = list(dict.fromkeys(v for v in sp.values() if v))
-    name = f"{family}-{kind}-{vocab_size}-v{__version__}-canonical.json"
+    name = f"{family}-{kind}-{vocab_size}-v{__version__}-{TOKENIZER_SCHEME}.json"
     file = default_root(cache_dir) / "tokenizers" / name
     tokenizer = None
     if file.is_file():
@@ -157,8 +200,9 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
         except Exception:  # a damaged file is trained again
             tokenizer = None
     if tokenizer is None:
-        tokenizer, trainer = _untrained(kind, sp, specials, vocab_size)
-        tokenizer.train_from_iterator(_training_text(), trainer=trainer)
+        text = _training_text()
+        tokenizer, trainer = _untrained(kind, sp, specials, vocab_size, text)
+        tokenizer.train_from_iterator(text, trainer=trainer)
         tokenizer = canonical_ids(tokenizer, specials)
         atomic_write_text(file, tokenizer.to_str())
     ids = {t: tokenizer.token_to_id(t) for t in specials}

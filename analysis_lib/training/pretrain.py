@@ -121,8 +121,8 @@ def check_config(config: PretrainConfig) -> PretrainConfig:
 
 def tokenizer(vocab_size: int = 8000, cache_dir=None):
     """The zoo's shared tokenizer: the library's WordPiece of the BERT family, trained once
-    per cache on the packaged text, with canonical ids (a fresh cache can learn a slightly
-    different vocabulary: see :func:`~analysis_lib.models.random_init.train_tokenizer`)."""
+    per cache on the packaged text, the same in every process
+    (:func:`~analysis_lib.models.random_init.train_tokenizer`)."""
     from ..models.random_init import train_tokenizer
 
     return train_tokenizer("bert", vocab_size, cache_dir)
@@ -257,8 +257,10 @@ class Pretrained:
 def key_of(config: PretrainConfig, device=None) -> str:
     """The cache key of ``config`` trained on ``device`` (default: CUDA when available, else
     the CPU; a GPU's weights differ by rounding, so they are kept apart)."""
+    from ..models.random_init import TOKENIZER_SCHEME
+
     return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
-                    held_out_every=HELD_OUT_EVERY,
+                    held_out_every=HELD_OUT_EVERY, tokenizer=TOKENIZER_SCHEME,
                     **key_parts(resolve(device)))
 
 
