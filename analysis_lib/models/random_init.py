@@ -28,7 +28,7 @@ TOKENIZER_KIND = {
     "gpt2": "bytelevel-bpe", "roberta": "bytelevel-bpe", "llama": "bytelevel-bpe",
     "albert": "unigram", "xlnet": "unigram",
 }
-#: How the tokenizers are trained and numbered; part of every cache key that depends on one.
+#: How the tokenizers are trained and numbered: part of their file names and the zoo's cache keys.
 TOKENIZER_SCHEME = f"det1-tokenizers{tokenizers.__version__}"
 
 _SPECIALS = {
