@@ -27,6 +27,8 @@ versions; ``checkpoints`` adds the weights at earlier steps of the same run.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import shutil
 import time
@@ -146,12 +148,28 @@ def sentences(data: str) -> tuple[list[str], list[str]]:
 def token_blocks(tok, texts: list[str], block: int) -> np.ndarray:
     """Every text as ``[CLS] ... [SEP]``, concatenated and cut into rows of ``block`` token
     ids (the incomplete last row dropped)."""
-    ids = tok(texts, add_special_tokens=True)["input_ids"]
-    stream = np.fromiter((i for row in ids for i in row), dtype=np.int64)
+    if hasattr(tok, "backend_tokenizer"):  # the fast tokenizer's own batch call, no offsets
+        ids = (e.ids for e in tok.backend_tokenizer.encode_batch_fast(texts))
+    else:
+        ids = tok(texts, add_special_tokens=True)["input_ids"]
+    stream = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64)
     n = len(stream) // block
     if n == 0:
         raise ValueError(f"{len(stream)} tokens make no block of {block}")
     return stream[: n * block].reshape(n, block)
+
+
+@functools.lru_cache(maxsize=4)
+def _data_blocks(vocab_size: int, root: str, data: str, block: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(training, held-out) token blocks of ``data``, kept (read-only) for the next model of
+    the zoo trained in this process: the tokenizer is the same in every process, so they
+    depend on nothing else."""
+    tok = tokenizer(vocab_size, root)
+    blocks = tuple(token_blocks(tok, texts, block) for texts in sentences(data))
+    for b in blocks:
+        b.flags.writeable = False
+    return blocks
 
 
 def mask_tokens(ids: torch.Tensor, rate: float, tok, generator: torch.Generator
@@ -171,7 +189,7 @@ def mask_tokens(ids: torch.Tensor, rate: float, tok, generator: torch.Generator
 
 
 def _batch(blocks: np.ndarray, config: PretrainConfig, tok, generator) -> dict:
-    ids = torch.as_tensor(blocks)
+    ids = torch.tensor(blocks)  # a copy: the blocks are read-only
     if config.objective == "clm":
         return {"input_ids": ids, "labels": ids}
     inputs, labels = mask_tokens(ids, config.mask_rate, tok, generator)
@@ -282,9 +300,8 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     if saved is not None:
         return saved
     tok = tokenizer(config.vocab_size, cache_dir)
-    train_text, held_text = sentences(config.data)
-    train = token_blocks(tok, train_text, config.block)
-    held = token_blocks(tok, held_text, config.block)
+    train, held = _data_blocks(config.vocab_size, str(default_root(cache_dir)), config.data,
+                               config.block)
     curve: list[list[float]] = []
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
     from ..models.loading import _quiet_transformers
