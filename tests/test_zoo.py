@@ -171,3 +171,38 @@ def test_zoo_names_factors_and_cli(capsys):
     assert main(["zoo"]) == 0
     out = capsys.readouterr().out
     assert f"base@{zoo.BASE.checkpoints[0]}" in out and "depth-2" in out
+
+
+# the shapes of the zoo's models: small enough for a test, large enough that torch splits the
+# products between threads
+THREADED = replace(TINY, hidden=64, batch_size=32, block=64, checkpoints=())
+
+
+def test_cpu_pretraining_does_not_depend_on_the_thread_count(tmp_path):
+    before = torch.get_num_threads()
+    digests = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            done = pt.pretrain(THREADED, cache_dir=tmp_path / str(threads), progress=False,
+                               device="cpu")
+            assert torch.get_num_threads() == threads  # set back afterwards
+            digests.append(done.record["checksums"])
+    finally:
+        torch.set_num_threads(before)
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.slow
+def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path):
+    configs = {"a": TINY, "b": replace(TINY, seed=1, checkpoints=())}
+    apart = {n: pt.pretrain(c, cache_dir=tmp_path / "apart", progress=False, device="cpu")
+             for n, c in configs.items()}
+    together = pt.pretrain_many(configs, cache_dir=tmp_path / "together", progress=False,
+                                device="cpu", workers=2)
+    assert set(together) == {"a", "b"}
+    for name in configs:
+        assert together[name].from_cache  # trained by a worker, read back here
+        assert together[name].record["checksums"] == apart[name].record["checksums"]
+        assert together[name].record["evaluation"] == apart[name].record["evaluation"]
+    assert together["a"].record["checksums"] != together["b"].record["checksums"]

@@ -29,7 +29,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..training.pretrain import PretrainConfig, Pretrained, pretrain
+from ..training.pretrain import PretrainConfig, Pretrained, pretrain, pretrain_many
 
 #: the configuration every zoo model varies one setting of
 BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both", seed=0,
@@ -123,18 +123,21 @@ def table(names=None, *, cache_dir: str | os.PathLike | None = None, train_missi
           progress: bool = False):
     """One row per zoo model: its settings and, when trained, its held-out perplexity, the
     unigram baseline's, their ratio and whether it learned (checkpoints of the base included).
-    ``train_missing`` trains the models that are not in the cache yet."""
+    ``train_missing`` trains the models that are not in the cache yet, side by side on the
+    CPU's cores (:func:`~analysis_lib.training.pretrain.pretrain_many`)."""
     import pandas as pd
 
     from ..training.pretrain import cached
 
+    chosen = tuple(names or ZOO)
+    for name in chosen:
+        parse(name)
+    trained = (pretrain_many({n: ZOO[n] for n in chosen}, cache_dir=cache_dir,
+                             progress=progress) if train_missing else {})
     rows = []
-    for name in names or tuple(ZOO):
+    for name in chosen:
         config = ZOO[name]
-        if train_missing:
-            saved = train(name, cache_dir=cache_dir, progress=progress)
-        else:
-            saved = cached(config, cache_dir)
+        saved = trained[name] if train_missing else cached(config, cache_dir)
         evaluations = {name: saved.record["evaluation"]} if saved else {}
         if saved:
             for step, values in saved.record.get("checkpoint_evaluation", {}).items():

@@ -27,9 +27,11 @@ versions; ``checkpoints`` adds the weights at earlier steps of the same run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
+import os
 import shutil
 import time
 import warnings
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from .. import __version__
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
@@ -288,17 +291,69 @@ def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | 
                        quiet=True)
 
 
+#: torch threads a model trains with on the CPU. The result of a product depends on how
+#: it is split between threads, so a free thread count would give other weights on a machine
+#: with more cores under the same cache key; several models train side by side instead
+#: (:func:`pretrain_many`).
+CPU_THREADS = 1
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
              name: str = "zoo", device=None) -> Pretrained:
     """Train ``config`` (or read it from the cache) on ``device`` (default: CUDA when
-    available, else the CPU): see the module docs. The initial weights, the batches and the
-    masks are drawn on the CPU, so they are the same on every device."""
+    available, else the CPU, with :data:`CPU_THREADS` threads): see the module docs. The
+    initial weights, the batches and the masks are drawn on the CPU, so they are the same on
+    every device."""
     check_config(config)
     dev = resolve(device)
     path = default_root(cache_dir) / "pretrain" / key_of(config, dev)
     saved = _load_saved(path)
     if saved is not None:
         return saved
+    if dev.type == "cpu":
+        with _torch_threads(CPU_THREADS):
+            return _train(config, cache_dir, progress, name, dev, path)
+    return _train(config, cache_dir, progress, name, dev, path)
+
+
+def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
+                  progress: bool = True, device=None, workers: int | None = None
+                  ) -> dict[str, Pretrained]:
+    """:func:`pretrain` every named config, the ones not in the cache side by side in
+    ``workers`` processes (default: one per CPU core, at most one per model) when they train
+    on the CPU; the weights are the same as trained one by one."""
+    dev = resolve(device)
+    root = str(default_root(cache_dir))
+    todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
+    workers = min(len(todo), workers or os.cpu_count() or 1)
+    if dev.type == "cpu" and workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        for c in {c.vocab_size for c in configs.values()}:
+            tokenizer(c, root)  # once, before the workers read it
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+                as pool:
+            jobs = [pool.submit(pretrain, configs[n], cache_dir=root, progress=False,
+                                name=n, device="cpu") for n in todo]
+            for job in tqdm(jobs, desc="pretrain", unit="model", disable=not progress):
+                job.result()
+    return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
+            for n, c in configs.items()}
+
+
+def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, path: Path
+           ) -> Pretrained:
     tok = tokenizer(config.vocab_size, cache_dir)
     train, held = _data_blocks(config.vocab_size, str(default_root(cache_dir)), config.data,
                                config.block)
