@@ -206,3 +206,11 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path):
         assert together[name].record["checksums"] == apart[name].record["checksums"]
         assert together[name].record["evaluation"] == apart[name].record["evaluation"]
     assert together["a"].record["checksums"] != together["b"].record["checksums"]
+
+
+def test_a_failing_worker_is_reported_with_its_error(tmp_path, monkeypatch):
+    # the worker reads its settings from the command line; a wrong one fails in the worker
+    monkeypatch.setattr(pt, "asdict", lambda config: {"layers": 0})
+    with pytest.raises(RuntimeError, match=r"pretraining 'a' failed in its worker process"):
+        pt.pretrain_many({"a": TINY, "b": replace(TINY, seed=1)}, cache_dir=tmp_path,
+                         progress=False, device="cpu", workers=2)

@@ -33,8 +33,11 @@ import itertools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -330,24 +333,29 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
                   progress: bool = True, device=None, workers: int | None = None
                   ) -> dict[str, Pretrained]:
     """:func:`pretrain` every named config, the ones not in the cache side by side in
-    ``workers`` processes (default: one per CPU core, at most one per model) when they train
-    on the CPU; the weights are the same as trained one by one."""
+    ``workers`` worker processes (default: one per CPU core, at most one per model) when they
+    train on the CPU; the weights are the same as trained one by one."""
     dev = resolve(device)
     root = str(default_root(cache_dir))
     todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
     workers = min(len(todo), workers or os.cpu_count() or 1)
     if dev.type == "cpu" and workers > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        for c in {c.vocab_size for c in configs.values()}:
-            tokenizer(c, root)  # once, before the workers read it
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
-                as pool:
-            jobs = [pool.submit(pretrain, configs[n], cache_dir=root, progress=False,
-                                name=n, device="cpu") for n in todo]
-            for job in tqdm(jobs, desc="pretrain", unit="model", disable=not progress):
-                job.result()
+        for size in {c.vocab_size for c in configs.values()}:
+            tokenizer(size, root)  # once, before the workers read it
+        # each worker is a fresh interpreter that imports only the library (never the
+        # caller's script or notebook) and trains one model into the cache
+        commands = {n: [sys.executable, "-m", "analysis_lib.training._pretrain_worker",
+                        json.dumps({"name": n, "config": asdict(configs[n])}), root]
+                    for n in todo}
+        with ThreadPoolExecutor(workers) as pool:
+            runs = {n: pool.submit(subprocess.run, cmd, capture_output=True, text=True)
+                    for n, cmd in commands.items()}
+            for n, run in tqdm(runs.items(), desc="pretrain", unit="model",
+                               disable=not progress):
+                done = run.result()
+                if done.returncode:
+                    raise RuntimeError(f"pretraining {n!r} failed in its worker process "
+                                       f"(exit {done.returncode}):\n{done.stderr[-3000:]}")
     return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
             for n, c in configs.items()}
 
