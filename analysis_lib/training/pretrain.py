@@ -283,9 +283,10 @@ def key_of(config: PretrainConfig, device=None) -> str:
     the CPU; a GPU's weights differ by rounding, so they are kept apart)."""
     from ..models.random_init import TOKENIZER_SCHEME
 
+    dev = resolve(device)
     return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
                     held_out_every=HELD_OUT_EVERY, tokenizer=TOKENIZER_SCHEME,
-                    **key_parts(resolve(device)))
+                    cpu_threads=CPU_THREADS if dev.type == "cpu" else None, **key_parts(dev))
 
 
 def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | None:
@@ -335,6 +336,8 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
     """:func:`pretrain` every named config, the ones not in the cache side by side in
     ``workers`` worker processes (default: one per CPU core, at most one per model) when they
     train on the CPU; the weights are the same as trained one by one."""
+    for config in configs.values():
+        check_config(config)
     dev = resolve(device)
     root = str(default_root(cache_dir))
     todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
