@@ -324,10 +324,8 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     saved = _load_saved(path)
     if saved is not None:
         return saved
-    if dev.type == "cpu":
-        with _torch_threads(CPU_THREADS):
-            return _train(config, cache_dir, progress, name, dev, path)
-    return _train(config, cache_dir, progress, name, dev, path)
+    with _torch_threads(CPU_THREADS) if dev.type == "cpu" else contextlib.nullcontext():
+        return _train(config, cache_dir, progress, name, dev, path)
 
 
 def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
