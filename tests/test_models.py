@@ -171,5 +171,7 @@ def test_check_name_classifies_without_loading(tmp_path):
         models.check_name("/no/such/folder")
     with pytest.raises(ValueError, match="model folder './missing' does not exist"):
         models.check_name("./missing")
+    with pytest.raises(ValueError, match="model folder '~no-such-user-0/m' does not exist"):
+        models.check_name("~no-such-user-0/m")  # ~user of a user that does not exist
     with pytest.raises(TypeError, match="non-empty string"):
         models.check_name("")

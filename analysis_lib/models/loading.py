@@ -67,7 +67,7 @@ def check_name(name: object) -> str:
                 f"unknown model family {family!r} in {name!r}; valid families: "
                 f"{', '.join(FAMILIES)} (as 'random:<family>')")
         return "random"
-    path = Path(name).expanduser()
+    path = _local_path(name)
     if path.is_dir():
         return "local"
     if name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1):
@@ -80,6 +80,16 @@ def check_name(name: object) -> str:
             "'bert-base-cased' or the path of a folder saved with save_pretrained."
         )
     return "hub"
+
+
+def _local_path(name: str) -> Path:
+    """``name`` as a path, with ``~`` and ``~user`` expanded where they can be (a ``~user``
+    whose user does not exist stays as written, and is then a folder that does not
+    exist)."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:
+        return Path(name)
 
 
 def _offline_requested(local_files_only: bool | None) -> bool:
@@ -159,7 +169,7 @@ def load(
                              intermediate=intermediate, vocab_size=vocab_size,
                              cache_dir=cache_dir)
     if kind == "local":
-        path = Path(name).expanduser()
+        path = _local_path(name)
         return _from_pretrained(str(path), name, "local", _folder_fingerprint(path),
                                 local_files_only=True, revision=None,
                                 trust_remote_code=trust_remote_code)
