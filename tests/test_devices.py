@@ -243,6 +243,69 @@ def test_cholesky_span_equals_the_eigendirections_span(backend):
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_cholesky_route_is_taken_only_when_no_direction_would_be_cut(backend):
+    """The certificate (a Cholesky factor of ``G - t I``) accepts a matrix whose smallest
+    eigenvalue is comfortably above ``rtol`` times the largest, and never one whose
+    eigendecomposition route would cut a direction."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import _cholesky_whitener
+
+    bk = _backend.get("cpu", backend)
+    rng = np.random.default_rng(11)
+    Q, _ = np.linalg.qr(rng.standard_normal((60, 60)))
+    rtol = 1e-5
+    for ratio, expected in [(1e-3, True), (3e-5, True), (0.99e-5, False), (1e-7, False),
+                            (0.0, False)]:
+        lam = np.geomspace(1.0, max(ratio, 1e-300), 60) if ratio else np.r_[np.ones(59), 0.0]
+        G = (Q * lam) @ Q.T
+        W = _cholesky_whitener(bk.asarray(G), rtol, bk)
+        assert (W is not None) == expected, ratio
+        if W is not None:  # a whitener: W' G W = I
+            W = bk.host(W)
+            np.testing.assert_allclose(W.T @ G @ W, np.eye(60), atol=1e-8)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_grams_of_several_layers_equal_their_products(backend):
+    """``Backend.grams`` (NumPy's one-triangle product on the CPU) gives ``X' X`` in float64
+    for column blocks of a shared buffer, as the suite passes them."""
+    from analysis_lib.similarity import _backend
+
+    bk = _backend.get("cpu", backend)
+    rng = np.random.default_rng(12)
+    buffer = rng.standard_normal((200, 50)).astype(np.float32)
+    blocks = [bk.asarray(buffer)[:, a:b] for a, b in ((0, 20), (20, 21), (21, 50))]
+    for X, G in zip(blocks, bk.grams(blocks)):
+        X = bk.host(X).astype(np.float64)
+        G = bk.host(G)
+        assert G.dtype == np.float64
+        np.testing.assert_allclose(G, X.T @ X, rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(G, G.T)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_canonical_correlations_of_several_pairs_equal_one_by_one(backend):
+    """``_k_cca_many`` (the suite's row of pairs, decompositions side by side) returns the
+    correlations and PWCCA weights that ``_k_cca`` gives one pair at a time."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity import measures as m
+    from analysis_lib.similarity._core import LayerStats, cross
+
+    bk = _backend.get("cpu", backend)
+    layers = [LayerStats(x, backend=bk) for x in _layers()]
+    items = [(layers[0], b, cross(layers[0], b)) for b in layers[1:]]
+    for (a, b, C), many in zip(items, m._k_cca_many(items, 0.99, "reach")):
+        one = m._k_cca(a, b, C, 0.99, "reach", uv=True)
+        assert many[3:] == one[3:]  # the same numbers of directions
+        np.testing.assert_allclose(bk.host(many[1]), bk.host(one[1]), atol=1e-12)
+        for side, (stats, k) in enumerate([(a, one[3]), (b, one[4])]):
+            vecs = [r[0] if side == 0 else r[2].T for r in (many, one)]
+            w = [bk.host(m._pw_weights(stats, k, v, r[1])) for v, r in zip(vecs, (many, one))]
+            np.testing.assert_allclose(w[0], w[1], atol=1e-10)
+    assert m._k_cca_many([], 0.99, "reach") == []
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_side_by_side_eigendecompositions_equal_one_by_one(backend):
     """The per-layer decompositions the suite runs side by side (one LAPACK thread each)
     are the ones ``LayerStats.eig`` computes alone: the same eigenvalues, the same

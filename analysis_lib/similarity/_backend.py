@@ -67,6 +67,28 @@ class Backend:
         else:
             torch.sub(X, mean, out=out)
 
+    def grams(self, mats: list) -> list:
+        """``X' X`` of several matrices, in float64 (each product in its matrix's dtype).
+
+        On the CPU through NumPy, one after another: its matmul recognises the product of a
+        matrix with its own transpose and computes one triangle (BLAS ``syrk``), about 0.6x
+        the time of torch's general product. No torch operation runs between them: torch's
+        OpenMP threads keep spinning for a while after each operation, and a BLAS call in
+        that window shares the cores with them (at 2 threads, 28 ms instead of 20 for a
+        5,000 x 768 layer)."""
+        if self.name == "torch" and (self.device.type != "cpu" or
+                                     any(X.requires_grad for X in mats)):
+            return [(X.T @ X).double() for X in mats]
+        found = []
+        for X in mats:
+            host = self.host(X)
+            found.append((host.T @ host).astype(np.float64, copy=False))
+        return [self.asarray(G) for G in found]
+
+    def contiguous(self, x):
+        """``x`` with its rows laid out one after another in memory (a copy when needed)."""
+        return np.ascontiguousarray(x) if self.name == "numpy" else x.contiguous()
+
     def col_sq_norms(self, X):
         """Sum of squares of every column, accumulated in float64 without a float64 copy."""
         if self.name == "numpy":
@@ -79,24 +101,28 @@ class Backend:
             return np.einsum("ij,ij->i", X, X, dtype=np.float64)
         return torch.cat([torch.sum(block.double() ** 2, dim=1) for block in _row_blocks(X)])
 
-    def inverse_cholesky(self, G):
-        """``L^-1`` for the Cholesky factor ``G = L L'`` of a symmetric matrix, or None when
+    def cholesky(self, G):
+        """The lower Cholesky factor ``L`` of a symmetric matrix (``G = L L'``), or None when
         G is not numerically positive definite."""
         if self.name == "numpy":
-            from scipy.linalg import solve_triangular
-
             try:
                 L = np.linalg.cholesky(G)
             except np.linalg.LinAlgError:
                 return None
-            Linv = solve_triangular(L, np.eye(G.shape[0]), lower=True)
         else:
             L, info = torch.linalg.cholesky_ex(G)
             if int(info) != 0:
                 return None
-            eye = torch.eye(G.shape[0], dtype=G.dtype, device=G.device)
-            Linv = torch.linalg.solve_triangular(L, eye, upper=False)
-        return Linv if bool(self.xp.all(self.xp.isfinite(Linv))) else None
+        return L if bool(self.xp.all(self.xp.isfinite(L))) else None
+
+    def inverse_lower(self, L):
+        """``L^-1`` of a lower-triangular matrix with a non-zero diagonal."""
+        if self.name == "numpy":
+            from scipy.linalg import solve_triangular
+
+            return solve_triangular(L, np.eye(L.shape[0]), lower=True)
+        eye = torch.eye(L.shape[0], dtype=L.dtype, device=L.device)
+        return torch.linalg.solve_triangular(L, eye, upper=False)
 
     def eighs(self, mats: list) -> list[tuple[Any, Any]]:
         """``eigh`` (ascending eigenvalues, eigenvectors) of several symmetric matrices.

@@ -172,7 +172,7 @@ class LayerStats:
     @cached_property
     def G(self):
         """Self cross-product ``Xc.T @ Xc`` (d x d, float64)."""
-        return self.xp.astype(self.Xc.T @ self.Xc, self.xp.float64)
+        return self.bk.grams([self.Xc])[0]
 
     @cached_property
     def sq_norms(self):
@@ -251,14 +251,17 @@ class LayerStats:
     def loadings(self, k: int, dtype=np.float64):
         """``diag(sqrt(lam_k)) V_k.T`` (k x d): the cross-products of the top-k principal
         directions' unit scores with every neuron (PWCCA's weights map canonical directions
-        through it). Cached per (k, dtype)."""
+        through it). Cached per (k, dtype), laid out by rows: with that layout the
+        products with it come out the same at any thread count (with the transposed
+        layout, MKL's float64 product of a few rows changes in the last bit between one
+        thread and two)."""
         key = ("loadings", k, np.dtype(dtype))
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
             lam, V = self.eig
             xp = self.xp
-            cache[key] = xp.astype(xp.sqrt(lam[:k])[:, None] * V[:, :k].T,
-                                   self.bk.dtype(dtype))
+            cache[key] = self.bk.contiguous(xp.astype(xp.sqrt(lam[:k])[:, None] * V[:, :k].T,
+                                                      self.bk.dtype(dtype)))
         return cache[key]
 
     @cached_property
@@ -292,22 +295,27 @@ def fill_eigs(layers) -> None:
 
 
 def _cholesky_whitener(G, rtol: float, bk: Backend):
-    """``L^-T`` for the Cholesky factor ``G = L L'`` when G is safely full rank (smallest
-    eigenvalue, at least ``1 / ||L^-1||_F^2``, above ``rtol`` times an upper bound of the
-    largest, ``min(trace, max absolute row sum)``), else None. Much cheaper than an
-    eigendecomposition, and the same projection when no direction would be cut."""
-    if G.shape[0] == 0:
-        return None
-    Linv = bk.inverse_cholesky(G)
-    if Linv is None:
+    """``L^-T`` for the Cholesky factor ``G = L L'`` when G is safely full rank, else None.
+
+    Safely full rank means that every eigenvalue exceeds ``rtol`` times the largest, so that
+    the eigendecomposition route would keep every direction. The test is exact up to an
+    upper bound of the largest eigenvalue: ``G - t I`` has a Cholesky factor (is positive
+    definite, so its smallest eigenvalue exceeds ``t``) for ``t = rtol * ||G||_F`` (the
+    Frobenius norm bounds the largest eigenvalue from above) plus the factorisation's
+    rounding error. One more factorisation, much cheaper than an eigendecomposition."""
+    d = G.shape[0]
+    if d == 0:
         return None
     xp = bk.xp
-    lam_min = 1.0 / float(xp.sum(Linv ** 2))
-    lam_max = min(float(xp.sum(xp.linalg.diagonal(G))),
-                  float(xp.max(xp.sum(xp.abs(G), axis=1))))
-    if not lam_min > rtol * lam_max:
+    trace = float(xp.sum(xp.linalg.diagonal(G)))
+    fro = float(xp.sqrt(xp.sum(G * G)))
+    if not (np.isfinite(fro) and fro > 0):
         return None
-    return Linv.T
+    shift = rtol * fro + 2 * (d + 1) * np.finfo(np.float64).eps * trace
+    if bk.cholesky(G - shift * xp.eye(d, dtype=G.dtype, device=bk.device)) is None:
+        return None
+    L = bk.cholesky(G)
+    return None if L is None else bk.inverse_lower(L).T
 
 
 def standardize_pair(a: LayerStats, b: LayerStats, C):

@@ -81,6 +81,36 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C):
 
 
 def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
+    T, ka, kb = _cca_matrix(a, b, C, variance, cut)
+    if not uv:
+        return a.xp.clip(_singular_values(T), 0.0, 1.0)
+    u, rho, vt = _svd(T)
+    return u, a.xp.clip(rho, 0.0, 1.0), vt, ka, kb
+
+
+def _k_cca_many(items, variance, cut) -> list:
+    """``_k_cca(a, b, C, variance, cut, uv=True)`` of several pairs ``(a, b, C)`` at once:
+    the eigendecompositions behind their SVDs run side by side on the CPU
+    (:meth:`~._backend.Backend.eighs`), which uses the cores better than one small
+    decomposition after another. ``items`` may be a generator: only the small matrices
+    ``T`` of the pairs are kept, not their cross-products."""
+    prepared, bk = [], None
+    for a, b, C in items:
+        prepared.append(_cca_matrix(a, b, C, variance, cut))
+        bk = a.bk
+    if not prepared:
+        return []
+    eigs = bk.eighs([_smaller_gram(T) for T, _, _ in prepared])
+    out = []
+    for (T, ka, kb), (lam, E) in zip(prepared, eigs):
+        u, rho, vt = _svd_from_gram(T, lam, E)
+        out.append((u, array_namespace(T).clip(rho, 0.0, 1.0), vt, ka, kb))
+    return out
+
+
+def _cca_matrix(a: LayerStats, b: LayerStats, C, variance, cut):
+    """``T = Wa' C Wb`` (float64), whose singular values are the canonical correlations of
+    the two layers' top principal directions (``ka`` and ``kb`` of them)."""
     ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
     if ka == 0 or kb == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
@@ -94,11 +124,12 @@ def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
         T = (Wa.T @ C) @ Wb
     else:
         T = Wa.T @ (C @ Wb)
-    T = xp.astype(T, xp.float64)
-    if not uv:
-        return xp.clip(_singular_values(T), 0.0, 1.0)
-    u, rho, vt = _svd(T)
-    return u, xp.clip(rho, 0.0, 1.0), vt, ka, kb
+    return xp.astype(T, xp.float64), ka, kb
+
+
+def _smaller_gram(T):
+    """``T T'`` or ``T' T``, whichever is smaller."""
+    return T @ T.T if T.shape[0] <= T.shape[1] else T.T @ T
 
 
 def _singular_values(T):
@@ -106,23 +137,26 @@ def _singular_values(T):
     (about twice as fast as an SVD; the squares lose nothing that matters for values in
     [0, 1] in float64)."""
     xp = array_namespace(T)
-    S = T @ T.T if T.shape[0] <= T.shape[1] else T.T @ T
-    return xp.sqrt(xp.clip(xp.flip(xp.linalg.eigvalsh(S), axis=0), 0.0, None))
+    return xp.sqrt(xp.clip(xp.flip(xp.linalg.eigvalsh(_smaller_gram(T)), axis=0), 0.0, None))
 
 
 def _svd(T):
     """Thin SVD ``T = u diag(rho) vt`` through the eigendecomposition of the smaller Gram
-    matrix, falling back to LAPACK's SVD when a singular value is too small to recover the
-    other side's vectors from ``T' u / rho``."""
+    matrix (see :func:`_svd_from_gram`)."""
+    return _svd_from_gram(T, *array_namespace(T).linalg.eigh(_smaller_gram(T)))
+
+
+def _svd_from_gram(T, lam, E):
+    """Thin SVD ``T = u diag(rho) vt`` from the eigendecomposition ``(lam, E)`` (ascending)
+    of :func:`_smaller_gram` ``(T)``, falling back to LAPACK's SVD when a singular value is
+    too small to recover the other side's vectors from ``T' u / rho``."""
     xp = array_namespace(T)
-    wide = T.shape[0] <= T.shape[1]
-    lam, E = xp.linalg.eigh(T @ T.T if wide else T.T @ T)
     lam, E = xp.flip(lam, axis=0), xp.flip(E, axis=1)
     rho = xp.sqrt(xp.clip(lam, 0.0, None))
     if rho.shape[0] == 0 or float(rho[-1]) <= 1e-6 * max(float(rho[0]), 1e-300):
         u, rho, vt = xp.linalg.svd(T, full_matrices=False)
         return u, rho, vt
-    if wide:
+    if T.shape[0] <= T.shape[1]:
         return E, rho, (T.T @ E / rho).T
     return T @ E / rho, rho, E.T
 

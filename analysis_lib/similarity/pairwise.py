@@ -188,10 +188,14 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     if set(names) - {"neuronsim", "procrustes"}:  # the others read G
         products.grams()
         _decompose(SA, SB, same, names, opts)
+    memos: dict = {}
     for i, j in _bar(pairs, show, "cross-products"):
         C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
-        memo: dict = {}
+        if (i, j) not in memos:  # a new row: the work its pairs can share, all at once
+            memos = _row_memos(i, [jj for ii, jj in pairs if ii == i], SA, SB, same, products,
+                               names, opts)
+        memo = memos.pop((i, j))
         for name in order:
             if same and i == j and _is_one_with_itself(name, SA[i], opts):
                 out[name][i, i] = 1.0
@@ -200,6 +204,26 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
             out[name][i, j] = value_ij
             if rev:
                 out[name][j, i] = value_ij if value_ji is None else value_ji
+
+
+def _row_memos(i, row, SA, SB, same, products, names, opts) -> dict:
+    """The per-pair memos of one row of pairs ``(i, j)``: with PWCCA, the canonical
+    correlations and vectors of every off-diagonal pair, computed together
+    (:func:`~.measures._k_cca_many` runs their decompositions side by side)."""
+    memos: dict = {(i, j): {} for j in row}
+    if "pwcca" not in names:
+        return memos
+    todo = [j for j in row if not (same and i == j)]
+    std = opts.get("standardize")
+    sides = {j: (SA[i].standardized(), SB[j].standardized()) if std else (SA[i], SB[j])
+             for j in todo}
+    # a generator: each pair's z-scored cross-product is dropped once its T is formed
+    items = ((*sides[j], standardize_pair(SA[i], SB[j], products.get(i, j))[2] if std else
+              products.get(i, j)) for j in todo)
+    found = m._k_cca_many(items, opts.get("variance", 0.99), opts.get("cut", "reach"))
+    for j, result in zip(todo, found):
+        memos[(i, j)]["cca"] = (*sides[j], result)
+    return memos
 
 
 def _decompose(SA, SB, same, names, opts) -> None:
@@ -264,9 +288,12 @@ class _BlockCross:
         self.row, self.block, self.start = None, None, 0
 
     def grams(self) -> None:
-        """Every layer's self cross-product ``G``."""
-        for s in dict.fromkeys(self.SA + self.SB):
-            _ = s.G  # computed once and kept
+        """Every layer's self cross-product ``G``, one after another
+        (:meth:`~._backend.Backend.grams`)."""
+        todo = [s for s in dict.fromkeys(self.SA + self.SB) if "G" not in s.__dict__]
+        if todo:
+            for s, G in zip(todo, todo[0].bk.grams([s.Xc for s in todo])):
+                s.__dict__["G"] = G  # computed once and kept (LayerStats.G)
 
     def get(self, i: int, j: int) -> np.ndarray:
         a, b = self.SA[i], self.SB[j]
