@@ -61,6 +61,30 @@ def test_same_seed_is_bit_identical_and_another_seed_differs(task):
     assert not torch.equal(a.model.state_dict()[key], c.model.state_dict()[key])
 
 
+def test_cpu_fine_tuning_does_not_depend_on_the_process_thread_count(task, tmp_path):
+    """A product's result depends on how it is split between threads, so the weights are
+    trained at ``finetune.CPU_THREADS`` whatever the process (or machine) has; the caller's
+    count is set back afterwards."""
+    from analysis_lib.training import finetune as ft
+
+    config = replace(FAST, epochs=1, max_steps=6)
+    before = torch.get_num_threads()
+    weights, keys = [], []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            result = _train(task, config, cache_dir=tmp_path / str(threads), device="cpu")
+            assert torch.get_num_threads() == threads
+            assert result.record["cpu_threads"] == ft.CPU_THREADS
+            weights.append(result.model.state_dict())
+            keys.append(result.path.name)
+    finally:
+        torch.set_num_threads(before)
+    assert keys[0] == keys[1]  # one cache key on every machine, and the same weights
+    for (name, p), q in zip(weights[0].items(), weights[1].values()):
+        assert torch.equal(p, q), name
+
+
 @pytest.mark.parametrize("freeze, frozen_layers", [
     (dict(freeze_embeddings=True, freeze_bottom=1), [0]),
     (dict(freeze_top=1), [1]),

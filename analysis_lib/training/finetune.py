@@ -8,7 +8,8 @@ The result is saved (safetensors weights, config, tokenizer and a JSON record of
 setting, the metrics and the library version) under a key of everything that changes it;
 asking again, from any study, loads it. The saved folder is a normal model folder, so
 ``models.load(str(result.path))`` and ``extract`` treat the fine-tuned encoder like any other
-model.
+model. On the CPU a model trains and is evaluated at :data:`CPU_THREADS` torch threads
+whatever the machine has, so that the same key gives the same weights on every machine.
 
 :func:`predict` runs a task model with layers removed (:mod:`analysis_lib.training.surgery`):
 ``layer=l`` keeps transformer layers ``1..l`` and feeds layer ``l`` through the model's own
@@ -18,6 +19,7 @@ an inclusive span of layers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -37,10 +39,17 @@ from ..models.batching import pad_batch, pad_token_id
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
+from ..runtime.threads import torch_threads
 from . import loop
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
 
 # --------------------------------------------------------------------------- settings
+
+#: torch threads a model fine-tunes with on the CPU (part of the cache key). A product's
+#: result depends on how it is split between threads, so at a free count a machine with
+#: more cores would train other weights under the same key. Two: the speed of the 2-core
+#: machines the book is built on; a larger machine can train several models at once.
+CPU_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -302,9 +311,10 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     settings = asdict(config)
     dev = resolve(device)
     where = device_key(dev)
+    on_cpu = dev.type == "cpu"
     key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
                    task_data=task.fingerprint(), config=settings,
-                   **key_parts(dev))
+                   cpu_threads=CPU_THREADS if on_cpu else None, **key_parts(dev))
     path = default_root(cache_dir) / "finetune" / key
     if cache:
         hit = _load_saved(path)
@@ -313,20 +323,22 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     task_model = _task_model(base, task.num_labels, task.regression, config.seed)
     frozen = frozen_parameters(task_model,
                                frozen_layers(config, n_transformer_layers(task_model)))
-    with fork_rng(dev):
-        torch.manual_seed(config.seed)
-        start = time.perf_counter()
-        history = train(task_model, base.tokenizer, task, config, frozen=frozen,
-                        progress=progress, device=dev)
-        seconds = time.perf_counter() - start
-    kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
-    metrics = {"validation": evaluate(task_model, base.tokenizer, task, "validation", **kw),
-               "test": evaluate(task_model, base.tokenizer, task, "test", **kw)}
+    with torch_threads(CPU_THREADS) if on_cpu else contextlib.nullcontext():
+        with fork_rng(dev):
+            torch.manual_seed(config.seed)
+            start = time.perf_counter()
+            history = train(task_model, base.tokenizer, task, config, frozen=frozen,
+                            progress=progress, device=dev)
+            seconds = time.perf_counter() - start
+        kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
+        metrics = {"validation": evaluate(task_model, base.tokenizer, task, "validation", **kw),
+                   "test": evaluate(task_model, base.tokenizer, task, "test", **kw)}
     record = {"base_model": base.info.to_dict(), "task": task.name, "task_meta": task.meta,
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
               "metrics": metrics, "train_seconds": seconds,
               "train_examples": len(task.train), "device": where,
+              "cpu_threads": CPU_THREADS if on_cpu else None,
               "library_version": __version__,
               "torch_version": torch.__version__}
     if cache:

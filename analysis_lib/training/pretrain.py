@@ -50,6 +50,7 @@ from .. import __version__
 from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
+from ..runtime.threads import torch_threads
 from . import loop
 
 OBJECTIVES = ("clm", "mlm")
@@ -302,16 +303,6 @@ def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | 
 CPU_THREADS = 1
 
 
-@contextlib.contextmanager
-def _torch_threads(count: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
              name: str = "zoo", device=None) -> Pretrained:
     """Train ``config`` (or read it from the cache) on ``device`` (default: CUDA when
@@ -324,7 +315,7 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
     saved = _load_saved(path)
     if saved is not None:
         return saved
-    with _torch_threads(CPU_THREADS) if dev.type == "cpu" else contextlib.nullcontext():
+    with torch_threads(CPU_THREADS) if dev.type == "cpu" else contextlib.nullcontext():
         return _train(config, cache_dir, progress, name, dev, path)
 
 
