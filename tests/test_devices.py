@@ -266,6 +266,41 @@ def test_cholesky_route_is_taken_only_when_no_direction_would_be_cut(backend):
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_span_factors_of_several_layers_equal_one_by_one(backend):
+    """The suite certifies and factorises every layer's z-scored G side by side (LAPACK, one
+    thread each); each result is the one ``_cholesky_whitener`` gives alone, a refusal
+    included, and the device route (torch's factorisations) agrees with the host's."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import (
+        RANK_RTOL,
+        LayerStats,
+        _cholesky_whitener,
+        fill_span_choleskys,
+    )
+
+    bk = _backend.get("cpu", backend)
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((400, 12))
+    raw = [X, rng.standard_normal((400, 20)) * np.geomspace(1e-2, 1e2, 20),
+           np.hstack([X, X[:, :2]]), rng.standard_normal((400, 5))]
+    together = [LayerStats(x, backend=bk) for x in raw]
+    fill_span_choleskys(together)
+    for x, s in zip(raw, together):
+        alone = _cholesky_whitener(LayerStats(x, backend=bk).standardized().G,
+                                   RANK_RTOL[s.dtype], bk)
+        assert (s.span_cholesky is None) == (alone is None)
+        if alone is not None:
+            np.testing.assert_allclose(bk.host(s.span_cholesky), bk.host(alone), atol=1e-12)
+    assert [s.span_cholesky is None for s in together] == [False, False, True, False]
+    G = torch.from_numpy(np.asarray(LayerStats(raw[1]).standardized().G))
+    host = _backend._host_inverse_cholesky((G.numpy(), 1e-3))
+    device = _backend._device_inverse_cholesky(G, 1e-3)
+    np.testing.assert_allclose(device.numpy(), host, rtol=1e-10, atol=1e-12)
+    assert _backend._device_inverse_cholesky(G, 1e3) is None  # shift above every eigenvalue
+    assert _backend._host_inverse_cholesky((G.numpy(), 1e3)) is None
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_grams_of_several_layers_equal_their_products(backend):
     """``Backend.grams`` (NumPy's one-triangle product on the CPU) gives ``X' X`` in float64
     for column blocks of a shared buffer, as the suite passes them."""

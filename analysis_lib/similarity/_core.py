@@ -268,7 +268,7 @@ class LayerStats:
     def span_cholesky(self):
         """The Cholesky route of :meth:`span_whitener` (float64, before the neuron scales),
         or None when the z-scored layer is not safely full rank and the span needs its
-        eigendecomposition."""
+        eigendecomposition (several layers at once: :func:`fill_span_choleskys`)."""
         return _cholesky_whitener(self.standardized().G, RANK_RTOL[self.dtype], self.bk)
 
     def whitener(self, k: int, dtype=np.float64):
@@ -294,6 +294,17 @@ def fill_eigs(layers) -> None:
         s.__dict__["eig"] = s._ordered(lam, V)
 
 
+def fill_span_choleskys(layers) -> None:
+    """Compute :attr:`LayerStats.span_cholesky` of several layers at once (those not yet
+    computed), side by side on the CPU (:meth:`~._backend.Backend.certified_inverse_choleskys`)."""
+    todo = [s for s in dict.fromkeys(layers) if "span_cholesky" not in s.__dict__]
+    if not todo:
+        return
+    for s, W in zip(todo, _cholesky_whiteners([s.standardized().G for s in todo],
+                                              RANK_RTOL[todo[0].dtype], todo[0].bk)):
+        s.__dict__["span_cholesky"] = W
+
+
 def _cholesky_whitener(G, rtol: float, bk: Backend):
     """``L^-T`` for the Cholesky factor ``G = L L'`` when G is safely full rank, else None.
 
@@ -303,19 +314,28 @@ def _cholesky_whitener(G, rtol: float, bk: Backend):
     definite, so its smallest eigenvalue exceeds ``t``) for ``t = rtol * ||G||_F`` (the
     Frobenius norm bounds the largest eigenvalue from above) plus the factorisation's
     rounding error. One more factorisation, much cheaper than an eigendecomposition."""
-    d = G.shape[0]
-    if d == 0:
-        return None
-    xp = bk.xp
-    trace = float(xp.sum(xp.linalg.diagonal(G)))
-    fro = float(xp.sqrt(xp.sum(G * G)))
-    if not (np.isfinite(fro) and fro > 0):
-        return None
-    shift = rtol * fro + 2 * (d + 1) * np.finfo(np.float64).eps * trace
-    if bk.cholesky(G - shift * xp.eye(d, dtype=G.dtype, device=bk.device)) is None:
-        return None
-    L = bk.cholesky(G)
-    return None if L is None else bk.inverse_lower(L).T
+    return _cholesky_whiteners([G], rtol, bk)[0]
+
+
+def _cholesky_whiteners(mats, rtol: float, bk: Backend) -> list:
+    """:func:`_cholesky_whitener` of several matrices, factorised side by side."""
+    shifts, todo = [], []
+    for G in mats:
+        d = G.shape[0]
+        xp = bk.xp
+        trace = float(xp.sum(xp.linalg.diagonal(G))) if d else 0.0
+        fro = float(xp.sqrt(xp.sum(G * G))) if d else 0.0
+        if np.isfinite(fro) and fro > 0:
+            shifts.append(rtol * fro + 2 * (d + 1) * np.finfo(np.float64).eps * trace)
+            todo.append(G)
+        else:
+            shifts.append(None)
+    found = iter(bk.certified_inverse_choleskys(todo, [t for t in shifts if t is not None]))
+    out = []
+    for t in shifts:
+        Linv = None if t is None else next(found)
+        out.append(None if Linv is None else Linv.T)
+    return out
 
 
 def standardize_pair(a: LayerStats, b: LayerStats, C):

@@ -20,7 +20,15 @@ from tqdm.auto import tqdm
 
 from . import _backend
 from . import measures as m
-from ._core import LayerStats, as_matrix, cross, fill_eigs, standardize_pair, work_dtype
+from ._core import (
+    LayerStats,
+    as_matrix,
+    cross,
+    fill_eigs,
+    fill_span_choleskys,
+    standardize_pair,
+    work_dtype,
+)
 from .attention import AttentionLayer, _check_maps, head_similarity
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
 from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
@@ -240,6 +248,7 @@ def _decompose(SA, SB, same, names, opts) -> None:
         wanted += layers
     if "mixedsim" in names:
         spans = layers if same else SB
+        fill_span_choleskys(spans)
         wanted += [s.standardized() for s in spans if s.span_cholesky is None]
     fill_eigs(wanted)
 
