@@ -323,14 +323,19 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
                   progress: bool = True, device=None, workers: int | None = None
                   ) -> dict[str, Pretrained]:
     """:func:`pretrain` every named config, the ones not in the cache side by side in
-    ``workers`` worker processes (default: one per CPU core, at most one per model) when they
-    train on the CPU; the weights are the same as trained one by one."""
+    ``workers`` worker processes when they train on the CPU; the weights are the same as
+    trained one by one.
+
+    The default is two workers per CPU core (at most one per model). Each trains on one
+    thread, and with one worker per core the last round of an odd number of models leaves
+    cores idle for a whole training: the book's seven models on 2 cores take 317 s with 2
+    workers and 285 s with 4."""
     for config in configs.values():
         check_config(config)
     dev = resolve(device)
     root = str(default_root(cache_dir))
     todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
-    workers = min(len(todo), workers or os.cpu_count() or 1)
+    workers = min(len(todo), workers or 2 * (os.cpu_count() or 1))
     if dev.type == "cpu" and workers > 1:
         for size in {c.vocab_size for c in configs.values()}:
             tokenizer(size, root)  # once, before the workers read it
