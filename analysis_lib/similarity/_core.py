@@ -319,10 +319,9 @@ def _cholesky_whitener(G, rtol: float, bk: Backend):
 
 def _cholesky_whiteners(mats, rtol: float, bk: Backend) -> list:
     """:func:`_cholesky_whitener` of several matrices, factorised side by side."""
-    shifts, todo = [], []
+    shifts, todo, xp = [], [], bk.xp
     for G in mats:
         d = G.shape[0]
-        xp = bk.xp
         trace = float(xp.sum(xp.linalg.diagonal(G))) if d else 0.0
         fro = float(xp.sqrt(xp.sum(G * G))) if d else 0.0
         if np.isfinite(fro) and fro > 0:

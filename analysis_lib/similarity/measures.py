@@ -81,16 +81,16 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C):
 
 
 def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
-    T, ka, kb = _cca_matrix(a, b, C, variance, cut)
-    if not uv:
-        return a.xp.clip(_singular_values(T), 0.0, 1.0)
-    u, rho, vt = _svd(T)
-    return u, a.xp.clip(rho, 0.0, 1.0), vt, ka, kb
+    if uv:
+        return _k_cca_many([(a, b, C)], variance, cut)[0]
+    T, _, _ = _cca_matrix(a, b, C, variance, cut)
+    return a.xp.clip(_singular_values(T), 0.0, 1.0)
 
 
 def _k_cca_many(items, variance, cut) -> list:
-    """``_k_cca(a, b, C, variance, cut, uv=True)`` of several pairs ``(a, b, C)`` at once:
-    the eigendecompositions behind their SVDs run side by side on the CPU
+    """``_k_cca(a, b, C, variance, cut, uv=True)`` (``u, rho, vt, ka, kb``: the thin SVD
+    of ``T``, through the eigendecomposition of its smaller Gram matrix) of several pairs
+    ``(a, b, C)`` at once: the eigendecompositions run side by side on the CPU
     (:meth:`~._backend.Backend.eighs`), which uses the cores better than one small
     decomposition after another. ``items`` may be a generator: only the small matrices
     ``T`` of the pairs are kept, not their cross-products."""
@@ -138,12 +138,6 @@ def _singular_values(T):
     [0, 1] in float64)."""
     xp = array_namespace(T)
     return xp.sqrt(xp.clip(xp.flip(xp.linalg.eigvalsh(_smaller_gram(T)), axis=0), 0.0, None))
-
-
-def _svd(T):
-    """Thin SVD ``T = u diag(rho) vt`` through the eigendecomposition of the smaller Gram
-    matrix (see :func:`_svd_from_gram`)."""
-    return _svd_from_gram(T, *array_namespace(T).linalg.eigh(_smaller_gram(T)))
 
 
 def _svd_from_gram(T, lam, E):
