@@ -92,13 +92,20 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
 
     * the factorisations of the layers: the certificate and Cholesky factor of every
       z-scored ``G`` (mixedsim's span), and the eigendecompositions of every ``G`` (SVCCA's
-      and PWCCA's principal directions) and of the z-scored ``G`` the certificate refuses;
-    * mixedsim's ``C @ W`` for both directions of every pair (d x d times d x r, float32);
+      and PWCCA's principal directions) and of the z-scored ``G`` the certificate refuses,
+      with the QR factorisation that makes its span basis triangular;
+    * mixedsim's ``C @ W`` for both directions of every pair (d x d times a triangular
+      d x r, float32, block by block);
     * SVCCA/PWCCA's per-pair work: ``T = Wa' C Wb``, its SVD (the decompositions of a row
       side by side) and PWCCA's weights for both directions.
     """
     from analysis_lib.similarity import measures as m
-    from analysis_lib.similarity._core import LayerStats, fill_eigs, fill_span_choleskys
+    from analysis_lib.similarity._core import (
+        LayerStats,
+        fill_eigs,
+        fill_span_choleskys,
+        span_sq_norms,
+    )
 
     backend = _backend.get("cpu")
 
@@ -111,6 +118,8 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     def factorise(S):
         fill_span_choleskys(S)
         fill_eigs(S + [s.standardized() for s in S if s.span_cholesky is None])
+        for s in S:
+            s.span_whitener(np.float32)
 
     eig = min(_timed(factorise, stats()) for _ in range(2))
     S = stats()
@@ -118,10 +127,8 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     n = len(S)
     rows = {i: [(S[i], S[j], S[i].Xc.T @ S[j].Xc) for j in range(i + 1, n)]
             for i in range(n)}
-    W = [s.span_whitener(np.float32) for s in S]
-    proj = best(lambda: [C @ W[j] for i in rows for (_, b, C), j in
-                         zip(rows[i], range(i + 1, n))] +
-                [C.T @ W[i] for i in rows for (_, _, C) in rows[i]])
+    proj = best(lambda: [(span_sq_norms(C, b), span_sq_norms(C.T, a))
+                         for i in rows for a, b, C in rows[i]])
 
     def cca():
         for i in rows:

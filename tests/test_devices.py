@@ -243,6 +243,46 @@ def test_cholesky_span_equals_the_eigendirections_span(backend):
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
+@pytest.mark.parametrize("route", ["cholesky", "eigen", "empty"])
+def test_span_whitener_is_triangular_and_its_blocks_give_the_full_product(backend, route):
+    """mixedsim's span whitener is upper triangular (Cholesky route) or lower trapezoidal
+    (the eigendirections rotated by a QR factorisation) with the same ``W W'`` as the plain
+    basis, and the blockwise product that skips its zero part equals the full one."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import LayerStats, span_sq_norms
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((400, 30))
+    Y = X[:, :10] @ rng.standard_normal((10, 25)) + rng.standard_normal((400, 25)) * [
+        10.0 ** k for k in np.linspace(-1, 1, 25)]
+    if route == "eigen":
+        Y[:, -5:] = Y[:, :5] @ rng.standard_normal((5, 5))  # rank 20 of 25
+    if route == "empty":
+        Y[:] = 3.0
+    bk = _backend.get("cpu", backend)
+    a, b = LayerStats(X, backend=bk), LayerStats(Y, backend=bk)
+    assert (b.span_cholesky is not None) == (route == "cholesky")
+    W = bk.host(b.span_whitener())
+    unit = b.standardized()
+    if route == "empty":
+        assert W.shape == (25, 0)
+    else:
+        plain = bk.host(b.scales[:, None] * unit.whitener(unit.rank)) if route == "eigen" else W
+        assert W.shape == plain.shape == (25, 25 if route == "cholesky" else 20)
+        np.testing.assert_allclose(W @ W.T, plain @ plain.T, rtol=0,
+                                   atol=1e-9 * np.abs(plain @ plain.T).max())
+        zero = np.triu(W, 1) if route == "eigen" else np.tril(W, -1)
+        assert not zero.any()
+    C = a.Xc.T @ b.Xc
+    full = ((bk.host(C) @ W) ** 2).sum(1)
+    for width in (1, 4, 7, 192):  # one column per block, uneven blocks, one block
+        blocks = b.span_blocks(width)
+        assert sum(cols.stop - cols.start for _, cols in blocks) == W.shape[1]
+        fast = bk.host(span_sq_norms(C, b, width))
+        np.testing.assert_allclose(fast, full, rtol=1e-10, atol=1e-12 * full.max(initial=1))
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_cholesky_route_is_taken_only_when_no_direction_would_be_cut(backend):
     """The certificate (a Cholesky factor of ``G - t I``) accepts a matrix whose smallest
     eigenvalue is comfortably above ``rtol`` times the largest, and never one whose

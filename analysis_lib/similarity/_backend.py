@@ -85,6 +85,13 @@ class Backend:
             found.append((host.T @ host).astype(np.float64, copy=False))
         return [self.asarray(G) for G in found]
 
+    def qr_r(self, A):
+        """The triangular factor ``R`` of the reduced QR factorisation ``A = Q R`` (``Q`` is
+        not formed)."""
+        if self.name == "numpy":
+            return np.linalg.qr(A, mode="r")
+        return torch.linalg.qr(A, mode="r")[1]
+
     def contiguous(self, x):
         """``x`` with its rows laid out one after another in memory (a copy when needed)."""
         return np.ascontiguousarray(x) if self.name == "numpy" else x.contiguous()

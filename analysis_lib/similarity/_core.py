@@ -236,17 +236,43 @@ class LayerStats:
         different scales leave every direction in it). Through a Cholesky factor when the
         z-scored ``G`` is safely full rank (its smallest eigenvalue, bounded below by the
         factor, above ``RANK_RTOL`` of the largest, bounded above: then no eigendirection
-        would be cut), else through the eigendirections above the rank cut. Cached per
-        dtype."""
+        would be cut), else through the eigendirections above the rank cut.
+
+        ``W`` is triangular either way, which :func:`span_sq_norms` uses to skip its zero
+        part: upper triangular on the Cholesky route (``S L^-T``); on the eigendirections'
+        route the d x r basis ``S V_r diag(lam_r)^-1/2`` is turned into a lower-trapezoidal
+        one with the same ``W W'`` (``R'`` from the QR factorisation of its transpose, a
+        rotation of its columns). Cached per dtype."""
         key = ("span", np.dtype(dtype))
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
-            unit = self.standardized()
-            W = self.span_cholesky
-            if W is None:
-                W = unit.whitener(unit.rank) if unit.rank else unit.G[:, :0]
-            cache[key] = self.xp.astype(self.scales[:, None] * W, self.bk.dtype(dtype))
+            cache[key] = self.xp.astype(self._span_factor[0], self.bk.dtype(dtype))
         return cache[key]
+
+    @cached_property
+    def _span_factor(self):
+        """``(W, lower)``: :meth:`span_whitener` in float64 and whether it is lower
+        trapezoidal (else upper triangular)."""
+        unit = self.standardized()
+        W = self.span_cholesky
+        if W is not None:
+            return self.scales[:, None] * W, False
+        if not unit.rank:
+            return unit.G[:, :0] * 1.0, True
+        basis = self.scales[:, None] * unit.whitener(unit.rank)
+        return self.bk.contiguous(self.bk.qr_r(basis.T).T), True
+
+    def span_blocks(self, width: int = 192) -> list[tuple[slice, slice]]:
+        """``(rows, cols)`` of the blocks of :meth:`span_whitener` that can be non-zero,
+        columns in blocks of about ``width``: for an upper triangular ``W`` a column block
+        needs the rows above its end, for a lower trapezoidal one the rows from its
+        start."""
+        W, lower = self._span_factor
+        d, r = W.shape
+        parts = max(1, -(-r // width))
+        edges = [round(r * k / parts) for k in range(parts + 1)]
+        return [(slice(lo, d) if lower else slice(0, min(hi, d)), slice(lo, hi))
+                for lo, hi in zip(edges[:-1], edges[1:])]
 
     def loadings(self, k: int, dtype=np.float64):
         """``diag(sqrt(lam_k)) V_k.T`` (k x d): the cross-products of the top-k principal
@@ -350,3 +376,20 @@ def cross(a: LayerStats, b: LayerStats):
         raise ValueError(f"layers must have the same rows (stimuli): {a.n} vs {b.n}")
     xp, dt = a.xp, a.bk.dtype(np.promote_types(a.dtype, b.dtype))
     return xp.astype(a.Xc, dt, copy=False).T @ xp.astype(b.Xc, dt, copy=False)
+
+
+def span_sq_norms(C, b: LayerStats, width: int = 192):
+    """The row sums of squares of ``C @ b.span_whitener(C.dtype)``, float64: the squared
+    norm of the projection onto ``b``'s span of each vector whose cross-products with
+    ``b``'s neurons are a row of ``C``. Block by block (:meth:`LayerStats.span_blocks`,
+    columns in blocks of about ``width``), skipping the zero triangle of the whitener: for
+    768 neurons, 4 blocks and 62% of the full product's multiply-adds, in 0.75x its time.
+    """
+    xp = b.xp
+    W = b.span_whitener(np.dtype(np.float32) if C.dtype == b.bk.dtype(np.float32)
+                        else np.dtype(np.float64))
+    out = xp.sum(C[:, :0], axis=1, dtype=xp.float64)  # zeros, on C's device
+    for rows, cols in b.span_blocks(width):
+        M = C[:, rows] @ W[rows, cols]
+        out = out + xp.sum(M * M, axis=1, dtype=xp.float64)
+    return out

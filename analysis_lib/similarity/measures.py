@@ -24,7 +24,16 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from . import _backend
-from ._core import LayerStats, as_matrix, check_pair, cross, fill_eigs, standardize_pair, work_dtype
+from ._core import (
+    LayerStats,
+    as_matrix,
+    check_pair,
+    cross,
+    fill_eigs,
+    span_sq_norms,
+    standardize_pair,
+    work_dtype,
+)
 
 # --------------------------------------------------------------------------- kernels
 
@@ -73,10 +82,9 @@ def _k_mixed_values(a: LayerStats, b: LayerStats, C):
     # not change when Y's neurons are rescaled, so its basis comes from the z-scored layer:
     # with raw scales, a few huge neurons (a decoder's massive activations) would push
     # every other direction under the rank cut relative to the largest eigenvalue
-    W = b.span_whitener(a.dtype)
     every = bool(xp.all(va))
-    M = xp.astype(C if every else C[va, :], W.dtype, copy=False) @ W
-    r2 = xp.sum(M * M, axis=1, dtype=xp.float64) / (a.sq_norms if every else a.sq_norms[va])
+    C = xp.astype(C if every else C[va, :], a.bk.dtype(a.dtype), copy=False)
+    r2 = span_sq_norms(C, b) / (a.sq_norms if every else a.sq_norms[va])
     return xp.sqrt(xp.clip(r2, 0.0, 1.0))
 
 
