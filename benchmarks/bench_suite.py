@@ -92,7 +92,8 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
 
     * the factorisations of the layers: the certificate and Cholesky factor of every
       z-scored ``G`` (mixedsim's span), and the eigendecompositions of every ``G`` (SVCCA's
-      and PWCCA's principal directions) and of the z-scored ``G`` the certificate refuses,
+      and PWCCA's principal directions, only the kept ones formed) and of the z-scored
+      ``G`` the certificate refuses,
       with the QR factorisation that makes its span basis triangular;
     * mixedsim's ``C @ W`` for both directions of every pair (d x d times a triangular
       d x r, float32, block by block);
@@ -101,7 +102,9 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     """
     from analysis_lib.similarity import measures as m
     from analysis_lib.similarity._core import (
+        RANK_RTOL,
         LayerStats,
+        components_of,
         fill_eigs,
         fill_span_choleskys,
         span_sq_norms,
@@ -117,7 +120,9 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
 
     def factorise(S):
         fill_span_choleskys(S)
-        fill_eigs(S + [s.standardized() for s in S if s.span_cholesky is None])
+        spans = [s.standardized() for s in S if s.span_cholesky is None]
+        fill_eigs(S + spans, [lambda lam, s=s: components_of(lam, RANK_RTOL[s.dtype], 0.99)
+                              for s in S] + [None] * len(spans))
         for s in S:
             s.span_whitener(np.float32)
 

@@ -409,6 +409,97 @@ def test_side_by_side_eigendecompositions_equal_one_by_one(backend):
     np.testing.assert_allclose((V * lam) @ V.T, bk.host(unit.G), atol=1e-10)
 
 
+def test_lapack_calls_equal_numpy_and_scipy():
+    """The LAPACK routines called through ctypes give NumPy's and SciPy's results, read
+    blocks of larger arrays by their leading dimension, and refuse row-ordered arrays."""
+    from scipy.linalg import eigh_tridiagonal
+
+    from analysis_lib.similarity import _lapack
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((40, 30))
+    G = A.T @ A + np.eye(30)
+    L = np.array(G, order="F")
+    assert _lapack.potrf(L) == 0
+    np.testing.assert_allclose(np.tril(L), np.linalg.cholesky(G), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(np.triu(L, 1), np.triu(G, 1))  # the other triangle stays
+    assert _lapack.trtri(L) == 0
+    np.testing.assert_allclose(np.tril(L) @ np.linalg.cholesky(G), np.eye(30), atol=1e-10)
+    bad = np.array(G - 100 * np.eye(30), order="F")
+    assert _lapack.potrf(bad) > 0  # not positive definite: LAPACK's info says where
+    packed = np.array(G, order="F")
+    diag, off, tau, info = _lapack.sytrd(packed)
+    assert info == 0
+    lam, Z, info = _lapack.stedc(diag, off)
+    assert info == 0
+    np.testing.assert_allclose(lam, eigh_tridiagonal(diag, off, eigvals_only=True),
+                               rtol=1e-12)
+    np.testing.assert_allclose(lam, np.linalg.eigvalsh(G), rtol=1e-12)
+    V = Z.copy(order="F")
+    assert _lapack.ormqr(packed[1:, :29], tau, V[1:]) == 0  # blocks of Fortran arrays
+    np.testing.assert_allclose(G @ V, V * lam, atol=1e-10 * lam[-1])
+    np.testing.assert_allclose(V.T @ V, np.eye(30), atol=1e-12)
+    with pytest.raises(ValueError, match="column order"):
+        _lapack.potrf(np.ascontiguousarray(G + 0.5 * np.triu(np.ones((30, 30)))))
+    with pytest.raises(ValueError, match="column order"):
+        _lapack.potrf(np.asfortranarray(G, dtype=np.float32))
+
+
+@pytest.mark.parametrize("d, keep", [(30, 7), (30, 30), (30, 0), (2, 1), (1, 1), (200, 60)])
+def test_leading_eigenvectors_equal_those_of_the_whole_decomposition(d, keep):
+    """``_leading_eigh`` returns every eigenvalue and the leading eigenvectors of ``eigh``
+    (up to sign), in its order, and asks its count function with the descending,
+    non-negative eigenvalues."""
+    from analysis_lib.similarity._backend import _leading_eigh
+
+    rng = np.random.default_rng(d)
+    A = rng.standard_normal((d + 5, d)) * np.linspace(0.1, 2.0, d)
+    G = A.T @ A
+    seen = []
+
+    def want(lam):
+        seen.append(lam)
+        return keep
+
+    lam, V = _leading_eigh(G, want)
+    full_lam, full_V = np.linalg.eigh(G)
+    np.testing.assert_allclose(lam, full_lam, rtol=1e-10, atol=1e-12 * full_lam[-1])
+    assert V.shape == (d, keep) and V.flags.c_contiguous
+    np.testing.assert_allclose(np.abs((V * full_V[:, d - keep:]).sum(0)), 1.0, atol=1e-8)
+    assert np.all(np.diff(seen[0]) <= 0) and seen[0].min() >= 0
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_decompositions_that_keep_leading_vectors_serve_every_reader(backend):
+    """A layer decomposed with only its leading eigenvectors has every eigenvalue, gives
+    the same whiteners and loadings as the whole decomposition, and computes the whole
+    one when more vectors are read; a count of None or a second reader asking for all
+    gives the whole decomposition at once."""
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity._core import LayerStats, fill_eigs
+
+    bk = _backend.get("cpu", backend)
+    rng = np.random.default_rng(2)
+    raw = [rng.standard_normal((300, d)) * np.linspace(0.1, 3.0, d) for d in (20, 25, 30)]
+    part = [LayerStats(x, backend=bk) for x in raw]
+    whole = [LayerStats(x, backend=bk) for x in raw]
+    fill_eigs(part + part[2:], [lambda lam: 5, lambda lam: 8, lambda lam: 4, None])
+    assert [("_top_eig" in s.__dict__, "eig" in s.__dict__) for s in part] == [
+        (True, False), (True, False), (False, True)]
+    for s, w in zip(part, whole):
+        np.testing.assert_allclose(s.lam_host, bk.host(w.eig[0]), rtol=1e-10)
+        assert s.rank == w.rank and s.n_components(0.9) == w.n_components(0.9)
+        for k in (1, 5):
+            np.testing.assert_allclose(np.abs(bk.host(s.whitener(k))),
+                                       np.abs(bk.host(w.whitener(k))), rtol=1e-8)
+            np.testing.assert_allclose(np.abs(bk.host(s.loadings(k))),
+                                       np.abs(bk.host(w.loadings(k))), rtol=1e-8, atol=1e-10)
+    assert "eig" not in part[0].__dict__
+    np.testing.assert_allclose(np.abs(bk.host(part[0].whitener(12))),
+                               np.abs(bk.host(whole[0].whitener(12))), rtol=1e-8)
+    assert "eig" in part[0].__dict__  # more vectors than were kept: the whole decomposition
+
+
 def test_suite_values_do_not_depend_on_the_thread_count():
     """With as many matrices as threads, every decomposition runs on one thread whatever
     the machine has, so the suite's numbers are the same at 1 and 2 threads."""

@@ -103,6 +103,31 @@ def work_dtype(*arrays: np.ndarray, dtype=None) -> np.dtype:
     return np.dtype(np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64)
 
 
+def rank_of(lam: np.ndarray, rtol: float) -> int:
+    """How many of the descending eigenvalues ``lam`` exceed ``rtol`` times the largest."""
+    if lam.size == 0 or lam[0] <= 0:
+        return 0
+    return int((lam > lam[0] * rtol).sum())
+
+
+def components_of(lam: np.ndarray, rtol: float, variance: float | None,
+                  cut: str = "reach") -> int:
+    """:meth:`LayerStats.n_components` of the descending eigenvalues ``lam``."""
+    r = rank_of(lam, rtol)
+    if r == 0:
+        return 0
+    if variance is None:
+        return r
+    frac = np.cumsum(lam[:r]) / lam[:r].sum()
+    if cut == "reach":
+        k = int(np.searchsorted(frac, variance - 1e-12) + 1)
+    elif cut == "below":
+        k = int((frac < variance).sum())
+    else:
+        raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
+    return max(1, min(k, r))
+
+
 class LayerStats:
     """Per-layer quantities, each computed on first use and then reused.
 
@@ -192,18 +217,31 @@ class LayerStats:
         xp = self.xp
         return xp.clip(xp.flip(lam, axis=0), 0.0, None), xp.flip(V, axis=1)
 
+    def _spectrum(self):
+        """Every eigenvalue of G (descending) with the eigenvectors computed so far: all of
+        them (:attr:`eig`), or only the leading ones when :func:`fill_eigs` was told that
+        no more would be read."""
+        if "eig" in self.__dict__ or "_top_eig" not in self.__dict__:
+            return self.eig
+        return self._top_eig
+
+    def top_vectors(self, k: int):
+        """``(lam, V_k)``: every eigenvalue and the top-k eigenvectors (d x k) of G,
+        from the leading ones already computed when they suffice, else from :attr:`eig`."""
+        lam, V = self._spectrum()
+        if V.shape[1] < k:
+            lam, V = self.eig
+        return lam, V[:, :k]
+
     @cached_property
     def lam_host(self) -> np.ndarray:
         """The eigenvalues of G as a NumPy array (for decisions made on the host)."""
-        return self.bk.host(self.eig[0])
+        return self.bk.host(self._spectrum()[0])
 
     @cached_property
     def rank(self) -> int:
         """Number of directions with non-negligible variance."""
-        lam = self.lam_host
-        if lam.size == 0 or lam[0] <= 0:
-            return 0
-        return int((lam > lam[0] * RANK_RTOL[self.dtype]).sum())
+        return rank_of(self.lam_host, RANK_RTOL[self.dtype])
 
     def n_components(self, variance: float | None, cut: str = "reach") -> int:
         """How many principal directions SVCCA keeps.
@@ -213,20 +251,7 @@ class LayerStats:
         ``cut="below"`` (Wu et al.'s released code) keeps those whose cumulative variance stays
         below it, which is one fewer unless the threshold is hit exactly; at least one is kept.
         """
-        r = self.rank
-        if r == 0:
-            return 0
-        if variance is None:
-            return r
-        lam = self.lam_host[:r]
-        frac = np.cumsum(lam) / lam.sum()
-        if cut == "reach":
-            k = int(np.searchsorted(frac, variance - 1e-12) + 1)
-        elif cut == "below":
-            k = int((frac < variance).sum())
-        else:
-            raise ValueError(f"cut must be 'reach' or 'below', got {cut!r}")
-        return max(1, min(k, r))
+        return components_of(self.lam_host, RANK_RTOL[self.dtype], variance, cut)
 
     def span_whitener(self, dtype=np.float64):
         """A d x r matrix ``W`` with ``W W' = S G_unit^+ S`` (``S`` the neuron scales,
@@ -284,7 +309,7 @@ class LayerStats:
         key = ("loadings", k, np.dtype(dtype))
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
-            lam, V = self.eig
+            lam, V = self.top_vectors(k)
             xp = self.xp
             cache[key] = self.bk.contiguous(xp.astype(xp.sqrt(lam[:k])[:, None] * V[:, :k].T,
                                                       self.bk.dtype(dtype)))
@@ -303,21 +328,41 @@ class LayerStats:
         key = (k, np.dtype(dtype))
         cache = self.__dict__.setdefault("_whiteners", {})
         if key not in cache:
-            lam, V = self.eig
+            lam, V = self.top_vectors(k)
             xp = self.xp
-            cache[key] = xp.astype(V[:, :k] / xp.sqrt(lam[:k]), self.bk.dtype(dtype),
+            cache[key] = xp.astype(V / xp.sqrt(lam[:k]), self.bk.dtype(dtype),
                                    copy=False)
         return cache[key]
 
 
-def fill_eigs(layers) -> None:
+def fill_eigs(layers, vectors=None) -> None:
     """Compute the eigendecompositions of several layers' ``G`` at once (those not yet
-    computed), side by side on the CPU (:meth:`~._backend.Backend.eighs`)."""
-    todo = [s for s in dict.fromkeys(layers) if "eig" not in s.__dict__]
+    computed), side by side on the CPU (:meth:`~._backend.Backend.eighs`).
+
+    ``vectors`` (one entry per layer, optional) says how many leading eigenvectors will be
+    read: a function of the descending eigenvalues that returns the count, or None for all.
+    A layer listed more than once gets the most any entry asks for. With a count, only
+    those eigenvectors are formed (:attr:`LayerStats.top_vectors`); a later request for
+    more computes the whole decomposition."""
+    needs: dict = {}
+    for s, want in zip(layers, vectors or [None] * len(layers)):
+        if "eig" in s.__dict__:
+            continue
+        if s in needs and (needs[s] is None or want is None):
+            needs[s] = None
+        else:
+            needs[s] = want if s not in needs else _most(needs[s], want)
+    todo = [s for s, want in needs.items() if want is None or "_top_eig" not in s.__dict__]
     if not todo:
         return
-    for s, (lam, V) in zip(todo, todo[0].bk.eighs([s.G for s in todo])):
-        s.__dict__["eig"] = s._ordered(lam, V)
+    found = todo[0].bk.eighs([s.G for s in todo], [needs[s] for s in todo])
+    for s, (lam, V) in zip(todo, found):
+        s.__dict__["eig" if V.shape[1] == s.d else "_top_eig"] = s._ordered(lam, V)
+
+
+def _most(*counts):
+    """A count function giving the largest of several."""
+    return lambda lam: max(f(lam) for f in counts)
 
 
 def fill_span_choleskys(layers) -> None:

@@ -21,8 +21,10 @@ from tqdm.auto import tqdm
 from . import _backend
 from . import measures as m
 from ._core import (
+    RANK_RTOL,
     LayerStats,
     as_matrix,
+    components_of,
     cross,
     fill_eigs,
     fill_span_choleskys,
@@ -239,18 +241,26 @@ def _decompose(SA, SB, same, names, opts) -> None:
     side on the CPU; see :func:`~._core.fill_eigs`) rather than one by one as the pairs
     first need them: SVCCA/PWCCA's of ``G`` (or of the z-scored ``G`` with
     ``standardize=True``), CCA's of ``G``, and mixedsim's of the z-scored ``G`` of every
-    layer whose span the Cholesky route cannot take."""
+    layer whose span the Cholesky route cannot take. SVCCA/PWCCA read only the leading
+    eigenvectors that their variance threshold keeps, so only those are formed."""
     layers = list(dict.fromkeys(SA + SB))
-    wanted = []
+    wanted, vectors = [], []
     if {"svcca", "pwcca"} & set(names):
-        wanted += [s.standardized() for s in layers] if opts.get("standardize") else layers
+        variance, cut = opts.get("variance", 0.99), opts.get("cut", "reach")
+        for s in ([s.standardized() for s in layers] if opts.get("standardize") else layers):
+            wanted.append(s)
+            vectors.append(lambda lam, s=s: components_of(lam, RANK_RTOL[s.dtype], variance,
+                                                          cut))
     if "cca" in names:
         wanted += layers
+        vectors += [None] * len(layers)
     if "mixedsim" in names:
         spans = layers if same else SB
         fill_span_choleskys(spans)
-        wanted += [s.standardized() for s in spans if s.span_cholesky is None]
-    fill_eigs(wanted)
+        todo = [s.standardized() for s in spans if s.span_cholesky is None]
+        wanted += todo
+        vectors += [None] * len(todo)
+    fill_eigs(wanted, vectors)
 
 
 def _is_one_with_itself(name: str, a: LayerStats, opts) -> bool:
