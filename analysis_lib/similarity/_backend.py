@@ -42,6 +42,11 @@ class Backend:
     def xp(self):
         return xtorch if self.name == "torch" else xnp
 
+    @property
+    def on_host(self) -> bool:
+        """Whether the arrays live in host memory (NumPy, or torch on the CPU)."""
+        return self.name == "numpy" or self.device.type == "cpu"
+
     def dtype(self, dt) -> Any:
         """The backend's float32/float64 for a NumPy dtype."""
         return self.xp.float32 if np.dtype(dt) == np.float32 else self.xp.float64

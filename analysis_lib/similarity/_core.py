@@ -76,7 +76,7 @@ def _moderate_scale(A: np.ndarray) -> np.ndarray:
     (above 2**40 or below 2**-40), so that products neither overflow nor underflow in float32.
     Exact (a power of two only changes exponents), and every measure here is invariant to
     scaling a layer by one number."""
-    peak = float(np.abs(A).max()) if A.size else 0.0
+    peak = max(float(A.max()), -float(A.min())) if A.size else 0.0  # no |A| copy
     if peak == 0.0 or 2.0 ** -40 <= peak <= 2.0 ** 40:
         return A
     return A * A.dtype.type(2.0 ** -np.floor(np.log2(peak)))
@@ -149,7 +149,10 @@ class LayerStats:
         self.bk = backend
         xp = backend.xp
         dev = backend.asarray(X)
-        mean = xp.sum(dev, axis=0, dtype=xp.float64) / self.n
+        if backend.on_host:  # NumPy's float64 column sums of a float32 array: 2x torch's
+            mean = backend.asarray(np.add.reduce(X, axis=0, dtype=np.float64) / self.n)
+        else:
+            mean = xp.sum(dev, axis=0, dtype=xp.float64) / self.n
         if out is None:
             out = backend.empty(X.shape, self.dtype)
         elif tuple(out.shape) != X.shape or out.dtype != backend.dtype(self.dtype):
