@@ -203,6 +203,11 @@ class LayerStats:
         return self.bk.grams([self.Xc])[0]
 
     @cached_property
+    def gram_sq(self) -> float:
+        """``||G||_F^2`` (linear CKA's normaliser), computed once per layer."""
+        return float(self.xp.sum(self.G ** 2))
+
+    @cached_property
     def sq_norms(self):
         """Sum of squares of each centred neuron (diag of G), float64."""
         return self.bk.col_sq_norms(self.Xc)

@@ -211,7 +211,7 @@ def _k_linear_cka(a: LayerStats, b: LayerStats, C, debiased: bool) -> float:
     if debiased:
         ra, rb = _row_sq(a), _row_sq(b)
         rows = tuple(float(v) for v in (ra @ rb, ra @ ra, rb @ rb, xp.sum(ra), xp.sum(rb)))
-    ga, gb = float(xp.sum(a.G ** 2)), float(xp.sum(b.G ** 2))
+    ga, gb = a.gram_sq, b.gram_sq
     cross_sq = float(xp.sum(C * C, dtype=xp.float64))
     return _cka_from_sums(a.n, cross_sq, (np.sqrt(ga), np.sqrt(gb)), (ga, gb), rows)
 
