@@ -164,6 +164,8 @@ class Backend:
         threads = self.threads()
         workers = min(len(items), threads)
         with _blas().limit(limits=max(1, threads // workers), user_api="blas"):
+            if workers == 1:
+                return [fn(x) for x in items]
             with ThreadPoolExecutor(workers) as pool:
                 return list(pool.map(fn, items))
 
