@@ -179,3 +179,34 @@ def test_weights_changed_in_memory_are_not_served_from_the_cache(tmp_path):
     after = extract.extract(loaded, corpus, cache_dir=tmp_path, progress=False)
     assert not np.allclose(before.words[2], after.words[2])
     np.testing.assert_array_equal(before.words[1], after.words[1])
+
+
+@pytest.mark.parametrize("failure", [OSError("Not enough free space to write 96 bytes after "
+                                             "offset 128"),
+                                     OSError(28, "No space left on device")])
+def test_a_full_disk_names_the_cache_and_the_fix_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                    failure):
+    cache = ArrayCache("x", tmp_path)
+    key = "full"
+    cache.save("earlier", {"x": np.arange(3)}, {})
+
+    def no_room(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(np, "save", no_room)
+    with pytest.raises(OSError, match="ran out of space.*ANALYSIS_LIB_CACHE") as raised:
+        cache.save(key, {"x": np.arange(3)}, {})
+    assert raised.value.errno == 28 and raised.value.__cause__ is failure
+    assert cache.load(key) is None
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+    monkeypatch.undo()
+    assert cache.load("earlier") is not None  # what was there stays
+
+
+def test_other_write_errors_pass_through_unchanged(tmp_path, monkeypatch):
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(np, "save", denied)
+    with pytest.raises(PermissionError, match="Permission denied"):
+        ArrayCache("x", tmp_path).save("denied", {"x": np.arange(3)}, {})

@@ -17,6 +17,7 @@ Linux).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -260,11 +261,29 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except OSError as error:
+            if not _out_of_space(error):
+                raise
+            free = shutil.disk_usage(final.parent).free
+            raise OSError(
+                errno.ENOSPC,
+                f"the disk ran out of space while writing the cache entry {final.name} under "
+                f"{final.parent} ({free / 2**20:.0f} MB free now; {error}); nothing was "
+                "half-written: free some space (the cache's older entries can go, see "
+                "book/running.md) or set ANALYSIS_LIB_CACHE to a folder on a larger disk, and "
+                "run again") from error
         _rename_into_place(tmp, final, valid)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _out_of_space(error: OSError) -> bool:
+    """Whether a write failed for want of disk space (or of quota). NumPy reports a short
+    write as an OSError without an errno, so its message is checked too."""
+    return error.errno in (errno.ENOSPC, errno.EDQUOT) or "free space" in str(error)
 
 
 def folder_checksums(folder: Path, files: str | list[str]) -> dict[str, str]:
