@@ -183,7 +183,9 @@ def test_weights_changed_in_memory_are_not_served_from_the_cache(tmp_path):
 
 @pytest.mark.parametrize("failure", [OSError("Not enough free space to write 96 bytes after "
                                              "offset 128"),
-                                     OSError(28, "No space left on device")])
+                                     OSError(28, "No space left on device"),
+                                     RuntimeError("Error while serializing: IoError(Os { code: "
+                                                  "28, kind: StorageFull })")])
 def test_a_full_disk_names_the_cache_and_the_fix_and_leaves_nothing(tmp_path, monkeypatch,
                                                                     failure):
     cache = ArrayCache("x", tmp_path)

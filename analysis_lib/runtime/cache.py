@@ -263,7 +263,7 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
     try:
         try:
             write(tmp)
-        except OSError as error:
+        except Exception as error:
             if not _out_of_space(error):
                 raise
             free = shutil.disk_usage(final.parent).free
@@ -280,10 +280,15 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
     return final
 
 
-def _out_of_space(error: OSError) -> bool:
+def _out_of_space(error: Exception) -> bool:
     """Whether a write failed for want of disk space (or of quota). NumPy reports a short
-    write as an OSError without an errno, so its message is checked too."""
-    return error.errno in (errno.ENOSPC, errno.EDQUOT) or "free space" in str(error)
+    write as an OSError without an errno, and safetensors as its own error type, so the
+    message is checked too."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error)
+    return any(words in text for words in ("Not enough free space", "No space left on device",
+                                           "StorageFull", "Disk quota exceeded"))
 
 
 def folder_checksums(folder: Path, files: str | list[str]) -> dict[str, str]:
