@@ -500,6 +500,32 @@ def test_decompositions_that_keep_leading_vectors_serve_every_reader(backend):
     assert "eig" in part[0].__dict__  # more vectors than were kept: the whole decomposition
 
 
+def test_without_scipys_function_pointers_the_python_routines_give_the_same_results(
+        monkeypatch):
+    """Where SciPy publishes no LAPACK function pointers, the decompositions and the
+    certified factors fall back to NumPy's and SciPy's Python-level routines, with the same
+    results."""
+    from analysis_lib.similarity import _backend, _lapack
+
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((60, 40)) * np.linspace(0.1, 2.0, 40)
+    G = A.T @ A
+    low_rank = G[:, :5] @ G[:5, :] / G[0, 0]  # rank 5: no certificate
+    want = lambda lam: 6  # noqa: E731
+    assert _lapack.available()
+    ctypes_route = (_backend._host_eigh((G, want)), _backend._host_inverse_cholesky((G, 1e-6)),
+                    _backend._host_inverse_cholesky((low_rank, 1e-6)))
+    monkeypatch.setattr(_lapack, "available", lambda: False)
+    python_route = (_backend._host_eigh((G, want)), _backend._host_inverse_cholesky((G, 1e-6)),
+                    _backend._host_inverse_cholesky((low_rank, 1e-6)))
+    (lam, V), (lam2, V2) = ctypes_route[0], python_route[0]
+    np.testing.assert_allclose(lam2, lam, rtol=1e-10, atol=1e-12 * lam[-1])
+    assert V2.shape == V.shape == (40, 6)
+    np.testing.assert_allclose(np.abs((V * V2).sum(0)), 1.0, atol=1e-8)
+    np.testing.assert_allclose(python_route[1], ctypes_route[1], rtol=1e-8, atol=1e-12)
+    assert ctypes_route[2] is None and python_route[2] is None
+
+
 def test_suite_values_do_not_depend_on_the_thread_count():
     """With as many matrices as threads, every decomposition runs on one thread whatever
     the machine has, so the suite's numbers are the same at 1 and 2 threads."""

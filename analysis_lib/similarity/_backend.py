@@ -196,6 +196,10 @@ def _host_eigh(item) -> tuple[np.ndarray, np.ndarray]:
     G, want = item
     if want is None:
         return np.linalg.eigh(G)
+    if not _lapack.available():
+        lam, V = np.linalg.eigh(G)
+        k = int(want(np.clip(lam[::-1], 0.0, None)))
+        return lam, np.ascontiguousarray(V[:, G.shape[0] - k:])
     return _leading_eigh(G, want)
 
 
@@ -231,6 +235,16 @@ def _host_inverse_cholesky(item) -> np.ndarray | None:
     """:meth:`Backend.certified_inverse_choleskys` of one NumPy matrix and shift."""
     G, shift = item
     d = G.shape[0]
+    if not _lapack.available():
+        from scipy.linalg import solve_triangular
+
+        try:
+            np.linalg.cholesky(G - shift * np.eye(d))
+            L = np.linalg.cholesky(G)
+        except np.linalg.LinAlgError:
+            return None
+        Linv = solve_triangular(L, np.eye(d), lower=True)
+        return Linv if np.isfinite(Linv).all() else None
     shifted = np.array(G, dtype=np.float64, order="F")
     shifted.flat[::d + 1] -= shift
     if _lapack.potrf(shifted) != 0:

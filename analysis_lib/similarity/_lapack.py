@@ -39,6 +39,19 @@ def _routine(name: str):
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * _ARITY[name])(address)
 
 
+@cache
+def available() -> bool:
+    """Whether SciPy publishes the function pointers used here (every SciPy since 0.16
+    does). Without them :mod:`._backend` falls back to NumPy's and SciPy's Python-level
+    routines: the same results, with the side-by-side work taking turns."""
+    try:
+        for name in _ARITY:
+            _routine(name)
+    except (ImportError, AttributeError, KeyError, ValueError, TypeError):
+        return False
+    return True
+
+
 class _Call:
     """The scalar arguments of one call, kept alive while LAPACK reads them by address."""
 
