@@ -29,13 +29,15 @@ _ARITY = {"dpotrf": 5, "dtrtri": 6, "dsytrd": 10, "dstedc": 11, "dormqr": 13}
 def _routine(name: str):
     from scipy.linalg import cython_lapack
 
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    # item access gives fresh function objects: the shared ctypes.pythonapi ones keep
+    # whatever argument types other code set on them
+    get_name = ctypes.pythonapi["PyCapsule_GetName"]
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     capsule = cython_lapack.__pyx_capi__[name]
-    address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+    address = get_pointer(capsule, get_name(capsule))
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * _ARITY[name])(address)
 
 
