@@ -93,22 +93,16 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     * the factorisations of the layers: the certificate and Cholesky factor of every
       z-scored ``G`` (mixedsim's span), and the eigendecompositions of every ``G`` (SVCCA's
       and PWCCA's principal directions, only the kept ones formed) and of the z-scored
-      ``G`` the certificate refuses,
-      with the QR factorisation that makes its span basis triangular;
+      ``G`` the certificate refuses, with the QR factorisation that makes its span basis
+      triangular;
     * mixedsim's ``C @ W`` for both directions of every pair (d x d times a triangular
       d x r, float32, block by block);
     * SVCCA/PWCCA's per-pair work: ``T = Wa' C Wb``, its SVD (the decompositions of a row
       side by side) and PWCCA's weights for both directions.
     """
     from analysis_lib.similarity import measures as m
-    from analysis_lib.similarity._core import (
-        RANK_RTOL,
-        LayerStats,
-        components_of,
-        fill_eigs,
-        fill_span_choleskys,
-        span_sq_norms,
-    )
+    from analysis_lib.similarity._core import LayerStats, span_sq_norms
+    from analysis_lib.similarity.pairwise import _decompose
 
     backend = _backend.get("cpu")
 
@@ -119,10 +113,7 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
         return out
 
     def factorise(S):
-        fill_span_choleskys(S)
-        spans = [s.standardized() for s in S if s.span_cholesky is None]
-        fill_eigs(S + spans, [lambda lam, s=s: components_of(lam, RANK_RTOL[s.dtype], 0.99)
-                              for s in S] + [None] * len(spans))
+        _decompose(S, S, True, SUITE, {})
         for s in S:
             s.span_whitener(np.float32)
 

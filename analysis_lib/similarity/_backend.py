@@ -197,10 +197,15 @@ def _host_eigh(item) -> tuple[np.ndarray, np.ndarray]:
     if want is None:
         return np.linalg.eigh(G)
     if not _lapack.available():
-        lam, V = np.linalg.eigh(G)
-        k = int(want(np.clip(lam[::-1], 0.0, None)))
-        return lam, np.ascontiguousarray(V[:, G.shape[0] - k:])
+        return _whole_eigh_keeping(G, want)
     return _leading_eigh(G, want)
+
+
+def _whole_eigh_keeping(G: np.ndarray, want) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_leading_eigh` through the whole ``eigh``, its leading vectors kept."""
+    lam, V = np.linalg.eigh(G)
+    k = int(want(np.clip(lam[::-1], 0.0, None)))
+    return lam, np.ascontiguousarray(V[:, G.shape[0] - k:])
 
 
 def _leading_eigh(G: np.ndarray, want) -> tuple[np.ndarray, np.ndarray]:
@@ -214,8 +219,7 @@ def _leading_eigh(G: np.ndarray, want) -> tuple[np.ndarray, np.ndarray]:
     one thread against 95 ms for the whole ``eigh``."""
     d = G.shape[0]
     if d < 3:
-        lam, V = np.linalg.eigh(G)
-        return lam, np.ascontiguousarray(V[:, d - int(want(np.clip(lam[::-1], 0.0, None))):])
+        return _whole_eigh_keeping(G, want)
     packed = np.array(G, dtype=np.float64, order="F")
     diag, off, tau, info = _lapack.sytrd(packed)
     lam, Z, info2 = _lapack.stedc(diag, off) if info == 0 else (None, None, info)
