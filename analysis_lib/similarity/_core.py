@@ -93,14 +93,31 @@ def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return X, Y
 
 
+#: A float32 layer is computed in float64 when one neuron's range of values is more than this
+#: many times the median neuron's (a decoder's massive activations): float32 products keep
+#: about seven digits relative to the largest neuron, and the directions of small variance
+#: that SVCCA, PWCCA, CCA and debiased CKA read would lose them.
+WIDE_RANGE = 64.0
+
+
+def wide_ranging(A: np.ndarray) -> bool:
+    """Whether a neuron's range (max - min over stimuli) exceeds :data:`WIDE_RANGE` times the
+    median neuron's range."""
+    spread = A.max(axis=0).astype(np.float64) - A.min(axis=0)
+    return bool(spread.max() > WIDE_RANGE * np.median(spread))
+
+
 def work_dtype(*arrays: np.ndarray, dtype=None) -> np.dtype:
-    """float32 if every input is float32 (and no dtype is forced), else float64."""
+    """The dtype the large products run in: float32 if every input is float32 and none is
+    :func:`wide_ranging` (and no dtype is forced), else float64."""
     if dtype is not None:
         dt = np.dtype(dtype)
         if dt not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dt}")
         return dt
-    return np.dtype(np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64)
+    single = all(a.dtype == np.float32 for a in arrays)
+    return np.dtype(np.float32 if single and not any(map(wide_ranging, arrays)) else
+                    np.float64)
 
 
 def rank_of(lam: np.ndarray, rtol: float) -> int:

@@ -110,16 +110,6 @@ class AttentionLayer:
         ok = (norm > 1e-12) & (counts[None, :] >= 2)
         return Z / np.where(ok, norm, 1.0)[:, :, None], ok
 
-    @cached_property
-    def sentence_index(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.maps)), [t for t, _ in self.shapes])
-
-    @cached_property
-    def sq_norms(self) -> np.ndarray:
-        """Squared Frobenius norm per head and sentence: (heads, sentences)."""
-        per_row = (self.padded ** 2).sum(axis=2)
-        return np.stack([np.bincount(self.sentence_index, w, len(self.maps)) for w in per_row])
-
 
 def _check_alignment(a: AttentionLayer, b: AttentionLayer) -> None:
     if a.shapes != b.shapes:
@@ -151,16 +141,17 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
                              "similarity is undefined (sentences of one word?)")
         return np.where(both, corr, 0.0).sum(axis=2) / counts
     if method == "frobenius":
-        dots = np.einsum("hwc,gwc->hgw", a.padded, b.padded)
-        n_sent = len(a.maps)
-        per_sent = np.zeros((a.heads, b.heads, n_sent))
-        for s_idx in range(n_sent):
-            sel = a.sentence_index == s_idx
-            per_sent[:, :, s_idx] = dots[:, :, sel].sum(axis=2)
-        sq = a.sq_norms[:, None, :] + b.sq_norms[None, :, :] - 2.0 * per_sent
-        dist = np.sqrt(np.clip(sq, 0.0, None))
+        # the differences themselves, not |P|^2 + |Q|^2 - 2 P.Q, which rounds identical
+        # maps to a distance near 1e-8
+        P, Q = a.padded, b.padded
+        starts = np.r_[0, np.cumsum([t for t, _ in a.shapes])[:-1]]
         t = np.array([t for t, _ in a.shapes], dtype=np.float64)
-        return 1.0 - (dist / np.sqrt(2.0 * t)).mean(axis=2)
+        out = np.empty((a.heads, b.heads))
+        for h in range(a.heads):
+            per_word = np.sum((P[h][None] - Q) ** 2, axis=2)  # (heads_B, words)
+            dist = np.sqrt(np.add.reduceat(per_word, starts, axis=1))  # (heads_B, sentences)
+            out[h] = 1.0 - (dist / np.sqrt(2.0 * t)).mean(axis=1)
+        return out
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 

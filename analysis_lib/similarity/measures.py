@@ -24,6 +24,8 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from . import _backend
+from .reference import TIE_TOL as TIE_TOL
+from .reference import tied_runs
 from ._core import (
     LayerStats,
     as_matrix,
@@ -163,39 +165,27 @@ def _svd_from_gram(T, lam, E):
     return T @ E / rho, rho, E.T
 
 
-#: Canonical correlations closer than this are one tied group for the PWCCA weights.
-TIE_TOL = 1e-7
-
-
 def _pw_weights(stats: LayerStats, k: int, u, rho):
     """Morcos et al.'s weights over canonical variates H = X0 u of one side:
     alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T.
 
-    Canonical directions whose correlations tie (within :data:`TIE_TOL`) are only defined
-    as a subspace: any rotation of them is an equally valid SVD, and which one the
-    eigensolver returns can change with the BLAS thread count. The absolute values in
+    Canonical directions whose correlations tie (within :data:`~.reference.TIE_TOL`) are
+    only defined as a subspace: any rotation of them is an equally valid SVD, and which one
+    the eigensolver returns can change with the BLAS thread count. The absolute values in
     alpha are not rotation-invariant, so within each tied group the directions are first
     rotated to a basis fixed by X itself (the right singular vectors of the group's
-    ``H.T Xc``), which makes the weights, and PWCCA, the same on every machine.
+    ``H.T Xc``; :func:`~.reference.pwcca`), which makes the weights, and PWCCA, the same on
+    every machine. The tolerance is far above float32's rounding of the correlations, so
+    float32 and float64 layers find the same groups; the rotation runs in float64.
     """
     xp = stats.xp
-    B = stats.loadings(k, stats.dtype)
-    M = xp.astype(u.T, B.dtype) @ B  # H.T Xc, one row per direction, in the work dtype
-    for start, end in tied_groups(stats.bk.host(rho)):
+    B = stats.loadings(k, np.float64)
+    M = xp.astype(u.T, B.dtype) @ B  # H.T Xc, one row per direction
+    for start, end in tied_runs(stats.bk.host(rho)):
         P, _, _ = xp.linalg.svd(M[start:end, :], full_matrices=False)
         M[start:end, :] = P.T @ M[start:end, :]
     w = xp.sum(xp.abs(M), axis=1, dtype=xp.float64)
     return w / xp.sum(w)
-
-
-def tied_groups(rho: np.ndarray) -> list[tuple[int, int]]:
-    """``(start, end)`` of every run of two or more consecutive values of a descending vector
-    that tie within :data:`TIE_TOL` of their neighbours."""
-    if rho.size < 2:
-        return []
-    breaks = np.flatnonzero(np.abs(np.diff(rho)) > TIE_TOL) + 1
-    edges = np.concatenate([[0], breaks, [rho.size]])
-    return [(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:]) if e - s > 1]
 
 
 def _k_pwcca_both(a: LayerStats, b: LayerStats, C, variance, cut):
@@ -527,6 +517,7 @@ def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
     ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
     convention)."""
     X = as_matrix(X, "X", 2).astype(np.float64)
+    X = X - X.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
     if threshold <= 0:
         raise ValueError(f"threshold must be positive, got {threshold}")
     sq = np.einsum("ij,ij->i", X, X)

@@ -33,8 +33,8 @@ from ._core import (
 )
 from .attention import AttentionLayer, _check_maps, head_similarity
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
-from .rsa import _pearson_from_moments, _pearson_vectors, _upper_moments, normalized_rows
-from .rsa import upper_triangle as _upper
+from .rsa import Stimuli, _pearson_vectors, normalized_rows, pearson_of_upper
+from .rsa import _shifted_triangle
 
 __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairwise_suite"]
 
@@ -346,10 +346,9 @@ class _RSAPrep:
         if key not in self.done:
             X = as_matrix(x, f"layers_{side}[{k}]", min_rows=3)
             if self.fast:
-                Xh = normalized_rows(X, self.kernel, f"layer {k}")
-                self.done[key] = (Xh, *_upper_moments(Xh)[:2])
+                self.done[key] = Stimuli(normalized_rows(X, self.kernel, f"layer {k}"))
             else:
-                tri = _upper(X, self.kernel)
+                tri = _shifted_triangle(X, self.kernel)
                 if self.compare == "spearman":
                     from scipy.stats import rankdata
 
@@ -362,11 +361,9 @@ class _RSAPrep:
             if a.shape != b.shape:
                 raise ValueError("every layer must have the same rows (stimuli)")
             return _pearson_vectors(a, b)
-        n = a[0].shape[0]
-        if b[0].shape[0] != n:
+        if a.n != b.n:
             raise ValueError("every layer must have the same rows (stimuli)")
-        sxy = (np.sum((a[0].T @ b[0]) ** 2) - n) / 2.0
-        return _pearson_from_moments(n * (n - 1) / 2.0, a[1], a[2], b[1], b[2], sxy)
+        return pearson_of_upper(a, b)
 
 
 def _rsa_matrix(A, B, same, pairs, M, options, show):

@@ -1,14 +1,20 @@
 """Representational similarity analysis (Kriegeskorte et al. 2008; Merchant et al. 2020 §5.1).
 
 Each side's n x n stimulus-similarity matrix is built with a kernel, and the two are compared by
-the Pearson (or Spearman) correlation of their upper triangles, diagonal excluded.
+the Pearson (or Spearman) correlation of their upper triangles, diagonal excluded
+(:func:`~.reference.rsa` is the definition, written out).
 
-For the cosine and correlation kernels with Pearson comparison nothing n x n is ever built: with
-row-normalised ``Xh`` the similarity matrix is ``S = Xh Xh.T``, so the sums the Pearson
-correlation needs over all ``i < j`` follow from d x d products (``sum S = |Xh.T 1|^2``,
-``sum S*S = |Xh.T Xh|_F^2``, ``sum S_x*S_y = |Xh.T Yh|_F^2``) minus the diagonal, halved.
-Memory stays O(n d) and time O(n d^2) at n = 5,000 and beyond. Euclidean distances and Spearman
-comparison need the n(n-1)/2 entries themselves (about 100 MB each at n = 5,000).
+For the cosine and correlation kernels with Pearson comparison nothing n x n is ever built.
+With row-normalised stimuli ``h_i = m + r_i`` (``m`` their mean) the similarity is
+``S_ij = 1 - |h_i - h_j|^2 / 2 = 1 + T_ij`` with ``T_ij = -|r_i - r_j|^2 / 2 = r_i . r_j + a_i
++ a_j`` and ``a_i = -|r_i|^2 / 2``. The constant 1 does not change a Pearson correlation, and
+``T_ij = z_i . w_j`` for ``z_i = (r_i, a_i, 1)`` and ``w_i = (r_i, 1, a_i)``, so every sum the
+correlation needs over ``i < j`` follows from (d + 2) x (d + 2) products of the ``z``: memory
+O(n d), time O(n d^2). Working with ``T`` instead of ``S = Xh Xh'`` matters: contextual
+embeddings are anisotropic (mean cosine 0.9 and above), so ``S`` is nearly constant, its
+variance from ``E[S^2] - E[S]^2`` would cancel away most digits, and ``h_i . h_j`` carries the
+rounding of the row norms; ``T`` is centred and reads only differences of rows, in float64. Euclidean distances and
+Spearman comparison need the n(n-1)/2 entries themselves (about 100 MB each at n = 5,000).
 """
 
 from __future__ import annotations
@@ -45,43 +51,54 @@ def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
     return A
 
 
-def _upper_moments(Xh: np.ndarray, Yh: np.ndarray | None = None):
-    """(sum, sum of squares, sum of products with Y) of the upper triangle of Xh Xh.T."""
-    n = Xh.shape[0]
-    col = Xh.sum(axis=0)
-    s1 = (col @ col - n) / 2.0
-    s2 = (np.sum((Xh.T @ Xh) ** 2) - n) / 2.0
-    sxy = None if Yh is None else (np.sum((Xh.T @ Yh) ** 2) - n) / 2.0
-    return s1, s2, sxy
+class Stimuli:
+    """One side's stimuli prepared for the fast path: the rows ``z_i = (r_i, a_i, 1)`` (see
+    the module docs) of row-normalised ``Xh`` (n, d), float64."""
+
+    def __init__(self, Xh: np.ndarray):
+        R = Xh - Xh.mean(axis=0)
+        a = -0.5 * np.einsum("ij,ij->i", R, R)
+        self.Z = np.column_stack([R, a, np.ones(len(R))])
+        d = R.shape[1]
+        self.swap = np.r_[np.arange(d), d + 1, d]  # w_i is z_i with its last two swapped
+
+    @property
+    def n(self) -> int:
+        return self.Z.shape[0]
 
 
-def _pearson_from_moments(n_pairs, ax, axx, ay, ayy, axy) -> float:
-    mx, my = ax / n_pairs, ay / n_pairs
-    vx, vy = axx / n_pairs - mx * mx, ayy / n_pairs - my * my
-    if vx <= 1e-15 or vy <= 1e-15:
+def _pair_sum(x: Stimuli, y: Stimuli, w: np.ndarray) -> float:
+    """``sum_{i<j} w_i w_j Tx_ij Ty_ij`` over the multiset (``T_ii = 0``)."""
+    M = x.Z.T @ (w[:, None] * y.Z)
+    return float(np.sum(M * M[np.ix_(x.swap, y.swap)])) / 2.0
+
+
+def _sum(x: Stimuli, w: np.ndarray) -> float:
+    """``sum_{i<j} w_i w_j Tx_ij``."""
+    col = x.Z.T @ w
+    return float(col @ col[x.swap]) / 2.0
+
+
+def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) -> float:
+    """The Pearson correlation of the two similarity matrices' upper triangles, stimulus i
+    taken ``weights[i]`` times (default once), pairs of two copies of one stimulus left out."""
+    w = np.ones(x.n) if weights is None else np.asarray(weights, dtype=np.float64)
+    pairs = (w.sum() ** 2 - w @ w) / 2.0
+    mx, my = _sum(x, w) / pairs, _sum(y, w) / pairs
+    vx = _pair_sum(x, x, w) / pairs - mx * mx
+    vy = _pair_sum(y, y, w) / pairs - my * my
+    if vx <= 1e-30 or vy <= 1e-30:
         raise ValueError("a similarity matrix is constant (e.g. every stimulus has the same "
                          "vector, as the first token at the embedding layer); RSA is undefined")
-    return float((axy / n_pairs - mx * my) / np.sqrt(vx * vy))
+    return _bounded((_pair_sum(x, y, w) / pairs - mx * my) / np.sqrt(vx * vy))
 
 
-def _weighted_moments(Xh: np.ndarray, Yh: np.ndarray, w: np.ndarray):
-    """The moments of :func:`_upper_moments` over a multiset of stimuli (stimulus i taken
-    ``w[i]`` times), leaving out the pairs of two copies of one stimulus. The d x d products
-    run in the rows' dtype; their sums are taken in float64."""
-    w2 = float(w @ w)
-    total = float(w.sum())
-    wt = w.astype(Xh.dtype)
-    Xw = Xh * wt[:, None]
-    cx, cy = (Xh.T @ wt).astype(np.float64), (Yh.T @ wt).astype(np.float64)
-    ax, ay = (cx @ cx - w2) / 2.0, (cy @ cy - w2) / 2.0
-
-    def sq(M: np.ndarray) -> float:
-        return float(np.sum(np.square(M, dtype=np.float64)))
-
-    axx = (sq(Xw.T @ Xh) - w2) / 2.0
-    ayy = (sq((Yh * wt[:, None]).T @ Yh) - w2) / 2.0
-    axy = (sq(Xw.T @ Yh) - w2) / 2.0
-    return (total * total - w2) / 2.0, ax, axx, ay, ayy, axy
+def _bounded(r: float) -> float:
+    """A correlation, which must lie in [-1, 1]; rounding may take it a few ulps past."""
+    if not abs(r) <= 1.0 + 1e-9:
+        raise ValueError(f"RSA computed {r}, outside [-1, 1]: the similarity matrices are too "
+                         "close to constant for float64; drop near-duplicate stimuli")
+    return float(min(1.0, max(-1.0, r)))
 
 
 def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None) -> float:
@@ -98,9 +115,7 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None)
         Multiplicities of the stimuli, as a bootstrap resample draws them (cosine or
         correlation kernel with Pearson only). The RSA of the resampled multiset, with the
         pairs of two copies of one stimulus left out: those pairs are identical on both sides
-        (similarity 1 and 1), so keeping them would raise RSA for no reason. With float32
-        inputs the products then run in float32 (about 1e-6 relative; resampling loops are
-        where speed matters).
+        (similarity 1 and 1), so keeping them would raise RSA for no reason.
 
     Notes
     -----
@@ -113,15 +128,12 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None)
     if compare not in COMPARES:
         raise ValueError(f"compare must be one of {COMPARES}, got {compare!r}")
     X, Y = check_pair(X, Y, 3)
-    n = X.shape[0]
     if weights is not None:
         return _rsa_weighted(X, Y, kernel, compare, weights)
     if kernel != "euclidean" and compare == "pearson":
-        Xh, Yh = normalized_rows(X, kernel, "X"), normalized_rows(Y, kernel, "Y")
-        ax, axx, axy = _upper_moments(Xh, Yh)
-        ay, ayy, _ = _upper_moments(Yh)
-        return _pearson_from_moments(n * (n - 1) / 2.0, ax, axx, ay, ayy, axy)
-    a, b = upper_triangle(X, kernel), upper_triangle(Y, kernel)
+        return pearson_of_upper(Stimuli(normalized_rows(X, kernel, "X")),
+                                Stimuli(normalized_rows(Y, kernel, "Y")))
+    a, b = _shifted_triangle(X, kernel), _shifted_triangle(Y, kernel)
     if compare == "spearman":
         a, b = rankdata(a), rankdata(b)
     return _pearson_vectors(a, b)
@@ -138,19 +150,23 @@ def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
     if int((w > 0).sum()) < 3:
         raise ValueError("weights select fewer than 3 distinct stimuli; RSA needs 3")
     keep = w > 0
-    Xh = normalized_rows(X[keep], kernel, "X")
-    Yh = normalized_rows(Y[keep], kernel, "Y")
-    if X.dtype == np.float32 and Y.dtype == np.float32:  # resampling: speed over the last bits
-        Xh, Yh = Xh.astype(np.float32), Yh.astype(np.float32)
-    return _pearson_from_moments(*_weighted_moments(Xh, Yh, w[keep].astype(np.float64)))
+    return pearson_of_upper(Stimuli(normalized_rows(X[keep], kernel, "X")),
+                            Stimuli(normalized_rows(Y[keep], kernel, "Y")), w[keep])
 
 
 def upper_triangle(X, kernel: str = "cosine") -> np.ndarray:
     """The n(n-1)/2 upper-triangle entries (row-major, i < j) of X's similarity matrix."""
+    tri = _shifted_triangle(X, kernel)
+    return tri + 1.0 if kernel in ("cosine", "correlation") else tri
+
+
+def _shifted_triangle(X, kernel: str) -> np.ndarray:
+    """:func:`upper_triangle` less the similarity of a stimulus with itself (1 for cosine and
+    correlation): the cosine of unit rows is ``1 - |a - b|^2 / 2``, and without the 1 nearly
+    parallel rows keep their digits. Correlations of two triangles do not see the shift."""
     X = as_matrix(X, "X", 2)
     if kernel in ("cosine", "correlation"):
-        Xh = normalized_rows(X, kernel)
-        return 1.0 - pdist(Xh, "sqeuclidean") / 2.0  # cos = 1 - |a - b|^2 / 2 for unit rows
+        return -pdist(normalized_rows(X, kernel), "sqeuclidean") / 2.0
     if kernel == "euclidean":
         return -pdist(np.asarray(X, dtype=np.float64), "euclidean")
     raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
@@ -163,4 +179,4 @@ def _pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
     if den <= 1e-300:
         raise ValueError("a similarity matrix is constant (every stimulus alike); RSA is "
                          "undefined")
-    return float((a @ b) / den)
+    return _bounded((a @ b) / den)

@@ -1,0 +1,216 @@
+"""Every measure of the registry against its reference definition (similarity.reference), in
+the regimes where fast paths go wrong: large offsets, a few huge neurons, rows that nearly
+point one way, tied canonical correlations, rank deficiency, and float32."""
+
+import numpy as np
+import pytest
+
+from analysis_lib import similarity as S
+from analysis_lib.similarity import reference as R
+from analysis_lib.similarity.registry import REGISTRY
+
+
+def _base(seed=0, n=240, d1=14, d2=10):
+    rng = np.random.default_rng(seed)
+    shared = rng.standard_normal((n, 5))
+    X = shared @ rng.standard_normal((5, d1)) + 0.7 * rng.standard_normal((n, d1))
+    Y = shared @ rng.standard_normal((5, d2)) + 0.9 * rng.standard_normal((n, d2))
+    return X, Y
+
+
+def regime(name: str, seed: int = 0):
+    """Two layers (float64) that exercise one hard case."""
+    rng = np.random.default_rng(100 + seed)
+    X, Y = _base(seed)
+    if name == "random":
+        return X, Y
+    if name == "rank_deficient":
+        X = np.column_stack([X, X[:, :3] @ rng.standard_normal((3, 4)), np.full(len(X), 2.0)])
+        Y = np.column_stack([Y, Y[:, 0], Y[:, 1] - Y[:, 2]])
+        return X, Y
+    if name == "tied":
+        # a block shared exactly (rotated): canonical correlations tied at 1, beside
+        # distinct ones; the PWCCA weights of the tied block depend on their rotation
+        Q = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+        A = rng.standard_normal((len(X), 4))
+        return np.column_stack([A, X]), np.column_stack([A @ Q, Y])
+    if name == "offset":
+        return (X + 1e5 * rng.standard_normal(X.shape[1]),
+                Y + 3e4 * rng.standard_normal(Y.shape[1]))
+    if name == "massive":
+        X, Y = X.copy(), Y.copy()
+        X[:, 0] += 1e4          # a neuron that sits near 1e4 (a decoder's massive activation)
+        X[0, 1:3] = 1e4         # and one stimulus (the first token) far out on two neurons
+        Y[:, -1] = 1e4 + 50 * Y[:, -1]
+        return X, Y
+    if name == "anisotropic":
+        # every row near one direction: mean cosine between stimuli about 0.99
+        u, v = rng.standard_normal(X.shape[1]), rng.standard_normal(Y.shape[1])
+        return X + 9 * np.linalg.norm(X, axis=1).mean() / np.linalg.norm(u) * u, \
+            Y + 9 * np.linalg.norm(Y, axis=1).mean() / np.linalg.norm(v) * v
+    raise KeyError(name)
+
+
+REGIMES = ("random", "rank_deficient", "tied", "offset", "massive", "anisotropic")
+
+#: (measure, options) pairs: every cross-product measure of the registry, with its options
+CROSS_CASES = [
+    ("neuronsim", {}), ("neuronsim", {"top_k": 3}),
+    ("mixedsim", {}),
+    ("svcca", {}), ("svcca", {"variance": None}), ("svcca", {"cut": "below"}),
+    ("svcca", {"standardize": True}),
+    ("pwcca", {}), ("pwcca", {"variance": None}), ("pwcca", {"standardize": True}),
+    ("linear_cka", {}), ("linear_cka", {"debiased": True}),
+    ("procrustes", {}),
+    ("cca", {}), ("cca", {"reg": 0.1}),
+]
+
+
+def _fast(name, X, Y, backend="torch", **options):
+    if name == "cca":
+        return S.cca(X, Y, backend=backend, warn=False, **options).mean
+    return getattr(S, name)(X, Y, backend=backend, **options)
+
+
+def _ref(name, X, Y, **options):
+    X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
+    return R.REFERENCE[name](X, Y, **options)
+
+
+def test_every_registered_measure_has_a_reference():
+    assert set(R.REFERENCE) == set(REGISTRY)
+
+
+@pytest.mark.parametrize("name,options", CROSS_CASES,
+                         ids=[f"{n}-{'-'.join(map(str, o.values())) or 'default'}"
+                              for n, o in CROSS_CASES])
+@pytest.mark.parametrize("case", REGIMES)
+def test_cross_product_measures_equal_reference_float64(name, options, case):
+    X, Y = regime(case)
+    want = _ref(name, X, Y, **options)
+    for backend in ("torch", "numpy"):
+        got = _fast(name, X, Y, backend=backend, **options)
+        assert got == pytest.approx(want, abs=1e-8), (backend, got, want)
+
+
+@pytest.mark.parametrize("name,options", CROSS_CASES,
+                         ids=[f"{n}-{'-'.join(map(str, o.values())) or 'default'}"
+                              for n, o in CROSS_CASES])
+@pytest.mark.parametrize("case", REGIMES)
+def test_cross_product_measures_float32_within_1e4_of_float64(name, options, case):
+    X, Y = (a.astype(np.float32) for a in regime(case))
+    want = _ref(name, X, Y, **options)   # the float32 numbers, computed in float64
+    got = _fast(name, X, Y, **options)
+    assert got == pytest.approx(want, abs=1e-4), (got, want)
+
+
+@pytest.mark.parametrize("case", REGIMES)
+def test_pairwise_suite_equals_reference(case):
+    X, Y = regime(case)
+    Z = X[:, :6] + np.random.default_rng(3).standard_normal((len(X), 6))
+    layers = [X, Y, Z]
+    names = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]
+    suite = S.pairwise_suite(layers, measures=names)
+    for name in names:
+        want = np.array([[_ref(name, a, b) for b in layers] for a in layers])
+        np.testing.assert_allclose(suite[name], want, atol=1e-8, err_msg=name)
+
+
+@pytest.mark.parametrize("case", ["random", "offset", "anisotropic", "massive"])
+@pytest.mark.parametrize("kernel", ["cosine", "correlation", "euclidean"])
+@pytest.mark.parametrize("compare", ["pearson", "spearman"])
+def test_rsa_equals_reference(case, kernel, compare):
+    X, Y = (a[:90] for a in regime(case))
+    want = R.rsa(X, Y, kernel, compare)
+    assert S.rsa(X, Y, kernel, compare) == pytest.approx(want, abs=1e-9)
+    M = S.pairwise([X, Y], measure="rsa", kernel=kernel, compare=compare)
+    assert M[0, 1] == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["cosine", "correlation"])
+@pytest.mark.parametrize("cosine", [0.89, 0.99])
+def test_rsa_float32_anisotropic_within_1e5(kernel, cosine):
+    """Rows sharing one large direction (mean cosine 0.89 or 0.99), float32, with and without
+    bootstrap weights: the float64 reference on the same float32 numbers within 1e-5."""
+    rng = np.random.default_rng(7)
+    n, d = 150, 48
+    u, v = rng.standard_normal(d), rng.standard_normal(d)
+    shared = rng.standard_normal((n, 6))
+    X = shared @ rng.standard_normal((6, d)) + rng.standard_normal((n, d))
+    Y = shared @ rng.standard_normal((6, d)) + rng.standard_normal((n, d))
+    scale = np.sqrt(cosine / (1 - cosine) * 7 * d)  # each row has squared norm near 7 d
+    X = (X + scale * u / np.linalg.norm(u)).astype(np.float32)
+    Y = (Y + scale * v / np.linalg.norm(v)).astype(np.float32)
+    Sx = R.similarity_matrix(X)
+    assert 1 + Sx[np.triu_indices(n, 1)].mean() == pytest.approx(cosine, abs=0.02)
+    w = rng.multinomial(n, np.full(n, 1.0 / n))
+    assert S.rsa(X, Y, kernel) == pytest.approx(R.rsa(X, Y, kernel), abs=1e-5)
+    assert S.rsa(X, Y, kernel, weights=w) == pytest.approx(R.rsa(X, Y, kernel, weights=w),
+                                                           abs=1e-5)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+@pytest.mark.parametrize("case", ["random", "offset", "massive", "anisotropic"])
+def test_rbf_cka_equals_reference(case, debiased):
+    X, Y = (a[:80] for a in regime(case))
+    want = R.rbf_cka(X, Y, 0.8, debiased)
+    assert S.rbf_cka(X, Y, 0.8, debiased=debiased) == pytest.approx(want, abs=1e-9)
+    M = S.pairwise([X, Y], measure="rbf_cka", threshold=0.8, debiased=debiased)
+    assert M[0, 1] == pytest.approx(want, abs=1e-9)
+
+
+def _attention(seed, heads, lengths, peaked=1.0):
+    rng = np.random.default_rng(seed)
+    maps = []
+    for t in lengths:
+        logits = peaked * rng.standard_normal((heads, t, t + 1))
+        P = np.exp(logits)
+        maps.append(P / P.sum(axis=-1, keepdims=True))
+    return maps
+
+
+@pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
+def test_attention_measures_equal_reference(method):
+    A = _attention(0, 3, [4, 6, 2])
+    B = _attention(1, 4, [4, 6, 2], peaked=3.0)
+    B[1][2] = A[1][0]  # one head that copies one of A's on one sentence
+    for x, y in ((A, B), (B, A), (A, A)):
+        want = R.attention_similarity(x, y, method)
+        assert S.attention_similarity(x, y, method) == pytest.approx(want, abs=1e-10)
+        M = S.pairwise([x, y], measure=f"attention_{method}")
+        assert M[0, 1] == pytest.approx(want, abs=1e-10)
+    np.testing.assert_allclose(S.attention_representation(A), R.attention_representation(A),
+                               atol=1e-7)
+
+
+def test_attention_js_in_nats_equals_reference():
+    A, B = _attention(2, 2, [5, 3]), _attention(3, 2, [5, 3])
+    assert S.attention_similarity(A, B, "js", base=np.e) == pytest.approx(
+        R.attention_similarity(A, B, "js", base=np.e), abs=1e-10)
+
+
+def test_localization_equals_reference():
+    rng = np.random.default_rng(0)
+    N, V = rng.uniform(0, 1, (5, 5)), rng.uniform(0, 1, (5, 5))
+    np.testing.assert_allclose(S.localization(N, V), R.localization(N, V), atol=1e-12)
+
+
+def test_reference_known_values():
+    """The reference definitions themselves, on inputs whose answers are known."""
+    X, Y = regime("random")
+    Q = np.linalg.qr(np.random.default_rng(0).standard_normal((14, 14)))[0]
+    for name in ("svcca", "pwcca", "linear_cka", "procrustes"):
+        assert R.REFERENCE[name](X, 3 * X @ Q + 5) == pytest.approx(1.0, abs=1e-10), name
+    assert R.neuronsim(X, X[:, ::-1] * -2) == pytest.approx(1.0)
+    assert R.mixedsim(X, X @ np.random.default_rng(1).standard_normal((14, 20))) == \
+        pytest.approx(1.0)
+    # CKA of independent Gaussian layers: the biased estimate sits near d/(n - 1 + d),
+    # the debiased one near 0
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((400, 20)), rng.standard_normal((400, 20))
+    assert R.linear_cka(A, B) == pytest.approx(20 / 419, abs=0.02)
+    assert abs(R.linear_cka(A, B, debiased=True)) < 0.02
+    # the RSA of a multiset leaves out the pairs of two copies of one stimulus
+    w = np.array([2] + [1] * (len(X) - 1))
+    assert R.rsa(X, Y, weights=w) != pytest.approx(R.rsa(X, Y), abs=1e-12)
+    assert R.rsa(X, Y, weights=np.ones(len(X), int)) == pytest.approx(R.rsa(X, Y), abs=1e-12)
