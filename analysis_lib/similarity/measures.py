@@ -216,7 +216,7 @@ def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
         den = norms[0] * norms[1]
         if den == 0:
             raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-        return float(cross_sq / den)
+        return in_range(cross_sq / den, 0.0, "linear CKA")
     if n < 4:
         raise ValueError(f"debiased CKA needs at least 4 stimuli, got {n}")
     rxy, rxx, ryy, sx, sy = rows
@@ -226,7 +226,19 @@ def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
     if xx <= 0 or yy <= 0:
         raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
                          "or no variance); use more stimuli or the biased estimator")
-    return float(xy / np.sqrt(xx * yy))
+    return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased linear CKA")
+
+
+def in_range(value: float, low: float, what: str, high: float = 1.0) -> float:
+    """``value`` of a measure that must lie in [low, high], clipped there when rounding takes
+    it a hair past; an error naming the measure when it lies clearly outside (accumulated
+    sums that lost their digits, which is a defect to report, not a number to show)."""
+    value = float(value)
+    if not low - 1e-9 <= value <= high + 1e-9:
+        raise ValueError(f"{what} computed {value}, outside [{low}, {high}]: its sums lost "
+                         "their precision (inputs far from the origin or nearly constant); "
+                         "compute it in float64 on centred inputs")
+    return min(high, max(low, value))
 
 
 def _row_sq(stats: LayerStats):
@@ -503,13 +515,13 @@ def _cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool 
         if xx <= 0 or yy <= 0:
             raise ValueError("debiased HSIC of X or Y with itself is not positive (too few "
                              "stimuli or no variance); use more stimuli or debiased=False")
-        return float(xy / np.sqrt(xx * yy))
+        return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased CKA")
     if not centred:
         K, L = _center_gram(K), _center_gram(L)
     den = np.linalg.norm(K) * np.linalg.norm(L)
     if den == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-    return float(np.sum(K * L) / den)
+    return in_range(np.sum(K * L) / den, 0.0, "CKA")
 
 
 def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:

@@ -4,9 +4,13 @@ Two ways, both fed an iterable of batches (each batch: one array of the same row
 
 - ``method="exact"`` streams the sufficient statistics (per layer: row count, column sums,
   ``X.T X``, row squared norms; per pair: ``X.T Y`` and two mixed moments, in float64) and
-  gives exactly what :func:`~.pairwise.pairwise` gives on the whole arrays: linear CKA
-  (biased, or debiased as in Song et al. 2012) and neuronsim. Memory: a ``d_i x d_j`` matrix
-  per pair of layers, none per row.
+  gives what :func:`~.pairwise.pairwise` gives on the whole arrays: linear CKA (biased, or
+  debiased as in Song et al. 2012) and neuronsim. Memory: a ``d_i x d_j`` matrix per pair of
+  layers, none per row. The moments are those of each layer shifted by its first batch's
+  column means (the shifted-data algorithm; Chan, Golub & LeVeque 1983): centring raw
+  moments of degree 2 and 4 at the end would cancel away every digit for activations far
+  from the origin (a decoder's massive activations, thousands of units out), while the
+  shifted ones stay near the data's own spread.
 - ``method="minibatch"`` is Nguyen, Raghu & Kornblith (2021)'s minibatch CKA: the unbiased
   HSIC of each batch, averaged over batches, then normalised,
   ``mean_b HSIC1(K_b, L_b) / sqrt(mean_b HSIC1(K_b, K_b) mean_b HSIC1(L_b, L_b))``. Memory: one
@@ -58,6 +62,7 @@ class _Pair:
 class _Layer:
     def __init__(self, d: int, bk: Backend = NUMPY):
         zeros, f64 = bk.xp.zeros, bk.xp.float64
+        self.shift = None                                      # the first batch's means
         self.n = 0
         self.s = zeros(d, dtype=f64, device=bk.device)         # column sums
         self.G = zeros((d, d), dtype=f64, device=bk.device)    # X.T X
@@ -66,7 +71,12 @@ class _Layer:
         self.sq_x = zeros(d, dtype=f64, device=bk.device)      # sum_i |x_i|^2 x_i
 
     def add(self, X, bk: Backend = NUMPY):
+        """Accumulate a batch; returns it shifted (as every moment sees it) and its rows'
+        squared norms, for the pairs."""
         xp = bk.xp
+        if self.shift is None:
+            self.shift = xp.mean(X, axis=0)
+        X = X - self.shift
         self.n += X.shape[0]
         self.s += xp.sum(X, axis=0)
         self.G += X.T @ X
@@ -74,7 +84,7 @@ class _Layer:
         self.sq += xp.sum(rows)
         self.sq2 += rows @ rows
         self.sq_x += rows @ X
-        return rows
+        return X, rows
 
     def host(self, bk: Backend) -> _Layer:
         self.s, self.G, self.sq_x = bk.host(self.s), bk.host(self.G), bk.host(self.sq_x)
@@ -215,11 +225,11 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
             layers, first = [_Layer(d, bk) for d in widths], widths
         elif widths != first:
             raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
-        rows = [layer.add(x, bk) for layer, x in zip(layers, arrays)]
+        shifted, rows = zip(*[layer.add(x, bk) for layer, x in zip(layers, arrays)])
         for i in range(len(arrays)):
             for j in range(i + 1, len(arrays)):
                 pairs.setdefault((i, j), _Pair(widths[i], widths[j], bk)).add(
-                    arrays[i], arrays[j], rows[i], rows[j])
+                    shifted[i], shifted[j], rows[i], rows[j])
     if method == "minibatch":
         if hsic_sums is None:
             raise ValueError("no batches: the iterable was empty")
