@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from ..runtime.device import resolve
-from . import _lapack
 
 BACKENDS = ("torch", "numpy")
 
@@ -126,8 +125,8 @@ class Backend:
 
         ``vectors`` (one entry per matrix, optional): a function of the descending
         eigenvalues giving how many leading eigenvectors are needed, or None for all. On
-        the CPU only those are formed (:func:`_leading_eigh`); every eigenvalue is still
-        returned, and the eigenvectors are the last columns, as ``eigh`` orders them."""
+        the CPU only those are kept; every eigenvalue is still returned, and the
+        eigenvectors are the last columns, as ``eigh`` orders them."""
         if not mats:
             return []
         vectors = vectors or [None] * len(mats)
@@ -145,10 +144,9 @@ class Backend:
         factor ``G = L L'`` when both ``G`` and ``G - t I`` are numerically positive definite
         (have Cholesky factors), else None.
 
-        On the CPU they run side by side through LAPACK (``potrf``, ``trtri``, called with
-        the interpreter lock released: :mod:`._lapack`), one thread each, as :meth:`eighs`
-        does (at 2 threads, a 768 x 768 factor and inverse take 13 ms on one LAPACK thread
-        against 25 ms for torch's at two); on a GPU one after another on the device."""
+        On the CPU they run side by side, one LAPACK thread each, as :meth:`eighs` does
+        (NumPy's Cholesky factorisation releases the interpreter lock); on a GPU one after
+        another on the device."""
         if not mats:
             return []
         if self.name == "torch" and self.device.type != "cpu":
@@ -192,71 +190,30 @@ def _blas():
 
 
 def _host_eigh(item) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`Backend.eighs` of one NumPy matrix and its eigenvector count function."""
+    """:meth:`Backend.eighs` of one NumPy matrix and its eigenvector count function: NumPy's
+    ``eigh`` (LAPACK's ``syevd``, which releases the interpreter lock, so several run side
+    by side), keeping the leading eigenvectors that ``want(descending eigenvalues)`` asks
+    for, laid out as ``eigh`` orders them (the last columns)."""
     G, want = item
-    if want is None:
-        return np.linalg.eigh(G)
-    if not _lapack.available():
-        return _whole_eigh_keeping(G, want)
-    return _leading_eigh(G, want)
-
-
-def _whole_eigh_keeping(G: np.ndarray, want) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_leading_eigh` through the whole ``eigh``, its leading vectors kept."""
     lam, V = np.linalg.eigh(G)
+    if want is None:
+        return lam, V
     k = int(want(np.clip(lam[::-1], 0.0, None)))
     return lam, np.ascontiguousarray(V[:, G.shape[0] - k:])
 
 
-def _leading_eigh(G: np.ndarray, want) -> tuple[np.ndarray, np.ndarray]:
-    """Every eigenvalue (ascending) of the symmetric ``G`` and the eigenvectors of the
-    ``want(descending eigenvalues)`` largest, in ``eigh``'s order (the last columns).
-
-    The steps of LAPACK's ``syevd`` with its last one cut short: reduction to tridiagonal
-    form ``G = Q T Q'`` (``sytrd``), every eigenpair of ``T`` by divide and conquer
-    (``stedc``), and the product of ``Q`` (kept as Householder reflectors) with only the
-    wanted eigenvectors of ``T`` (``ormqr``). For 768 x 768 keeping 300 of them: 76 ms on
-    one thread against 95 ms for the whole ``eigh``."""
-    d = G.shape[0]
-    if d < 3:
-        return _whole_eigh_keeping(G, want)
-    packed = np.array(G, dtype=np.float64, order="F")
-    diag, off, tau, info = _lapack.sytrd(packed)
-    lam, Z, info2 = _lapack.stedc(diag, off) if info == 0 else (None, None, info)
-    if info2 != 0:
-        raise np.linalg.LinAlgError(f"the symmetric eigendecomposition failed (LAPACK info "
-                                    f"{info2}); the matrix may hold NaN or infinite values")
-    k = int(want(np.clip(lam[::-1], 0.0, None)))
-    # Q = diag(1, Q1), Q1 the product of the reflectors stored below the subdiagonal (the
-    # layout of a QR factorisation of packed[1:, :d-1])
-    V = Z[:, d - k:]
-    if k and _lapack.ormqr(packed[1:, :d - 1], tau, V[1:]) != 0:
-        raise np.linalg.LinAlgError("ormqr failed")
-    return lam, np.ascontiguousarray(V)  # laid out as eigh's, so later products match it
-
-
 def _host_inverse_cholesky(item) -> np.ndarray | None:
     """:meth:`Backend.certified_inverse_choleskys` of one NumPy matrix and shift."""
+    from scipy.linalg import solve_triangular
+
     G, shift = item
     d = G.shape[0]
-    if not _lapack.available():
-        from scipy.linalg import solve_triangular
-
-        try:
-            np.linalg.cholesky(G - shift * np.eye(d))
-            L = np.linalg.cholesky(G)
-        except np.linalg.LinAlgError:
-            return None
-        Linv = solve_triangular(L, np.eye(d), lower=True)
-        return Linv if np.isfinite(Linv).all() else None
-    shifted = np.array(G, dtype=np.float64, order="F")
-    shifted.flat[::d + 1] -= shift
-    if _lapack.potrf(shifted) != 0:
+    try:
+        np.linalg.cholesky(G - shift * np.eye(d))
+        L = np.linalg.cholesky(G)
+    except np.linalg.LinAlgError:
         return None
-    L = np.array(G, dtype=np.float64, order="F")
-    if _lapack.potrf(L) != 0 or _lapack.trtri(L) != 0:
-        return None
-    Linv = np.tril(L)  # the upper triangle still holds G's entries
+    Linv = solve_triangular(L, np.eye(d), lower=True)
     return Linv if np.isfinite(Linv).all() else None
 
 
