@@ -89,3 +89,20 @@ def test_mixture_curve_ends_at_each_domain():
         study.mixture_curve(base, tuned, 2, [1.0], n=121)
     with pytest.raises(ValueError, match=r"proportions must lie in \[0, 1\]"):
         study.mixture_curve(base, tuned, 2, [1.5], n=10)
+
+
+def test_resampled_rsa_turns_only_an_undefined_rsa_into_nan():
+    """A resample whose similarity matrix is constant gives NaN (counted in ``dropped``);
+    any other error, such as a NaN activation, is raised instead of hidden."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((12, 5)), rng.standard_normal((12, 5))
+    same_way = np.tile(rng.standard_normal(5), (12, 1)) * np.arange(1, 13)[:, None]
+    w = np.ones(12, dtype=np.int64)
+    got = study.rsa_by_layer([X, same_way], [Y, Y], weights=w)
+    assert np.isfinite(got[0]) and np.isnan(got[1])
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        study.rsa_by_layer([bad], [Y], weights=w)
+    frame = study.bootstrap_rsa([X, X], {0: [Y, Y]}, np.repeat(np.arange(6), 2), n_boot=20)
+    assert list(frame.dropped) == [0, 0]

@@ -24,8 +24,6 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from . import _backend
-from .reference import TIE_TOL as TIE_TOL
-from .reference import tied_runs
 from ._core import (
     LayerStats,
     as_matrix,
@@ -36,6 +34,8 @@ from ._core import (
     standardize_pair,
     work_dtype,
 )
+from .reference import TIE_TOL as TIE_TOL
+from .reference import tied_runs
 
 # --------------------------------------------------------------------------- kernels
 

@@ -33,8 +33,7 @@ from ._core import (
 )
 from .attention import AttentionLayer, _check_maps, head_similarity
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
-from .rsa import Stimuli, _pearson_vectors, normalized_rows, pearson_of_upper
-from .rsa import _shifted_triangle
+from .rsa import Stimuli, _pearson_vectors, _shifted_triangle, normalized_rows, pearson_of_upper
 
 __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairwise_suite"]
 

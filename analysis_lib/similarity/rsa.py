@@ -13,8 +13,9 @@ correlation needs over ``i < j`` follows from (d + 2) x (d + 2) products of the 
 O(n d), time O(n d^2). Working with ``T`` instead of ``S = Xh Xh'`` matters: contextual
 embeddings are anisotropic (mean cosine 0.9 and above), so ``S`` is nearly constant, its
 variance from ``E[S^2] - E[S]^2`` would cancel away most digits, and ``h_i . h_j`` carries the
-rounding of the row norms; ``T`` is centred and reads only differences of rows, in float64. Euclidean distances and
-Spearman comparison need the n(n-1)/2 entries themselves (about 100 MB each at n = 5,000).
+rounding of the row norms; ``T`` is centred and reads only differences of rows, in float64.
+Euclidean distances and Spearman comparison need the n(n-1)/2 entries themselves (about
+100 MB each at n = 5,000).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from scipy.stats import rankdata
 from ._core import as_matrix, check_pair
 
 KERNELS = ("cosine", "correlation", "euclidean")
+
+
+class ConstantSimilarity(ValueError):
+    """A similarity matrix is constant (every stimulus alike, as the first token at the
+    embedding layer, or a resample that drew copies of one stimulus only), so RSA is
+    undefined. A ValueError: callers that resample may catch this one case by name."""
 COMPARES = ("pearson", "spearman")
 
 
@@ -45,9 +52,9 @@ def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
                          "drop that stimulus")
     A = A / norms[:, None]
     if len(A) > 1 and float(np.ptp(A, axis=0).max()) <= 1e-7:
-        raise ValueError(f"every stimulus of {name} points the same way, so its similarity "
-                         "matrix is constant (as the first token at the embedding layer); "
-                         "RSA is undefined")
+        raise ConstantSimilarity(f"every stimulus of {name} points the same way, so its "
+                                 "similarity matrix is constant (as the first token at the "
+                                 "embedding layer); RSA is undefined")
     return A
 
 
@@ -88,8 +95,9 @@ def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) 
     vx = _pair_sum(x, x, w) / pairs - mx * mx
     vy = _pair_sum(y, y, w) / pairs - my * my
     if vx <= 1e-30 or vy <= 1e-30:
-        raise ValueError("a similarity matrix is constant (e.g. every stimulus has the same "
-                         "vector, as the first token at the embedding layer); RSA is undefined")
+        raise ConstantSimilarity("a similarity matrix is constant (e.g. every stimulus has the "
+                                 "same vector, as the first token at the embedding layer); RSA "
+                                 "is undefined")
     return _bounded((_pair_sum(x, y, w) / pairs - mx * my) / np.sqrt(vx * vy))
 
 
@@ -177,6 +185,6 @@ def _pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
     b = b - b.mean()
     den = np.sqrt((a @ a) * (b @ b))
     if den <= 1e-300:
-        raise ValueError("a similarity matrix is constant (every stimulus alike); RSA is "
-                         "undefined")
+        raise ConstantSimilarity("a similarity matrix is constant (every stimulus alike); RSA "
+                                 "is undefined")
     return _bounded((a @ b) / den)

@@ -31,6 +31,7 @@ import pandas as pd
 from ..data.corpora import Corpus, load_corpus
 from ..models import LoadedModel, load
 from ..similarity import rsa
+from ..similarity.rsa import ConstantSimilarity
 from .finetuning import MARGIN, Runs, stimuli, word_layers, word_rows
 
 DOMAINS = ("in-domain", "out-of-domain")
@@ -71,13 +72,15 @@ def token_layers(model: LoadedModel, sample: DomainSample) -> list[np.ndarray]:
 
 def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],
                  weights: np.ndarray | None = None) -> np.ndarray:
-    """RSA (cosine, Pearson) of every layer, base against fine-tuned, on the same rows; NaN
-    where a layer's similarity matrix is constant (undefined)."""
+    """RSA (cosine, Pearson) of every layer, base against fine-tuned, on the same rows. With
+    ``weights`` (a resample), NaN where the resample's similarity matrix is constant
+    (:class:`~analysis_lib.similarity.rsa.ConstantSimilarity`, RSA undefined); every other
+    error is raised."""
     out = np.full(len(base), np.nan)
     for layer, (X, Y) in enumerate(zip(base, tuned)):
         try:
             out[layer] = rsa(X, Y, "cosine", "pearson", weights=weights)
-        except ValueError:
+        except ConstantSimilarity:
             if weights is None:
                 raise
     return out
@@ -97,7 +100,9 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
     bootstrap that draws a fine-tuning seed and a resample of sentences each time.
 
     A token of a resampled sentence appears as many times as its sentence; pairs of two
-    copies of one token are left out of the RSA (they are identical on both sides).
+    copies of one token are left out of the RSA (they are identical on both sides). The
+    column ``dropped`` counts, per layer, the resamples whose RSA was undefined (a constant
+    similarity matrix) and are left out of the interval.
     """
     if n_boot < 2:
         raise ValueError(f"n_boot must be at least 2, got {n_boot}")
@@ -112,9 +117,13 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
         pick = seeds[rng.integers(len(seeds))]
         samples[b] = rsa_by_layer(base, tuned[pick], _sentence_weights(sentence, rng))
     alpha = (1 - level) / 2
+    dropped = np.isnan(samples).sum(axis=0)
+    if (dropped == n_boot).any():
+        raise ValueError(f"every resample of layer {int(np.argmax(dropped == n_boot))} has a "
+                         "constant similarity matrix; RSA is undefined there")
     low, high = np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
     return pd.DataFrame({"layer": np.arange(len(base)), "rsa": estimate, "low": low,
-                         "high": high})
+                         "high": high, "dropped": dropped})
 
 
 def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
