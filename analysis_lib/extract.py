@@ -300,6 +300,20 @@ def _batches(lengths: np.ndarray, batch_size: int, sort: bool) -> list[np.ndarra
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def _check_half_range(result: dict, model: str) -> None:
+    """Refuse float16 storage of activations beyond its range (65,504), which would be kept
+    as inf and cached: an error naming the first such layer and its largest magnitude."""
+    limit = float(torch.finfo(torch.float16).max)
+    for values in result.values():
+        peaks = values.abs().amax(dim=tuple(range(1, values.dim())))
+        over = torch.nonzero(peaks > limit).flatten()
+        if len(over):
+            layer = int(over[0])
+            raise ValueError(
+                f"layer {layer} of {model} reaches {float(peaks[layer]):,.0f}, beyond float16's "
+                f"largest value ({limit:,.0f}); extract with storage='float32'")
+
+
 def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attention: bool,
          special: str, batch_size: int, sort: bool, progress: bool,
          dev: torch.device = _CPU, precision: str = "float32", storage: str = "float32"):
@@ -368,6 +382,8 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
                 "mean": torch.stack([torch.bmm(weights[:, None, :], h.double())[:, 0]
                                      for h in hs]) / weights.sum(dim=1)[None, :, None],
             }
+            if storage == "float16":
+                _check_half_range(result, info.name)
             word_dtype = torch.float32 if plan.group_starts is not None else kept_torch
             result = {k: v.to(word_dtype if k == "words" else kept_torch)
                       for k, v in result.items()}

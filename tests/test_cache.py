@@ -212,3 +212,36 @@ def test_other_write_errors_pass_through_unchanged(tmp_path, monkeypatch):
     monkeypatch.setattr(np, "save", denied)
     with pytest.raises(PermissionError, match="Permission denied"):
         ArrayCache("x", tmp_path).save("denied", {"x": np.arange(3)}, {})
+
+
+def test_a_file_where_an_entry_belongs_is_replaced_not_fatal(tmp_path):
+    """A stray file at an entry's path: the work is computed once, published in its place,
+    and served from the cache after."""
+    cache = ArrayCache("x", tmp_path)
+    cache.path("k").parent.mkdir(parents=True, exist_ok=True)
+    cache.path("k").write_text("not an entry")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"a": np.arange(3.0)}, {"m": 1}
+
+    arrays, _ = cache.get_or_compute("k", compute)
+    again, _ = cache.get_or_compute("k", compute)
+    assert len(calls) == 1 and cache.path("k").is_dir()
+    np.testing.assert_array_equal(again["a"], np.arange(3.0))
+
+
+def test_float16_storage_refuses_values_beyond_its_range():
+    """Activations past 65,504 would be stored (and cached) as inf: refused, naming the layer
+    and its largest magnitude."""
+    import torch
+
+    from analysis_lib.extract import _check_half_range
+
+    fine = {"words": torch.full((3, 4, 2), 6e4)}
+    _check_half_range(fine, "m")
+    big = {"words": torch.zeros((3, 4, 2)), "first": torch.zeros((3, 2, 2))}
+    big["first"][2, 1, 0] = -7.5e4
+    with pytest.raises(ValueError, match=r"layer 2 of m reaches 75,000.*storage='float32'"):
+        _check_half_range(big, "m")

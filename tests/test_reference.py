@@ -214,3 +214,16 @@ def test_reference_known_values():
     w = np.array([2] + [1] * (len(X) - 1))
     assert R.rsa(X, Y, weights=w) != pytest.approx(R.rsa(X, Y), abs=1e-12)
     assert R.rsa(X, Y, weights=np.ones(len(X), int)) == pytest.approx(R.rsa(X, Y), abs=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_views_of_any_layout_give_the_contiguous_answer(backend):
+    """Reversed (negative-stride), transposed and strided views are read as their values."""
+    X, Y = regime("random")
+    views = {"reversed": Y[:, ::-1], "fortran": np.asfortranarray(Y), "strided": Y[::1, ::1]}
+    for name, view in views.items():
+        for measure in ("linear_cka", "svcca", "pwcca", "neuronsim", "mixedsim"):
+            got = getattr(S, measure)(X, view, backend=backend)
+            assert got == pytest.approx(getattr(S, measure)(X, view.copy()), abs=1e-10), name
+        M = S.pairwise_suite([X, view], measures=["linear_cka", "pwcca"], backend=backend)
+        assert M["linear_cka"][0, 1] == pytest.approx(R.linear_cka(X, Y), abs=1e-8)

@@ -244,12 +244,17 @@ def _rename_into_place(tmp: Path, final: Path, valid: Callable[[], bool]) -> Non
             os.rename(tmp, final)
             return
         except OSError:
-            if not final.exists():
+            if not final.exists() and not final.is_symlink():
+                continue
+            if final.is_symlink() or not final.is_dir():
+                final.unlink()  # a stray file where the entry's folder belongs
                 continue
             if valid():
                 return
             shutil.rmtree(final, ignore_errors=True)
-    raise OSError(f"could not publish cache entry {final}")
+    raise OSError(f"could not publish cache entry {final}: it exists and could not be "
+                  f"replaced (permissions?); remove {final} by hand, or set {ENV_VAR} to "
+                  "another folder")
 
 
 def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[], bool]

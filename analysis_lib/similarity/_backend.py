@@ -239,7 +239,10 @@ def _row_blocks(X: torch.Tensor):
 
 def _as_tensor(a: np.ndarray) -> torch.Tensor:
     """A tensor sharing ``a``'s memory. Read-only arrays (memory-mapped files, cached
-    extractions) are shared too: the measures only read their inputs."""
+    extractions) are shared too: the measures only read their inputs. Views with negative
+    strides (``Y[:, ::-1]``), which torch cannot share, are copied."""
+    if any(stride < 0 for stride in a.strides):
+        a = np.ascontiguousarray(a)
     if a.flags.writeable:
         return torch.from_numpy(a)
     with warnings.catch_warnings():
