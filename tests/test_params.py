@@ -123,3 +123,34 @@ def check_defaults(notebook):
     from analysis_lib.book.params import declared
 
     return {p.name: p.default for p in declared(notebook).values()}
+
+
+def test_a_misspelt_profile_key_is_refused_with_the_closest_name():
+    from analysis_lib.book.builder import check_profile_keys, load_profile, toc_notebooks
+
+    notebooks = toc_notebooks()
+    check_profile_keys(load_profile("default"), notebooks, "default")
+    with pytest.raises(params.ParameterError, match=r"'n_sentencess' \(did you mean "
+                                                    r"'n_sentences'\?\)"):
+        check_profile_keys({"n_sentencess": 10, "seed": 0}, notebooks, "mine")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("a: 1\nb: 2\na: 3\n", "'a' appears twice"),
+    ("top:\n  x: [1]\n  x: [2]\n", "'x' appears twice"),
+])
+def test_yaml_refuses_duplicate_keys(text, match):
+    with pytest.raises(ValueError, match=match):
+        params.read_yaml(text)
+
+
+def test_yaml_alias_bomb_is_refused_at_once():
+    """Nine levels of ten aliases expand to 10^9 values from about 500 bytes: refused by
+    counting (each node visited once), not by expanding (which would not finish)."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for k in range(1, 10):
+        lines.append(f"a{k}: &a{k} [" + ", ".join([f"*a{k - 1}"] * 10) + "]")
+    with pytest.raises(ValueError, match="expands to"):
+        params.read_yaml("\n".join(lines))
+    assert params.read_yaml("base: &b {x: 1}\nother: *b\n") == {"base": {"x": 1},
+                                                              "other": {"x": 1}}

@@ -53,6 +53,23 @@ def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
     return values
 
 
+def check_profile_keys(profile: dict[str, Any], notebooks: list[Path], name: str) -> None:
+    """Refuse a profile key that no notebook declares (a misspelt key would otherwise leave
+    every notebook on its default), naming the closest declared parameter."""
+    import difflib
+
+    known = set().union(*(params.declared(path) for path in notebooks))
+    unknown = [key for key in profile if key not in known]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise params.ParameterError(
+            f"profile {name!r} sets {', '.join(hints)}, which no notebook declares; fix the "
+            "spelling or remove it (each notebook's parameters cell lists what it takes)")
+
+
 def toc_notebooks(root: Path = ROOT) -> list[Path]:
     """The notebooks listed in ``_toc.yml``, in book order."""
     toc = params.read_yaml((root / "_toc.yml").read_text(encoding="utf-8"), "_toc.yml")
@@ -263,6 +280,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     runs = []
     notebooks = toc_notebooks(root)
     # every notebook's values are checked before the first one runs
+    check_profile_keys(profile, notebooks, profile_name)
     chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
               for path in notebooks}
     for path in notebooks:

@@ -211,11 +211,18 @@ _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool",
                                                   "seq", "map")}
 
 
+#: The most values a YAML document may expand to, aliases counted each time they are used.
+MAX_YAML_VALUES = 100_000
+
+
 def read_yaml(text: str, source: str = "YAML") -> Any:
     """Parse YAML into plain values (str, int, float, bool, None, lists, dicts) only.
 
-    Any node with another tag, explicit (``!!omap``, ``!!python/tuple``, ``!custom``) or
-    implicit (a timestamp, a set), is refused with a ``ValueError`` naming its key.
+    Refused with a ``ValueError`` naming the key, before any value is built: a node with
+    another tag, explicit (``!!omap``, ``!!python/tuple``, ``!custom``) or implicit (a
+    timestamp, a set); a key written twice in one mapping (YAML keeps the last silently);
+    a document that aliases expand past :data:`MAX_YAML_VALUES` values (an alias bomb).
+    Each node is visited once, so the check takes time linear in the text, aliases included.
     """
     import yaml
 
@@ -225,22 +232,38 @@ def read_yaml(text: str, source: str = "YAML") -> Any:
         raise ValueError(f"{source} is not valid YAML: {error}") from error
     if node is None:
         return None
-    _refuse_tags(node, source, "(top level)")
+    size = _check_nodes(node, source, "(top level)", {})
+    if size > MAX_YAML_VALUES:
+        raise ValueError(f"{source} expands to {size:,} values through its aliases (*name), "
+                         f"more than {MAX_YAML_VALUES:,}; write the values out instead")
     return yaml.safe_load(text)
 
 
-def _refuse_tags(node, source: str, where: str) -> None:
+def _check_nodes(node, source: str, where: str, sizes: dict) -> int:
+    """Check one node and everything under it (each node once); returns how many values it
+    expands to."""
     import yaml
 
+    if id(node) in sizes:
+        return sizes[id(node)]
     if node.tag not in _PLAIN_TAGS:
         raise ValueError(f"{source}: the value of {where} has the YAML tag {node.tag!r}; only "
                          "plain values (strings, numbers, booleans, null, lists, mappings) are "
                          "accepted. Remove the tag (write a list as [a, b], a mapping as "
                          "{key: value}, a date as a quoted string).")
+    size = 1
     if isinstance(node, yaml.MappingNode):
+        keys = set()
         for key, value in node.value:
-            _refuse_tags(key, source, f"a key in {where}")
-            _refuse_tags(value, source, repr(key.value))
+            size += _check_nodes(key, source, f"a key in {where}", sizes)
+            if isinstance(key, yaml.ScalarNode):
+                if (key.tag, key.value) in keys:
+                    raise ValueError(f"{source}: the key {key.value!r} appears twice in {where} "
+                                     f"(line {key.start_mark.line + 1}); keep one")
+                keys.add((key.tag, key.value))
+            size += _check_nodes(value, source, repr(key.value), sizes)
     elif isinstance(node, yaml.SequenceNode):
         for k, item in enumerate(node.value):
-            _refuse_tags(item, source, f"{where}[{k}]")
+            size += _check_nodes(item, source, f"{where}[{k}]", sizes)
+    sizes[id(node)] = size
+    return size
