@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..runtime import checks
 from ..runtime.device import resolve
 from ..runtime.threads import one_thread
 from ..similarity._core import check_pair
@@ -20,6 +21,20 @@ OPTIONS = {"linreg": {"ridge"}, "procrustes": set(), "cca": {"ridge"},
            "inn": {"layers", "hidden", "epochs", "batch_size", "learning_rate", "patience",
                    "progress"},
            "mlp": {"hidden", "epochs", "batch_size", "learning_rate", "patience", "progress"}}
+
+
+#: the check of each option's value, run before any fitting
+_OPTION_CHECKS = {
+    "ridge": lambda v: checks.number(v, "ridge", 0.0),
+    "variance": lambda v: checks.number(v, "variance", 0.0, 1.0, open_low=True),
+    "layers": lambda v: checks.integer(v, "layers", 1),
+    "hidden": lambda v: checks.integer(v, "hidden", 1),
+    "epochs": lambda v: checks.integer(v, "epochs", 1),
+    "batch_size": lambda v: checks.integer(v, "batch_size", 1),
+    "learning_rate": lambda v: checks.number(v, "learning_rate", 0.0, open_low=True),
+    "patience": lambda v: checks.integer(v, "patience", 1),
+    "progress": lambda v: checks.boolean(v, "progress"),
+}
 
 
 def relative_distance(A: np.ndarray, B: np.ndarray) -> float:
@@ -45,14 +60,23 @@ class Alignment:
     _x: Any = field(repr=False)
     _y: Any = field(repr=False)
     info: dict[str, Any] = field(default_factory=dict)
+    widths: tuple[int, int] = (-1, -1)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """X mapped to where it is compared with Y."""
-        return self._x(np.asarray(X, dtype=np.float64))
+        return self._x(self._columns(X, 0, "X"))
 
     def target(self, Y: np.ndarray) -> np.ndarray:
         """Y where it is compared (itself, except for the CCA family's canonical space)."""
-        return self._y(np.asarray(Y, dtype=np.float64))
+        return self._y(self._columns(Y, 1, "Y"))
+
+    def _columns(self, A, side: int, name: str) -> np.ndarray:
+        A = np.asarray(A, dtype=np.float64)
+        width = self.widths[side]
+        if A.ndim != 2 or (width >= 0 and A.shape[1] != width):
+            raise ValueError(f"{name} has shape {A.shape}; this {self.method} map was fitted "
+                             f"on rows of {width} columns")
+        return A
 
     def distance(self, X: np.ndarray, Y: np.ndarray) -> float:
         """:func:`relative_distance` of the mapped X from Y, on these rows."""
@@ -183,12 +207,13 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
     TypeError
         An option the method does not take.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown alignment method {method!r}; valid: {', '.join(METHODS)}")
+    checks.choice(method, "alignment method", METHODS)
     unknown = set(options) - OPTIONS[method]
     if unknown:
         raise TypeError(f"option(s) {sorted(unknown)} are not taken by {method}; it takes "
                         f"{sorted(OPTIONS[method]) or 'none'}")
+    seed = checks.integer(seed, "seed", 0)
+    options = {k: _OPTION_CHECKS[k](v) for k, v in options.items()}
     dev = resolve(device)
     X, Y = check_pair(X, Y, 3)
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
@@ -206,13 +231,14 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         fx, fy, info = _fit_cca(X, Y, variance=variance, weighted=method == "pwcca", **options)
     else:
         fx, fy, info = _fit_network(X, Y, kind=method, seed=seed, device=dev, **options)
-    return Alignment(method, seed, fx, fy, info)
+    return Alignment(method, seed, fx, fy, info, (X.shape[1], Y.shape[1]))
 
 
 def held_out(X, Y, method: str = "linreg", *, test: float = 0.2, seed: int = 0,
              groups=None, **options: Any) -> dict[str, float]:
     """Fit on a random share ``1 - test`` of the rows (whole ``groups``, e.g. sentences, when
     given) and return the distance on the fitted rows and on the held-out rows."""
+    test = checks.number(test, "test", 0.0, 1.0, open_low=True, open_high=True)
     X, Y = check_pair(X, Y, 4)
     n = len(X)
     rng = np.random.default_rng(seed)

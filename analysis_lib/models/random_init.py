@@ -16,6 +16,7 @@ import tokenizers
 import torch
 
 from .. import __version__
+from ..runtime import checks
 from ..runtime.cache import atomic_write_text, default_root
 from .info import LoadedModel, _info
 
@@ -276,13 +277,20 @@ def random_model(family: str, *, seed: int, layers: int, hidden: int, heads: int
             f"unknown model family {family!r} in 'random:{family}'; valid families: "
             f"{', '.join(FAMILIES)}"
         )
-    for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    seed = checks.integer(seed, "seed", 0)
+    for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads),
+                         ("vocab_size", vocab_size)):
+        checks.integer(value, label, 1)
     if hidden % heads:
         raise ValueError(f"hidden={hidden} must be divisible by heads={heads}")
-    intermediate = intermediate or 4 * hidden
+    if intermediate is None:
+        intermediate = 4 * hidden
+    intermediate = checks.integer(intermediate, "intermediate", 1)
     tokenizer = train_tokenizer(family, vocab_size, cache_dir)
+    if len(tokenizer) > vocab_size:
+        raise ValueError(f"vocab_size={vocab_size} is smaller than the {family} tokenizer's "
+                         f"alphabet and special tokens ({len(tokenizer)} entries); use at "
+                         f"least {len(tokenizer)}")
     config = _random_config(family, tokenizer, layers, hidden, heads, intermediate)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

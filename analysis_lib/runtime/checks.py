@@ -1,0 +1,69 @@
+"""Argument checks shared by the public entry points, run before any work.
+
+Each raises a ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, outside its
+range) whose message names the argument, the value and what to pass instead. Booleans are
+not integers and integers are not floats where a count or a seed is meant (``seed=1.5`` would
+otherwise become seed 1 under another cache key).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+
+def integer(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as an int: a Python or NumPy integer (not a bool, not a float) in
+    ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    _within(value, name, low, high)
+    return value
+
+
+def number(value: Any, name: str, low: float | None = None, high: float | None = None, *,
+           open_low: bool = False, open_high: bool = False) -> float:
+    """``value`` as a finite float (an int or float, not a bool) in the interval between
+    ``low`` and ``high`` (closed unless ``open_low`` / ``open_high``)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if (low is not None and (value < low or (open_low and value == low))) or (
+            high is not None and (value > high or (open_high and value == high))):
+        left = "(" if open_low else "["
+        right = ")" if open_high else "]"
+        span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+        raise ValueError(f"{name} must lie in {span}, got {value}")
+    return value
+
+
+def boolean(value: Any, name: str) -> bool:
+    """``value`` if it is True or False (not 0, 1 or a string)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def choice(value: Any, name: str, options: Iterable[str]) -> str:
+    """``value`` if it is one of ``options``; else an error suggesting the closest one."""
+    options = list(options)
+    if value in options:
+        return value
+    close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown {name} {value!r}{hint}; valid: {', '.join(map(str, options))}")
+
+
+def _within(value: int, name: str, low: int | None, high: int | None) -> None:
+    if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
+        if low is None:
+            raise ValueError(f"{name} must be at most {high}, got {value}")
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")

@@ -1,0 +1,81 @@
+"""Arguments are checked at the public entry points before any work: the wrong kind of value
+or a value out of range is refused with the argument named, never turned into another value
+(seed=1.5 into seed 1) or into a late error from deep inside."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis_lib import alignment, models
+from analysis_lib.runtime import checks
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(value=st.one_of(st.booleans(), st.floats(allow_nan=True), st.text(max_size=3),
+                       st.integers(-5, 5), st.none()))
+def test_integer_accepts_only_integers_in_range(value):
+    """Known answer: an int in range comes back unchanged; anything else is refused with the
+    argument's name."""
+    good = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if good:
+        assert checks.integer(value, "seed", 0) == value
+    else:
+        with pytest.raises((TypeError, ValueError), match="seed"):
+            checks.integer(value, "seed", 0)
+
+
+def test_numbers_and_choices():
+    assert checks.integer(np.int64(3), "n", 1) == 3
+    assert checks.number(0.5, "test", 0, 1, open_low=True, open_high=True) == 0.5
+    for bad in (1.5, 0.0, float("nan"), True, "0.2"):
+        with pytest.raises((TypeError, ValueError), match="test"):
+            checks.number(bad, "test", 0, 1, open_low=True, open_high=True)
+    with pytest.raises(ValueError, match=r"did you mean 'linreg'"):
+        checks.choice("linreg2", "alignment method", ["linreg", "cca"])
+
+
+def _pair(n=60, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    return X, X @ rng.standard_normal((d, d)) + 0.1 * rng.standard_normal((n, d))
+
+
+@pytest.mark.parametrize("method, options, match", [
+    ("linreg", {"ridge": -1.0}, "ridge"),
+    ("linreg", {"ridge": float("nan")}, "ridge"),
+    ("cca", {"ridge": "a"}, "ridge"),
+    ("svcca", {"variance": 1.5}, "variance"),
+    ("mlp", {"epochs": 0}, "epochs"),
+    ("mlp", {"batch_size": 0}, "batch_size"),
+    ("inn", {"learning_rate": 0.0}, "learning_rate"),
+    ("mlp", {"epochs": 2.5}, "epochs"),
+    ("linreg", {"seed": 1.5}, "seed"),
+    ("linreg", {"seed": True}, "seed"),
+])
+def test_alignment_options_are_checked_before_fitting(method, options, match):
+    X, Y = _pair()
+    with pytest.raises((TypeError, ValueError), match=match):
+        alignment.fit(X, Y, method, **options)
+
+
+def test_alignment_split_and_widths_are_checked():
+    X, Y = _pair()
+    for test in (1.5, 0.0, 1.0, -0.2):
+        with pytest.raises(ValueError, match="test"):
+            alignment.held_out(X, Y, "linreg", test=test)
+    fitted = alignment.fit(X, Y, "linreg")
+    with pytest.raises(ValueError, match="fitted on rows of 4 columns"):
+        fitted.transform(X[:, :3])
+    assert fitted.distance(X, Y) == pytest.approx(alignment.fit(X, Y).distance(X, Y))
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"seed": 1.5}, "seed"), ({"seed": -1}, "seed"), ({"seed": "a"}, "seed"),
+    ({"layers": True}, "layers"), ({"intermediate": 0}, "intermediate"),
+    ({"vocab_size": 0}, "vocab_size"), ({"vocab_size": 40}, "vocab_size=40 is smaller"),
+])
+def test_random_model_options_are_checked(options, match, tmp_path):
+    base = dict(layers=2, hidden=32, heads=2, vocab_size=2000, cache_dir=tmp_path)
+    with pytest.raises((TypeError, ValueError), match=match):
+        models.load("random:bert", **{**base, **options})
