@@ -36,7 +36,7 @@ from .data.corpora import Corpus
 from .layers import check_layer
 from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
-from .runtime.cache import ArrayCache, make_key
+from .runtime.cache import ArrayCache, code_digest, make_key
 from .runtime.device import autocast, check_precision, key_parts, resolve
 
 _CPU = torch.device("cpu")
@@ -211,6 +211,7 @@ def extract(
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
     key = make_key(kind="extract", format=2, model=info.fingerprint, corpus=corpus.fingerprint(),
+                   code=code_digest(__name__),
                    weights=weights_digest(loaded.model) if cache else None, **options,
                    **key_parts(dev, precision),
                    **({} if storage == "float32" else {"storage": storage}))

@@ -88,3 +88,19 @@ def test_pair_distances_count_each_pair_once_and_never_a_model_with_itself():
     assert all(a != b for a, b in pairs) and len({tuple(sorted(p)) for p in pairs}) == 6
     summary = seeds.distance_summary(frame)
     assert (summary.pairs == 6).all() and (summary.q1 <= summary["median"]).all()
+
+
+@pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
+def test_alignment_cca_family_keeps_the_measures_directions(method, variance):
+    """The fitted CCA family uses the measures' rank and variance cuts: its canonical
+    correlations are those of similarity.reference on the same rows."""
+    from analysis_lib.similarity import reference
+
+    rng = np.random.default_rng(4)
+    Z = rng.standard_normal((300, 5))
+    X = np.column_stack([Z @ rng.standard_normal((5, 8)), Z[:, 0] * 2])  # rank 5 of 9
+    Y = Z @ rng.standard_normal((5, 7)) + 0.5 * rng.standard_normal((300, 7))
+    options = {} if method == "cca" else {"variance": variance}
+    fitted = alignment.fit(X, Y, method, **options)
+    want = reference.canonical_correlations(X, Y, variance)
+    np.testing.assert_allclose(fitted.info["correlations"], want, atol=1e-8)

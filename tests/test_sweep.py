@@ -272,3 +272,44 @@ def test_representation_notebook_renders_a_sweep_table(tmp_path):
                    for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "random:gpt2 / seed 1" in text  # the sweep's variants are the page's models
     assert "within_model" in text
+
+
+def test_cached_results_follow_the_code_that_computed_them(tmp_path, monkeypatch):
+    """Each cached step's key holds a digest of its code: after an edit to a measure's code
+    (here: a comment appended to the similarity modules' source, as read by the digest) a
+    rerun recomputes every measure unit and no extraction; after an edit to extraction's
+    code, the extractions."""
+    from analysis_lib.runtime import cache
+
+    grid = {**GRID, "models": ["random:bert"], "seeds": [0, 1], "measures": ["linear_cka"]}
+    first = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False)
+    assert first.failures.empty and first.n_computed == len(first.units)
+    assert sweep.run_sweep(grid, cache_dir=tmp_path, progress=False).n_computed == 0
+
+    read = cache._read_source
+
+    def edited(part):
+        return lambda file: read(file) + (b"\n# edited\n" if part in file.parts else b"")
+
+    monkeypatch.setattr(cache, "_read_source", edited("similarity"))
+    after_measure = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False).units
+    by_stage = after_measure.groupby("stage").computed.agg(["sum", "size"])
+    assert by_stage.loc["measure", "sum"] == by_stage.loc["measure", "size"] > 0
+    assert by_stage.loc["extract", "sum"] == 0
+
+    monkeypatch.setattr(cache, "_read_source",
+                        lambda file: read(file) + (b"\n# edited\n" if file.name == "extract.py"
+                                                   else b""))
+    after_extract = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False).units
+    by_stage = after_extract.groupby("stage").computed.agg(["sum", "size"])
+    assert by_stage.loc["extract", "sum"] == by_stage.loc["extract", "size"] > 0
+
+
+def test_code_digest_reads_the_import_closure():
+    from analysis_lib.runtime.cache import PACKAGE, _closure
+
+    extract = {str(f.relative_to(PACKAGE)) for f in _closure("analysis_lib.extract")}
+    measures = {str(f.relative_to(PACKAGE)) for f in _closure("analysis_lib.similarity.pairwise")}
+    assert {"extract.py", "models/loading.py", "data/corpora.py"} <= extract
+    assert not any(f.startswith("similarity/") for f in extract)
+    assert {"similarity/measures.py", "similarity/_core.py", "similarity/reference.py"} <= measures

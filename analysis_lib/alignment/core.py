@@ -11,7 +11,8 @@ import torch
 from ..runtime import checks
 from ..runtime.device import resolve
 from ..runtime.threads import one_thread
-from ..similarity._core import check_pair
+from ..similarity import reference
+from ..similarity._core import check_pair, components_of
 from .flows import CouplingFlow, TrainSettings, mlp, train_map
 
 METHODS = ("linreg", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
@@ -93,22 +94,17 @@ def _center(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return X - mean, mean
 
 
-def _whitener(Xc: np.ndarray, ridge: float, keep: int | None = None) -> np.ndarray:
-    """Columns that whiten Xc (optionally within its top ``keep`` principal directions)."""
-    cov = Xc.T @ Xc / len(Xc)
-    lam, V = np.linalg.eigh(cov)
-    lam, V = lam[::-1], V[:, ::-1]
-    positive = lam > lam[0] * 1e-10 if lam[0] > 0 else np.zeros_like(lam, bool)
-    k = int(positive.sum()) if keep is None else min(keep, int(positive.sum()))
+def _whitener(Xc: np.ndarray, ridge: float, variance: float | None = None) -> np.ndarray:
+    """Columns that whiten Xc within its principal directions above the rank cut, and of
+    those the ones SVCCA keeps for ``variance`` (the rule of
+    :func:`analysis_lib.similarity.reference.principal_basis`, shared with the measures)."""
+    lam, V = np.linalg.eigh(Xc.T @ Xc / len(Xc))
+    lam, V = np.clip(lam[::-1], 0.0, None), V[:, ::-1]
+    k = components_of(lam, reference.RANK_RTOL, variance)
     if k == 0:
         raise ValueError("a representation has no variance; it cannot be aligned")
     lam, V = lam[:k], V[:, :k]
     return V / np.sqrt(lam + ridge * lam.mean())
-
-
-def _n_components(Xc: np.ndarray, variance: float) -> int:
-    s2 = np.linalg.svd(Xc, compute_uv=False) ** 2
-    return int(np.searchsorted(np.cumsum(s2) / s2.sum(), variance) + 1)
 
 
 def _fit_linreg(X, Y, ridge: float = 0.0, **_):
@@ -138,20 +134,22 @@ def _fit_procrustes(X, Y, **_):
 
 def _fit_cca(X, Y, ridge: float = 0.0, variance: float | None = None, weighted: bool = False,
              **_):
+    """The CCA family as the measures define it (:mod:`analysis_lib.similarity.reference`):
+    the same rank and variance cuts, and for PWCCA's weights the same rotation of tied
+    canonical directions."""
     Xc, mx = _center(X)
     Yc, my = _center(Y)
-    kx = ky = None
-    if variance is not None:
-        if not 0 < variance <= 1:
-            raise ValueError(f"variance must be in (0, 1], got {variance!r}")
-        kx, ky = _n_components(Xc, variance), _n_components(Yc, variance)
-    Wx, Wy = _whitener(Xc, ridge, kx), _whitener(Yc, ridge, ky)
+    Wx, Wy = _whitener(Xc, ridge, variance), _whitener(Yc, ridge, variance)
     U, rho, Vt = np.linalg.svd((Xc @ Wx).T @ (Yc @ Wy) / len(X), full_matrices=False)
     A, B = Wx @ U, Wy @ Vt.T  # canonical directions of X and of Y
     weights = np.ones(len(rho))
     if weighted:  # PWCCA: how much of X each canonical direction accounts for
-        h = Xc @ A
-        alpha = np.abs(h.T @ Xc).sum(axis=1)
+        M = (Xc @ A).T @ Xc
+        for start, end in reference.tied_runs(np.clip(rho, 0.0, 1.0)):
+            P = np.linalg.svd(M[start:end], full_matrices=False)[0]
+            M[start:end] = P.T @ M[start:end]
+            A[:, start:end], B[:, start:end] = A[:, start:end] @ P, B[:, start:end] @ P
+        alpha = np.abs(M).sum(axis=1)
         weights = alpha / alpha.sum() * len(alpha)
     scale = np.sqrt(weights)
     info = {"dimensions": len(rho), "correlations": rho.tolist()}

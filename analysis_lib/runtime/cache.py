@@ -18,6 +18,7 @@ Linux).
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -58,6 +59,75 @@ def make_key(**parts: Any) -> str:
     payload = {"library_version": __version__, **parts}
     text = json.dumps(payload, sort_keys=True, default=_json_default)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def code_digest(*modules: str) -> str:
+    """A digest of the source of the library modules given (``"analysis_lib.extract"``) and
+    of every library module they import, directly or through others (read from the code,
+    not run). A cache key that includes it follows the code that computed the entry:
+    editing a measure changes the digest of the measures and not that of extraction, and an
+    entry computed by older code is recomputed instead of served."""
+    files = set()
+    for module in modules:
+        files |= _closure(module)
+    digest = hashlib.sha256()
+    for file in sorted(files):
+        digest.update(str(file.relative_to(PACKAGE)).encode() + b"\0")
+        digest.update(_read_source(file))
+    return digest.hexdigest()[:16]
+
+
+def _read_source(file: Path) -> bytes:
+    return file.read_bytes()
+
+
+@functools.cache
+def _closure(module: str) -> frozenset[Path]:
+    """The source files of ``module`` and of the library modules it imports, transitively."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        file = _source(todo.pop())
+        if file is None or file in seen:
+            continue
+        seen.add(file)
+        todo += _imports(file)
+    return frozenset(seen)
+
+
+def _source(module: str) -> Path | None:
+    """The file of a library module (``analysis_lib.a.b``), or None outside the library."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE.name:
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    for file in (base.with_suffix(".py"), base / "__init__.py"):
+        if file.is_file():
+            return file
+    return None
+
+
+def _imports(file: Path) -> list[str]:
+    """The library modules a source file imports anywhere in it (inside functions too)."""
+    import ast
+
+    package = ".".join((PACKAGE.name, *file.relative_to(PACKAGE).parent.parts))
+    found = []
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            found.append(name)
+            found += [f"{name}.{alias.name}" for alias in node.names]  # submodules
+    return found
 
 
 def _json_default(value: Any) -> Any:

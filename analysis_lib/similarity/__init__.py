@@ -8,9 +8,12 @@ Per-neuron and per-direction values: :func:`neuron_correlations`, :func:`mixed_c
 :func:`canonical_correlations`. Layers: :func:`pairwise` (one measure),
 :func:`pairwise_suite` (several at once from shared cross-products), :func:`localization`.
 Uncertainty: :func:`bootstrap`, :func:`permutation_test`. Every measure is one record of
-:data:`REGISTRY` (:mod:`.registry`).
+:data:`REGISTRY` (:mod:`.registry`), and is defined once more, plainly, in
+:mod:`.reference`: one short float64 function per measure in its paper's notation, which the
+fast paths here are tested against.
 """
 
+from . import reference
 from .attention import (
     AttentionLayer,
     attention_representation,
@@ -47,6 +50,7 @@ pwsim = pwcca
 __all__ = [
     "AttentionLayer", "BootstrapResult", "CCAResult", "MEASURES", "Measure", "PermutationResult",
     "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
+    "reference",
     "canonical",
     "canonical_correlations", "cca", "ckasim", "head_matches", "linear_cka", "localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",

@@ -94,10 +94,13 @@ def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: A float32 layer is computed in float64 when one neuron's range of values is more than this
-#: many times the median neuron's (a decoder's massive activations): float32 products keep
-#: about seven digits relative to the largest neuron, and the directions of small variance
-#: that SVCCA, PWCCA, CCA and debiased CKA read would lose them.
-WIDE_RANGE = 64.0
+#: many times the median neuron's (a decoder's massive activations). float32 products keep
+#: about seven digits relative to the largest neuron, and their rank cut
+#: (``RANK_RTOL[float32]``) counts directions below 1e-5 of the largest variance as noise; a
+#: neuron past ``RANK_RTOL[float32] ** -0.5`` (about 316) times the median range puts the
+#: ordinary neurons' variance under that cut, where SVCCA, PWCCA, CCA and debiased CKA would
+#: lose them.
+WIDE_RANGE = RANK_RTOL[np.dtype(np.float32)] ** -0.5
 
 
 def wide_ranging(A: np.ndarray) -> bool:

@@ -182,8 +182,10 @@ def _pw_weights(stats: LayerStats, k: int, u, rho):
     B = stats.loadings(k, np.float64)
     M = xp.astype(u.T, B.dtype) @ B  # H.T Xc, one row per direction
     for start, end in tied_runs(stats.bk.host(rho)):
-        P, _, _ = xp.linalg.svd(M[start:end, :], full_matrices=False)
-        M[start:end, :] = P.T @ M[start:end, :]
+        block = M[start:end, :]
+        # the group's left singular vectors, from the eigenvectors of its small Gram matrix
+        P = xp.flip(xp.linalg.eigh(block @ block.T)[1], axis=1)
+        M[start:end, :] = P.T @ block
     w = xp.sum(xp.abs(M), axis=1, dtype=xp.float64)
     return w / xp.sum(w)
 

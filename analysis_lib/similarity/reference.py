@@ -322,12 +322,27 @@ def localization(neuron_matrix, svcca_matrix) -> np.ndarray:
     return np.array([N[off[:, j], j].mean() - S[off[:, j], j].mean() for j in range(L)])
 
 
+def mean_cca(X, Y, reg: float = 0.0) -> float:
+    """The registry's ``cca``: the mean canonical correlation of :func:`cca`."""
+    return cca(X, Y, reg)[0]
+
+
+def attention_js(A, B, base: float = 2.0) -> float:
+    return attention_similarity(A, B, "js", base)
+
+
+def attention_pearson(A, B) -> float:
+    return attention_similarity(A, B, "pearson")
+
+
+def attention_frobenius(A, B) -> float:
+    return attention_similarity(A, B, "frobenius")
+
+
 #: The reference function of every measure in :data:`~.registry.REGISTRY`.
 REFERENCE = {
     "neuronsim": neuronsim, "mixedsim": mixedsim, "svcca": svcca, "pwcca": pwcca,
-    "linear_cka": linear_cka, "procrustes": procrustes, "cca": lambda X, Y, **kw: cca(
-        X, Y, **kw)[0], "rsa": rsa, "rbf_cka": rbf_cka,
-    "attention_js": lambda A, B, **kw: attention_similarity(A, B, "js", **kw),
-    "attention_pearson": lambda A, B: attention_similarity(A, B, "pearson"),
-    "attention_frobenius": lambda A, B: attention_similarity(A, B, "frobenius"),
+    "linear_cka": linear_cka, "procrustes": procrustes, "cca": mean_cca, "rsa": rsa,
+    "rbf_cka": rbf_cka, "attention_js": attention_js, "attention_pearson": attention_pearson,
+    "attention_frobenius": attention_frobenius,
 }

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..runtime.cache import ArrayCache, check_writable, default_root, make_key
+from ..runtime.cache import ArrayCache, check_writable, code_digest, default_root, make_key
 from .spec import SweepSpec, Unit, load_spec, plan
 
 #: Errors that describe bad input: retrying cannot help.
@@ -136,6 +136,8 @@ def _measure(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[
 
     a, b = (d["value"] for d in deps)
     key = make_key(kind="sweep-measure", a=a["key"], b=b["key"], measure=params["measure"],
+                   code=code_digest("analysis_lib.similarity.pairwise", "analysis_lib.layers",
+                                    __name__),
                    options=params["options"], kind_=params["kind"],
                    max_words=params["max_words"], layers=params["layers"],
                    row_seed=params["row_seed"])

@@ -36,7 +36,7 @@ from ..data.tasks import Split, Task, load_task
 from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
-from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.threads import torch_threads
@@ -313,6 +313,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     where = device_key(dev)
     on_cpu = dev.type == "cpu"
     key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
+                   code=code_digest(__name__),
                    task_data=task.fingerprint(), config=settings,
                    cpu_threads=CPU_THREADS if on_cpu else None, **key_parts(dev))
     path = default_root(cache_dir) / "finetune" / key

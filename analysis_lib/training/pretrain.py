@@ -47,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..runtime.cache import default_root, folder_checksums, make_key, publish_folder
+from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.threads import torch_threads
@@ -286,6 +286,7 @@ def key_of(config: PretrainConfig, device=None) -> str:
 
     dev = resolve(device)
     return make_key(kind="pretrain", config=asdict(config), torch=torch.__version__,
+                    code=code_digest(__name__),
                     held_out_every=HELD_OUT_EVERY, tokenizer=TOKENIZER_SCHEME,
                     cpu_threads=CPU_THREADS if dev.type == "cpu" else None, **key_parts(dev))
 

@@ -162,11 +162,12 @@ def truncated_copy(model: str, layer: int, *, cache_dir=None, **load_options) ->
     import copy
 
     from ..models import load
-    from ..runtime.cache import default_root, make_key, publish_folder
+    from ..runtime.cache import code_digest, default_root, make_key, publish_folder
 
     base = load(model, **load_options)
     layer = check_layer(layer, base.info.n_attention_layers, "layer", allow_embeddings=False)
-    key = make_key(kind="truncated", base=base.info.fingerprint, layer=layer)
+    key = make_key(kind="truncated", base=base.info.fingerprint, layer=layer,
+                   code=code_digest(__name__))
     path = default_root(cache_dir) / "truncated" / key
 
     def write(tmp):
