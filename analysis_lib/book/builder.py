@@ -248,6 +248,10 @@ def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Pat
     if (src / "book").exists():
         shutil.rmtree(src / "book")
     shutil.copytree(root / "book", src / "book")
+    # the measures page shows the reference definitions from the library's own source
+    reference = src / "analysis_lib" / "similarity" / "reference.py"
+    reference.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(LIBRARY / "similarity" / "reference.py", reference)
     (src / "notebooks").mkdir(exist_ok=True)
     for item in executed:
         shutil.copy2(item.path, src / "notebooks" / item.path.name)

@@ -105,7 +105,10 @@ WIDE_RANGE = RANK_RTOL[np.dtype(np.float32)] ** -0.5
 
 def wide_ranging(A: np.ndarray) -> bool:
     """Whether a neuron's range (max - min over stimuli) exceeds :data:`WIDE_RANGE` times the
-    median neuron's range."""
+    median neuron's range. Arrays that are not non-empty numeric matrices answer False: the
+    input checks that follow name what is wrong with them."""
+    if A.ndim != 2 or A.size == 0 or not np.issubdtype(A.dtype, np.number):
+        return False
     spread = A.max(axis=0).astype(np.float64) - A.min(axis=0)
     return bool(spread.max() > WIDE_RANGE * np.median(spread))
 
