@@ -54,8 +54,10 @@ def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
 
 
 def check_profile_keys(profile: dict[str, Any], notebooks: list[Path], name: str) -> None:
-    """Refuse a profile key that no notebook declares (a misspelt key would otherwise leave
-    every notebook on its default), naming the closest declared parameter."""
+    """Refuse a profile key that none of ``notebooks`` declares (a misspelt key would
+    otherwise leave every notebook on its default), naming the closest declared parameter.
+    The build checks against every notebook of the book's folder, so a book whose table of
+    contents holds a few of them still takes the whole profile."""
     import difflib
 
     known = set().union(*(params.declared(path) for path in notebooks))
@@ -284,7 +286,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     runs = []
     notebooks = toc_notebooks(root)
     # every notebook's values are checked before the first one runs
-    check_profile_keys(profile, notebooks, profile_name)
+    check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), profile_name)
     chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
               for path in notebooks}
     for path in notebooks:
