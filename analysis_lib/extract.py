@@ -301,9 +301,12 @@ def _batches(lengths: np.ndarray, batch_size: int, sort: bool) -> list[np.ndarra
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _check_half_range(result: dict, model: str) -> None:
+def _check_half_range(result: dict, model: str, storage: str = "float16") -> None:
     """Refuse float16 storage of activations beyond its range (65,504), which would be kept
-    as inf and cached: an error naming the first such layer and its largest magnitude."""
+    as inf and cached: an error naming the first such layer and its largest magnitude.
+    Nothing to check for other storage."""
+    if storage != "float16":
+        return
     limit = float(torch.finfo(torch.float16).max)
     for values in result.values():
         peaks = values.abs().amax(dim=tuple(range(1, values.dim())))
@@ -383,8 +386,7 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
                 "mean": torch.stack([torch.bmm(weights[:, None, :], h.double())[:, 0]
                                      for h in hs]) / weights.sum(dim=1)[None, :, None],
             }
-            if storage == "float16":
-                _check_half_range(result, info.name)
+            _check_half_range(result, info.name, storage)
             word_dtype = torch.float32 if plan.group_starts is not None else kept_torch
             result = {k: v.to(word_dtype if k == "words" else kept_torch)
                       for k, v in result.items()}

@@ -126,6 +126,20 @@ def work_dtype(*arrays: np.ndarray, dtype=None) -> np.dtype:
                     np.float64)
 
 
+def in_range(value: float, low: float, what: str, high: float = 1.0,
+             slack: float = 1e-4) -> float:
+    """``value`` of a measure that must lie in [low, high], clipped there when rounding takes
+    it past by less than ``slack`` (float32 products round near 1e-6); an error naming the
+    measure when it lies clearly outside (accumulated sums that lost their digits, which is a
+    defect to report, not a number to show)."""
+    value = float(value)
+    if not low - slack <= value <= high + slack:
+        raise ValueError(f"{what} computed {value}, outside [{low}, {high}]: its sums lost "
+                         "their precision (inputs far from the origin or nearly constant); "
+                         "compute it in float64 on centred inputs")
+    return min(high, max(low, value))
+
+
 def rank_of(lam: np.ndarray, rtol: float) -> int:
     """How many of the descending eigenvalues ``lam`` exceed ``rtol`` times the largest."""
     if lam.size == 0 or lam[0] <= 0:

@@ -30,6 +30,7 @@ from ._core import (
     check_pair,
     cross,
     fill_eigs,
+    in_range,
     span_sq_norms,
     standardize_pair,
     work_dtype,
@@ -229,19 +230,6 @@ def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
         raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
                          "or no variance); use more stimuli or the biased estimator")
     return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased linear CKA")
-
-
-def in_range(value: float, low: float, what: str, high: float = 1.0) -> float:
-    """``value`` of a measure that must lie in [low, high], clipped there when rounding takes
-    it past by less than 1e-4 (float32 products round near 1e-6); an error naming the measure
-    when it lies clearly outside (accumulated sums that lost their digits, which is a defect
-    to report, not a number to show)."""
-    value = float(value)
-    if not low - 1e-4 <= value <= high + 1e-4:
-        raise ValueError(f"{what} computed {value}, outside [{low}, {high}]: its sums lost "
-                         "their precision (inputs far from the origin or nearly constant); "
-                         "compute it in float64 on centred inputs")
-    return min(high, max(low, value))
 
 
 def _row_sq(stats: LayerStats):

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
-from ._core import as_matrix, check_pair
+from ._core import as_matrix, check_pair, in_range
 
 KERNELS = ("cosine", "correlation", "euclidean")
 
@@ -98,15 +98,8 @@ def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) 
         raise ConstantSimilarity("a similarity matrix is constant (e.g. every stimulus has the "
                                  "same vector, as the first token at the embedding layer); RSA "
                                  "is undefined")
-    return _bounded((_pair_sum(x, y, w) / pairs - mx * my) / np.sqrt(vx * vy))
-
-
-def _bounded(r: float) -> float:
-    """A correlation, which must lie in [-1, 1]; rounding may take it a few ulps past."""
-    if not abs(r) <= 1.0 + 1e-9:
-        raise ValueError(f"RSA computed {r}, outside [-1, 1]: the similarity matrices are too "
-                         "close to constant for float64; drop near-duplicate stimuli")
-    return float(min(1.0, max(-1.0, r)))
+    return in_range((_pair_sum(x, y, w) / pairs - mx * my) / np.sqrt(vx * vy), -1.0, "RSA",
+                    slack=1e-9)
 
 
 def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None) -> float:
@@ -187,4 +180,4 @@ def _pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
     if den <= 1e-300:
         raise ConstantSimilarity("a similarity matrix is constant (every stimulus alike); RSA "
                                  "is undefined")
-    return _bounded((a @ b) / den)
+    return in_range((a @ b) / den, -1.0, "RSA", slack=1e-9)
