@@ -1,0 +1,240 @@
+"""The papers' claims that this book tests, as data.
+
+One :class:`Claim` per claim: which paper makes it and where, what it says, the number this
+book computes to test it, the direction the claim predicts for that number, and the smallest
+effect that would matter (with the reason). Every study's findings table is keyed by these
+ids, and every verdict is drawn by one rule, :func:`analysis_lib.studies.verdicts.decide`.
+
+A statistic is always oriented so that the claim reads as one of three statements:
+
+``"greater"``  the statistic exceeds ``+smallest_effect``;
+``"less"``     the statistic is below ``-smallest_effect``;
+``"none"``     the statistic lies within ``+-smallest_effect`` (a claim of no difference).
+
+Smallest effects are on the statistic's own scale: CKA-like similarities in [0, 1], test
+accuracies, held-out alignment distances, Pearson correlations.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+PAPERS = {
+    "Wu": "Wu et al. 2020, Similarity analysis of contextual word representation models",
+    "Phang": "Phang et al. 2021, Fine-tuned transformers show clusters of similar "
+             "representations across layers",
+    "Merchant": "Merchant et al. 2020, What happens to BERT embeddings during fine-tuning?",
+    "Ren": "Ren et al. 2023, All roads lead to Rome? Exploring the invariance of "
+           "transformers' representations",
+}
+DIRECTIONS = ("greater", "less", "none")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of one paper, and how this book tests it."""
+
+    id: str
+    paper: str
+    where: str
+    claim: str
+    reported: str
+    statistic: str
+    direction: str
+    smallest_effect: float
+    why: str
+
+    def __post_init__(self):
+        if self.paper not in PAPERS:
+            raise ValueError(f"claim {self.id!r}: paper must be one of {sorted(PAPERS)}, "
+                             f"got {self.paper!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"claim {self.id!r}: direction must be one of {DIRECTIONS}, "
+                             f"got {self.direction!r}")
+        if not self.smallest_effect >= 0:
+            raise ValueError(f"claim {self.id!r}: smallest_effect must be >= 0, "
+                             f"got {self.smallest_effect!r}")
+
+
+_SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
+        "sentences; smaller differences would not survive a change of corpus sample")
+_ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 test "
+        "examples; a smaller gap is not a difference a reader could act on")
+
+_CLAIMS = [
+    # --------------------------------------------------------------- Wu et al. 2020
+    Claim("wu-within-model", "Wu", "§5.1, Fig. 1",
+          "layers of one model are more similar to each other than to other models' layers",
+          "yes, under every measure",
+          "mean linear CKA within a model minus across models (pretrained models)",
+          "greater", 0.02, _SIM),
+    Claim("wu-neurons-differ", "Wu", "§5.1, Fig. 1-2",
+          "across models, representations are similar while single neurons are not",
+          "representation-level measures high across models, neuronsim low",
+          "each measure's own contrast: across/within for linear CKA minus across/within "
+          "for neuronsim (a ratio of one measure with itself, so the two scales never meet)",
+          "greater", 0.05,
+          "a 0.05 difference of ratios is a 5% shift of the across-model level relative to "
+          "the within-model level; less is within the spread of either ratio"),
+    Claim("wu-lower-layers", "Wu", "§5.1, Fig. 1",
+          "lower layers are more similar across models than higher layers",
+          "yes", "mean linear CKA across models, lower half of each model's layers minus "
+                 "upper half", "greater", 0.02, _SIM),
+    Claim("wu-adjacent", "Wu", "§5.1, Fig. 1",
+          "adjacent layers of a model are the most similar",
+          "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
+          "greater", 0.02, _SIM),
+    Claim("wu-family", "Wu", "§5.1, Fig. 2",
+          "models of one family (architecture and objective) are more similar",
+          "yes: within-family more similar; the objective matters",
+          "mean linear CKA across two bidirectional encoders minus across an encoder and a "
+          "left-to-right decoder", "greater", 0.02, _SIM),
+    Claim("wu-other-corpus", "Wu", "App. B.1",
+          "the similarity patterns hold on another corpus",
+          "yes: the same patterns on other corpora",
+          "Pearson r of the across-model cells computed on two corpora, as Fisher z with "
+          "the number of layers as the sample size (cells share layers)",
+          "greater", 0.5,
+          "r = 0.5 (z = 0.55) means the second corpus reproduces a quarter of the "
+          "pattern's variance; less would not be 'the same pattern'"),
+    Claim("wu-attention-heads", "Wu", "§5.2, Fig. 4",
+          "attention is more similar across models head by head than as a whole "
+          "(localized above distributed)",
+          "yes: head-level similarity across models higher than distributed",
+          "each measure's own contrast: across/within of the head-level measures minus "
+          "across/within of the distributed ones, one value per pair of models",
+          "greater", 0.05,
+          "as for neurons against representations: a 5% shift of relative level"),
+    Claim("wu-ft-top-change", "Wu", "§6, Fig. 5-6",
+          "fine-tuning changes the top layers more than the lower ones",
+          "yes: similarity to the pretrained model drops in the top layers",
+          "per measure: similarity of base and fine-tuned model at the first transformer "
+          "layer minus at the top layer (linear CKA, neuronsim, head-level JS), mean over "
+          "fine-tuning seeds", "greater", 0.02, _SIM),
+    # --------------------------------------------------------------- Phang et al. 2021
+    Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
+          "the layers of a fine-tuned model form blocks of similar layers",
+          "yes for RoBERTa and ALBERT, less for ELECTRA",
+          "adjusted R^2 of the best 2-block partition minus adjusted R^2 of a band model "
+          "(similarity depends on distance only) on the FT-FT CLS matrix, over seeds; the "
+          "adjustment charges each model for its parameters",
+          "greater", 0.02,
+          "0.02 of explained variance is less than one layer's worth of cells in a 6-layer "
+          "model; a smaller gain is no structure"),
+    Claim("phang-ft-orig", "Phang", "§3, Fig. 5",
+          "fine-tuned and pretrained layers agree at the bottom and part at the top",
+          "yes: FT-ORIG similarity falls with depth",
+          "FT-ORIG diagonal linear CKA (CLS) at the first transformer layer minus at the top "
+          "layer, over seeds", "greater", 0.02, _SIM),
+    Claim("phang-untuned", "Phang", "§4, Fig. 3",
+          "the top layers can be dropped with no retraining (UNTUNED close to the full "
+          "model a few layers below the top)",
+          "yes for RoBERTa and ALBERT, no for ELECTRA",
+          "full model's test accuracy minus UNTUNED's two layers below the top, over seeds",
+          "none", 0.02, _ACC),
+    Claim("phang-tuned", "Phang", "§4, Fig. 3",
+          "a head retrained on a lower layer does as well as the full model",
+          "yes: TUNED plateaus well below the top",
+          "full model's test accuracy minus TUNED's two layers below the top, over seeds",
+          "none", 0.02, _ACC),
+    Claim("phang-tuned-orig", "Phang", "§4, Fig. 3",
+          "fine-tuned layers are better features than pretrained ones",
+          "yes: TUNED above TUNEDORIG",
+          "TUNED minus TUNEDORIG accuracy, mean over transformer layers, over seeds",
+          "greater", 0.02, _ACC),
+    Claim("phang-cka-predicts", "Phang", "§4",
+          "layers whose CLS resembles the last layer's lose little when the top is cut",
+          "implied by the block structure",
+          "within each task: Pearson r of CKA-to-last-layer with accuracy lost (UNTUNED), as "
+          "Fisher z over layers", "less", 0.3,
+          "|r| = 0.3 is the conventional 'moderate' correlation; a weaker link would not "
+          "let a reader predict anything from CKA"),
+    Claim("phang-skip-bottom", "Phang", "§4, Fig. 4",
+          "skipping a single lower layer costs more than skipping a single upper one",
+          "yes: the first layers matter most; single upper layers can be skipped",
+          "test accuracy with the top transformer layer skipped minus with the first one "
+          "skipped (first seed; binomial standard error over test examples)",
+          "greater", 0.02, _ACC),
+    # --------------------------------------------------------------- Merchant et al. 2020
+    Claim("merchant-depth", "Merchant", "§4, Fig. 2",
+          "fine-tuning changes mostly the top layers",
+          "yes: RSA to the pretrained model stays high in the lower layers, falls at the top",
+          "in-domain RSA (base vs fine-tuned, word tokens) at the first transformer layer "
+          "minus at the top layer, over seeds", "greater", 0.02, _SIM),
+    Claim("merchant-domain", "Merchant", "§6, Fig. 5",
+          "fine-tuning changes in-domain inputs more than out-of-domain ones",
+          "yes: RSA to the base model lower in-domain",
+          "out-of-domain minus in-domain RSA at the top layer, bootstrap over sentences and "
+          "seeds", "greater", 0.02, _SIM),
+    Claim("merchant-freeze-bottom", "Merchant", "§5.1, Fig. 3",
+          "freezing the bottom layers costs little accuracy",
+          "yes: few top layers need to change",
+          "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
+          "k (binomial standard error over test examples, per run)", "none", 0.02, _ACC),
+    Claim("merchant-freeze-order", "Merchant", "§5.1, Fig. 3; Wu App. D",
+          "freezing the bottom layers costs less than freezing the top ones",
+          "yes", "accuracy with the bottom k layers frozen minus with the top k frozen, for "
+                 "each k (binomial standard error over test examples)",
+          "greater", 0.02, _ACC),
+    Claim("merchant-truncate", "Merchant", "§5.2, Fig. 4",
+          "a model cut to its lower layers and fine-tuned reaches the full score",
+          "yes: 3 layers for MNLI, 5 for SQuAD",
+          "best accuracy of the full fine-tuned model minus that of the model cut to half "
+          "its layers and fine-tuned (binomial standard error)", "none", 0.02, _ACC),
+    # --------------------------------------------------------------- Ren et al. 2023
+    Claim("ren-depth", "Ren", "§5, Fig. 2, 5",
+          "models that differ only by seed are more alike in shallow layers than deep ones",
+          "yes", "held-out alignment distance (linreg) at the first transformer layer minus "
+                 "at the top layer, over seed pairs", "less", 0.01,
+          "0.01 of the relative distance is a 1% change of the unexplained share"),
+    Claim("ren-attention", "Ren", "§5, Fig. 4",
+          "attention is more alike across seeds than hidden states",
+          "yes, by two orders of magnitude",
+          "per matched transformer layer: attention distance minus hidden-state distance "
+          "(linreg, held out), median over layers, over seed pairs", "less", 0.01,
+          "as for depth: a 1% change of the unexplained share"),
+    Claim("ren-inn-synthetic", "Ren", "§4, Table 3",
+          "an invertible network recovers an invertible nonlinear map far better than "
+          "linear methods",
+          "yes: INN 0.0059 against more than 0.13",
+          "linreg minus INN held-out distance on a known coupling-flow map, over data seeds",
+          "greater", 0.01, "a 1% share of unexplained variance"),
+    Claim("ren-linear-check", "Ren", "§4, Table 3",
+          "linear regression recovers a linear map (a check of the method)",
+          "yes: distance near 0",
+          "0.05 minus linreg's held-out distance on a known linear map, over data seeds",
+          "greater", 0.0, "the check passes when the distance is reliably below 0.05"),
+    Claim("ren-inn-real", "Ren", "§5, Table 4",
+          "the INN aligns real seed pairs best on held-out rows",
+          "yes", "linreg minus INN held-out distance, over seed pairs and layers",
+          "greater", 0.01, "a 1% share of unexplained variance"),
+    Claim("ren-injection", "Ren", "§6, Table 5",
+          "a layer mapped into another seed's space works with that seed's head",
+          "yes, the INN best",
+          "accuracy of the best fitted map minus a random orthogonal map, over ordered "
+          "seed pairs", "greater", 0.02, _ACC),
+]
+
+#: every claim the book tests, by id
+CLAIMS: Mapping[str, Claim] = MappingProxyType({c.id: c for c in _CLAIMS})
+if len(CLAIMS) != len(_CLAIMS):
+    raise RuntimeError("two claims share an id")
+
+
+def get(claim_id: str) -> Claim:
+    """The claim with this id; an unknown id is an error that names the closest ones."""
+    if claim_id in CLAIMS:
+        return CLAIMS[claim_id]
+    close = difflib.get_close_matches(str(claim_id), list(CLAIMS), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; ids: {', '.join(CLAIMS)}"
+    raise KeyError(f"no claim {claim_id!r}{hint}")
+
+
+def of_paper(paper: str) -> list[Claim]:
+    """The claims of one paper (``"Wu"``, ``"Phang"``, ``"Merchant"``, ``"Ren"``)."""
+    if paper not in PAPERS:
+        raise ValueError(f"paper must be one of {sorted(PAPERS)}, got {paper!r}")
+    return [c for c in CLAIMS.values() if c.paper == paper]

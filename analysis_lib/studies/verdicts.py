@@ -1,0 +1,293 @@
+"""One rule for every verdict of the book.
+
+A claim (:mod:`analysis_lib.studies.claims`) is tested on one or more *units* (a task, a
+model, a measure, a layer pair). Each unit brings an :class:`Evidence`: an estimate of the
+claim's statistic, its standard error over the right resampling unit (fine-tuning seeds,
+folds of sentences, seed pairs, test examples) and, where the error comes from few values,
+the degrees of freedom of a t reference. :func:`decide` turns them into one verdict:
+
+``holds``         the statistic is beyond the smallest effect in the claimed direction
+                  (one-sided test of ``theta <= delta`` rejected);
+``opposite``      it is beyond the smallest effect the other way (for a claim of no
+                  difference: beyond it in either direction);
+``equivalent``    it lies within ``+-delta`` (two one-sided tests, TOST, both rejected): no
+                  difference that matters; for a claim of no difference this is the claim;
+``inconclusive``  none of these at the chosen level, or no spread to judge by (one seed).
+
+With several units, each family of p-values (holds, opposite, equivalent) is Holm-adjusted
+over the units before it is compared with ``alpha``. The claim's verdict is the units'
+common outcome when they all agree and ``inconclusive`` (with the counts) when they do not.
+
+:func:`reference_decide` is the same rule written out with intervals instead of p-values,
+one unit at a time (no adjustment); tests hold the two together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .claims import Claim, get
+
+OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
+#: the level of every verdict of the book
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One unit's estimate of a claim's statistic.
+
+    ``se``: standard error (0 for a number without sampling error, NaN when there is no
+    spread to estimate, e.g. one seed); ``df``: degrees of freedom of a t reference (``None``:
+    normal); ``n``: how many values the estimate comes from; ``unit``: what it is about.
+    """
+
+    unit: str
+    estimate: float
+    se: float
+    df: float | None = None
+    n: int | None = None
+    note: str = ""
+
+    @classmethod
+    def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
+        """Mean of independent values (one per seed, seed pair, ...) and its t standard
+        error; one value gives no spread (``se`` NaN)."""
+        x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+        if x.size == 0:
+            return cls(unit, float("nan"), float("nan"), None, 0, note or "not measured")
+        if x.size == 1:
+            return cls(unit, float(x[0]), float("nan"), None, 1,
+                       note or "one value: no spread to judge by")
+        return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
+                   float(x.size - 1), int(x.size), note)
+
+    @classmethod
+    def from_jackknife(cls, unit: str, estimate: float, replicates: Sequence[float],
+                       note: str = "") -> Evidence:
+        """An estimate with the grouped-jackknife standard error of its leave-one-out
+        ``replicates`` (``se^2 = (K-1)/K sum (theta_k - mean)^2``, t with K-1 df)."""
+        r = np.asarray(replicates, dtype=np.float64)
+        k = r.size
+        if k < 2 or not np.isfinite(r).all():
+            return cls(unit, float(estimate), float("nan"), None, k, note or "no jackknife")
+        se = math.sqrt((k - 1) / k * float(np.sum((r - r.mean()) ** 2)))
+        return cls(unit, float(estimate), se, float(k - 1), k, note)
+
+    @classmethod
+    def from_proportions(cls, unit: str, p1: float, n1: int, p2: float, n2: int,
+                         note: str = "") -> Evidence:
+        """``p1 - p2`` for two accuracies on ``n1`` and ``n2`` test examples, with the
+        binomial standard error of the difference (independent test sets; the same test set
+        makes it conservative)."""
+        se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+        return cls(unit, float(p1 - p2), se, None, min(n1, n2), note)
+
+    @classmethod
+    def from_correlation(cls, unit: str, r: float, n: int, note: str = "") -> Evidence:
+        """A Pearson correlation as Fisher's z (``atanh r``) with standard error
+        ``1/sqrt(n-3)``; compare with a smallest effect on the same z scale."""
+        if n < 4 or not np.isfinite(r):
+            return cls(unit, float(np.arctanh(np.clip(r, -0.999999, 0.999999)))
+                       if np.isfinite(r) else float("nan"), float("nan"), None, n,
+                       note or "fewer than 4 points")
+        r = float(np.clip(r, -0.999999, 0.999999))
+        return cls(unit, float(np.arctanh(r)), 1 / math.sqrt(n - 3), None, n, note)
+
+    @classmethod
+    def from_samples(cls, unit: str, estimate: float, samples: Sequence[float],
+                     note: str = "") -> Evidence:
+        """An estimate with the standard deviation of its bootstrap samples as error."""
+        s = np.asarray(samples, dtype=np.float64)
+        s = s[np.isfinite(s)]
+        if s.size < 2:
+            return cls(unit, float(estimate), float("nan"), None, s.size, note)
+        return cls(unit, float(estimate), float(s.std(ddof=1)), None, int(s.size), note)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim's verdict and the numbers behind it (``units``: one row per unit)."""
+
+    claim: Claim
+    outcome: str
+    units: pd.DataFrame = field(repr=False)
+    alpha: float = ALPHA
+    reason: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The estimates with their intervals, one unit after another."""
+        if self.units.empty:
+            return self.reason or "not measured"
+        parts = []
+        for row in self.units.itertuples():
+            text = f"{row.estimate:+.3f}" if np.isfinite(row.estimate) else "n/a"
+            if np.isfinite(row.low):
+                text += f" [{row.low:+.3f}, {row.high:+.3f}]"
+            parts.append(f"{row.unit}: {text}" if row.unit else text)
+        return "; ".join(parts)
+
+
+def _cdf(z: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """P(T <= z) for a t reference with ``df`` (NaN: normal)."""
+    normal = ~np.isfinite(df)
+    out = np.empty_like(z)
+    out[normal] = stats.norm.cdf(z[normal])
+    out[~normal] = stats.t.cdf(z[~normal], df[~normal])
+    return out
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def _one_sided(est, se, df, delta):
+    """p-values of the three questions for statistic ``est`` (direction ``greater``):
+    above ``+delta``, below ``-delta``, and inside ``(-delta, +delta)`` (TOST)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = se == 0
+        up = np.where(exact, np.where(est > delta, 0.0, 1.0),
+                      1 - _cdf((est - delta) / np.where(exact, 1, se), df))
+        down = np.where(exact, np.where(est < -delta, 0.0, 1.0),
+                        _cdf((est + delta) / np.where(exact, 1, se), df))
+        above_low = np.where(exact, np.where(est > -delta, 0.0, 1.0),
+                             1 - _cdf((est + delta) / np.where(exact, 1, se), df))
+        below_high = np.where(exact, np.where(est < delta, 0.0, 1.0),
+                              _cdf((est - delta) / np.where(exact, 1, se), df))
+    inside = np.maximum(above_low, below_high)
+    return up, down, inside
+
+
+def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = ALPHA,
+           smallest_effect: float | None = None) -> Verdict:
+    """The verdict of ``claim`` on ``evidence`` (one :class:`Evidence` per unit).
+
+    ``smallest_effect`` overrides the claim's (e.g. on the Fisher z scale of a correlation
+    claim, pass ``atanh`` of it). ``units`` of the result holds, per unit, the estimate, its
+    95% interval, the Holm-adjusted p-values of the three questions and the unit's outcome.
+    """
+    claim = get(claim) if isinstance(claim, str) else claim
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
+    delta = claim.smallest_effect if smallest_effect is None else float(smallest_effect)
+    evidence = [e for e in evidence if np.isfinite(e.estimate)]
+    if not evidence:
+        return Verdict(claim, "inconclusive", _empty_units(), alpha, "not measured in this run")
+    sign = -1.0 if claim.direction == "less" else 1.0
+    est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
+    se = np.array([e.se for e in evidence], dtype=np.float64)
+    df = np.array([np.nan if e.df is None else e.df for e in evidence], dtype=np.float64)
+    up, down, inside = _one_sided(est, se, df, delta)
+    p_holds, p_opposite, p_equiv = holm(up), holm(down), holm(inside)
+    if claim.direction == "none":  # a claim of no difference: the two sides are "opposite"
+        p_opposite = holm(np.minimum(up, down) * 2)
+        p_holds = np.full_like(p_holds, np.nan)
+    outcome = np.where(p_holds < alpha, "holds",
+                       np.where(p_opposite < alpha, "opposite",
+                                np.where(p_equiv < alpha, "equivalent", "inconclusive")))
+    outcome = np.where(np.isfinite(se), outcome, "inconclusive")
+    q = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, 1)),
+                 stats.norm.ppf(1 - alpha / 2))
+    raw = np.array([e.estimate for e in evidence])
+    units = pd.DataFrame({
+        "unit": [e.unit for e in evidence], "estimate": raw,
+        "low": raw - q * se, "high": raw + q * se, "se": se,
+        "n": [e.n for e in evidence],
+        "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
+        "outcome": outcome, "note": [e.note for e in evidence]})
+    return Verdict(claim, _combine(list(outcome)), units, alpha,
+                   _reason(list(outcome), len(evidence)))
+
+
+def _combine(outcomes: list[str]) -> str:
+    return outcomes[0] if len(set(outcomes)) == 1 else "inconclusive"
+
+
+def _reason(outcomes: list[str], m: int) -> str:
+    counts = pd.Series(outcomes).value_counts()
+    adjusted = f"Holm over {m} units" if m > 1 else "one unit"
+    if len(counts) == 1:
+        return adjusted
+    parts = ", ".join(f"{k} in {v}" for k, v in counts.items())
+    return f"units disagree ({parts} of {m}); {adjusted}"
+
+
+def _empty_units() -> pd.DataFrame:
+    return pd.DataFrame(columns=["unit", "estimate", "low", "high", "se", "n", "p_holds",
+                                 "p_opposite", "p_equivalent", "outcome", "note"])
+
+
+def reference_decide(direction: str, estimate: float, se: float, delta: float,
+                     alpha: float = ALPHA, df: float | None = None) -> str:
+    """One unit, read from intervals: the one-sided ``1 - alpha`` bounds against the
+    smallest effect for ``holds`` and ``opposite``, the ``1 - 2 alpha`` two-sided interval
+    inside ``+-delta`` for ``equivalent`` (a claim of no difference is ``opposite`` when
+    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``)."""
+    if not np.isfinite(se):
+        return "inconclusive"
+    q1 = stats.norm.ppf(1 - alpha) if df is None else stats.t.ppf(1 - alpha, df)
+    q2 = stats.norm.ppf(1 - alpha / 2) if df is None else stats.t.ppf(1 - alpha / 2, df)
+    x = -estimate if direction == "less" else estimate
+    if direction == "none":
+        if x - q2 * se > delta or x + q2 * se < -delta:
+            return "opposite"
+    elif x - q1 * se > delta:
+        return "holds"
+    elif x + q1 * se < -delta:
+        return "opposite"
+    if -delta < x - q1 * se and x + q1 * se < delta:
+        return "equivalent"
+    return "inconclusive"
+
+
+def permutations_for(alpha: float = ALPHA, tests: int = 1) -> int:
+    """The fewest permutations whose smallest p-value, ``1/(n+1)``, lets the most
+    significant of ``tests`` Holm-adjusted tests fall below ``alpha``: ``n + 1 > tests /
+    alpha``."""
+    return int(math.ceil(tests / alpha))
+
+
+def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """A findings table: one row per claim, indexed by claim id."""
+    rows = []
+    for v in verdicts:
+        rows.append({"claim id": v.claim.id, "claim": v.claim.claim,
+                     "paper": f"{v.claim.paper} {v.claim.where}",
+                     "what the paper reports": v.claim.reported,
+                     "statistic": v.claim.statistic,
+                     "smallest effect": v.claim.smallest_effect,
+                     "what this run shows": v.shown,
+                     "verdict": v.outcome, "how": v.reason})
+    frame = pd.DataFrame(rows)
+    return frame.set_index("claim id") if len(frame) else frame
+
+
+def verdict_lines(findings: pd.DataFrame) -> list[str]:
+    """One line per claim of a findings table: the verdict, then the claim."""
+    return [f"- {row.verdict}: {row.claim} ({cid})" for cid, row in findings.iterrows()]
+
+
+def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
+    """The verdict of one claim in a findings table, by id (an unknown id is an error)."""
+    get(claim_id)
+    if claim_id not in findings.index:
+        raise KeyError(f"the findings table holds no claim {claim_id!r}; it holds "
+                       f"{list(findings.index)}")
+    return str(findings.loc[claim_id, "verdict"])

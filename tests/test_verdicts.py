@@ -1,0 +1,147 @@
+"""The book's one verdict rule and its claims: known answers for every outcome, Holm's
+adjustment, agreement with the interval form, and claims that notebooks name."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib.studies import claims, verdicts
+from analysis_lib.studies.verdicts import Evidence, decide
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _claim(direction, delta=0.1):
+    return claims.Claim("test-claim", "Wu", "nowhere", "a test", "yes", "a number",
+                        direction, delta, "because")
+
+
+def test_there_are_enough_claims_from_every_paper():
+    assert len(claims.CLAIMS) >= 20
+    for paper in claims.PAPERS:
+        assert claims.of_paper(paper), paper
+    for c in claims.CLAIMS.values():
+        assert c.id and c.where and c.claim and c.statistic and c.why and c.reported
+        assert c.direction in claims.DIRECTIONS and c.smallest_effect >= 0
+
+
+def test_every_claim_is_named_by_a_notebook():
+    sources = ""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        sources += "\n".join("".join(c["source"]) for c in nb["cells"])
+    missing = [cid for cid in claims.CLAIMS if f'"{cid}"' not in sources]
+    assert not missing, f"claims no notebook names: {missing}"
+
+
+def test_an_unknown_claim_names_the_closest():
+    with pytest.raises(KeyError, match="wu-adjacent"):
+        claims.get("wu-adjacnet")
+    with pytest.raises(ValueError, match="direction"):
+        claims.Claim("x", "Wu", "", "", "", "", "up", 0.1, "")
+    with pytest.raises(ValueError, match="paper"):
+        claims.Claim("x", "Smith", "", "", "", "", "greater", 0.1, "")
+
+
+@pytest.mark.parametrize("direction,estimate,se,expected", [
+    ("greater", 0.50, 0.05, "holds"),          # far above +delta
+    ("greater", -0.50, 0.05, "opposite"),      # far below -delta
+    ("greater", 0.00, 0.01, "equivalent"),     # tightly inside +-delta
+    ("greater", 0.12, 0.10, "inconclusive"),   # straddles +delta
+    ("greater", 0.50, float("nan"), "inconclusive"),  # one seed: no spread
+    ("less", -0.50, 0.05, "holds"),
+    ("less", 0.50, 0.05, "opposite"),
+    ("none", 0.00, 0.01, "equivalent"),
+    ("none", 0.60, 0.05, "opposite"),
+    ("none", -0.60, 0.05, "opposite"),
+    ("none", 0.09, 0.05, "inconclusive"),
+    ("greater", 0.2, 0.0, "holds"),            # an exact number (no sampling error)
+    ("greater", 0.05, 0.0, "equivalent"),
+])
+def test_each_outcome_on_a_case_with_a_known_answer(direction, estimate, se, expected):
+    v = decide(_claim(direction), [Evidence("u", estimate, se)])
+    assert v.outcome == expected
+    assert v.units.outcome.iloc[0] == expected
+
+
+def test_the_margin_matters_not_only_the_sign():
+    # clearly positive, but not clearly beyond the smallest effect
+    v = decide(_claim("greater", 0.1), [Evidence("u", 0.11, 0.01)])
+    assert v.outcome == "inconclusive"
+    assert decide(_claim("greater", 0.0), [Evidence("u", 0.11, 0.01)]).outcome == "holds"
+
+
+def test_holm_adjustment_has_known_values_and_matters():
+    p = [0.01, 0.04, 0.03, float("nan"), 0.005]
+    adj = verdicts.holm(p)
+    np.testing.assert_allclose(adj[[4, 0, 2, 1]], [0.02, 0.03, 0.06, 0.06])
+    assert np.isnan(adj[3])
+    # one unit at p ~ 0.03 holds alone; five such units do not all survive Holm
+    z = 1.88  # one-sided p = 0.030
+    one = decide(_claim("greater", 0.0), [Evidence("u", z, 1.0)])
+    assert one.outcome == "holds"
+    five = decide(_claim("greater", 0.0), [Evidence(f"u{k}", z, 1.0) for k in range(5)])
+    assert five.outcome == "inconclusive"
+    assert (five.units.p_holds > 0.05).all()
+
+
+def test_units_that_disagree_are_inconclusive_with_counts():
+    v = decide(_claim("greater"), [Evidence("a", 0.5, 0.01), Evidence("b", -0.5, 0.01)])
+    assert v.outcome == "inconclusive"
+    assert "holds in 1" in v.reason and "opposite in 1" in v.reason
+    same = decide(_claim("greater"), [Evidence("a", 0.5, 0.01), Evidence("b", 0.6, 0.02)])
+    assert same.outcome == "holds" and "Holm over 2" in same.reason
+
+
+def test_nothing_measured_is_inconclusive_not_an_error():
+    v = decide(_claim("greater"), [])
+    assert v.outcome == "inconclusive" and "not measured" in v.shown
+
+
+@pytest.mark.parametrize("direction", ["greater", "less", "none"])
+def test_the_p_value_form_agrees_with_the_interval_form(direction):
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        est, se, delta = rng.normal(0, 0.3), abs(rng.normal(0, 0.1)) + 1e-3, 0.1
+        df = None if rng.random() < 0.5 else float(rng.integers(1, 10))
+        fast = decide(_claim(direction, delta), [Evidence("u", est, se, df)]).outcome
+        assert fast == verdicts.reference_decide(direction, est, se, delta, df=df), \
+            (direction, est, se, df)
+
+
+def test_evidence_constructors():
+    e = Evidence.from_values("seeds", [1.0, 2.0, 3.0])
+    assert e.estimate == 2.0 and e.df == 2 and math.isclose(e.se, 1 / math.sqrt(3))
+    assert math.isnan(Evidence.from_values("one", [1.0]).se)
+    # jackknife of the mean equals the classical standard error of the mean
+    x = np.random.default_rng(1).normal(size=12)
+    loo = [(x.sum() - xi) / 11 for xi in x]
+    jk = Evidence.from_jackknife("jk", x.mean(), loo)
+    assert math.isclose(jk.se, x.std(ddof=1) / math.sqrt(12), rel_tol=1e-12)
+    p = Evidence.from_proportions("acc", 0.8, 500, 0.7, 400)
+    assert math.isclose(p.estimate, 0.1)
+    assert math.isclose(p.se, math.sqrt(0.8 * 0.2 / 500 + 0.7 * 0.3 / 400))
+    c = Evidence.from_correlation("r", 0.5, 28)
+    assert math.isclose(c.estimate, math.atanh(0.5)) and math.isclose(c.se, 0.2)
+
+
+def test_permutation_floor_is_below_the_adjusted_level():
+    for tests in (1, 3, 7, 12):
+        n = verdicts.permutations_for(0.05, tests)
+        assert tests / (n + 1) < 0.05 <= tests / n
+
+
+def test_findings_table_is_keyed_by_claim_id():
+    c = claims.get("wu-adjacent")
+    frame = verdicts.table([decide(c, [Evidence("m", 0.3, 0.01)])])
+    assert list(frame.index) == ["wu-adjacent"]
+    assert verdicts.outcome_of(frame, "wu-adjacent") == "holds"
+    with pytest.raises(KeyError, match="holds no claim"):
+        verdicts.outcome_of(frame, "wu-family")
+    assert isinstance(frame, pd.DataFrame)
