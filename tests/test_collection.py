@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import pandas as pd
 
 from analysis_lib import corpora, similarity
 from analysis_lib.layers import LayerTable, spread_layers
@@ -279,3 +280,77 @@ def test_attention_heads_collection_and_redundancy():
     n = len(text.sentences[shown])
     assert len(frame) == 2 * 4 * TINY["heads"]
     assert all(len(w) == n * n for w in frame.weights)
+
+
+def _jackknife(values: dict, spread: float, k: int = 10, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    reps = pd.DataFrame({key: v + spread * rng.standard_normal(k) / np.sqrt(k)
+                         for key, v in values.items()})
+    return collection.Jackknife(dict(values), reps)
+
+
+def _summary(within, across, lower=0.5, higher=0.5, adjacent=0.5, non_adjacent=0.5,
+             encoders=0.5, mixed=0.5):
+    return {"within_model": within, "across_models": across, "lower_across": lower,
+            "higher_across": higher, "adjacent": adjacent, "non_adjacent": non_adjacent,
+            "encoders_across": encoders, "encoder_decoder": mixed}
+
+
+def test_findings_are_keyed_by_claim_and_follow_the_numbers():
+    cka = _summary(0.8, 0.3, lower=0.6, higher=0.3, adjacent=0.9, non_adjacent=0.5,
+                   encoders=0.5, mixed=0.5)
+    neuron = _summary(0.6, 0.1)
+    summaries = {"linear_cka": cka, "neuronsim": neuron}
+    jk = {"linear_cka": _jackknife(cka, 0.004), "neuronsim": _jackknife(neuron, 0.004)}
+    found = collection.findings(summaries, jk, ["neuronsim", "linear_cka"])
+    assert list(found.index) == list(collection.CLAIM_IDS)
+    assert found.loc["wu-within-model", "verdict"] == "holds"
+    assert found.loc["wu-lower-layers", "verdict"] == "holds"
+    assert found.loc["wu-adjacent", "verdict"] == "holds"
+    assert found.loc["wu-family", "verdict"] == "equivalent"  # 0.5 against 0.5, tight
+    # across/within: CKA 0.375, neuronsim 0.167: representations relatively closer
+    assert found.loc["wu-neurons-differ", "verdict"] == "holds"
+    # reversed numbers give the opposite verdict
+    flipped = {"linear_cka": _summary(0.3, 0.8), "neuronsim": neuron}
+    jk2 = {"linear_cka": _jackknife(flipped["linear_cka"], 0.01), "neuronsim": jk["neuronsim"]}
+    found2 = collection.findings(flipped, jk2, ["neuronsim", "linear_cka"])
+    assert found2.loc["wu-within-model", "verdict"] == "opposite"
+
+
+def test_neurons_claim_is_invariant_to_each_measures_scale():
+    """The claim compares each measure with itself: rescaling one measure changes nothing,
+    and raw values far apart do not make it hold when the ratios agree."""
+    cka, neuron = _summary(0.8, 0.4), _summary(0.2, 0.1)  # same ratio 0.5
+    jk = {"linear_cka": _jackknife(cka, 0.005), "neuronsim": _jackknife(neuron, 0.005)}
+    found = collection.findings({"linear_cka": cka, "neuronsim": neuron}, jk,
+                                ["neuronsim", "linear_cka"])
+    assert found.loc["wu-neurons-differ", "verdict"] != "holds"
+    scaled = {k: 3 * v for k, v in neuron.items()}
+    jk["neuronsim"] = collection.Jackknife(scaled, 3 * jk["neuronsim"].replicates)
+    again = collection.findings({"linear_cka": cka, "neuronsim": scaled}, jk,
+                                ["neuronsim", "linear_cka"])
+    assert again.loc["wu-neurons-differ", "what this run shows"] == \
+        found.loc["wu-neurons-differ", "what this run shows"]
+
+
+def test_without_a_jackknife_every_verdict_is_inconclusive():
+    cka = _summary(0.8, 0.3)
+    found = collection.findings({"linear_cka": cka}, {}, ["linear_cka"])
+    assert set(found.verdict) == {"inconclusive"}
+
+
+def test_jackknife_replicates_give_the_intervals(coll):
+    c, _ = coll
+    jk = collection.summary_jackknife("linear_cka", c, n_folds=5)
+    assert len(jk.replicates) == 5
+    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
+    assert iv.keys() == jk.intervals().keys()
+    for key, bounds in jk.intervals().items():
+        np.testing.assert_array_equal(iv[key], bounds)  # NaN where a cell is empty
+
+
+def test_corpus_claim_reads_fisher_z():
+    high = collection.corpus_findings({"linear_cka": 0.95}, n_layers=40)
+    assert high.loc["wu-other-corpus", "verdict"] == "holds"
+    low = collection.corpus_findings({"linear_cka": 0.1}, n_layers=40)
+    assert low.loc["wu-other-corpus", "verdict"] == "opposite"

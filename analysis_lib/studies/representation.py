@@ -26,7 +26,8 @@ from ..layers import LayerCollection, LayerTable, spread_layers
 from ..models import CAUSAL_FAMILIES
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
-from . import extract_each
+from . import claims, extract_each, verdicts
+from .verdicts import Evidence, decide
 
 
 @dataclass
@@ -360,28 +361,48 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
     return {k: corr(m) for k, m in masks.items()}
 
 
-def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
-                      level: float = 0.95, seed: int = 0, controlled: bool = False,
-                      models: Sequence[str] | None = None
-                      ) -> dict[str, tuple[float, float]]:
-    """Intervals of every :func:`summary` number of one measure, from a grouped jackknife:
-    the sentences are split at random into ``n_folds`` folds, the matrix is recomputed with
-    each fold left out, and ``estimate +- z * se`` with the jackknife standard error
-    ``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``.
+@dataclass(frozen=True)
+class Jackknife:
+    """The :func:`summary` numbers of one measure (``estimate``) and their grouped-jackknife
+    replicates (``replicates``: one row per left-out fold of sentences, one column per
+    summary key), from :func:`summary_jackknife`."""
+
+    estimate: dict[str, float]
+    replicates: pd.DataFrame
+
+    def se(self, key: str) -> float:
+        """The jackknife standard error of one summary number."""
+        values = self.replicates[key].to_numpy()
+        k = len(values)
+        return float(np.sqrt((k - 1) / k * np.sum((values - values.mean()) ** 2)))
+
+    def intervals(self, level: float = 0.95) -> dict[str, tuple[float, float]]:
+        """``estimate +- z * se`` of every summary number."""
+        from scipy.stats import norm
+
+        z = norm.ppf(0.5 + level / 2)
+        return {key: (value - z * self.se(key), value + z * self.se(key))
+                for key, value in self.estimate.items()}
+
+
+def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
+                      seed: int = 0, controlled: bool = False,
+                      models: Sequence[str] | None = None) -> Jackknife:
+    """Every :func:`summary` number of one measure with its grouped-jackknife replicates:
+    the sentences are split at random into ``n_folds`` folds and the matrix is recomputed
+    with each fold left out. Two measures jackknifed with the same ``seed`` and ``n_folds``
+    on the same collection share their folds, so a contrast of the two has replicates too.
 
     Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
     raise the chance level of CKA-like measures, so the resampled values are shifted
     (upwards, by as much as the spread itself for small samples) and neither the percentile
     nor the basic interval is reliable. Leaving out a fold keeps every stimulus distinct.
 
-    ``models``: intervals of ``summary(..., models=models)``, computed on those models'
+    ``models``: numbers of ``summary(..., models=models)``, computed on those models'
     layers only.
     """
-    from scipy.stats import norm
-
     if models is not None:
         collection = subset(collection, models)
-
     if n_folds < 2:
         raise ValueError(f"n_folds must be at least 2, got {n_folds}")
     layers = regress_out(collection.layers, collection.covariates) if controlled else \
@@ -393,69 +414,90 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
                        np.arange(len(sentences)) % n_folds))
     fold = np.array([fold_of[s] for s in collection.sentence])
     estimate = summary(pairwise(layers, measure=measure, progress=False), collection)
-    leave_out = []
-    for k in range(n_folds):
-        keep = fold != k
-        leave_out.append(summary(pairwise([x[keep] for x in layers], measure=measure,
-                                          progress=False), collection))
-    z = norm.ppf(0.5 + level / 2)
-    out = {}
-    for key, value in estimate.items():
-        values = np.array([t[key] for t in leave_out])
-        se = np.sqrt((n_folds - 1) / n_folds * np.sum((values - values.mean()) ** 2))
-        out[key] = (float(value - z * se), float(value + z * se))
-    return out
+    leave_out = [summary(pairwise([x[fold != k] for x in layers], measure=measure,
+                                  progress=False), collection) for k in range(n_folds)]
+    return Jackknife(estimate, pd.DataFrame(leave_out))
 
 
-def observations(summaries: Mapping[str, Mapping[str, float]],
-                 intervals: Mapping[str, Mapping[str, tuple[float, float]]],
-                 measures: Sequence[str]) -> pd.DataFrame:
-    """Wu et al.'s five observations beside what this run shows, from :func:`summary` numbers
-    (``summaries[measure]``) and their intervals where computed."""
+def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
+                      level: float = 0.95, seed: int = 0, controlled: bool = False,
+                      models: Sequence[str] | None = None
+                      ) -> dict[str, tuple[float, float]]:
+    """Intervals of every :func:`summary` number of one measure: ``estimate +- z * se``
+    with the grouped-jackknife standard error of :func:`summary_jackknife`
+    (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
+    return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,
+                             controlled=controlled, models=models).intervals(level)
+
+
+#: Wu et al.'s observations tested on one measure: claim id -> (higher key, lower key)
+CONTRASTS = {
+    "wu-within-model": ("within_model", "across_models"),
+    "wu-lower-layers": ("lower_across", "higher_across"),
+    "wu-adjacent": ("adjacent", "non_adjacent"),
+    "wu-family": ("encoders_across", "encoder_decoder"),
+}
+#: the claims :func:`findings` answers, in its order
+CLAIM_IDS = ("wu-within-model", "wu-neurons-differ", "wu-lower-layers", "wu-adjacent",
+             "wu-family")
+
+
+def _contrast(summaries, jackknives, measure, high, low) -> Evidence:
+    values = summaries.get(measure, {})
+    estimate = values.get(high, np.nan) - values.get(low, np.nan)
+    if measure not in jackknives:
+        return Evidence(measure, estimate, np.nan, note="no jackknife (n_folds < 2)")
+    reps = jackknives[measure].replicates
+    return Evidence.from_jackknife(measure, estimate, reps[high] - reps[low])
+
+
+def _relative(summaries, jackknives, rep, neuron) -> Evidence:
+    """Across/within of ``rep`` minus across/within of ``neuron``, each measure's own
+    contrast, with replicates when both measures were jackknifed on the same folds."""
+    def ratio(values):
+        return values["across_models"] / values["within_model"]
+
+    unit = f"{rep} vs {neuron}"
+    if rep not in summaries or neuron not in summaries or rep == neuron:
+        return Evidence(unit, np.nan, np.nan)
+    estimate = ratio(summaries[rep]) - ratio(summaries[neuron])
+    if rep not in jackknives or neuron not in jackknives or \
+            len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
+        return Evidence(unit, estimate, np.nan, note="no jackknife of both measures")
+    reps = ratio(jackknives[rep].replicates) - ratio(jackknives[neuron].replicates)
+    return Evidence.from_jackknife(unit, estimate, reps)
+
+
+def findings(summaries: Mapping[str, Mapping[str, float]],
+             jackknives: Mapping[str, Jackknife], measures: Sequence[str]) -> pd.DataFrame:
+    """Wu et al.'s five observations (:data:`CLAIM_IDS`) judged by the book's verdict rule,
+    one row per claim id, from :func:`summary` numbers (``summaries[measure]``) and the
+    jackknives of the measures that have one (without one a claim is inconclusive).
+
+    Each observation is a contrast of one measure with itself (linear CKA, or the last
+    measure given); "similar representations, different neurons" compares each measure's
+    across/within ratio, never the raw values of two measures."""
     rep = "linear_cka" if "linear_cka" in measures else measures[-1]
     neuron = "neuronsim" if "neuronsim" in measures else measures[0]
+    out = []
+    for claim_id in CLAIM_IDS:
+        if claim_id == "wu-neurons-differ":
+            evidence = _relative(summaries, jackknives, rep, neuron)
+        else:
+            evidence = _contrast(summaries, jackknives, rep, *CONTRASTS[claim_id])
+        out.append(decide(claim_id, [evidence]))
+    return verdicts.table(out)
 
-    def cell(s, key):
-        value = summaries[s][key] if s in summaries else float("nan")
-        if s in intervals:
-            low, high = intervals[s][key]
-            return f"{value:.3f} [{low:.3f}, {high:.3f}]"
-        return f"{value:.3f}"
 
-    def holds(s, high, low):
-        a, b = summaries.get(s[0], {}).get(high), summaries.get(s[1], {}).get(low)
-        if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
-            return "not measured"
-        if s[0] in intervals and s[1] in intervals:
-            lo_a, hi_a = intervals[s[0]][high]
-            lo_b, hi_b = intervals[s[1]][low]
-            if lo_a <= hi_b and lo_b <= hi_a:
-                return "unclear (the intervals overlap)"
-        return "yes" if a > b else "no"
-
-    return pd.DataFrame([
-        ("layers of one model are more similar to each other than to other models' layers",
-         "yes, under every measure", f"within {cell(rep, 'within_model')} vs across "
-         f"{cell(rep, 'across_models')} ({rep})",
-         holds((rep, rep), "within_model", "across_models")),
-        ("across models: similar representations, different neurons",
-         "representation-level measures high, neuronsim low",
-         f"{rep} {cell(rep, 'across_models')} vs {neuron} {cell(neuron, 'across_models')}",
-         holds((rep, neuron), "across_models", "across_models")),
-        ("lower layers are more similar across models than higher layers", "yes",
-         f"lower {cell(rep, 'lower_across')} vs higher {cell(rep, 'higher_across')} ({rep})",
-         holds((rep, rep), "lower_across", "higher_across")),
-        ("adjacent layers are the most similar", "yes",
-         f"adjacent {cell(rep, 'adjacent')} vs non-adjacent {cell(rep, 'non_adjacent')} "
-         f"({rep})", holds((rep, rep), "adjacent", "non_adjacent")),
-        ("models of one family (architecture and objective) are more similar: two "
-         "bidirectional encoders against an encoder and a left-to-right decoder",
-         "yes (within-family more similar; the objective matters)",
-         f"encoders {cell(rep, 'encoders_across')} vs encoder-decoder "
-         f"{cell(rep, 'encoder_decoder')} ({rep})",
-         holds((rep, rep), "encoders_across", "encoder_decoder")),
-    ], columns=["observation", "what the paper reports", "what this run shows",
-                "holds here"])
+def corpus_findings(agreements: Mapping[str, float], n_layers: int) -> pd.DataFrame:
+    """Wu et al. App. B.1 judged by the verdict rule: per measure, the correlation of the
+    across-model cells on two corpora (:func:`agreement`'s ``across_models``), as Fisher's
+    z with the number of layers as the sample size, against z of ``r = 0.5``."""
+    claim = claims.get("wu-other-corpus")
+    evidence = [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
+                for m, r in agreements.items()]
+    return verdicts.table([decide(claim, evidence,
+                                  smallest_effect=float(np.arctanh(claim.smallest_effect)))])
 
 
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
