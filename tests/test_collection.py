@@ -353,4 +353,4 @@ def test_corpus_claim_reads_fisher_z():
     high = collection.corpus_findings({"linear_cka": 0.95}, n_layers=40)
     assert high.loc["wu-other-corpus", "verdict"] == "holds"
     low = collection.corpus_findings({"linear_cka": 0.1}, n_layers=40)
-    assert low.loc["wu-other-corpus", "verdict"] == "opposite"
+    assert low.loc["wu-other-corpus", "verdict"] == "equivalent"  # |r| reliably < 0.5
