@@ -117,3 +117,75 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
                    model_options=options, progress=False, freeze_bottom=1)
     assert len(calls) == 3
+
+
+def _noisy(M, rng, scale=0.01):
+    E = scale * rng.standard_normal(M.shape)
+    return M + (E + E.T) / 2
+
+
+def _change(slope, rng, seeds=(0, 1, 2), layers=7, tasks=("t1", "t2"), noise=0.005):
+    import pandas as pd
+
+    rows = []
+    for task in tasks:
+        for seed in seeds:
+            for layer in range(layers):
+                value = 1 - slope * layer + noise * rng.standard_normal()
+                rows.append({"model": "m", "task": task, "seed": seed, "layer": layer,
+                             "linear_cka": value, "neuronsim": value, "rsa": value,
+                             "attention_js": value if layer else np.nan})
+    return pd.DataFrame(rows)
+
+
+def _frozen(full, bottom, top):
+    import pandas as pd
+
+    return pd.DataFrame([
+        {"frozen": "none", "k": 0, "accuracy": full, "n_test": 5000},
+        {"frozen": "bottom", "k": 2, "accuracy": bottom, "n_test": 5000},
+        {"frozen": "top", "k": 2, "accuracy": top, "n_test": 5000}])
+
+
+def test_findings_follow_planted_structure():
+    rng = np.random.default_rng(0)
+    n = 7
+    blocks = planted_blocks([0, 4], n)
+    decay = 1 - 0.1 * np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    ft_orig = np.diag(np.linspace(1.0, 0.5, n)) + 0.1
+    views = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)],
+                                    "FT-ORIG": [_noisy(ft_orig, rng) for _ in range(3)]}}
+    found = study.findings(_change(0.05, rng), views, _frozen(0.80, 0.80, 0.60))
+    assert list(found.index) == list(study.CLAIM_IDS)
+    assert found.loc["wu-ft-top-change", "verdict"] == "holds"
+    assert found.loc["merchant-depth", "verdict"] == "holds"
+    assert found.loc["phang-blocks", "verdict"] == "holds"
+    assert found.loc["phang-ft-orig", "verdict"] == "holds"
+    assert found.loc["merchant-freeze-bottom", "verdict"] == "equivalent"
+    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    # a smooth decay is no block structure; no change with depth is "equivalent";
+    # freezing that costs a lot is the opposite of "costs little"
+    views = {("m", "t1", "first"): {"FT-FT": [_noisy(decay, rng) for _ in range(3)]}}
+    # (Holm over six units with two degrees of freedom each needs a tight spread)
+    found = study.findings(_change(0.0, rng, noise=0.001), views, _frozen(0.80, 0.60, 0.80))
+    assert found.loc["phang-blocks", "verdict"] in ("opposite", "equivalent")
+    assert found.loc["wu-ft-top-change", "verdict"] == "equivalent"
+    assert found.loc["merchant-freeze-bottom", "verdict"] == "opposite"
+    assert found.loc["merchant-freeze-order", "verdict"] == "opposite"
+    assert found.loc["phang-ft-orig", "verdict"] == "inconclusive"  # not measured
+
+
+def test_one_seed_gives_no_verdict():
+    rng = np.random.default_rng(1)
+    found = study.findings(_change(0.1, rng, seeds=(0,)), {}, None)
+    assert found.loc["wu-ft-top-change", "verdict"] == "inconclusive"
+    assert found.loc["phang-blocks", "what this run shows"] == "not measured in this run"
+
+
+def test_block_gain_charges_the_band_for_its_parameters():
+    n = 7
+    decay = 1 - 0.1 * np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    assert study.block_gain(decay) < 0
+    assert study.block_gain(planted_blocks([0, 3], n)) > 0
+    assert study.adjusted_r2(0.9, 21, 3) == pytest.approx(1 - 0.1 * 20 / 17)
+    assert np.isnan(study.adjusted_r2(0.9, 4, 3))

@@ -46,10 +46,10 @@ from ..similarity import (
     rsa,
 )
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+from . import verdicts
+from .verdicts import Evidence, decide
 
 COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
-#: a difference counts as a finding when the intervals are apart by more than this
-MARGIN = 0.01
 
 
 # --------------------------------------------------------------------------- the runs
@@ -384,7 +384,8 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
         found[(mode, k)] = result
         test = result.metrics["test"]
         rows.append({"frozen": mode, "k": k, "accuracy": test["accuracy"],
-                     "macro_f1": test["macro_f1"], "majority": test["majority_baseline"]})
+                     "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
+                     "n_test": len(runs.task(task).test)})
     return pd.DataFrame(rows), found
 
 
@@ -508,59 +509,104 @@ def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([base, tuned.drop(columns="n")], ignore_index=True)
 
 
-def _fmt(mean: float, low: float, high: float) -> str:
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+#: the claims :func:`findings` answers, in its order
+CLAIM_IDS = ("wu-ft-top-change", "merchant-depth", "phang-blocks", "phang-ft-orig",
+             "merchant-freeze-bottom", "merchant-freeze-order")
 
 
-def findings(per_layer: pd.DataFrame, structure: pd.DataFrame, frozen: pd.DataFrame,
-             scores: pd.DataFrame) -> pd.DataFrame:
-    """The papers' findings beside this run's numbers, with a verdict per finding computed
-    from the numbers: a difference "holds" when the two 95% intervals over seeds are apart
-    by more than :data:`MARGIN`."""
-    rows = []
-    top, bottom = int(per_layer.layer.max()), 1
-    for measure in ("linear_cka", "rsa", "attention_js"):
-        at = per_layer[per_layer.measure == measure]
-        low = at[at.layer == bottom]
-        high = at[at.layer == top]
-        if low.empty or high.empty:
-            continue
-        holds = bool((high["high"].to_numpy() + MARGIN < low["low"].to_numpy()).all())
-        shown = "; ".join(f"{t}: layer {bottom} {_fmt(a.mean, a.low, a.high)} vs layer {top} "
-                          f"{_fmt(b.mean, b.low, b.high)}"
-                          for t, a, b in zip(low.task, low.itertuples(), high.itertuples()))
-        rows.append((f"top layers change more than bottom layers ({measure}, base vs FT)",
-                     "yes (Wu Fig. 5-6, Merchant Fig. 2)", shown,
-                     "holds" if holds else "not clearly (intervals overlap)"))
-    ft = structure[(structure.view == "FT-FT") & (structure.pooling == "first")]
-    for row in ft.itertuples():
-        blocks = row.block2_r2_low > row.band_r2_high + MARGIN
-        rows.append((f"fine-tuned layers form two blocks ({row.model}, {row.task}, FT-FT, CLS)",
-                     "yes for RoBERTa and ALBERT, less for ELECTRA (Phang Fig. 2)",
-                     f"block R2 {_fmt(row.block2_r2, row.block2_r2_low, row.block2_r2_high)}"
-                     f" vs band R2 {_fmt(row.band_r2, row.band_r2_low, row.band_r2_high)}",
-                     "holds" if blocks else "no: a band explains it as well or better"))
-    if len(frozen) > 1:
-        full = float(frozen[frozen.frozen == "none"].accuracy.iloc[0])
-        parts = []
-        for mode in ("bottom", "top"):
-            sub = frozen[frozen.frozen == mode]
-            parts += [f"{mode} {k}: {a:.3f}" for k, a in zip(sub.k, sub.accuracy)]
-        worst_bottom = frozen[frozen.frozen == "bottom"].accuracy.min()
-        worst_top = frozen[frozen.frozen == "top"].accuracy.min()
-        rows.append(("freezing the bottom layers costs less than freezing the top ones",
-                     "yes: few top layers need to change (Merchant Fig. 3; Wu App. D)",
-                     f"unfrozen {full:.3f}; " + ", ".join(parts),
-                     "holds" if worst_bottom >= worst_top else "does not hold here"))
-    for row in scores.itertuples():
-        rows.append((f"fine-tuning learns the task ({row.model}, {row.task})",
-                     "(a precondition)", f"accuracy {_fmt(row.mean, row.low, row.high)} vs "
-                     f"majority {row.majority:.3f}",
-                     "holds" if row.low > row.majority else "no: do not read the rest"))
-    return pd.DataFrame(rows, columns=["finding", "what the papers report",
-                                       "what this run shows", "verdict"])
+def adjusted_r2(r2: float, n: int, p: int) -> float:
+    """R^2 charged for ``p`` fitted parameters (besides the mean) on ``n`` values:
+    ``1 - (1 - R^2) (n - 1) / (n - p - 1)``; NaN when ``n <= p + 1``."""
+    return float(1 - (1 - r2) * (n - 1) / (n - p - 1)) if n > p + 1 else float("nan")
 
 
-def verdict_lines(findings: pd.DataFrame) -> list[str]:
-    """One line per finding of a findings table: the verdict, then the finding."""
-    return [f"- {row.verdict}: {row.finding}" for row in findings.itertuples()]
+def block_gain(M: np.ndarray) -> float:
+    """Adjusted R^2 of the best 2-block partition minus that of the band model, on one
+    symmetric layer x layer matrix. Each off-diagonal pair of layers counts once; the block
+    model fits 3 means and chooses a cut (4 parameters counting the cut, i.e. 3 besides
+    the mean), the band model one mean per distance (``L - 1`` distances: ``L - 2``)."""
+    M = np.asarray(M, dtype=np.float64)
+    n_layers = n_defined(M)
+    if n_layers < 4:
+        return float("nan")
+    n = n_layers * (n_layers - 1) // 2
+    block = adjusted_r2(block_fit(M, 2)["r2"], n, 3)
+    band = adjusted_r2(band_fit(M), n, n_layers - 2)
+    return block - band
+
+
+def _depth_drop(frame: pd.DataFrame, measure: str) -> list[Evidence]:
+    """Per (model, task): similarity at the first transformer layer minus at the top layer,
+    one value per seed."""
+    out = []
+    for (model, task), group in frame.groupby(["model", "task"], sort=False):
+        top = int(group.layer.max())
+        by_seed = group.set_index(["seed", "layer"])[measure]
+        values = [by_seed.get((seed, 1), np.nan) - by_seed.get((seed, top), np.nan)
+                  for seed in group.seed.unique()]
+        out.append(Evidence.from_values(f"{model}, {task}, {measure} (L1 - L{top})",
+                                        values))
+    return out
+
+
+def _view_evidence(views, view: str, statistic, label: str) -> list[Evidence]:
+    out = []
+    for (model, task, pooling), matrices in views.items():
+        if pooling == "first" and view in matrices:
+            out.append(Evidence.from_values(f"{model}, {task}, {label}",
+                                            [statistic(M) for M in matrices[view]]))
+    return out
+
+
+def _diagonal_drop(M: np.ndarray) -> float:
+    return float(M[1, 1] - M[-1, -1])
+
+
+def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evidence]]:
+    """Unfrozen minus bottom-k frozen accuracy, and bottom-k minus top-k, per k (binomial
+    standard errors over the test examples of each run)."""
+    if frozen is None or len(frozen) < 2:
+        return [], []
+    full = frozen[frozen.frozen == "none"].iloc[0]
+    costs, order = [], []
+    for k in sorted(set(frozen.k) - {0}):
+        bottom = frozen[(frozen.frozen == "bottom") & (frozen.k == k)]
+        top = frozen[(frozen.frozen == "top") & (frozen.k == k)]
+        if len(bottom):
+            b = bottom.iloc[0]
+            costs.append(Evidence.from_proportions(f"bottom {k} frozen", full.accuracy,
+                                                   int(full.n_test), b.accuracy,
+                                                   int(b.n_test)))
+            if len(top):
+                t = top.iloc[0]
+                order.append(Evidence.from_proportions(f"k = {k}", b.accuracy,
+                                                       int(b.n_test), t.accuracy,
+                                                       int(t.n_test)))
+    return costs, order
+
+
+def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
+                                                   Mapping[str, Sequence[np.ndarray]]],
+             frozen: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The papers' claims about fine-tuning (:data:`CLAIM_IDS`), each judged by the book's
+    verdict rule (:func:`analysis_lib.studies.verdicts.decide`), one row per claim id.
+
+    ``change``: :func:`change_frame` (one row per model, task, seed and layer); ``views``:
+    :func:`view_matrices` per ``(model, task, pooling)``; ``frozen``: :func:`freezing_runs`.
+    Depth claims compare the first transformer layer with the top one (the embedding
+    layer, shared by construction when it is frozen, is never the baseline), per seed; the
+    block claim charges each model for its parameters (:func:`block_gain`); freezing runs
+    have one seed, so their errors are binomial over test examples only."""
+    top_change = [e for m in ("linear_cka", "neuronsim", "attention_js")
+                  if m in change for e in _depth_drop(change, m)]
+    depth = _depth_drop(change, "rsa") if "rsa" in change else []
+    blocks = _view_evidence(views, "FT-FT", block_gain, "FT-FT CLS")
+    ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
+    costs, order = _freezing_evidence(frozen)
+    evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))
+    return verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+
+
+def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
+    """One line per named claim of a findings table: the verdict, then the claim."""
+    return verdicts.verdict_lines(findings, claim_ids)

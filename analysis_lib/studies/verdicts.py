@@ -279,9 +279,11 @@ def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     return frame.set_index("claim id") if len(frame) else frame
 
 
-def verdict_lines(findings: pd.DataFrame) -> list[str]:
-    """One line per claim of a findings table: the verdict, then the claim."""
-    return [f"- {row.verdict}: {row.claim} ({cid})" for cid, row in findings.iterrows()]
+def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
+    """One line per named claim of a findings table, in the order named: the verdict, then
+    the claim (a claim the table lacks is an error, not a silent omission)."""
+    return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid})"
+            for cid in claim_ids]
 
 
 def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
