@@ -1,6 +1,6 @@
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from analysis_lib import corpora, similarity
 from analysis_lib.layers import LayerTable, spread_layers
