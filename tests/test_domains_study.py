@@ -106,3 +106,29 @@ def test_resampled_rsa_turns_only_an_undefined_rsa_into_nan():
         study.rsa_by_layer([bad], [Y], weights=w)
     frame = study.bootstrap_rsa([X, X], {0: [Y, Y]}, np.repeat(np.arange(6), 2), n_boot=20)
     assert list(frame.dropped) == [0, 0]
+
+
+def test_findings_judge_the_planted_domain_effect():
+    rng = np.random.default_rng(3)
+    sentence = np.arange(240) // 8
+    frames = []
+    for domain, noise in (("in-domain", 2.0), ("out-of-domain", 0.3)):
+        base, _ = layers_with_change(rng, 240, 0.0)
+        tuned = {s: [x + noise * (k + 1) / 3 * rng.standard_normal(x.shape)
+                     for k, x in enumerate(base)] for s in (0, 1)}
+        frame = study.bootstrap_rsa(base, tuned, sentence, n_boot=40, seed=0)
+        frames.append(frame.assign(model="m", task="t", domain=domain))
+    curves = pd.concat(frames, ignore_index=True)
+    found = study.findings(curves)
+    assert list(found.index) == ["merchant-domain"]
+    assert found.loc["merchant-domain", "verdict"] == "holds"
+    # swap the domains: the in-domain tokens changed less, the claim's opposite
+    swapped = curves.assign(domain=curves.domain.map(
+        {"in-domain": "out-of-domain", "out-of-domain": "in-domain"}))
+    assert study.findings(swapped).loc["merchant-domain", "verdict"] == "opposite"
+
+
+def test_permutation_floor_says_when_permutations_are_too_few():
+    assert "too few" in study.permutation_floor(40, 7)
+    assert "enough" in study.permutation_floor(140, 7)
+    assert "0.0244" in study.permutation_floor(40, 7)
