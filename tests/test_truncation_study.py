@@ -83,3 +83,46 @@ def test_truncated_copy_keeps_the_bottom_layers_exactly(tmp_path):
     assert len(b) == 3
     for x, y in zip(a[:3], b):
         torch.testing.assert_close(x, y)
+
+
+def _scores(untuned_drop, tuned_drop, gain, seeds=(0, 1, 2), layers=6, noise=0.002):
+    """A score grid with planted accuracies: full 0.8; UNTUNED and TUNED two layers below
+    the top lower by the given drops; TUNED above TUNEDORIG by ``gain``."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in seeds:
+        for layer in range(1, layers + 1):
+            below = layer <= layers - 2
+            for config, value in (("UNTUNED", 0.8 - (untuned_drop if below else 0)),
+                                  ("TUNED", 0.8 - (tuned_drop if below else 0)),
+                                  ("TUNEDORIG", 0.8 - (tuned_drop if below else 0) - gain)):
+                rows.append({"model": "m", "task": "t", "seed": seed, "config": config,
+                             "layer": layer, "accuracy": value + noise * rng.standard_normal(),
+                             "full": 0.8, "majority": 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_findings_follow_planted_accuracies():
+    import pandas as pd
+
+    found = study.findings(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
+    assert list(found.index) == list(study.CLAIM_IDS)
+    assert found.loc["phang-untuned", "verdict"] == "opposite"   # collapses below the top
+    assert found.loc["phang-tuned", "verdict"] == "equivalent"   # a new head does as well
+    assert found.loc["phang-tuned-orig", "verdict"] == "holds"
+    assert found.loc["phang-cka-predicts", "verdict"] == "inconclusive"  # not measured
+    # the CKA link within each task: a strong negative correlation holds
+    x = np.linspace(0.2, 0.9, 30)
+    link = pd.DataFrame({"task": "t", "cka_to_last": x, "accuracy_lost": 0.5 - 0.5 * x})
+    skips = {"t": pd.DataFrame({"first": [1, 6], "last": [1, 6], "single": [True, True],
+                                "accuracy": [0.5, 0.8], "n_test": [2000, 2000]})}
+    truncated = pd.DataFrame({"layers_kept": [2, 3], "accuracy": [0.6, 0.8],
+                              "n_test": [5000, 5000]})
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=truncated,
+                           full_first=0.8, skips=skips)
+    assert found.loc["phang-untuned", "verdict"] == "equivalent"
+    assert found.loc["phang-cka-predicts", "verdict"] == "holds"
+    assert found.loc["phang-skip-bottom", "verdict"] == "holds"
+    assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # 3 of 6 layers

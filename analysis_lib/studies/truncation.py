@@ -31,7 +31,9 @@ from ..models import LoadedModel, load
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
+from . import claims, verdicts
 from .finetuning import Runs, run_grid, seed_interval
+from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
@@ -134,10 +136,12 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)
-        result = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
-                          progress=progress).get(folder, task, seed)
+        grid = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
+                        progress=progress)
+        result = grid.get(folder, task, seed)
         history = result.record["history"]
         rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"],
+                     "n_test": len(grid.task(task).test),
                      "first_epoch_loss": history[0]["train_loss"],
                      "last_epoch_loss": history[-1]["train_loss"]})
     return pd.DataFrame(rows)
@@ -162,7 +166,8 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> 
                                 max_length=result.record["config"]["max_length"],
                                 skip=(first, last))
             rows.append({"first": first, "last": last, "single": first == last,
-                         "accuracy": _accuracy(logits, task.test.labels)})
+                         "accuracy": _accuracy(logits, task.test.labels),
+                         "n_test": len(task.test)})
     return pd.DataFrame(rows)
 
 
@@ -184,51 +189,97 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
     return pd.DataFrame(rows)
 
 
-def findings(summary: pd.DataFrame, truncated: pd.DataFrame | None,
-             link: pd.DataFrame) -> pd.DataFrame:
-    """The papers' findings beside this run's numbers, with verdicts from the means over
-    seeds ("within 0.02 of the full model": the mean accuracy at that layer)."""
-    rows = []
-    for (model, task), group in summary.groupby(["model", "task"], sort=False):
-        top = int(group.layer.max())
-        untuned = group[group.config == "UNTUNED"].set_index("layer")
-        tuned = group[group.config == "TUNED"].set_index("layer")
-        orig = group[group.config == "TUNEDORIG"].set_index("layer")
-        full, majority = float(group.full.iloc[0]), float(group.majority.iloc[0])
-        near = [k for k in untuned.index if untuned.loc[k, "mean"] >= full - 0.02]
-        first_near = min(near) if near else None
-        rows.append((f"the top layers can be dropped with no retraining ({model}, {task})",
-                     "yes for RoBERTa and ALBERT: UNTUNED close to full a few layers below "
-                     "the top (Phang Fig. 3)",
-                     f"UNTUNED reaches within 0.02 of the full {full:.3f} from layer "
-                     f"{first_near} of {top}; majority {majority:.3f}",
-                     "holds" if first_near is not None and first_near <= top - 2 else
-                     "does not hold: only the last layer or two work without retuning"))
-        plateau = [k for k in tuned.index if tuned.loc[k, "mean"] >= full - 0.02]
-        first_plateau = min(plateau) if plateau else None
-        rows.append((f"a re-trained head on a lower layer does as well ({model}, {task})",
-                     "yes: TUNED plateaus well below the top (Phang Fig. 3)",
-                     f"TUNED within 0.02 of the full model from layer {first_plateau}",
-                     "holds" if first_plateau is not None and first_plateau < top else
-                     "does not hold"))
-        gain = float(np.mean(tuned["mean"] - orig["mean"]))
-        rows.append((f"fine-tuned layers beat pretrained ones as features ({model}, {task})",
-                     "yes: TUNED above TUNEDORIG (Phang Fig. 3)",
-                     f"TUNED minus TUNEDORIG, mean over layers {gain:+.3f}",
-                     "holds" if gain > 0.01 else "does not hold"))
-    if truncated is not None and len(truncated):
-        best = truncated.accuracy.max()
-        rows.append(("a truncated model fine-tuned as a whole reaches the full score early",
-                     "yes: 3 layers for MNLI, 5 for SQuAD (Merchant Fig. 4)",
-                     ", ".join(f"{k} layers: {a:.3f}" for k, a in
-                               zip(truncated.layers_kept, truncated.accuracy)),
-                     f"best {best:.3f}"))
-    if len(link) >= 3 and link.cka_to_last.std() > 0 and link.accuracy_lost.std() > 0:
-        r = float(np.corrcoef(link.cka_to_last, link.accuracy_lost)[0, 1])
-        rows.append(("layers whose CLS is like the last layer's lose little when truncated",
-                     "implied by the block structure (Phang §4)",
-                     f"correlation of CKA-to-last with accuracy lost, over layers and tasks: "
-                     f"{r:.2f} (n = {len(link)})",
-                     "holds" if r < -0.5 else "weak or absent"))
-    return pd.DataFrame(rows, columns=["finding", "what the papers report",
-                                       "what this run shows", "verdict"])
+#: the claims :func:`findings` answers, in its order
+CLAIM_IDS = ("phang-untuned", "phang-tuned", "phang-tuned-orig", "phang-cka-predicts",
+             "phang-skip-bottom", "merchant-truncate")
+
+
+def _per_seed(scores: pd.DataFrame, statistic, label: str) -> list[Evidence]:
+    """One :class:`Evidence` per (model, task): ``statistic(rows of one seed)`` over seeds."""
+    out = []
+    for (model, task), group in scores.groupby(["model", "task"], sort=False):
+        values = [statistic(seed_rows) for _, seed_rows in group.groupby("seed")]
+        out.append(Evidence.from_values(f"{model}, {task}, {label}", values))
+    return out
+
+
+def _full_minus(config: str, below: int):
+    def statistic(rows: pd.DataFrame) -> float:
+        layer = int(rows.layer.max()) - below
+        at = rows[(rows.config == config) & (rows.layer == layer)]
+        return float(rows.full.iloc[0] - at.accuracy.iloc[0]) if len(at) else float("nan")
+    return statistic
+
+
+def _tuned_gain(rows: pd.DataFrame) -> float:
+    tuned = rows[rows.config == "TUNED"].set_index("layer").accuracy
+    orig = rows[rows.config == "TUNEDORIG"].set_index("layer").accuracy
+    return float((tuned - orig).mean())
+
+
+def _link_evidence(link: pd.DataFrame | None) -> list[Evidence]:
+    """Within each task (pooling tasks mixes their levels): Pearson r of CKA-to-last with
+    accuracy lost, as Fisher z."""
+    out = []
+    for task, group in ([] if link is None else link.groupby("task", sort=False)):
+        x, y = group.cka_to_last.to_numpy(), group.accuracy_lost.to_numpy()
+        r = float(np.corrcoef(x, y)[0, 1]) if len(x) > 2 and x.std() > 0 and y.std() > 0 \
+            else float("nan")
+        out.append(Evidence.from_correlation(f"{task} (Fisher z of r = {r:.2f})", r,
+                                             len(group)))
+    return out
+
+
+def _skip_evidence(skips: Mapping[str, pd.DataFrame] | None) -> list[Evidence]:
+    out = []
+    for task, frame in (skips or {}).items():
+        single = frame[frame.single].set_index("first")
+        if len(single) < 2:
+            continue
+        top, bottom = single.loc[single.index.max()], single.loc[single.index.min()]
+        out.append(Evidence.from_proportions(
+            f"{task}: skip L{int(single.index.max())} - skip L{int(single.index.min())}",
+            float(top.accuracy), int(top.n_test), float(bottom.accuracy),
+            int(bottom.n_test)))
+    return out
+
+
+def _truncate_evidence(truncated: pd.DataFrame | None, full: float | None,
+                       n_layers: int) -> list[Evidence]:
+    """Full model minus the cut model closest to half the layers (one seed: binomial)."""
+    if truncated is None or not len(truncated) or full is None:
+        return []
+    row = truncated.iloc[int(np.argmin(np.abs(truncated.layers_kept - n_layers / 2)))]
+    return [Evidence.from_proportions(f"{int(row.layers_kept)} of {n_layers} layers kept",
+                                      float(full), int(row.n_test), float(row.accuracy),
+                                      int(row.n_test))]
+
+
+def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
+             truncated: pd.DataFrame | None = None, full_first: float | None = None,
+             skips: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """The papers' claims about how many layers a task needs (:data:`CLAIM_IDS`), each
+    judged by the book's verdict rule, one row per claim id.
+
+    ``scores``: :func:`score_grid` (one row per seed); ``link``: :func:`cka_and_loss`;
+    ``truncated`` and ``full_first``: :func:`truncated_runs` and the uncut model's accuracy
+    on the same seed; ``skips``: :func:`skip_scores` per task. Claims on seeds use the
+    spread over seeds; one-seed runs (cut, skipped) use binomial errors over test examples.
+    """
+    n_layers = int(scores.layer.max()) if len(scores) else 0
+    evidence = {
+        "phang-untuned": _per_seed(scores, _full_minus("UNTUNED", 2), "full - UNTUNED"),
+        "phang-tuned": _per_seed(scores, _full_minus("TUNED", 2), "full - TUNED"),
+        "phang-tuned-orig": _per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG"),
+        "phang-cka-predicts": _link_evidence(link),
+        "phang-skip-bottom": _skip_evidence(skips),
+        "merchant-truncate": _truncate_evidence(truncated, full_first, n_layers),
+    }
+    out = []
+    for claim_id in CLAIM_IDS:
+        if claim_id == "phang-cka-predicts":
+            out.append(decide(claim_id, evidence[claim_id], smallest_effect=float(
+                np.arctanh(claims.get(claim_id).smallest_effect))))
+        else:
+            out.append(decide(claim_id, evidence[claim_id]))
+    return verdicts.table(out)
