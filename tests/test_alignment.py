@@ -104,3 +104,48 @@ def test_alignment_cca_family_keeps_the_measures_directions(method, variance):
     fitted = alignment.fit(X, Y, method, **options)
     want = reference.canonical_correlations(X, Y, variance)
     np.testing.assert_allclose(fitted.info["correlations"], want, atol=1e-8)
+
+
+def _pairs(values_by_layer, pairs=("a / b", "a / c", "b / c"), noise=0.002, task=None,
+           kind=None, method="procrustes", seed=0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = [{"layer": layer, "pair": p, "method": method,
+             "test": value + noise * rng.standard_normal(), "train": value}
+            for layer, value in values_by_layer.items() for p in pairs]
+    frame = pd.DataFrame(rows)
+    if task is not None:
+        frame = frame.assign(task=task, kind=kind)
+    return frame
+
+
+def test_seed_findings_follow_planted_distances():
+    import pandas as pd
+
+    synthetic = pd.DataFrame([
+        {"g": g, "method": m, "seed": s, "rows": 3000, "test": v + 0.001 * s, "train": v}
+        for s in (0, 1, 2)
+        for g, m, v in (("flow", "linreg", 0.36), ("flow", "inn", 0.09),
+                        ("linear", "linreg", 0.0), ("linear", "inn", 0.01))])
+    rising = {k: 0.1 + 0.1 * k for k in range(5)}
+    hidden = _pairs(rising, task="t", kind="hidden states")
+    attention = _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention")
+    distances = pd.concat([hidden, attention], ignore_index=True)
+    methods = pd.concat([_pairs({3: 0.5}, method="linreg"), _pairs({3: 0.3}, method="inn")])
+    injected = pd.DataFrame([
+        {"from": a, "to": b, "method": m, "accuracy": acc + 0.002 * i}
+        for i, (a, b) in enumerate([("x", "y"), ("y", "x"), ("x", "z"), ("z", "x")])
+        for m, acc in (("own", 0.8), ("random", 0.5), ("linreg", 0.75))])
+    found = seeds.findings(synthetic, distances, methods, injected,
+                           pretraining=_pairs(rising))
+    assert list(found.index) == list(seeds.CLAIM_IDS)
+    for claim_id in seeds.CLAIM_IDS:
+        assert found.loc[claim_id, "verdict"] == "holds", claim_id
+    # flat pretraining seeds: no depth effect; without them, not measured
+    flat = seeds.findings(synthetic, distances, methods, injected,
+                          pretraining=_pairs({k: 0.3 for k in range(5)}, noise=0.0005))
+    assert flat.loc["ren-depth", "verdict"] == "equivalent"
+    none = seeds.findings(synthetic, distances)
+    assert none.loc["ren-depth", "what this run shows"] == "not measured in this run"
+    assert none.loc["ren-inn-real", "verdict"] == "inconclusive"
