@@ -354,3 +354,29 @@ def test_corpus_claim_reads_fisher_z():
     assert high.loc["wu-other-corpus", "verdict"] == "holds"
     low = collection.corpus_findings({"linear_cka": 0.1}, n_layers=40)
     assert low.loc["wu-other-corpus", "verdict"] == "equivalent"  # |r| reliably < 0.5
+
+
+def test_attention_claim_compares_each_method_with_itself():
+    from types import SimpleNamespace
+
+    from analysis_lib.studies import attention
+
+    names = ["a", "b", "c"]
+    table = LayerTable.concat([LayerTable.for_model(m, "bert", True, 3, kind="attention")
+                               for m in names])
+    same = table.same_model()
+
+    def matrix(within, across, jitter, seed):
+        rng = np.random.default_rng(seed)
+        M = np.where(same, within, across) + jitter * rng.standard_normal(same.shape)
+        return (M + M.T) / 2
+
+    # heads: across/within = 0.8; distributed: 0.4, on a very different scale
+    heads = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
+    dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
+    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    assert found.loc["wu-attention-heads", "verdict"] == "holds"
+    # raw head values far above the distributed ones, but the same relative level
+    dist = {m: matrix(0.3, 0.24, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
+    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    assert found.loc["wu-attention-heads", "verdict"] != "holds"

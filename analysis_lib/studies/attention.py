@@ -20,7 +20,8 @@ from ..data.corpora import Corpus
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation
 from ..similarity.attention import head_similarity
-from . import extract_each
+from . import extract_each, verdicts
+from .verdicts import Evidence, decide
 
 
 @dataclass
@@ -175,3 +176,49 @@ def duplicate_counts(red: pd.DataFrame) -> pd.DataFrame:
     counts = later.groupby(["model", "layer"], sort=False).near_duplicate.sum()
     table = counts.unstack("layer").astype("Int64")
     return table[sorted(table.columns)]
+
+
+#: the claims :func:`findings` answers
+CLAIM_IDS = ("wu-attention-heads",)
+HEAD_LEVEL = ("JS (head)", "Pearson (head)", "Frobenius (head)")
+DISTRIBUTED = ("SVCCA (distributed)", "PWCCA (distributed)", "CKA (distributed)")
+
+
+def relative_level(M: np.ndarray, table, a: str, b: str) -> float:
+    """Similarity across models ``a`` and ``b`` relative to within them: the mean over
+    their cross cells divided by the mean over different layers of one model (both
+    models' within cells). A ratio of one measure with itself, so measures of different
+    scales and chance levels can be compared by it."""
+    owners = np.asarray(table.owners)
+    is_a, is_b = owners == a, owners == b
+    across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
+    within = ((is_a[:, None] & is_a[None, :]) | (is_b[:, None] & is_b[None, :])) & \
+        ~np.eye(len(owners), dtype=bool)
+    if not across.any() or not within.any():
+        return float("nan")
+    return float(M[across].mean() / M[within].mean())
+
+
+def findings(methods: Mapping[str, np.ndarray], collection: AttentionCollection
+             ) -> pd.DataFrame:
+    """Wu et al.'s localized-above-distributed claim judged by the book's verdict rule: per
+    pair of models (the pretrained ones when there are two or more), the mean of the
+    head-level methods' :func:`relative_level` minus the mean of the distributed ones';
+    one value per pair, a t interval over pairs."""
+    frame = collection.table.frame
+    trained = list(dict.fromkeys(frame.model[frame.pretrained]))
+    names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
+    head = [m for m in HEAD_LEVEL if m in methods]
+    dist = [m for m in DISTRIBUTED if m in methods]
+    values = []
+    if head and dist:
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                values.append(
+                    np.mean([relative_level(methods[m], collection.table, a, b)
+                             for m in head]) -
+                    np.mean([relative_level(methods[m], collection.table, a, b)
+                             for m in dist]))
+    evidence = [Evidence.from_values(f"{len(values)} pairs of models", values)] \
+        if values else []
+    return verdicts.table([decide("wu-attention-heads", evidence)])
