@@ -34,6 +34,8 @@ from . import params, render
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = Path(__file__).resolve().parents[1]
+#: library files the book's pages include (literalinclude), copied into the staged book
+SHOWN_SOURCES = ("similarity/reference.py", "studies/verdicts.py", "studies/claims.py")
 
 
 class BuildError(RuntimeError):
@@ -250,10 +252,12 @@ def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Pat
     if (src / "book").exists():
         shutil.rmtree(src / "book")
     shutil.copytree(root / "book", src / "book")
-    # the measures page shows the reference definitions from the library's own source
-    reference = src / "analysis_lib" / "similarity" / "reference.py"
-    reference.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(LIBRARY / "similarity" / "reference.py", reference)
+    # the measures page shows the reference definitions and the verdict rule from the
+    # library's own source
+    for shown in SHOWN_SOURCES:
+        target = src / "analysis_lib" / shown
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(LIBRARY / shown, target)
     (src / "notebooks").mkdir(exist_ok=True)
     for item in executed:
         shutil.copy2(item.path, src / "notebooks" / item.path.name)

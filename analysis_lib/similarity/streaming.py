@@ -185,6 +185,15 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
     -------
     numpy.ndarray (L, L)
     """
+    _check_stream_options(measure, method, debiased)
+    bk = _backend.get(device, backend)
+    acc = _Minibatch() if method == "minibatch" else _Exact(bk, measure, debiased)
+    for b, batch in enumerate(batches):
+        acc.add(b, _batch_arrays(bk, b, batch))
+    return acc.result()
+
+
+def _check_stream_options(measure: str, method: str, debiased: bool) -> None:
     if measure not in STREAM_MEASURES:
         raise ValueError(f"measure must be one of {STREAM_MEASURES}, got {measure!r}")
     if method not in ("exact", "minibatch"):
@@ -192,64 +201,92 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
     if method == "minibatch" and (measure != "linear_cka" or debiased):
         raise ValueError("method='minibatch' is linear CKA with unbiased HSIC per batch; "
                          "it takes neither neuronsim nor debiased=")
-    bk = _backend.get(device, backend)
-    layers: list[_Layer] | None = None
-    pairs: dict[tuple[int, int], _Pair] = {}
-    hsic_sums: np.ndarray | None = None
-    n_batches = 0
-    for b, batch in enumerate(batches):
-        arrays = [bk.asarray(as_matrix(x, f"batch {b} layer {k}", min_rows=1), np.float64)
-                  for k, x in enumerate(batch)]
-        if not arrays:
-            raise ValueError(f"batch {b} holds no layers")
-        if len({x.shape[0] for x in arrays}) != 1:
-            raise ValueError(f"batch {b}: the layers hold different numbers of rows "
-                             f"{[x.shape[0] for x in arrays]}; every layer needs the same rows")
+
+
+def _batch_arrays(bk, b: int, batch: Sequence) -> list:
+    """One batch's layers as float64 arrays of the backend, checked: at least one layer,
+    the same rows in every layer."""
+    arrays = [bk.asarray(as_matrix(x, f"batch {b} layer {k}", min_rows=1), np.float64)
+              for k, x in enumerate(batch)]
+    if not arrays:
+        raise ValueError(f"batch {b} holds no layers")
+    if len({x.shape[0] for x in arrays}) != 1:
+        raise ValueError(f"batch {b}: the layers hold different numbers of rows "
+                         f"{[x.shape[0] for x in arrays]}; every layer needs the same rows")
+    return arrays
+
+
+class _Widths:
+    """The layer widths of the first batch, which every later batch must repeat."""
+
+    first: list[int] | None = None
+
+    def check(self, b: int, arrays: list) -> list[int]:
         widths = [x.shape[1] for x in arrays]
-        if method == "minibatch":
-            if arrays[0].shape[0] < 4:
-                raise ValueError(f"batch {b} has {arrays[0].shape[0]} rows; minibatch CKA "
-                                 "needs at least 4 per batch")
-            grams = [x @ x.T for x in arrays]
-            L = len(grams)
-            if hsic_sums is None:
-                hsic_sums, first = np.zeros((L, L)), widths
-            elif widths != first:
-                raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
-            for i in range(L):
-                for j in range(i, L):
-                    hsic_sums[i, j] += _unbiased_hsic(grams[i], grams[j])
-            n_batches += 1
-            continue
-        if layers is None:
-            layers, first = [_Layer(d, bk) for d in widths], widths
-        elif widths != first:
-            raise ValueError(f"batch {b} has layer widths {widths}, the first had {first}")
-        shifted, rows = zip(*[layer.add(x, bk) for layer, x in zip(layers, arrays)])
-        for i in range(len(arrays)):
-            for j in range(i + 1, len(arrays)):
-                pairs.setdefault((i, j), _Pair(widths[i], widths[j], bk)).add(
-                    shifted[i], shifted[j], rows[i], rows[j])
-    if method == "minibatch":
-        if hsic_sums is None:
+        if self.first is None:
+            self.first = widths
+        elif widths != self.first:
+            raise ValueError(f"batch {b} has layer widths {widths}, the first had "
+                             f"{self.first}")
+        return widths
+
+
+class _Minibatch(_Widths):
+    """Linear CKA from the unbiased HSIC of every batch, summed over batches."""
+
+    def __init__(self):
+        self.sums: np.ndarray | None = None
+
+    def add(self, b: int, arrays: list) -> None:
+        self.check(b, arrays)
+        if arrays[0].shape[0] < 4:
+            raise ValueError(f"batch {b} has {arrays[0].shape[0]} rows; minibatch CKA "
+                             "needs at least 4 per batch")
+        grams = [x @ x.T for x in arrays]
+        if self.sums is None:
+            self.sums = np.zeros((len(grams), len(grams)))
+        for i, j in zip(*np.triu_indices(len(grams))):
+            self.sums[i, j] += _unbiased_hsic(grams[i], grams[j])
+
+    def result(self) -> np.ndarray:
+        if self.sums is None:
             raise ValueError("no batches: the iterable was empty")
-        H = np.triu(hsic_sums) + np.triu(hsic_sums, 1).T
+        H = np.triu(self.sums) + np.triu(self.sums, 1).T
         d = np.sqrt(np.diag(H))
         if np.any(d <= 0):
             raise ValueError("a layer's mean unbiased HSIC with itself is not positive; use "
                              "larger batches")
         return H / np.outer(d, d)
-    if layers is None:
-        raise ValueError("no batches: the iterable was empty")
-    layers = [layer.host(bk) for layer in layers]
-    pairs = {k: p.host(bk) for k, p in pairs.items()}
-    L = len(layers)
-    M = np.full((L, L), np.nan)
-    for i in range(L):
-        for j in range(i, L):
+
+
+class _Exact(_Widths):
+    """Shifted moments of every layer and every pair of layers, accumulated batch by
+    batch; the measure is computed from them at the end."""
+
+    def __init__(self, bk, measure: str, debiased: bool):
+        self.bk, self.measure, self.debiased = bk, measure, debiased
+        self.layers: list[_Layer] | None = None
+        self.pairs: dict[tuple[int, int], _Pair] = {}
+
+    def add(self, b: int, arrays: list) -> None:
+        widths = self.check(b, arrays)
+        if self.layers is None:
+            self.layers = [_Layer(d, self.bk) for d in widths]
+        shifted, rows = zip(*[layer.add(x, self.bk) for layer, x in zip(self.layers, arrays)])
+        for i, j in zip(*np.triu_indices(len(arrays), k=1)):
+            self.pairs.setdefault((i, j), _Pair(widths[i], widths[j], self.bk)).add(
+                shifted[i], shifted[j], rows[i], rows[j])
+
+    def result(self) -> np.ndarray:
+        if self.layers is None:
+            raise ValueError("no batches: the iterable was empty")
+        layers = [layer.host(self.bk) for layer in self.layers]
+        pairs = {k: p.host(self.bk) for k, p in self.pairs.items()}
+        M = np.full((len(layers), len(layers)), np.nan)
+        for i, j in zip(*np.triu_indices(len(layers))):
             p = None if i == j else pairs[(i, j)]
-            if measure == "linear_cka":
-                M[i, j] = M[j, i] = _cka(layers[i], layers[j], p, debiased)
+            if self.measure == "linear_cka":
+                M[i, j] = M[j, i] = _cka(layers[i], layers[j], p, self.debiased)
             else:
                 M[i, j], M[j, i] = _neuronsim(layers[i], layers[j], p)
-    return M
+        return M
