@@ -364,48 +364,19 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
 
     with torch.inference_mode(), ThreadPoolExecutor(max_workers=1) as writer:
         for batch in batches:
-            ids, mask = pad_batch(token_ids, batch, pad_id)
-            if dev.type != "cpu":
-                ids = ids.pin_memory().to(dev, non_blocking=True) if gpu else ids.to(dev)
-                mask = mask.pin_memory().to(dev, non_blocking=True) if gpu else mask.to(dev)
-            T = ids.shape[1]
+            ids, mask = _to_device(*pad_batch(token_ids, batch, pad_id), dev)
             with autocast(dev, precision):
                 out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                             output_attentions=attention)
-            plan = _pool_plan(batch, word_tokens, starts, pooling, T)
-            # every layer's pooled rows of this batch, computed where the model ran
-            hs = out.hidden_states
-            weights = mask.to(torch.float64)
-            ends = torch.as_tensor(lengths[batch] - 1, device=dev)  # right padding
-            rows_b = torch.arange(len(batch), device=dev)
-            tokens = plan.tokens.to(dev)
-            result = {
-                "words": torch.stack([h.reshape(-1, D).index_select(0, tokens) for h in hs]),
-                "first": torch.stack([h[:, 0] for h in hs]),
-                "last": torch.stack([h[rows_b, ends] for h in hs]),
-                "mean": torch.stack([torch.bmm(weights[:, None, :], h.double())[:, 0]
-                                     for h in hs]) / weights.sum(dim=1)[None, :, None],
-            }
+            plan = _pool_plan(batch, word_tokens, starts, pooling, ids.shape[1])
+            result = _pooled(out.hidden_states, mask, lengths[batch], plan)
             _check_half_range(result, info.name, storage)
             word_dtype = torch.float32 if plan.group_starts is not None else kept_torch
-            result = {k: v.to(word_dtype if k == "words" else kept_torch)
-                      for k, v in result.items()}
-            if gpu:  # start the copies now, finish them after the next forward pass
-                host = {k: v.to("cpu", non_blocking=True) for k, v in result.items()}
-                event = torch.cuda.Event()
-                event.record()
-            else:
-                host, event = {k: v.cpu() for k, v in result.items()}, None
+            host, event = _to_host({k: v.to(word_dtype if k == "words" else kept_torch)
+                                    for k, v in result.items()}, gpu)
             if attention:
-                if not out.attentions:
-                    raise RuntimeError(
-                        f"model {info.name} returned no attentions; load it with "
-                        "attn_implementation='eager' (models.load does this)")
-                att = torch.stack(out.attentions).float().cpu().numpy()  # (La, B, H, T, T)
-                for r, s in enumerate(batch):
-                    maps[s] = word_attention(att[:, r, :, : lengths[s], : lengths[s]],
-                                             encoded[s].word_ids, special)
-            del out, hs
+                _word_maps(out.attentions, batch, lengths, encoded, special, info.name, maps)
+            del out, result
             if writing is not None:
                 writing.result()
             writing = writer.submit(write, (batch, plan, host, event))
@@ -421,6 +392,56 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
         arrays["attention_flat"] = np.concatenate([m.ravel() for m in maps])
         arrays["attention_shapes"] = np.array([m.shape for m in maps], dtype=np.int64)
     return arrays, {"n_truncated": n_cut, "model": info.to_dict(), "corpus": corpus.meta}
+
+
+def _to_device(ids: torch.Tensor, mask: torch.Tensor, dev: torch.device):
+    """A padded batch on ``dev`` (pinned, and copied without waiting, on a GPU)."""
+    if dev.type == "cpu":
+        return ids, mask
+    if dev.type == "cuda":
+        return (ids.pin_memory().to(dev, non_blocking=True),
+                mask.pin_memory().to(dev, non_blocking=True))
+    return ids.to(dev), mask.to(dev)
+
+
+def _pooled(hs, mask: torch.Tensor, lengths: np.ndarray, plan) -> dict[str, torch.Tensor]:
+    """Every layer's pooled rows of one batch, computed where the model ran: the planned
+    word tokens, the first and the last real token, and the mean over real tokens."""
+    dev, D = mask.device, hs[0].shape[-1]
+    weights = mask.to(torch.float64)
+    ends = torch.as_tensor(lengths - 1, device=dev)  # right padding
+    rows_b = torch.arange(len(lengths), device=dev)
+    tokens = plan.tokens.to(dev)
+    return {
+        "words": torch.stack([h.reshape(-1, D).index_select(0, tokens) for h in hs]),
+        "first": torch.stack([h[:, 0] for h in hs]),
+        "last": torch.stack([h[rows_b, ends] for h in hs]),
+        "mean": torch.stack([torch.bmm(weights[:, None, :], h.double())[:, 0]
+                             for h in hs]) / weights.sum(dim=1)[None, :, None],
+    }
+
+
+def _to_host(result: dict[str, torch.Tensor], gpu: bool):
+    """The batch's results on the CPU; on a GPU the copies start now and the returned
+    event says when they are done (after the next forward pass has been queued)."""
+    if not gpu:
+        return {k: v.cpu() for k, v in result.items()}, None
+    host = {k: v.to("cpu", non_blocking=True) for k, v in result.items()}
+    event = torch.cuda.Event()
+    event.record()
+    return host, event
+
+
+def _word_maps(attentions, batch, lengths, encoded, special: str, name: str,
+               maps: list) -> None:
+    """Each sentence's word-level attention maps of one batch, into ``maps``."""
+    if not attentions:
+        raise RuntimeError(f"model {name} returned no attentions; load it with "
+                           "attn_implementation='eager' (models.load does this)")
+    att = torch.stack(attentions).float().cpu().numpy()  # (La, B, H, T, T)
+    for r, s in enumerate(batch):
+        maps[s] = word_attention(att[:, r, :, : lengths[s], : lengths[s]],
+                                 encoded[s].word_ids, special)
 
 
 @dataclass

@@ -70,29 +70,11 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
         device = _default if _default is not None else (os.environ.get(ENV) or None)
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if isinstance(device, torch.device):
-        dev = device
-    elif isinstance(device, str):
-        try:
-            dev = torch.device(device.strip().lower())
-        except RuntimeError as error:
-            raise ValueError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:<index>' or "
-                             f"'mps' (available here: {', '.join(available())})") from error
-    else:
-        raise TypeError(f"device must be a string, a torch.device or None, got "
-                        f"{type(device).__name__}")
+    dev = _parse(device)
     if dev.type == "cpu":
         return torch.device("cpu")
     if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: this torch build or machine has no CUDA GPU "
-                             f"(torch {torch.__version__}); use device='cpu' or None, or "
-                             "install a CUDA build of torch on a machine with a GPU")
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s), "
-                             f"cuda:0 to cuda:{count - 1}")
-        return dev
+        return _check_cuda(dev, device)
     if dev.type == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise ValueError(f"device {device!r}: MPS (Apple silicon) is not available here; "
@@ -100,6 +82,33 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
         return dev
     raise ValueError(f"device type {dev.type!r} is not supported; use 'cpu', 'cuda', "
                      f"'cuda:<index>' or 'mps' (available here: {', '.join(available())})")
+
+
+def _parse(device: str | torch.device) -> torch.device:
+    """A device string or :class:`torch.device` as a :class:`torch.device`."""
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string, a torch.device or None, got "
+                        f"{type(device).__name__}")
+    try:
+        return torch.device(device.strip().lower())
+    except RuntimeError as error:
+        raise ValueError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:<index>' or "
+                         f"'mps' (available here: {', '.join(available())})") from error
+
+
+def _check_cuda(dev: torch.device, asked) -> torch.device:
+    """``dev`` when this machine has that CUDA device; else an error naming what it has."""
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {asked!r}: this torch build or machine has no CUDA GPU "
+                         f"(torch {torch.__version__}); use device='cpu' or None, or "
+                         "install a CUDA build of torch on a machine with a GPU")
+    count = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= count:
+        raise ValueError(f"device {asked!r}: this machine has {count} CUDA device(s), "
+                         f"cuda:0 to cuda:{count - 1}")
+    return dev
 
 
 def available() -> list[str]:

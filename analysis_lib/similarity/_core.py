@@ -40,14 +40,7 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         Not 2-D, no columns, fewer than ``min_rows`` rows, or NaN/inf values (the message gives
         their count and the fix).
     """
-    try:
-        A = np.asarray(X)
-    except Exception as error:  # ragged lists and the like
-        raise TypeError(f"{name} must be a 2-D numeric array: {error}") from error
-    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == bool):
-        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
-    if np.iscomplexobj(A):
-        raise TypeError(f"{name} must be real-valued")
+    A = _real_array(X, name)
     if A.ndim != 2:
         raise ValueError(
             f"{name} must be 2-D (stimuli x neurons), got shape {A.shape}; "
@@ -68,6 +61,19 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         raise ValueError(
             f"{name} has {int(bad.sum())} NaN or infinite values (first at row "
             f"{int(np.argwhere(bad)[0][0])}); remove or impute those stimuli before comparing")
+    return A
+
+
+def _real_array(X, name: str) -> np.ndarray:
+    """``X`` as a NumPy array of real numbers (or booleans); a clear TypeError otherwise."""
+    try:
+        A = np.asarray(X)
+    except Exception as error:  # ragged lists and the like
+        raise TypeError(f"{name} must be a 2-D numeric array: {error}") from error
+    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == bool):
+        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
+    if np.iscomplexobj(A):
+        raise TypeError(f"{name} must be real-valued")
     return A
 
 

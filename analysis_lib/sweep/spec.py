@@ -134,30 +134,56 @@ def check_spec(spec: SweepSpec, where: str = "the sweep spec") -> SweepSpec:
     Model names are not resolved here: a name may exist only where the units run (a local
     folder on a cluster's shared disk); a unit whose model does not load fails alone.
     """
+    _check_names(spec, where)
+    _check_numbers(spec, where)
+    _check_settings(spec, where)
+    if len(variants(spec)) < 2:
+        raise ValueError(f"{where}: the grid has one model variant; a comparison needs two "
+                         "(add a model, a seed or a task)")
+    return spec
+
+
+def _check_names(spec: SweepSpec, where: str) -> None:
+    """The name, the lists of models, measures and tasks, and the corpus."""
     if not isinstance(spec.name, str) or not spec.name.strip():
         raise ValueError(f"{where}: name must be a non-empty string")
     _str_list(spec.models, "models", where)
-    measures = _str_list(spec.measures, "measures", where)
-    for m in measures:
+    for m in _str_list(spec.measures, "measures", where):
         canonical(m)
     _str_list(spec.tasks, "tasks", where, allow_empty=True)
     if not isinstance(spec.corpus, str) or not spec.corpus:
         raise ValueError(f"{where}: corpus must be a corpus name, got {spec.corpus!r}")
+
+
+def _check_numbers(spec: SweepSpec, where: str) -> None:
+    """Counts, seeds and layer indices."""
     _count(spec.n_sentences, "n_sentences", where, 2, optional=True)
     _count(spec.corpus_seed, "corpus_seed", where, 0)
     _count(spec.max_words, "max_words", where, 2, optional=True)
     _count(spec.retries, "retries", where, 0)
     _count(spec.threads_per_unit, "threads_per_unit", where, 1)
     if (not isinstance(spec.seeds, list) or not spec.seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                       for s in spec.seeds) or len(set(spec.seeds)) != len(spec.seeds)):
+            or not all(_index(s) for s in spec.seeds) or len(set(spec.seeds)) != len(spec.seeds)):
         raise ValueError(f"{where}: seeds must be a list of distinct integers >= 0, "
                          f"got {spec.seeds!r}")
+    if spec.layers != "all" and (not isinstance(spec.layers, list) or not spec.layers
+                                 or not all(_index(v) for v in spec.layers)):
+        raise ValueError(f"{where}: layers must be 'all' or a list of layer indices >= 0 "
+                         f"(0 = embeddings), got {spec.layers!r}")
+
+
+def _index(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_settings(spec: SweepSpec, where: str) -> None:
+    """The option mappings, the kind, the pairs and the fine-tuning settings."""
     for name in ("model_options", "finetune", "task_options", "extract_options",
                  "measure_options"):
         _mapping(getattr(spec, name), name, where)
+    measures = {canonical(x) for x in spec.measures}
     for m, opts in spec.measure_options.items():
-        if canonical(m) not in {canonical(x) for x in measures}:
+        if canonical(m) not in measures:
             raise ValueError(f"{where}: measure_options names {m!r}, which is not in measures")
         _mapping(opts, f"measure_options[{m!r}]", where)
     if spec.kind not in KINDS:
@@ -166,19 +192,9 @@ def check_spec(spec: SweepSpec, where: str = "the sweep spec") -> SweepSpec:
         raise ValueError(f"{where}: pairs must be one of {PAIRS}, got {spec.pairs!r}")
     if not isinstance(spec.self_pairs, bool):
         raise ValueError(f"{where}: self_pairs must be true or false, got {spec.self_pairs!r}")
-    if spec.layers != "all" and (
-            not isinstance(spec.layers, list) or not spec.layers
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                       for v in spec.layers)):
-        raise ValueError(f"{where}: layers must be 'all' or a list of layer indices >= 0 "
-                         f"(0 = embeddings), got {spec.layers!r}")
     if spec.finetune and not spec.tasks:
         raise ValueError(f"{where}: finetune settings are given but tasks is empty; list the "
                          "tasks to fine-tune on, or drop the finetune settings")
-    if len(variants(spec)) < 2:
-        raise ValueError(f"{where}: the grid has one model variant; a comparison needs two "
-                         "(add a model, a seed or a task)")
-    return spec
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,23 @@ def check_config(config: PretrainConfig) -> PretrainConfig:
     """The config, or a ``ValueError`` naming each bad setting and its valid values."""
     if not isinstance(config, PretrainConfig):
         raise TypeError(f"expected a PretrainConfig, got {type(config).__name__}")
+    problems = _choice_problems(config) + _size_problems(config) + _rate_problems(config)
+    if problems:
+        raise ValueError("invalid pretraining settings: " + "; ".join(problems))
+    return config
+
+
+def _choice_problems(config: PretrainConfig) -> list[str]:
     problems = []
     if config.objective not in OBJECTIVES:
         problems.append(f"objective={config.objective!r} (valid: {', '.join(OBJECTIVES)})")
     if config.data not in DATA:
         problems.append(f"data={config.data!r} (valid: {', '.join(DATA)})")
+    return problems
+
+
+def _size_problems(config: PretrainConfig) -> list[str]:
+    problems = []
     for name in ("layers", "hidden", "heads", "steps", "batch_size", "block", "vocab_size"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -113,19 +125,22 @@ def check_config(config: PretrainConfig) -> PretrainConfig:
     if isinstance(config.hidden, int) and isinstance(config.heads, int) and config.heads > 0 \
             and config.hidden % config.heads:
         problems.append(f"hidden={config.hidden} is not divisible by heads={config.heads}")
+    bad = [c for c in config.checkpoints if not isinstance(c, int) or not 0 < c < config.steps]
+    if bad:
+        problems.append(f"checkpoints {bad} (steps between 1 and steps - 1 = "
+                        f"{config.steps - 1})")
+    return problems
+
+
+def _rate_problems(config: PretrainConfig) -> list[str]:
+    problems = []
     if not 0 < config.mask_rate < 1:
         problems.append(f"mask_rate={config.mask_rate!r} (between 0 and 1)")
     if not 0 <= config.dropout < 1:
         problems.append(f"dropout={config.dropout!r} (at least 0, below 1)")
     if not config.learning_rate > 0:
         problems.append(f"learning_rate={config.learning_rate!r} (positive)")
-    bad = [c for c in config.checkpoints if not isinstance(c, int) or not 0 < c < config.steps]
-    if bad:
-        problems.append(f"checkpoints {bad} (steps between 1 and steps - 1 = "
-                        f"{config.steps - 1})")
-    if problems:
-        raise ValueError("invalid pretraining settings: " + "; ".join(problems))
-    return config
+    return problems
 
 
 def tokenizer(vocab_size: int = 8000, cache_dir=None):
