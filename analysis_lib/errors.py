@@ -20,5 +20,5 @@ def offline_message(kind: str, name: str, error: BaseException | None = None) ->
         "To use it: run once with internet access (it is then cached by Hugging Face), or "
         "download it elsewhere and copy the Hugging Face cache (HF_HOME) here, or pass the path "
         f"of a local folder that holds it. Offline {kind}s that always work are listed by "
-        "analysis_lib.models.OFFLINE_MODELS and analysis_lib.corpora.OFFLINE_CORPORA."
+        "analysis_lib.models.OFFLINE_MODELS and analysis_lib.data.corpora.OFFLINE_CORPORA."
     )

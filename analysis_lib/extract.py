@@ -1,6 +1,6 @@
 """One forward pass over a corpus -> per-layer arrays of words, sentences and attention.
 
-:func:`extract` tokenises every sentence of a :class:`~analysis_lib.corpora.Corpus` (already
+:func:`extract` tokenises every sentence of a :class:`~analysis_lib.data.corpora.Corpus` (already
 split into words), runs the model once over length-sorted batches (so little is padded), and
 returns an :class:`Extraction` holding, for every layer including the embedding layer:
 
@@ -17,7 +17,7 @@ returns an :class:`Extraction` holding, for every layer including the embedding 
   every row renormalised; with ``"keep"`` each special token is an extra column after the
   words, in token order. Either way each row sums to 1.
 
-Results are cached on disk (:mod:`analysis_lib.cache`) under a key of the model's
+Results are cached on disk (:mod:`analysis_lib.runtime.cache`) under a key of the model's
 fingerprint, the corpus's content, the options and the library version.
 """
 
@@ -166,7 +166,7 @@ def extract(
         Batch sentences of similar length together (results are identical either way; only
         the speed changes).
     cache, cache_dir : bool, path
-        Read and write the on-disk cache (see :mod:`analysis_lib.cache`).
+        Read and write the on-disk cache (see :mod:`analysis_lib.runtime.cache`).
     progress : bool
         Show a progress bar.
     device : str or torch.device, optional

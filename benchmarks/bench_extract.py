@@ -23,7 +23,8 @@ import time
 import numpy as np
 import torch
 
-from analysis_lib import corpora, extract, models, similarity
+from analysis_lib import extract, models, similarity
+from analysis_lib.data import corpora
 from analysis_lib.extract import _batches, _encode
 from analysis_lib.runtime.device import resolve
 

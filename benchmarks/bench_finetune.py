@@ -21,11 +21,12 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from analysis_lib import finetune, models, tasks
+from analysis_lib import models
+from analysis_lib.data import tasks
 from analysis_lib.models.batching import pad_batch
 from analysis_lib.runtime.device import resolve
 from analysis_lib.runtime.threads import torch_threads
-from analysis_lib.training import loop
+from analysis_lib.training import finetune, loop
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from analysis_lib import corpora, models
+from analysis_lib import models
+from analysis_lib.data import corpora
 
 TINY = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
 

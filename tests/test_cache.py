@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from analysis_lib import corpora, extract
+from analysis_lib import extract
+from analysis_lib.data import corpora
 from analysis_lib.runtime.cache import ArrayCache, default_root, make_key
 
 

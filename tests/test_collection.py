@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import corpora, similarity
+from analysis_lib import similarity
+from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY

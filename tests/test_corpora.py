@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis_lib import corpora
+from analysis_lib.data import corpora
 from analysis_lib.errors import OfflineError
 
 

@@ -4,7 +4,8 @@ import warnings
 import numpy as np
 import pytest
 
-from analysis_lib import corpora, extract, models
+from analysis_lib import extract, models
+from analysis_lib.data import corpora
 from analysis_lib.extract import _encode
 from tests.conftest import TINY, TRICKY
 

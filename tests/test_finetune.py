@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis_lib import corpora, finetune, tasks
+from analysis_lib.data import corpora, tasks
 from analysis_lib.errors import OfflineError
-from analysis_lib.training import loop, probes, surgery
+from analysis_lib.training import finetune, loop, probes, surgery
 from tests.conftest import TINY
 
 POS = ["good", "great", "excellent", "nice", "lovely"]

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from analysis_lib import corpora, extract, finetune, models, tasks
+from analysis_lib import extract, models
+from analysis_lib.data import corpora, tasks
 from analysis_lib.layers import LayerTable, check_layer, layer_label
-from analysis_lib.training import probes, surgery
+from analysis_lib.training import finetune, probes, surgery
 from tests.conftest import TINY
 
 L = TINY["layers"]

@@ -87,7 +87,8 @@ def test_bad_sizes(bad, message):
 _FINGERPRINT = """
 import hashlib, json, sys
 import numpy as np
-from analysis_lib import corpora, extract, models
+from analysis_lib import extract, models
+from analysis_lib.data import corpora
 text = corpora.from_sentences(["Self-driving cars are naïve, aren't they?", "Hello world 42"])
 out = {}
 for family in models.FAMILIES:

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis_lib import corpora, extract, models
+from analysis_lib import extract, models
+from analysis_lib.data import corpora
 from analysis_lib.extract import _encode
 from analysis_lib.models import packaged
 from tests.conftest import TRICKY

@@ -3,7 +3,8 @@ values only."""
 
 import pytest
 
-from analysis_lib import book, params
+from analysis_lib import book
+from analysis_lib.book import params
 
 CELL = '''models: list = ["minilm"]  # model names [model; min: 1]
 n: int = 5  # how many [min: 2; max: 10]

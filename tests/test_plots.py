@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import plots, render, widgets
+from analysis_lib.book import plots, render, widgets
 
 
 def _find(spec, key):

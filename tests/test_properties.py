@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from analysis_lib import corpora, models, params, similarity
+from analysis_lib import models, similarity
+from analysis_lib.book import params
+from analysis_lib.data import corpora
 from analysis_lib.data.tasks import Split, Task
 from analysis_lib.layers import check_layer
 from analysis_lib.training.surgery import kept_layers

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from analysis_lib import similarity as sim
-from analysis_lib import synthetic
+from analysis_lib.data import synthetic
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from analysis_lib import corpora, extract, finetune, models, tasks
+from analysis_lib import extract, models
+from analysis_lib.data import corpora, tasks
 from analysis_lib.studies import truncation as study
-from analysis_lib.training import surgery
+from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, head_logits
 from tests.conftest import TINY
 

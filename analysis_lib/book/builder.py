@@ -8,7 +8,7 @@
    An executed copy is reused when the notebook, its parameters and the library are unchanged.
 2. the book's sources (``_config.yml``, ``_toc.yml``, ``book/``) and the executed notebooks are
    staged in ``_build/book-NAME/`` with a vega bundle in ``_static/`` (see
-   :mod:`analysis_lib.render`), and ``jupyter-book build`` runs there strictly
+   :mod:`analysis_lib.book.render`), and ``jupyter-book build`` runs there strictly
    (``-W -n --keep-going``) with its own execution off.
 
 A failing cell stops the build and shows the cell and its error.
@@ -31,9 +31,8 @@ from typing import Any
 
 from .. import __version__
 from . import params, render
+from .paths import LIBRARY, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = Path(__file__).resolve().parents[1]
 #: library files the book's pages include (literalinclude), copied into the staged book
 SHOWN_SOURCES = ("similarity/reference.py", "studies/verdicts.py", "studies/claims.py")
 

@@ -101,7 +101,7 @@ def parse_cell(source: str) -> dict[str, Parameter]:
 def notebook_path(notebook: str | Path) -> Path:
     """Find a notebook by name (``"representation"``) or path: in the working folder, then in
     the book's ``notebooks/`` folder."""
-    from .builder import ROOT
+    from .paths import ROOT
 
     path = Path(notebook)
     if path.suffix != ".ipynb":

@@ -3,7 +3,7 @@
 :class:`MatrixExplorer` picks a model (or model pair) and a measure from dropdowns and redraws
 the layer x layer heatmap. In a live kernel it is an interactive widget; in the static book,
 where no kernel runs, it shows its saved state: the chart for the current choice, drawn by the
-offline renderer (:mod:`analysis_lib.render`), next to the in-page altair chart that switches
+offline renderer (:mod:`analysis_lib.book.render`), next to the in-page altair chart that switches
 measures without a kernel.
 """
 

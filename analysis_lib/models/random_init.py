@@ -41,10 +41,10 @@ _SPECIALS = {
 
 def _training_text(limit: int = 12000) -> list[str]:
     """A fixed, deterministic sample of the offline corpora to train tokenizers on."""
-    from ..data.corpora import _read_bbc, _read_tweets
+    from ..data.corpora import read_bbc, read_tweets
 
-    tweets, _ = _read_tweets()
-    bbc, _ = _read_bbc("sentence")
+    tweets, _ = read_tweets()
+    bbc, _ = read_bbc("sentence")
     half = limit // 2
     return list(tweets[:: max(1, len(tweets) // half)][:half]) + list(
         bbc[:: max(1, len(bbc) // half)][:half])

@@ -4,7 +4,7 @@
 :func:`distributed` turns each layer into its (word pairs x heads) matrix;
 :func:`redundancy` finds, for every head, its best match among the first layer's heads;
 :func:`best_matches` and :func:`explorer_frame` feed the attention explorer of
-:mod:`analysis_lib.plots`.
+:mod:`analysis_lib.book.plots`.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from .. import __version__
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
+from ..runtime.quiet import quiet_transformers
 from ..runtime.threads import torch_threads
 from . import loop
 
@@ -155,9 +156,9 @@ def tokenizer(vocab_size: int = 8000, cache_dir=None):
 def sentences(data: str) -> tuple[list[str], list[str]]:
     """(training, held-out) sentences of ``data``: every 50th sentence of each source held
     out, the rest for training, in file order."""
-    from ..data.corpora import _read_bbc, _read_tweets
+    from ..data.corpora import read_bbc, read_tweets
 
-    sources = {"tweets": lambda: _read_tweets()[0], "bbc": lambda: _read_bbc("sentence")[0]}
+    sources = {"tweets": lambda: read_tweets()[0], "bbc": lambda: read_bbc("sentence")[0]}
     chosen = list(sources) if data == "both" else [data]
     train, held = [], []
     for name in chosen:
@@ -380,9 +381,8 @@ def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, pa
                                config.block)
     curve: list[list[float]] = []
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
-    from ..models.loading import _quiet_transformers
 
-    with fork_rng(dev), _quiet_transformers():
+    with fork_rng(dev), quiet_transformers():
         torch.manual_seed(config.seed)
         model = _model(config, tok).to(dev)
         rng = np.random.default_rng(config.seed)
