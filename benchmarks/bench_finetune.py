@@ -54,7 +54,7 @@ def main() -> None:
 
     # the bare loop: same starting weights and head, same batches, nothing else
     base = models.load(args.model)
-    model = finetune._task_model(base, task.num_labels, False, config.seed).to(dev)
+    model = finetune.task_model(base, task.num_labels, False, config.seed).to(dev)
     ids = finetune.encode_split(base.tokenizer, task.train, config.max_length)
     lengths = np.array([len(x) for x in ids])
     batches = loop.bucketed_batches(lengths, config.batch_size, config.bucket_factor,

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from analysis_lib import models
 from analysis_lib.data import corpora, tasks
 from analysis_lib.errors import OfflineError
 from analysis_lib.training import finetune, loop, probes, surgery
@@ -111,8 +112,7 @@ def test_frozen_parts_do_not_change(task, freeze, frozen_layers):
 
 
 def test_frozen_parameters_get_no_gradient_and_no_optimizer_state(task):
-    model = finetune._task_model(__import__("analysis_lib").models.load("random:bert", **TINY),
-                                 2, False, 0)
+    model = finetune.task_model(models.load("random:bert", **TINY), 2, False, 0)
     config = finetune.FinetuneConfig(freeze_embeddings=True, freeze_bottom=2)
     layers = finetune.frozen_layers(config, 2)
     assert layers == {0, 1, 2}

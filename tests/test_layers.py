@@ -64,12 +64,12 @@ def test_extraction_layers_and_attention_edges(tiny_models):
         out.attention_layer(L + 1)
 
 
-def _task_model(family="bert"):
-    return finetune._task_model(models.load(f"random:{family}", **TINY), 2, False, 0)
+def task_model(family="bert"):
+    return finetune.task_model(models.load(f"random:{family}", **TINY), 2, False, 0)
 
 
 def test_freezing_edges():
-    model = _task_model()
+    model = task_model()
     blocks = surgery.layer_list(model)
     first = {n for n, p in model.named_parameters()
              if any(p is q for q in blocks[0].parameters())}
@@ -89,7 +89,7 @@ def test_freezing_edges():
 
 
 def test_albert_freezing_says_why_single_layers_are_impossible():
-    model = _task_model("albert")
+    model = task_model("albert")
     with pytest.raises(ValueError, match="ALBERT shares one set of weights"):
         surgery.frozen_parameters(model, {1})
     shared = surgery.frozen_parameters(model, set(range(1, L + 1)))
@@ -119,7 +119,7 @@ def test_predict_with_a_removed_layer_equals_a_model_built_without_it():
     task = tasks.task_from_corpus(corpora.from_sentences(
         [f"word{i % 7} and word{i % 3}" for i in range(60)], labels=[i % 2 for i in range(60)]),
         n_train=40, n_val=10, n_test=10)
-    model = _task_model()
+    model = task_model()
     tok = models.load("random:bert", **TINY).tokenizer
     cut = finetune.predict(model, tok, task.test, layer=1)
     # the same by hand: drop the last layer from a copy

@@ -176,3 +176,14 @@ def test_check_name_classifies_without_loading(tmp_path):
         models.check_name("~no-such-user-0/m")  # ~user of a user that does not exist
     with pytest.raises(TypeError, match="non-empty string"):
         models.check_name("")
+
+
+def test_study_options_apply_to_random_models_only():
+    from analysis_lib.models import random_options
+
+    sizes = {"layers": 2, "hidden": 32}
+    assert random_options("random:bert", sizes) == sizes
+    assert random_options("random:bert", sizes) is not sizes  # a copy, safe to change
+    assert random_options("minilm", sizes) == {}
+    assert random_options("zoo:base", sizes) == {}
+    assert random_options("random:bert", None) == {}

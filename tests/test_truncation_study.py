@@ -23,7 +23,7 @@ def task():
 @pytest.mark.parametrize("family", ["bert", "albert", "roberta", "electra", "distilbert"])
 def test_own_head_on_first_token_vectors_reproduces_the_model(family, task):
     base = models.load(f"random:{family}", **TINY)
-    model = finetune._task_model(base, 2, False, 0).eval()
+    model = finetune.task_model(base, 2, False, 0).eval()
     corpus = study.split_corpus(task.test)
     # the encoder inside the task model, read through the library's extraction
     encoder = models.LoadedModel(model.base_model, base.tokenizer, base.info)
@@ -38,7 +38,7 @@ def test_own_head_on_first_token_vectors_reproduces_the_model(family, task):
 
 def test_heads_that_do_not_read_the_first_token_are_refused():
     base = models.load("random:gpt2", **TINY)
-    model = finetune._task_model(base, 2, False, 0)
+    model = finetune.task_model(base, 2, False, 0)
     with pytest.raises(ValueError, match="does not read the first token.*probe"):
         FirstTokenHead(model)
 
@@ -50,7 +50,7 @@ def test_fit_head_learns_and_is_deterministic():
     base = models.load("random:bert", **{**TINY, "hidden": 16, "heads": 2})
     weights = []
     for _ in range(2):
-        head = FirstTokenHead(finetune._task_model(base, 2, False, 0))
+        head = FirstTokenHead(finetune.task_model(base, 2, False, 0))
         info = fit_head(head, X[:150], y[:150], X[150:], y[150:], epochs=40, seed=3)
         weights.append(head.classifier.weight.detach().clone())
     assert info["validation_accuracy"] >= 0.9
@@ -59,7 +59,7 @@ def test_fit_head_learns_and_is_deterministic():
 
 def test_skip_grid_is_the_upper_triangle(task):
     base = models.load("random:bert", **TINY)
-    model = finetune._task_model(base, 2, False, 0).eval()
+    model = finetune.task_model(base, 2, False, 0).eval()
     result = finetune.FineTuned(None, model, base.tokenizer,
                                 {"config": {"max_length": 32}, "metrics": {}})
     grid = study.skip_scores(result, task)

@@ -8,10 +8,10 @@
 """
 
 from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, weights_digest
-from .loading import OFFLINE_MODELS, PACKAGED, check_name, load
+from .loading import OFFLINE_MODELS, PACKAGED, check_name, load, random_options
 from .packaged import MissingModelPackage
 from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer
 
 __all__ = ["CAUSAL_FAMILIES", "FAMILIES", "OFFLINE_MODELS", "PACKAGED", "TOKENIZER_KIND",
            "LoadedModel", "MissingModelPackage", "ModelInfo", "check_name", "load",
-           "train_tokenizer", "weights_digest"]
+           "random_options", "train_tokenizer", "weights_digest"]

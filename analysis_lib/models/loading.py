@@ -31,7 +31,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import OfflineError, offline_message
 from ..runtime.quiet import quiet_transformers
@@ -45,6 +47,13 @@ OFFLINE_MODELS = PACKAGED + tuple(f"random:{f}" for f in FAMILIES) + tuple(
 _BYTE_LEVEL = {"gpt2", "roberta", "bart", "longformer", "deberta", "camembert", "gpt_neo",
                "gpt_neox", "opt", "bloom"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def random_options(name: str, model_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options that apply to ``name`` out of a study's ``model_options``: all of them
+    for a ``random:`` model (its sizes and seed), none for any other (a trained model's
+    sizes are its own)."""
+    return dict(model_options or {}) if str(name).startswith("random:") else {}
 
 
 def check_name(name: object) -> str:

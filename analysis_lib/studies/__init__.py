@@ -17,7 +17,7 @@ from typing import Any
 
 from ..data.corpora import Corpus
 from ..extract import Extraction, extract
-from ..models import LoadedModel, load
+from ..models import LoadedModel, load, random_options
 
 
 def extract_each(models: Sequence[str], corpus: Corpus, *,
@@ -27,7 +27,6 @@ def extract_each(models: Sequence[str], corpus: Corpus, *,
     ``random:`` models only): ``(name, loaded, extraction)``."""
     if not models:
         raise ValueError("the collection needs at least one model")
-    options = dict(model_options or {})
     for name in models:
-        loaded = load(name, **(options if name.startswith("random:") else {}))
+        loaded = load(name, **random_options(name, model_options))
         yield name, loaded, extract(loaded, corpus, progress=progress, **extract_options)

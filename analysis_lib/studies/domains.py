@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
-from ..models import LoadedModel, load
+from ..models import LoadedModel, load, random_options
 from ..similarity import rsa
 from ..similarity.rsa import ConstantSimilarity
 from . import verdicts
-from .finetuning import Runs, stimuli, word_layers, word_rows
+from .shared import Runs, stimuli, word_layers, word_rows
 from .verdicts import Evidence, decide
 
 DOMAINS = ("in-domain", "out-of-domain")
@@ -293,4 +293,4 @@ def matched_share(matched: pd.DataFrame) -> pd.DataFrame:
 
 def base_model(model: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
     """The pretrained model (``model_options`` apply to ``random:`` models only)."""
-    return load(model, **(dict(model_options or {}) if model.startswith("random:") else {}))
+    return load(model, **random_options(model, model_options))

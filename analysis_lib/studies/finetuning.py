@@ -1,11 +1,9 @@
 """What fine-tuning changes, layer by layer (Phang et al. 2021 §3; Wu et al. 2020 §6, App. D;
 Merchant et al. 2020 §5).
 
-The study's bookkeeping, so the notebook only tells the story:
+The study's bookkeeping, so the notebook only tells the story (the fine-tuning grid, its
+splits and the stimuli are shared with the other studies: :mod:`.shared`):
 
-* :func:`task_for` and :func:`settings` fix the splits and the training settings that every
-  study of the book uses, so a fine-tuned model is trained once per (model, task, seed,
-  settings) and found in the cache by the next study that asks (:func:`run_grid`);
 * :func:`sentence_layers` and :func:`comparisons`: linear CKA between every pair of layers of
   the first-token (CLS) or mean-pooled sentence vectors, for ORIG-ORIG, FT-ORIG, FT-FT and
   FT[1]-FT[2] (Phang et al. Fig. 1, 5, 6), with layers whose vectors are constant (the first
@@ -18,24 +16,21 @@ The study's bookkeeping, so the notebook only tells the story:
   (Wu et al. Fig. 6) and localization (Wu et al. Fig. 7);
 * :func:`freezing_runs`: fine-tuning with the bottom or top k layers frozen (Wu et al. App. D;
   Merchant et al. Fig. 3);
-* :func:`seed_interval`: means with t intervals over fine-tuning seeds.
+* :func:`findings`: the papers' claims judged by the book's verdict rule.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..data.tasks import Task, load_task, split_corpus
-from ..extract import Extraction, extract
-from ..layers import layer_label
-from ..models import LoadedModel, load
+from ..extract import extract
+from ..models import LoadedModel, load, random_options
 from ..similarity import (
     attention_similarity,
     linear_cka,
@@ -45,85 +40,25 @@ from ..similarity import (
     pairwise_suite,
     rsa,
 )
-from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+from ..training.finetune import FineTuned
 from . import verdicts
+from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
+    Runs,
+    WordLayers,
+    attention_stimuli,
+    layer_labels,
+    run_grid,
+    seed_interval,
+    settings,
+    stimuli,
+    summarize,
+    task_for,
+    word_layers,
+    word_rows,
+)
 from .verdicts import Evidence, decide
 
 COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
-
-
-# --------------------------------------------------------------------------- the runs
-
-
-def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) -> Task:
-    """The book's split of a task: ``n_train`` training examples, and validation (the
-    stimuli of the similarity analyses) and test sets of fixed sizes, drawn with seed 0 so
-    that every study and every fine-tuning seed sees the same examples."""
-    kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_val, n_test=n_test, seed=0)
-    if name == "bbc-topic":
-        kwargs["unit"] = "sentence"
-    return load_task(name, **kwargs)
-
-
-def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
-    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 5e-5,
-    10% warmup, 128 tokens) for ``epochs`` and ``seed``, with ``changes`` (freezing)."""
-    return preset("cpu", epochs=float(epochs), seed=int(seed), **changes)
-
-
-@dataclass
-class Runs:
-    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` is the
-    training-set size the tasks were split with."""
-
-    frame: pd.DataFrame
-    models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
-    n_train: int = 0
-
-    def get(self, model: str, task: str, seed: int) -> FineTuned:
-        return self.models[(model, task, seed)]
-
-    def task(self, name: str) -> Task:
-        """The task's split these models were trained on."""
-        return task_for(name, self.n_train)
-
-    def seeds(self, model: str, task: str) -> list[int]:
-        return sorted(s for m, t, s in self.models if m == model and t == task)
-
-
-def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
-             n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
-             progress: bool = True, **changes: Any) -> Runs:
-    """Fine-tune every model on every task with every seed (or load each from the cache).
-
-    ``model_options`` apply to ``random:`` models; ``changes`` to the settings (freezing).
-    """
-    if not models or not tasks or not seeds:
-        raise ValueError("run_grid needs at least one model, one task and one seed")
-    rows, found = [], {}
-    for task_name in tasks:
-        task = task_for(task_name, n_train)
-        for model, seed in itertools.product(models, seeds):
-            options = dict(model_options or {}) if model.startswith("random:") else {}
-            result = finetune(model, task, settings(epochs, seed, **changes),
-                              progress=progress, **options)
-            found[(model, task_name, seed)] = result
-            test = result.metrics["test"]
-            rows.append({"model": model, "task": task_name, "seed": seed,
-                         "accuracy": test["accuracy"], "macro_f1": test["macro_f1"],
-                         "majority": test["majority_baseline"],
-                         "train_seconds": result.record["train_seconds"],
-                         "from_cache": result.from_cache})
-    return Runs(pd.DataFrame(rows), found, n_train)
-
-
-def stimuli(task: Task, n: int | None = None) -> Corpus:
-    """The validation inputs of a task as a corpus (pairs joined by a space): the stimuli
-    Phang et al. compute CKA over."""
-    split = task.validation
-    if n is not None:
-        split = split.subset(range(min(n, len(split))))
-    return split_corpus(split, name=f"{task.name}-validation")
 
 
 # --------------------------------------------------------------------------- CLS matrices
@@ -279,60 +214,7 @@ def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int]
 # --------------------------------------------------------------------------- intervals
 
 
-def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and a t interval over seeds: ``(mean, low, high)``; with one value the interval
-    is that value (no spread to estimate)."""
-    from scipy.stats import t
-
-    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
-    if x.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    if x.size == 1:
-        return float(x[0]), float(x[0]), float(x[0])
-    half = t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
-
-
-def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
-    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
-    out = []
-    for key, group in frame.groupby(list(by), sort=False):
-        mean, low, high = seed_interval(group[value])
-        key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
-                    "n": int(group[value].notna().sum())})
-    return pd.DataFrame(out)
-
-
 # --------------------------------------------------------------------------- per layer
-
-
-@dataclass
-class WordLayers:
-    """The word-level layers of one model on the same sampled rows, and its attention."""
-
-    words: list[np.ndarray]
-    attention: Extraction | None
-
-
-def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
-                attention_corpus: Corpus | None = None) -> WordLayers:
-    """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
-    ``attention_corpus`` when given)."""
-    loaded = model if isinstance(model, LoadedModel) else load(model)
-    result = extract(loaded, corpus, progress=False)
-    att = None
-    if attention_corpus is not None:
-        att = extract(loaded, attention_corpus, attention=True, progress=False)
-    return WordLayers([np.ascontiguousarray(x[rows]) for x in result.words], att)
-
-
-def word_rows(corpus: Corpus, n: int, seed: int = 0) -> np.ndarray:
-    """A deterministic sample of ``n`` word rows (all when the corpus has fewer)."""
-    total = corpus.n_words
-    if n >= total:
-        return np.arange(total)
-    return np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
 
 
 def _localization(layers: Sequence[np.ndarray]) -> np.ndarray:
@@ -411,7 +293,7 @@ def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task
 
 
 def _load(model: str, model_options: Mapping[str, Any] | None) -> LoadedModel:
-    return load(model, **(dict(model_options or {}) if model.startswith("random:") else {}))
+    return load(model, **random_options(model, model_options))
 
 
 def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
@@ -427,11 +309,6 @@ def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: st
 def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
     """Each view's matrices averaged (over seeds or seed pairs); undefined cells stay NaN."""
     return {name: np.mean(np.stack(mats), axis=0) for name, mats in views.items()}
-
-
-def layer_labels(n_transformer: int) -> list[str]:
-    """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
-    return [layer_label("", k).strip() for k in range(n_transformer + 1)]
 
 
 def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]
@@ -452,16 +329,6 @@ def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence
             row["block2_starts"] = group["block2_starts"].iloc[0]
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-def attention_stimuli(task: Task, n: int, max_words: int = 30) -> Corpus:
-    """The first ``n`` validation inputs of 2 to ``max_words`` words (attention maps cost
-    words squared per head)."""
-    corpus = stimuli(task)
-    short = [i for i, s in enumerate(corpus.sentences) if 2 <= len(s) <= max_words][:n]
-    if not short:
-        raise ValueError(f"no validation input of {task.name} has 2 to {max_words} words")
-    return corpus.subset(short)
 
 
 def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_words: int,

@@ -27,6 +27,7 @@ from ..models import CAUSAL_FAMILIES
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
 from . import claims, extract_each, verdicts
+from .shared import sample_rows
 from .verdicts import Evidence, decide
 
 
@@ -126,7 +127,7 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
             n = result.words.shape[1]
             rows = np.arange(n)
             if max_words is not None and max_words < n:
-                rows = np.sort(np.random.default_rng(seed).choice(n, max_words, replace=False))
+                rows = sample_rows(n, max_words, seed)
         elif not (np.array_equal(result.word_sentence, first.word_sentence)
                   and np.array_equal(result.word_position, first.word_position)):
             raise ValueError(

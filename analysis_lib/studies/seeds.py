@@ -31,7 +31,7 @@ from ..models import LoadedModel
 from ..similarity import attention_representation
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
-from .finetuning import seed_interval
+from .shared import seed_interval
 from .verdicts import Evidence, decide
 
 

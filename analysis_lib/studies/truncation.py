@@ -27,12 +27,12 @@ import pandas as pd
 
 from ..data.tasks import Task, split_corpus
 from ..extract import extract
-from ..models import LoadedModel, load
+from ..models import LoadedModel, load, random_options
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
-from .finetuning import Runs, run_grid, seed_interval
+from .shared import Runs, run_grid, seed_interval
 from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
@@ -85,7 +85,7 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
                 rows.append((config, layer, _probe(feats, layer, task, seed)))
                 continue
             if start is None:  # the pretrained pooler (if any) and a fresh classifier
-                start = ft._task_model(base, task.num_labels, task.regression, seed)
+                start = ft.task_model(base, task.num_labels, task.regression, seed)
             fresh = FirstTokenHead(start)
             fit_head(fresh, feats["train"][layer], task.train.labels,
                      feats["validation"][layer], task.validation.labels, epochs=head_epochs,
@@ -101,7 +101,7 @@ def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head:
     score and the majority baseline, in one long table."""
     frames = []
     for model in models:
-        base = load(model, **(dict(model_options or {}) if model.startswith("random:") else {}))
+        base = load(model, **random_options(model, model_options))
         for task_name in tasks:
             task = runs.task(task_name)
             shared = first_token_features(base, task)
@@ -132,7 +132,7 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
     as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning), with
     the mean training loss of the first and the last epoch (did it converge?)."""
-    options = dict(model_options or {}) if model.startswith("random:") else {}
+    options = random_options(model, model_options)
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..models.loading import random_options
 from ..similarity.registry import canonical
 
 PAIRS = ("all", "within", "across")
@@ -278,7 +279,7 @@ def plan(spec: SweepSpec) -> list[Unit]:
     extract_of: dict[Variant, str] = {}
     corpus = {"name": spec.corpus, "n": spec.n_sentences, "seed": spec.corpus_seed}
     for v in variants(spec):
-        options = dict(spec.model_options) if v.model.startswith("random:") else {}
+        options = random_options(v.model, spec.model_options)
         if v.model.startswith("random:") and v.seed is not None:
             options["seed"] = v.seed
         deps: tuple[str, ...] = ()

@@ -166,7 +166,7 @@ class FineTuned:
         return load(str(self.path))
 
 
-def _task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
+def task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
     from transformers import AutoModelForSequenceClassification
 
     config = base.model.config.__class__.from_dict(base.model.config.to_dict())
@@ -321,19 +321,19 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         hit = _load_saved(path)
         if hit is not None:
             return hit
-    task_model = _task_model(base, task.num_labels, task.regression, config.seed)
-    frozen = frozen_parameters(task_model,
-                               frozen_layers(config, n_transformer_layers(task_model)))
+    net = task_model(base, task.num_labels, task.regression, config.seed)
+    frozen = frozen_parameters(net,
+                               frozen_layers(config, n_transformer_layers(net)))
     with torch_threads(CPU_THREADS) if on_cpu else contextlib.nullcontext():
         with fork_rng(dev):
             torch.manual_seed(config.seed)
             start = time.perf_counter()
-            history = train(task_model, base.tokenizer, task, config, frozen=frozen,
+            history = train(net, base.tokenizer, task, config, frozen=frozen,
                             progress=progress, device=dev)
             seconds = time.perf_counter() - start
         kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
-        metrics = {"validation": evaluate(task_model, base.tokenizer, task, "validation", **kw),
-                   "test": evaluate(task_model, base.tokenizer, task, "test", **kw)}
+        metrics = {"validation": evaluate(net, base.tokenizer, task, "validation", **kw),
+                   "test": evaluate(net, base.tokenizer, task, "test", **kw)}
     record = {"base_model": base.info.to_dict(), "task": task.name, "task_meta": task.meta,
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
@@ -343,8 +343,8 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
               "library_version": __version__,
               "torch_version": torch.__version__}
     if cache:
-        _save(path, task_model, base.tokenizer, record)
-    return FineTuned(path, task_model, base.tokenizer, record)
+        _save(path, net, base.tokenizer, record)
+    return FineTuned(path, net, base.tokenizer, record)
 
 
 #: What a saved record must hold (a record of another shape is damaged and retrained).

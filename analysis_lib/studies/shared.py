@@ -1,0 +1,168 @@
+"""What several studies share: the book's fine-tuning grid and its splits, the stimuli drawn
+from a task, samples of word rows, per-word layers, and means with intervals over seeds.
+
+Every fine-tuned model is trained once per (model, task, seed, settings) and found in the
+cache by the next study that asks (:func:`run_grid`); every study that samples word rows
+samples them with :func:`word_rows`, so the same seed gives the same rows everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data.corpora import Corpus
+from ..data.tasks import Task, load_task, split_corpus
+from ..extract import Extraction, extract
+from ..layers import layer_label
+from ..models import LoadedModel, load, random_options
+from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+
+
+def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) -> Task:
+    """The book's split of a task: ``n_train`` training examples, and validation (the
+    stimuli of the similarity analyses) and test sets of fixed sizes, drawn with seed 0 so
+    that every study and every fine-tuning seed sees the same examples."""
+    kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_val, n_test=n_test, seed=0)
+    if name == "bbc-topic":
+        kwargs["unit"] = "sentence"
+    return load_task(name, **kwargs)
+
+
+def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
+    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 5e-5,
+    10% warmup, 128 tokens) for ``epochs`` and ``seed``, with ``changes`` (freezing)."""
+    return preset("cpu", epochs=float(epochs), seed=int(seed), **changes)
+
+
+@dataclass
+class Runs:
+    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` is the
+    training-set size the tasks were split with."""
+
+    frame: pd.DataFrame
+    models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
+    n_train: int = 0
+
+    def get(self, model: str, task: str, seed: int) -> FineTuned:
+        return self.models[(model, task, seed)]
+
+    def task(self, name: str) -> Task:
+        """The task's split these models were trained on."""
+        return task_for(name, self.n_train)
+
+    def seeds(self, model: str, task: str) -> list[int]:
+        return sorted(s for m, t, s in self.models if m == model and t == task)
+
+
+def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
+             n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
+             progress: bool = True, **changes: Any) -> Runs:
+    """Fine-tune every model on every task with every seed (or load each from the cache).
+
+    ``model_options`` apply to ``random:`` models; ``changes`` to the settings (freezing).
+    """
+    if not models or not tasks or not seeds:
+        raise ValueError("run_grid needs at least one model, one task and one seed")
+    rows, found = [], {}
+    for task_name in tasks:
+        task = task_for(task_name, n_train)
+        for model, seed in itertools.product(models, seeds):
+            options = random_options(model, model_options)
+            result = finetune(model, task, settings(epochs, seed, **changes),
+                              progress=progress, **options)
+            found[(model, task_name, seed)] = result
+            test = result.metrics["test"]
+            rows.append({"model": model, "task": task_name, "seed": seed,
+                         "accuracy": test["accuracy"], "macro_f1": test["macro_f1"],
+                         "majority": test["majority_baseline"],
+                         "train_seconds": result.record["train_seconds"],
+                         "from_cache": result.from_cache})
+    return Runs(pd.DataFrame(rows), found, n_train)
+
+
+def stimuli(task: Task, n: int | None = None) -> Corpus:
+    """The validation inputs of a task as a corpus (pairs joined by a space): the stimuli
+    Phang et al. compute CKA over."""
+    split = task.validation
+    if n is not None:
+        split = split.subset(range(min(n, len(split))))
+    return split_corpus(split, name=f"{task.name}-validation")
+
+
+def attention_stimuli(task: Task, n: int, max_words: int = 30) -> Corpus:
+    """The first ``n`` validation inputs of 2 to ``max_words`` words (attention maps cost
+    words squared per head)."""
+    corpus = stimuli(task)
+    short = [i for i, s in enumerate(corpus.sentences) if 2 <= len(s) <= max_words][:n]
+    if not short:
+        raise ValueError(f"no validation input of {task.name} has 2 to {max_words} words")
+    return corpus.subset(short)
+
+
+@dataclass
+class WordLayers:
+    """The word-level layers of one model on the same sampled rows, and its attention."""
+
+    words: list[np.ndarray]
+    attention: Extraction | None
+
+
+def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
+                attention_corpus: Corpus | None = None) -> WordLayers:
+    """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
+    ``attention_corpus`` when given)."""
+    loaded = model if isinstance(model, LoadedModel) else load(model)
+    result = extract(loaded, corpus, progress=False)
+    att = None
+    if attention_corpus is not None:
+        att = extract(loaded, attention_corpus, attention=True, progress=False)
+    return WordLayers([np.ascontiguousarray(x[rows]) for x in result.words], att)
+
+
+def word_rows(corpus: Corpus, n: int, seed: int = 0) -> np.ndarray:
+    """A deterministic sample of ``n`` word rows (all when the corpus has fewer)."""
+    return sample_rows(corpus.n_words, n, seed)
+
+
+def sample_rows(total: int, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` of ``total`` row indices drawn without replacement with ``seed``, in order (all
+    of them when ``n >= total``): every study's sample of rows."""
+    if n >= total:
+        return np.arange(total)
+    return np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
+
+
+def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a t interval over seeds: ``(mean, low, high)``; with one value the interval
+    is that value (no spread to estimate)."""
+    from scipy.stats import t
+
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    if x.size == 1:
+        return float(x[0]), float(x[0]), float(x[0])
+    half = t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+
+
+def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
+    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
+    out = []
+    for key, group in frame.groupby(list(by), sort=False):
+        mean, low, high = seed_interval(group[value])
+        key = key if isinstance(key, tuple) else (key,)
+        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
+                    "n": int(group[value].notna().sum())})
+    return pd.DataFrame(out)
+
+
+def layer_labels(n_transformer: int) -> list[str]:
+    """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
+    return [layer_label("", k).strip() for k in range(n_transformer + 1)]
