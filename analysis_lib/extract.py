@@ -38,6 +38,7 @@ from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
 from .runtime.cache import ArrayCache, code_digest, make_key
 from .runtime.device import autocast, check_precision, key_parts, resolve
+from .runtime.profile import label, profiled
 
 _CPU = torch.device("cpu")
 #: how extracted arrays are kept: float32, or float16 (half the disk and memory; the measures
@@ -126,6 +127,7 @@ class Extraction:
         return [a[layer - 1] for a in self.attention]
 
 
+@profiled("extract", lambda loaded, corpus, *a, **k: label(loaded))
 def extract(
     model: str | LoadedModel,
     corpus: Corpus,

@@ -307,9 +307,26 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
 
 def test_rebuild_reuses_executed_notebooks(built_book):
     _, second, _ = built_book
-    per_notebook = [m for m in second if m.split()[0] in {p.stem for p in NOTEBOOKS}]
+    per_notebook = [m for m in second if m.split()[0] in {p.stem for p in NOTEBOOKS}
+                    and len(m.split()) <= 3]
     assert len(per_notebook) == len(NOTEBOOKS)
     assert all(m.split()[-1] == "reused" for m in per_notebook), per_notebook
+
+
+def test_build_keeps_a_profile_beside_the_executed_notebooks(built_book):
+    import pandas as pd
+
+    _, second, root = built_book
+    table = pd.read_csv(root / "_build" / "executed" / "smoke" / "profile.csv")
+    notebooks = table[table.kind == "notebook"]
+    assert sorted(notebooks.notebook) == sorted(p.stem for p in NOTEBOOKS)
+    steps = table[table.kind != "notebook"]
+    assert {"extract", "measure suite"} <= set(steps.kind)  # the kernels' own steps
+    assert (steps.wall_s >= 0).all() and steps.notebook.notna().all()
+    assert any(line.startswith("profile") for line in (m.strip() for m in second))
+    assert any("cache:" in m for m in second)
+    # the rebuild announced each notebook with the last build's time
+    assert any(m.startswith("[1/") and "last build" in m for m in second)
 
 
 def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):

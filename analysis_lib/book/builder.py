@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..runtime import profile
+from ..runtime.cache import default_root, disk_usage
 from . import params, render
 from .paths import LIBRARY, ROOT
 
@@ -166,6 +168,7 @@ class Executed:
     path: Path
     seconds: float
     reused: bool
+    cpu_seconds: float = 0.0
 
 
 #: Set for the notebooks' kernels: no progress bars or loading chatter in the book's pages.
@@ -174,9 +177,10 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 
 
 @contextlib.contextmanager
-def _quiet_env():
-    old = {k: os.environ.get(k) for k in QUIET_ENV}
-    os.environ.update(QUIET_ENV)
+def _quiet_env(extra: dict[str, str] | None = None):
+    settings = {**QUIET_ENV, **(extra or {})}
+    old = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
@@ -192,6 +196,9 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
             ) -> Executed:
     """Run one notebook with papermill into ``out_dir`` unless an identical run is there.
 
+    The kernel records its steps (:mod:`analysis_lib.runtime.profile`) into
+    ``out_dir/profile/<notebook>.jsonl``; a reused notebook keeps the records of its run.
+
     A cell that runs longer than ``cell_timeout`` seconds, or a kernel that dies, counts as a
     failed attempt (a lost message between client and kernel leaves both waiting); the
     notebook is run again up to ``attempts`` times. An error raised by a cell is final.
@@ -206,11 +213,13 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
                          + library_fingerprint().encode()).hexdigest()
     if not force and target.is_file() and stamp.is_file() and stamp.read_text() == key:
         return Executed(path.stem, target, 0.0, True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     tmp = out_dir / f".{path.stem}.running.ipynb"
+    steps = out_dir / "profile" / f"{path.stem}.jsonl"
     for attempt in range(1, attempts + 1):
+        steps.unlink(missing_ok=True)
         try:
-            with _quiet_env():
+            with _quiet_env({profile.ENV: str(steps)}):
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout)
@@ -224,7 +233,16 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     _present(tmp, parameters, profile_name)
     tmp.replace(target)
     stamp.write_text(key)
-    return Executed(path.stem, target, time.perf_counter() - start, False)
+    return Executed(path.stem, target, time.perf_counter() - start, False,
+                    _children_cpu() - cpu)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the child processes (the kernels) that have finished so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _describe_failure(executed: Path, source: Path, error) -> str:
@@ -280,6 +298,72 @@ def jupyter_book(src: Path) -> Path:
     return src / "_build" / "html" / "index.html"
 
 
+def last_profile(out_dir: Path):
+    """The notebook rows of the previous build's ``profile.csv`` (empty when none)."""
+    import pandas as pd
+
+    path = out_dir / "profile.csv"
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError):
+        return pd.DataFrame(columns=["notebook", "kind", "wall_s"])
+    return table[table.kind == "notebook"]
+
+
+def _estimate(before, remaining: list[Path]) -> str:
+    """``" (last build: 120 s; about 9 min left)"`` from the previous profile, or ``""``."""
+    if before.empty:
+        return ""
+    times = dict(zip(before.notebook, before.wall_s))
+    if remaining[0].stem not in times:
+        return ""
+    left = sum(times.get(p.stem, 0.0) for p in remaining)
+    return f" (last build: {times[remaining[0].stem]:.0f} s; about {left / 60:.0f} min left)"
+
+
+def write_profile(out_dir: Path, runs: list[Executed]):
+    """``profile.csv`` beside the executed notebooks: one row per notebook (its wall and
+    kernel CPU time, its largest peak memory, the bytes its steps wrote) and one per step
+    its kernel recorded, with the notebook named in every row. Written atomically."""
+    import pandas as pd
+
+    frames, rows = [], []
+    for run in runs:
+        steps = profile.read(out_dir / "profile" / f"{run.name}.jsonl")
+        top = steps[steps.depth == 1] if not steps.empty else steps
+        rows.append({"notebook": run.name, "kind": "notebook", "name": run.name,
+                     "depth": 0, "wall_s": round(run.seconds, 1),
+                     "cpu_s": round(run.cpu_seconds, 1),
+                     "peak_rss_mb": float(steps.peak_rss_mb.max()) if not steps.empty else None,
+                     "written_mb": round(float(top.written_mb.sum()), 1)
+                     if not top.empty else None,
+                     "reused": run.reused})
+        if not steps.empty:
+            frames.append(steps.assign(notebook=run.name))
+    table = pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
+    tmp = out_dir / ".profile.csv.tmp"
+    table.to_csv(tmp, index=False)
+    tmp.replace(out_dir / "profile.csv")
+    return table
+
+
+def profile_summary(table) -> list[str]:
+    """The build's profile as printed lines: per notebook its wall and CPU time and peak
+    memory, then where its time went by kind of step."""
+    lines = ["", "profile (seconds; reused notebooks show their last run's steps):",
+             f"  {'notebook':<18} {'wall':>7} {'cpu':>7} {'peak MB':>8}  top steps"]
+    notebooks = table[table.kind == "notebook"]
+    kinds = profile.by_kind(table[table.kind != "notebook"])
+    for row in notebooks.itertuples():
+        mine = kinds[kinds.notebook == row.notebook].sort_values("wall_s", ascending=False) \
+            if not kinds.empty else kinds
+        top = ", ".join(f"{k.kind} {k.wall_s:.0f}" for k in mine.head(3).itertuples())
+        peak = f"{row.peak_rss_mb:8.0f}" if row.peak_rss_mb == row.peak_rss_mb else " " * 8
+        wall = "reused" if row.reused else f"{row.wall_s:7.1f}"
+        lines.append(f"  {row.notebook:<18} {wall:>7} {row.cpu_s:7.1f} {peak}  {top}")
+    return lines
+
+
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
           echo=print, cell_timeout: int = 1800) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book."""
@@ -292,11 +376,17 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), profile_name)
     chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
               for path in notebooks}
-    for path in notebooks:
+    before = last_profile(out_dir)
+    for k, path in enumerate(notebooks, 1):
+        echo(f"[{k}/{len(notebooks)}] {path.stem}{_estimate(before, notebooks[k - 1:])}")
         run = execute(path, chosen[path], out_dir, force=force, cell_timeout=cell_timeout,
                       profile_name=profile_name)
         runs.append(run)
         echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
+    table = write_profile(out_dir, runs)
+    for line in profile_summary(table):
+        echo(line)
+    echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
     start = time.perf_counter()
     index = jupyter_book(stage(profile_name, runs, root))
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")

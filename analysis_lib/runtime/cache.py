@@ -17,6 +17,7 @@ Linux).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -35,6 +36,16 @@ from .. import __version__
 
 ENV_VAR = "ANALYSIS_LIB_CACHE"
 MANIFEST = "manifest.json"
+
+
+def disk_usage(root: str | os.PathLike | None = None) -> int:
+    """Bytes the cache's files take (0 for a cache that does not exist yet)."""
+    total = 0
+    for folder, _, files in os.walk(default_root(root)):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
 
 
 def default_root(root: str | os.PathLike | None = None) -> Path:

@@ -27,3 +27,14 @@ def one_thread() -> contextlib.AbstractContextManager[None]:
     alignment flow) every product is tiny, and waking the other threads for each of them
     costs more than it saves; on a busy machine, twenty times more."""
     return torch_threads(1)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the system has one,
+    else the machine's count)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..runtime.profile import profiled
 from . import _backend
 from . import measures as m
 from ._core import (
@@ -38,6 +39,7 @@ from .rsa import Stimuli, _pearson_vectors, _shifted_triangle, normalized_rows, 
 __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairwise_suite"]
 
 
+@profiled("measure", lambda *a, **k: str(k.get("measure", a[2] if len(a) > 2 else "linear_cka")))
 def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
              measure: str = "linear_cka", *, progress: bool | None = None, device=None,
              backend: str = "torch", **options: Any) -> np.ndarray:
@@ -81,6 +83,7 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
                           backend=backend, **options)[canonical(measure)]
 
 
+@profiled("measure suite", lambda *a, **k: ", ".join(k.get("measures") or ["default"]))
 def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
                    measures: Sequence[str] = ("linear_cka",), *, progress: bool | None = None,
                    device=None, backend: str = "torch", **options: Any) -> dict[str, np.ndarray]:

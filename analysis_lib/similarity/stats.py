@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..runtime.profile import profiled
 from .pairwise import pairwise
 from .registry import canonical
 
@@ -73,6 +74,7 @@ def _compute(A, B, measure, options):
     return pairwise(A, B, measure, progress=False, **options)
 
 
+@profiled("resampling", lambda *a, **k: f"bootstrap {k.get('measure', 'linear_cka')}")
 def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
               level: float = 0.95, seed: int = 0, groups=None, progress: bool = False,
               interval: str = "percentile", **options: Any) -> BootstrapResult:
@@ -136,6 +138,7 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
     return BootstrapResult(estimate, low, high, samples, level)
 
 
+@profiled("resampling", lambda *a, **k: f"permutations {k.get('measure', 'linear_cka')}")
 def permutation_test(X, Y=None, measure: str = "linear_cka", *, n_perm: int = 1000,
                      seed: int = 0, groups=None, progress: bool = False,
                      **options: Any) -> PermutationResult:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
 from ..models import LoadedModel, load, random_options
+from ..runtime.profile import profiled
 from ..similarity import rsa
 from ..similarity.rsa import ConstantSimilarity
 from . import verdicts
@@ -95,6 +96,7 @@ def _sentence_weights(sentence: np.ndarray, rng: np.random.Generator) -> np.ndar
     return counts[index].astype(np.int64)
 
 
+@profiled("resampling", lambda *a, **k: "bootstrap rsa")
 def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]],
                   sentence: np.ndarray, *, n_boot: int = 200, level: float = 0.95,
                   seed: int = 0) -> pd.DataFrame:
@@ -129,6 +131,7 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
                          "high": high, "se": se, "dropped": dropped})
 
 
+@profiled("resampling", lambda *a, **k: "permutations rsa")
 def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
                            tuned: Mapping[str, Sequence[np.ndarray]],
                            sentence: Mapping[str, np.ndarray], *, n_perm: int = 100,

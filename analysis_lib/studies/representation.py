@@ -24,6 +24,7 @@ from ..data.corpora import Corpus
 from ..extract import Extraction
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..models import CAUSAL_FAMILIES
+from ..runtime.profile import profiled
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
 from . import claims, extract_each, verdicts
@@ -386,6 +387,7 @@ class Jackknife:
                 for key, value in self.estimate.items()}
 
 
+@profiled("resampling", lambda measure, *a, **k: f"jackknife {measure}")
 def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
                       seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None) -> Jackknife:

@@ -28,6 +28,7 @@ from ..alignment.flows import CouplingFlow
 from ..data.corpora import Corpus
 from ..extract import extract
 from ..models import LoadedModel
+from ..runtime.profile import profiled
 from ..similarity import attention_representation
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
@@ -56,6 +57,7 @@ def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndar
     return X, Y
 
 
+@profiled("alignment", lambda methods, **k: f"synthetic, {k.get('n', 3000)} rows")
 def synthetic_table(methods: Sequence[str], *, n: int = 3000, d: int = 8, seed: int = 0
                     ) -> pd.DataFrame:
     """Table 3 with known answers: held-out (and train) distance of every method for a
@@ -88,6 +90,7 @@ def attention_layers(models: Mapping[str, LoadedModel], corpus: Corpus
     return out
 
 
+@profiled("alignment", lambda layers, method, **k: f"seed pairs, {method}")
 def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
                    seed: int = 0, first_layer: int = 0, **options) -> pd.DataFrame:
     """For every layer and every unordered pair of models: the held-out and train distance
@@ -121,6 +124,7 @@ def distance_summary(frame: pd.DataFrame, value: str = "test") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@profiled("alignment", lambda layers, method="linreg", **k: f"layer by layer, {method}")
 def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed: int = 0,
                    **options) -> np.ndarray:
     """Fig. 3: held-out distance after aligning layer i to layer j of one model, for all
@@ -155,6 +159,7 @@ def method_table(long: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@profiled("alignment", lambda *a, **k: "injection")
 def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[str, object],
               labels: Mapping[str, np.ndarray], methods: Sequence[str], *,
               seed: int = 0) -> pd.DataFrame:

@@ -28,6 +28,7 @@ import pandas as pd
 from ..data.tasks import Task, split_corpus
 from ..extract import extract
 from ..models import LoadedModel, load, random_options
+from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
@@ -61,6 +62,7 @@ def _probe(features: Mapping[str, list[np.ndarray]], layer: int, task: Task,
     return float(np.mean(clf.predict(features["test"][layer]) == task.test.labels))
 
 
+@profiled("heads", lambda result, *a, **k: "heads per layer")
 def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: str = "model",
                  seed: int = 0, base_features: Mapping[str, list[np.ndarray]] | None = None,
                  head_epochs: int = 30) -> pd.DataFrame:
@@ -147,6 +149,7 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     return pd.DataFrame(rows)
 
 
+@profiled("heads", lambda result, *a, **k: "skipped spans")
 def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> pd.DataFrame:
     """Phang et al. Fig. 4: test accuracy with every contiguous span ``first..last`` of
     transformer layers skipped (no retraining); every span but the one removing all layers.

@@ -39,6 +39,7 @@ from ..models.batching import pad_batch, pad_token_id
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
+from ..runtime.profile import label, profiled
 from ..runtime.threads import torch_threads
 from . import loop
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
@@ -106,9 +107,9 @@ PRESETS = {
 def frozen_layers(config: FinetuneConfig, n: int) -> set[int]:
     """The layers (``0`` = embeddings, ``1..n``) that ``config`` freezes in a model with ``n``
     transformer layers."""
-    for label, k in (("freeze_bottom", config.freeze_bottom), ("freeze_top", config.freeze_top)):
+    for setting, k in (("freeze_bottom", config.freeze_bottom), ("freeze_top", config.freeze_top)):
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
-            raise ValueError(f"{label}={k!r} but the model has {n} transformer layers; use "
+            raise ValueError(f"{setting}={k!r} but the model has {n} transformer layers; use "
                              f"0..{n}")
     for x in config.freeze_layers:
         check_layer(x, n, "freeze_layers item")
@@ -281,6 +282,7 @@ def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_option
             "majority_baseline": task.majority_baseline(split), "n": len(data)}
 
 
+@profiled("finetune", lambda model, task, *a, **k: f"{label(model)} on {label(task)}")
 def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
              cache: bool = True, cache_dir: str | os.PathLike | None = None,
              progress: bool = True, device=None, **load_options: Any) -> FineTuned:

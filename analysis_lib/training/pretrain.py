@@ -31,7 +31,6 @@ import contextlib
 import functools
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -50,8 +49,9 @@ from .. import __version__
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
+from ..runtime.profile import profiled
 from ..runtime.quiet import quiet_transformers
-from ..runtime.threads import torch_threads
+from ..runtime.threads import torch_threads, usable_cores
 from . import loop
 
 OBJECTIVES = ("clm", "mlm")
@@ -320,6 +320,7 @@ def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | 
 CPU_THREADS = 1
 
 
+@profiled("pretrain", lambda config, **k: k.get("name") or "model")
 def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
              name: str = "zoo", device=None) -> Pretrained:
     """Train ``config`` (or read it from the cache) on ``device`` (default: CUDA when
@@ -336,6 +337,7 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
         return _train(config, cache_dir, progress, name, dev, path)
 
 
+@profiled("pretrain", lambda configs, **k: f"{len(configs)} models side by side")
 def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
                   progress: bool = True, device=None, workers: int | None = None
                   ) -> dict[str, Pretrained]:
@@ -343,16 +345,17 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
     ``workers`` worker processes when they train on the CPU; the weights are the same as
     trained one by one.
 
-    The default is two workers per CPU core (at most one per model). Each trains on one
-    thread, and with one worker per core the last round of an odd number of models leaves
-    cores idle for a whole training: the book's seven models on 2 cores take 317 s with 2
-    workers and 285 s with 4."""
+    The default is one worker per core this process may use (at most one per model), each
+    on one thread: never more busy threads than cores, so the timings of a build are steady
+    and another job on the machine is not starved. (Two workers per core finish an odd
+    number of models sooner, 285 s against 317 s for seven models on 2 cores, at the price
+    of timings that depend on the scheduler.)"""
     for config in configs.values():
         check_config(config)
     dev = resolve(device)
     root = str(default_root(cache_dir))
     todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
-    workers = min(len(todo), workers or 2 * (os.cpu_count() or 1))
+    workers = min(len(todo), workers or usable_cores())
     if dev.type == "cpu" and workers > 1:
         for size in {c.vocab_size for c in configs.values()}:
             tokenizer(size, root)  # once, before the workers read it
