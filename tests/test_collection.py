@@ -381,3 +381,15 @@ def test_attention_claim_compares_each_method_with_itself():
     dist = {m: matrix(0.3, 0.24, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
     found = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] != "holds"
+
+
+def test_word_identity_floor_rises_with_repeated_words():
+    distinct = [f"w{i}" for i in range(2000)]
+    repeated = [f"w{i % 50}" for i in range(2000)]
+    low = collection.word_identity_floor(distinct, d=32)
+    high = collection.word_identity_floor(repeated, d=32)
+    assert abs(low - 32 / (2000 + 32)) < 0.02  # the independent-rows chance level
+    assert high > 0.3 and high > 5 * low
+    # one word form: the rows are constant, and CKA of constant layers is undefined
+    with pytest.raises(ValueError):
+        collection.word_identity_floor(["a"] * 100)

@@ -227,3 +227,22 @@ def test_views_of_any_layout_give_the_contiguous_answer(backend):
             assert got == pytest.approx(getattr(S, measure)(X, view.copy()), abs=1e-10), name
         M = S.pairwise_suite([X, view], measures=["linear_cka", "pwcca"], backend=backend)
         assert M["linear_cka"][0, 1] == pytest.approx(R.linear_cka(X, Y), abs=1e-8)
+
+
+def test_a_layer_constant_up_to_rounding_is_constant_not_noise():
+    """A repeated row leaves rounding noise after centring (about 1e-16 of its values):
+    every measure must call that layer constant, not compare the noise (it gave 1.0)."""
+    rng = np.random.default_rng(0)
+    A = np.tile(rng.standard_normal(8), (100, 1))
+    B = np.tile(rng.standard_normal(8), (100, 1))
+    for measure in ("linear_cka", "neuronsim", "svcca", "pwcca", "procrustes"):
+        with pytest.raises(ValueError, match="constant"):
+            S.pairwise([A], [B], measure=measure, progress=False)
+    assert not np.abs(R.centred(A)).any()
+    # a float32 neuron that varies by one float32 step at 1e5 is signal, and stays
+    x = np.full(50, 1e5, dtype=np.float32)
+    x[::2] = np.nextafter(np.float32(1e5), np.float32(2e5))
+    X = np.column_stack([x, rng.standard_normal(50).astype(np.float32)])
+    assert np.abs(R.centred(X)[:, 0]).max() > 0
+    value = S.pairwise([X], [X], measure="neuronsim", progress=False)[0, 0]
+    assert value == pytest.approx(1.0)

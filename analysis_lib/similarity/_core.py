@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from ._backend import NUMPY, Backend
+from .reference import rounding
 
 #: Relative eigenvalue cut-off below which a direction counts as zero variance, per work dtype.
 RANK_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
@@ -171,6 +172,18 @@ def components_of(lam: np.ndarray, rtol: float, variance: float | None,
     return max(1, min(k, r))
 
 
+def _zero_rounding_columns(X: np.ndarray, Xc, backend: Backend) -> None:
+    """Set to zero the centred columns that are constant up to rounding (the rule of
+    :func:`.reference.centred`): a repeated row or a constant neuron then counts as
+    constant, and no measure compares rounding noise."""
+    xp = backend.xp
+    peak = backend.asarray(np.abs(X).max(axis=0).astype(np.float64))
+    spread = xp.astype(xp.max(xp.abs(Xc), axis=0), xp.float64)
+    flat = spread <= rounding(X.shape[0]) * peak
+    if bool(xp.any(flat)):
+        Xc[:, flat] = 0
+
+
 class LayerStats:
     """Per-layer quantities, each computed on first use and then reused.
 
@@ -208,6 +221,7 @@ class LayerStats:
         else:
             backend.subtract_into(xp.astype(dev, xp.float64), mean, out)
         del dev
+        _zero_rounding_columns(X, out, backend)
         self.Xc = out
         self._whiteners: dict = {}
 
