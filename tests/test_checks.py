@@ -79,3 +79,21 @@ def test_random_model_options_are_checked(options, match, tmp_path):
     base = dict(layers=2, hidden=32, heads=2, vocab_size=2000, cache_dir=tmp_path)
     with pytest.raises((TypeError, ValueError), match=match):
         models.load("random:bert", **{**base, **options})
+
+
+def test_resampling_settings_are_checked_before_any_work():
+    import numpy as np
+
+    from analysis_lib.similarity import stats
+
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    with pytest.raises(TypeError, match="n_boot"):
+        stats.bootstrap(X, X, n_boot=2.5)
+    with pytest.raises(TypeError, match="seed"):
+        stats.bootstrap(X, X, n_boot=10, seed="a")
+    with pytest.raises(ValueError, match="level"):
+        stats.bootstrap(X, X, n_boot=10, level=1.5)
+    with pytest.raises(TypeError, match="n_perm"):
+        stats.permutation_test(X, X, n_perm=10.0)
+    with pytest.raises(ValueError, match="n_perm"):
+        stats.permutation_test(X, X, n_perm=0)

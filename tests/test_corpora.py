@@ -112,3 +112,19 @@ def test_hub_corpora_respect_the_offline_switch(monkeypatch):
     with pytest.raises(OfflineError, match="'ptb' is not available offline"):
         corpora.load_corpus("ptb", n=5)
     assert not calls  # refused at once, never tried
+
+
+def test_own_sentences_never_lose_words_or_merge_labels_silently():
+    with pytest.raises(ValueError, match=r"words \[1\].*no longer match"):
+        corpora.from_sentences([["a", " ", "b"]])
+    with pytest.raises(ValueError, match="print the same"):
+        corpora.from_sentences([["a"], ["b"]], labels=[1, "1"])
+    ok = corpora.from_sentences([["a", "b"], ["c"]], labels=["x", "y"])
+    assert ok.n_words == 3 and list(ok.label_names) == ["x", "y"]
+
+
+def test_a_sample_needs_a_seed():
+    with pytest.raises(TypeError, match="seed"):
+        corpora.load_corpus("tweets", n=5, seed=None)
+    with pytest.raises(ValueError, match="seed"):
+        corpora.load_corpus("tweets", n=5, seed=-1)

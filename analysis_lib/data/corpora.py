@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OfflineError, offline_message
+from ..runtime import checks
 
 _WORD = re.compile(
     r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))"  # a URL, without trailing punctuation
@@ -378,8 +379,10 @@ def load_corpus(
     """
     if not isinstance(name, str):
         raise TypeError(f"corpus name must be a string, got {type(name).__name__}")
-    if n is not None and (not isinstance(n, (int, np.integer)) or n < 1):
+    if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool)
+                          or n < 1):
         raise ValueError(f"n must be a positive integer or None, got {n!r}")
+    checks.integer(seed, "seed", low=0)  # None would draw a new sample on every call
     if unit not in ("sentence", "headline", "article"):
         raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
     pairs = None
@@ -458,7 +461,14 @@ def from_sentences(
             toks = tokenize(s)
             text = clean_text(s)
         else:
-            toks = [t for t in (clean_text(str(t)) for t in s) if t]
+            toks = [clean_text(str(t)) for t in s]
+            empty = [k for k, t in enumerate(toks) if not t]
+            if empty and len(empty) < len(toks):
+                raise ValueError(
+                    f"sentence {i}: words {empty[:5]} ({[s[k] for k in empty[:5]]!r}) are empty "
+                    "after cleaning, so the corpus's word rows would no longer match your "
+                    "list; remove them (or pass the sentence as one string)")
+            toks = [t for t in toks if t]
             text = " ".join(toks)
         if not toks:
             raise ValueError(f"sentence {i} ({s!r}) has no words; remove it")
@@ -474,7 +484,14 @@ def from_sentences(
         if missing:
             raise ValueError(f"labels of sentences {missing[:5]} are missing (None or NaN); "
                              "drop those sentences or give them a label")
-        label_names = sorted({str(x) for x in labels})
+        distinct = set(labels)
+        label_names = sorted({str(x) for x in distinct})
+        if len(label_names) < len(distinct):
+            clash = sorted(({x for x in distinct if str(x) == name} for name in label_names
+                            if sum(str(x) == name for x in distinct) > 1), key=str)[0]
+            raise ValueError(f"labels {sorted(clash, key=repr)!r} are different values that "
+                             "print the same, so they would become one class; give every "
+                             "label one type (all int or all str)")
         label_array = np.asarray([label_names.index(str(x)) for x in labels])
     corpus = Corpus(name=name, sentences=words, texts=texts, labels=label_array,
                     label_names=label_names)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..runtime import checks
 from ..runtime.profile import profiled
 from .pairwise import pairwise
 from .registry import canonical
@@ -108,10 +109,9 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
     if name.startswith("attention_"):
         raise ValueError("bootstrap resamples rows of (n, d) arrays; for attention, resample "
                          "sentences and call attention_similarity yourself")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    if n_boot < 2:
-        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    checks.number(level, "level", 0, 1, open_low=True, open_high=True)
+    checks.integer(n_boot, "n_boot", low=2)
+    checks.integer(seed, "seed", low=0)
     if interval not in ("percentile", "basic"):
         raise ValueError(f"interval must be 'percentile' or 'basic', got {interval!r}")
     single, A, B = _as_layers(X, Y)
@@ -152,8 +152,8 @@ def permutation_test(X, Y=None, measure: str = "linear_cka", *, n_perm: int = 10
     name = canonical(measure)
     if name.startswith("attention_"):
         raise ValueError("permutation_test shuffles rows of (n, d) arrays, not attention maps")
-    if n_perm < 1:
-        raise ValueError(f"n_perm must be positive, got {n_perm}")
+    checks.integer(n_perm, "n_perm", low=1)
+    checks.integer(seed, "seed", low=0)
     single, A, B = _as_layers(X, Y)
     second = A if B is None else B
     n = _n_rows(A + second)

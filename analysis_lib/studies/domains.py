@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
 from ..models import LoadedModel, load, random_options
+from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa
 from ..similarity.rsa import ConstantSimilarity
@@ -108,8 +109,8 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
     column ``dropped`` counts, per layer, the resamples whose RSA was undefined (a constant
     similarity matrix) and are left out of the interval.
     """
-    if n_boot < 2:
-        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    checks.integer(n_boot, "n_boot", low=2)
+    checks.integer(seed, "seed", low=0)
     seeds = sorted(tuned)
     if len(np.unique(sentence)) < 2:
         raise ValueError("the stimuli come from a single sentence; a bootstrap over sentences "
@@ -143,8 +144,8 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
     recomputed. One-sided: ``p = (1 + #{null >= observed}) / (1 + n_perm)``, small when
     fine-tuning changed the in-domain tokens more.
     """
-    if n_perm < 1:
-        raise ValueError(f"n_perm must be positive, got {n_perm}")
+    checks.integer(n_perm, "n_perm", low=1)
+    checks.integer(seed, "seed", low=0)
     n_layers = len(base["in-domain"])
     pooled_b = [np.vstack([base["in-domain"][k], base["out-of-domain"][k]])
                 for k in range(n_layers)]
