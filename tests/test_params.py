@@ -155,3 +155,27 @@ def test_yaml_alias_bomb_is_refused_at_once():
         params.read_yaml("\n".join(lines))
     assert params.read_yaml("base: &b {x: 1}\nother: *b\n") == {"base": {"x": 1},
                                                               "other": {"x": 1}}
+
+
+def test_every_parameter_with_names_or_ranges_is_checked_before_the_build():
+    from analysis_lib.book import params
+
+    spec = params.declared(book.ROOT / "notebooks" / "domains.ipynb")
+    values = {k: v.default for k, v in spec.items()}
+    values.update(ft_tasks=["nosuch-task"], ft_seeds=[-1],
+                  other_domains={"tweets-sentiment": "nosuch", "bad-task": "tweets"},
+                  model_options={"layers": -1, "bogus": 3})
+    with pytest.raises(params.ParameterError) as error:
+        params.validate(values, spec)
+    text = str(error.value)
+    for expected in ("unknown task ['nosuch-task']", "ft_seeds: items [-1] are below 0",
+                     "unknown corpus ['nosuch']", "unknown task ['bad-task'] among the keys",
+                     "unknown keys ['bogus']", "model_options: items [-1] are below 1"):
+        assert expected in text, expected
+    spec = params.declared(book.ROOT / "notebooks" / "truncation.ipynb")
+    values = {k: v.default for k, v in spec.items()}
+    values["truncate_layers"] = [0, 99]
+    with pytest.raises(params.ParameterError, match=r"\[0\] are below 1"):
+        params.validate(values, spec)
+    with pytest.raises(ValueError, match="unknown rule"):
+        params.parse_cell("x: int = 1  # a number [smallest: 2]")

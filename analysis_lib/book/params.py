@@ -35,6 +35,14 @@ _LINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<type>\w+)\s*=\s*(?P<rest>
 _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 
 
+#: the rules a parameter's comment may declare in ``[...]``: sizes (``min``, ``max``: a
+#: number's value or a list's length), each item's type, range and allowed values (``items``,
+#: ``item_min``, ``item_max``, ``choices``), names that must resolve (``model``, ``corpus``,
+#: ``task``) and, for a dict, its allowed keys (``keys``); a dict's rules apply to its values
+RULES = ("min", "max", "choices", "items", "item_min", "item_max", "model", "corpus", "task",
+         "keys")
+
+
 class ParameterError(ValueError):
     """One or more notebook parameters are invalid; the message lists each and the fix."""
 
@@ -70,7 +78,7 @@ def _parse_rules(text: str, name: str) -> dict[str, Any]:
             continue
         key, _, value = part.partition(":")
         key = key.strip()
-        if key not in ("min", "max", "choices", "items", "model", "corpus"):
+        if key not in RULES:
             raise ValueError(f"parameter {name}: unknown rule {key!r} in [{text}]")
         if key == "items":
             rules[key] = TYPES[value.strip()]
@@ -144,9 +152,23 @@ def _size_problems(name: str, value: Any, rules: dict) -> list[str]:
 def _item_problems(name: str, items: list, rules: dict) -> list[str]:
     out = []
     if "items" in rules:
-        bad = [v for v in items if not isinstance(v, rules["items"])]
+        bad = [v for v in items if not isinstance(v, rules["items"])
+               or (rules["items"] is int and isinstance(v, bool))]
         if bad:
             out.append(f"{name}: items {bad!r} must be {_type_name(rules['items'])}")
+    numbers = [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if "item_min" in rules and any(v < rules["item_min"] for v in numbers):
+        out.append(f"{name}: items {[v for v in numbers if v < rules['item_min']]!r} are below "
+                   f"{rules['item_min']}")
+    if "item_max" in rules and any(v > rules["item_max"] for v in numbers):
+        out.append(f"{name}: items {[v for v in numbers if v > rules['item_max']]!r} are above "
+                   f"{rules['item_max']}")
+    if rules.get("task"):
+        from ..data.tasks import TASKS
+
+        bad = [v for v in items if v not in TASKS]
+        if bad:
+            out.append(f"{name}: unknown task {bad!r}; valid: {list(TASKS)}")
     if "choices" in rules:
         bad = [v for v in items if v not in rules["choices"]]
         if bad:
@@ -167,8 +189,27 @@ def _problems(name: str, value: Any, param: Parameter) -> list[str]:
     if not isinstance(value, kind) or (param.type in ("int", "float")
                                        and isinstance(value, bool)):
         return [f"{name}={value!r}: must be {_type_name(kind)}, got {type(value).__name__}"]
+    if isinstance(value, dict):  # names of tasks are its keys; every other rule, its values
+        value_rules = {k: v for k, v in param.rules.items() if k != "task"}
+        return (_key_problems(name, value, param.rules)
+                + _item_problems(name, list(value.values()), value_rules))
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     return _size_problems(name, value, param.rules) + _item_problems(name, items, param.rules)
+
+
+def _key_problems(name: str, value: dict, rules: dict) -> list[str]:
+    out = []
+    if "keys" in rules:
+        bad = [k for k in value if k not in rules["keys"]]
+        if bad:
+            out.append(f"{name}: unknown keys {bad!r}; allowed: {list(rules['keys'])}")
+    if rules.get("task"):
+        from ..data.tasks import TASKS
+
+        bad = [k for k in value if k not in TASKS]
+        if bad:
+            out.append(f"{name}: unknown task {bad!r} among the keys; valid: {list(TASKS)}")
+    return out
 
 
 def validate(values: Mapping[str, Any], spec: Mapping[str, Parameter], *,
