@@ -187,3 +187,33 @@ def test_study_options_apply_to_random_models_only():
     assert random_options("minilm", sizes) == {}
     assert random_options("zoo:base", sizes) == {}
     assert random_options("random:bert", None) == {}
+
+
+def test_hub_models_fail_at_once_without_a_network(monkeypatch):
+    import time
+
+    from analysis_lib.models import loading
+
+    monkeypatch.setitem(loading._HUB, "answer", False)  # as on a machine without a network
+    for flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ANALYSIS_LIB_OFFLINE"):
+        monkeypatch.delenv(flag, raising=False)
+    start = time.perf_counter()
+    with pytest.raises(OfflineError, match="cannot be reached"):
+        models.load("bert-base-cased")
+    assert time.perf_counter() - start < 5  # no download retries
+    assert loading.unavailable(["minilm", "random:bert", "bert-base-cased"]) == \
+        ["bert-base-cased"]
+    monkeypatch.setitem(loading._HUB, "answer", True)
+    assert loading.unavailable(["bert-base-cased"]) == []
+
+
+def test_a_profile_of_unreachable_hub_models_is_refused_before_it_runs(monkeypatch, tmp_path):
+    from analysis_lib import book
+    from analysis_lib.models import loading
+
+    monkeypatch.setitem(loading._HUB, "answer", False)
+    ran = []
+    monkeypatch.setattr(book.builder, "execute", lambda *a, **k: ran.append(a))
+    with pytest.raises(book.BuildError, match="needs models from the Hugging Face hub"):
+        book.build("paper", echo=lambda m: None)
+    assert not ran

@@ -298,6 +298,27 @@ def jupyter_book(src: Path) -> Path:
     return src / "_build" / "html" / "index.html"
 
 
+def check_models_available(chosen: dict[Path, dict[str, Any]], profile_name: str) -> None:
+    """Refuse, before the first notebook runs, a profile whose hub models can be neither
+    read from the local cache nor downloaded here (the fix: the offline default, or a
+    machine with internet)."""
+    from ..models.loading import unavailable
+
+    names: set[str] = set()
+    for path, values in chosen.items():
+        for name, param in params.declared(path).items():
+            if param.rules.get("model") and name in values:
+                value = values[name]
+                names.update(value if isinstance(value, list) else [value])
+    missing = unavailable(sorted(names))
+    if missing:
+        raise BuildError(
+            f"profile {profile_name!r} needs models from the Hugging Face hub that are not in "
+            f"the local cache, and the hub cannot be reached from here: {missing}. Build the "
+            "offline default profile (make book), or run once on a machine with internet "
+            "(the models are then cached), or copy a Hugging Face cache (HF_HOME) here.")
+
+
 def last_profile(out_dir: Path):
     """The notebook rows of the previous build's ``profile.csv`` (empty when none)."""
     import pandas as pd
@@ -376,6 +397,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), profile_name)
     chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
               for path in notebooks}
+    check_models_available(chosen, profile_name)
     before = last_profile(out_dir)
     for k, path in enumerate(notebooks, 1):
         echo(f"[{k}/{len(notebooks)}] {path.stem}{_estimate(before, notebooks[k - 1:])}")

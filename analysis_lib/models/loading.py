@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,49 @@ def _local_path(name: str) -> Path:
         return Path(name).expanduser()
     except RuntimeError:
         return Path(name)
+
+
+#: whether the hub answered, asked once per process: ``{"answer": bool}``
+_HUB: dict[str, bool] = {}
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (``HF_ENDPOINT``, default huggingface.co) accepts a
+    connection within ``timeout`` seconds. Asked once per process: without a network the
+    answer comes at once, instead of a download's retries (about 25 s per model)."""
+    if "answer" not in _HUB:
+        import socket
+        from urllib.parse import urlparse
+
+        url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        port = url.port or (80 if url.scheme == "http" else 443)
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout).close()
+            _HUB["answer"] = True
+        except OSError:
+            _HUB["answer"] = False
+    return _HUB["answer"]
+
+
+def in_hub_cache(name: str, revision: str | None = None) -> bool:
+    """Whether the hub model ``name`` is in the local Hugging Face cache (its config)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json", revision=revision)
+    except ValueError:  # not a valid repository id
+        return False
+    return isinstance(found, str)
+
+
+def unavailable(names: Sequence[str]) -> list[str]:
+    """The hub models among ``names`` that can be neither read from the local cache nor
+    downloaded here (offline switch on, or the hub unreachable); every other kind of name
+    is available by construction."""
+    hub = [n for n in names if check_name(n) == "hub" and not in_hub_cache(n)]
+    if not hub or (not _offline_requested(None) and hub_reachable()):
+        return []
+    return hub
 
 
 def _offline_requested(local_files_only: bool | None) -> bool:
@@ -182,8 +225,12 @@ def load(
         return _from_pretrained(str(path), name, "local", _folder_fingerprint(path),
                                 local_files_only=True, revision=None,
                                 trust_remote_code=trust_remote_code)
+    offline = _offline_requested(local_files_only)
+    if not offline and not in_hub_cache(name, revision) and not hub_reachable():
+        raise OfflineError(offline_message("model", name, ConnectionError(
+            "the hub cannot be reached from this machine")))
     return _from_pretrained(name, name, "hub", f"{name}@{revision or 'main'}",
-                            local_files_only=_offline_requested(local_files_only),
+                            local_files_only=offline or not hub_reachable(),
                             revision=revision, trust_remote_code=trust_remote_code)
 
 
