@@ -137,8 +137,9 @@ def test_grid_in_process_equals_grid_on_two_workers_and_reruns_nothing(tmp_path,
 
 
 def test_a_failing_unit_is_reported_and_the_rest_finishes(tmp_path, cluster):
-    grid = {**GRID, "models": ["random:bert", "random:gpt2", "random:nosuch"], "seeds": [0],
-            "measures": ["linear_cka"]}
+    # a folder is resolved where the units run, so a missing one fails as a unit
+    grid = {**GRID, "models": ["random:bert", "random:gpt2", str(tmp_path / "nosuch-model")],
+            "seeds": [0], "measures": ["linear_cka"]}
     for where in ({}, {"client": cluster}):
         result = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False, **where)
         failures = result.failures
@@ -218,8 +219,12 @@ def test_cli_runs_a_spec_and_reports_failures(tmp_path, capsys):
     assert main(args) == 0
     assert (out / "results.parquet").is_file() and (out / "results.csv").is_file()
     assert "0 failed" in capsys.readouterr().out
-    spec.write_text(spec.read_text().replace("random:gpt2", "random:nosuch"))
-    assert main(args) == 1
+    good = spec.read_text()
+    spec.write_text(good.replace("random:gpt2", str(tmp_path / "nosuch-model")))
+    assert main(args) == 1  # a unit failed where it ran
+    assert "nosuch" in capsys.readouterr().err
+    spec.write_text(good.replace("random:gpt2", "random:nosuch"))
+    assert main(args) == 2  # refused before any unit
     assert "nosuch" in capsys.readouterr().err
     spec.write_text("name: cli\nmodels: [minilm]\nmeasures: [linear_cka]\n")
     assert main(args) == 2
@@ -313,3 +318,30 @@ def test_code_digest_reads_the_import_closure():
     assert {"extract.py", "models/loading.py", "data/corpora.py"} <= extract
     assert not any(f.startswith("similarity/") for f in extract)
     assert {"similarity/measures.py", "similarity/_core.py", "similarity/reference.py"} <= measures
+
+
+def test_names_that_mean_the_same_everywhere_are_checked_before_any_unit():
+    from analysis_lib.sweep import load_spec
+
+    base = {"name": "x", "models": ["random:bert", "random:gpt2"], "measures": ["linear_cka"]}
+    for change, message in (({"models": ["random:nosuch", "random:bert"]}, "nosuch"),
+                            ({"models": ["zoo:nosuch", "random:bert"]}, "no zoo model"),
+                            ({"corpus": "nosuch"}, "corpus must be one of"),
+                            ({"tasks": ["nosuch-task"]}, "unknown tasks"),
+                            ({"max_units": 0}, "max_units")):
+        with pytest.raises(ValueError, match=message):
+            load_spec({**base, **change})
+    # a folder or hub id may exist only where the units run: not resolved here
+    load_spec({**base, "models": ["./somewhere/on/the/cluster", "org/model"]})
+
+
+def test_a_grid_larger_than_max_units_is_refused_before_it_runs(tmp_path):
+    from analysis_lib.sweep import load_spec, plan, run_sweep
+
+    spec = load_spec({"name": "big", "models": ["random:bert", "random:gpt2"],
+                      "seeds": [0, 1, 2], "measures": ["linear_cka", "neuronsim"],
+                      "max_units": 5})
+    assert len(plan(spec)) > 5
+    with pytest.raises(ValueError, match=r"units .*more than max_units = 5; nothing has run"):
+        run_sweep(spec, cache_dir=tmp_path, progress=False)
+    assert not any(tmp_path.rglob("*.npy"))

@@ -265,6 +265,12 @@ def run_sweep(spec: SweepSpec | str | Path | dict, *, workers: int | str | None 
     cache = str(default_root(cache_dir).resolve())
     check_writable(Path(cache))
     units = _with_retries(plan(spec), spec.retries)
+    if len(units) > spec.max_units:
+        raise ValueError(
+            f"the grid of {spec.name!r} has {len(units):,} units (extractions, fine-tunings "
+            f"and measures), more than max_units = {spec.max_units:,}; nothing has run. "
+            "Shrink the grid (fewer models, seeds, layers or measures, or pairs: within) or, "
+            "if you mean it, raise max_units in the spec")
     start = time.perf_counter()
     if workers is None and scheduler is None and client is None:
         outcomes = _run_here(units, cache, progress)

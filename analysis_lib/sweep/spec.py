@@ -21,6 +21,7 @@ A spec is a YAML file (or the same mapping in Python)::
     layers: all               # or a list of layer indices, 0 = embeddings
     retries: 1
     threads_per_unit: 1
+    max_units: 5000           # a larger grid is refused before it starts (raise on purpose)
 
 :func:`plan` turns it into units of work, each one of the library's cached steps:
 ``finetune`` (model x task x seed), ``extract`` (one model variant on the corpus) and
@@ -37,7 +38,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..models.loading import random_options
+from ..data.corpora import list_corpora
+from ..data.tasks import TASKS
+from ..models.loading import check_name, random_options
 from ..similarity.registry import canonical
 
 PAIRS = ("all", "within", "across")
@@ -68,6 +71,7 @@ class SweepSpec:
     layers: str | list[int] = "all"
     retries: int = 1
     threads_per_unit: int = 1
+    max_units: int = 5000
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,8 +136,10 @@ def _count(value: Any, name: str, where: str, minimum: int, optional: bool = Fal
 def check_spec(spec: SweepSpec, where: str = "the sweep spec") -> SweepSpec:
     """Check every setting's type and range; a ``ValueError`` names the setting and the fix.
 
-    Model names are not resolved here: a name may exist only where the units run (a local
-    folder on a cluster's shared disk); a unit whose model does not load fails alone.
+    Names that mean the same on every machine are checked here (``random:`` families, zoo
+    models, corpora, tasks); folders and hub ids are not resolved: a name may exist only
+    where the units run (a folder on a cluster's shared disk), and a unit whose model does
+    not load fails alone.
     """
     _check_names(spec, where)
     _check_numbers(spec, where)
@@ -148,12 +154,21 @@ def _check_names(spec: SweepSpec, where: str) -> None:
     """The name, the lists of models, measures and tasks, and the corpus."""
     if not isinstance(spec.name, str) or not spec.name.strip():
         raise ValueError(f"{where}: name must be a non-empty string")
-    _str_list(spec.models, "models", where)
+    for m in _str_list(spec.models, "models", where):
+        if m.startswith(("random:", "zoo:")):
+            try:
+                check_name(m)
+            except ValueError as error:
+                raise ValueError(f"{where}: models: {error}") from None
     for m in _str_list(spec.measures, "measures", where):
         canonical(m)
-    _str_list(spec.tasks, "tasks", where, allow_empty=True)
-    if not isinstance(spec.corpus, str) or not spec.corpus:
-        raise ValueError(f"{where}: corpus must be a corpus name, got {spec.corpus!r}")
+    unknown = [t for t in _str_list(spec.tasks, "tasks", where, allow_empty=True)
+               if t not in TASKS]
+    if unknown:
+        raise ValueError(f"{where}: unknown tasks {unknown}; valid: {list(TASKS)}")
+    if not isinstance(spec.corpus, str) or spec.corpus not in list_corpora():
+        raise ValueError(f"{where}: corpus must be one of {sorted(list_corpora())}, got "
+                         f"{spec.corpus!r}")
 
 
 def _check_numbers(spec: SweepSpec, where: str) -> None:
@@ -163,6 +178,7 @@ def _check_numbers(spec: SweepSpec, where: str) -> None:
     _count(spec.max_words, "max_words", where, 2, optional=True)
     _count(spec.retries, "retries", where, 0)
     _count(spec.threads_per_unit, "threads_per_unit", where, 1)
+    _count(spec.max_units, "max_units", where, 1)
     if (not isinstance(spec.seeds, list) or not spec.seeds
             or not all(_index(s) for s in spec.seeds) or len(set(spec.seeds)) != len(spec.seeds)):
         raise ValueError(f"{where}: seeds must be a list of distinct integers >= 0, "
