@@ -160,9 +160,10 @@ def test_representation_matrices_are_sound(executed_representation):
     assert list(dict.fromkeys(owners)) == SMOKE["models"]  # models in the order given
     html = "".join(_outputs(executed_representation, "text/html"))
     assert "what the paper reports" in html and "what this run shows" in html
-    assert "agreement" in html
+    assert "agreement" in html and "wu-within-model" in html and "wu-other-corpus" in html
     text = _text(executed_representation)
     assert "regressed out" in text and "explicit mixedsim" in text
+    assert "random codes of the word forms" in text
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
@@ -218,7 +219,8 @@ def test_finetuning_matrices_are_sound(executed_finetuning):
         assert np.isfinite(M[1:, 1:]).all()
     assert np.isfinite(mean["FT-FT"]).all()  # the mean over tokens varies at every layer
     html = "".join(_outputs(executed_finetuning, "text/html"))
-    assert "what the papers report" in html and "what this run shows" in html
+    assert "what the paper reports" in html and "what this run shows" in html
+    assert "phang-blocks" in html and "merchant-freeze-order" in html  # keyed by claim id
     assert "block2_r2" in html and "band_r2" in html
     text = _text(executed_finetuning)
     assert "largest |M[i, j] - M[j, i]|" in text and "best split" in text
@@ -260,7 +262,9 @@ def test_domain_curves_are_sound(executed_domains):
     text = _text(executed_domains)
     assert "RSA of the base model with itself, per layer" in text  # asserted equal to 1
     html = "".join(_outputs(executed_domains, "text/html"))
-    assert "what the paper reports" in html and "permutation p" in html
+    assert "what the paper reports" in html and "merchant-domain" in html
+    assert "p_holm" in html  # the permutation p-values, Holm-adjusted over layers
+    assert "smallest possible p with" in text
 
 
 def test_seed_distributions_are_sound(executed_seeds):
@@ -278,6 +282,7 @@ def test_seed_distributions_are_sound(executed_seeds):
     assert (summary["median"] <= summary.q3 + 1e-12).all() and (summary.q1 >= 0).all()
     html = "".join(_outputs(executed_seeds, "text/html"))
     assert "what the paper reports" in html and "inn" in html
+    assert "ren-depth" in html and "ren-attention" in html
 
 
 @pytest.mark.parametrize("bad, message", [
