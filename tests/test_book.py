@@ -312,8 +312,8 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
 
 def test_rebuild_reuses_executed_notebooks(built_book):
     _, second, _ = built_book
-    per_notebook = [m for m in second if m.split()[0] in {p.stem for p in NOTEBOOKS}
-                    and len(m.split()) <= 3]
+    per_notebook = [m for m in second if m.split()
+                    and m.split()[0] in {p.stem for p in NOTEBOOKS} and len(m.split()) <= 3]
     assert len(per_notebook) == len(NOTEBOOKS)
     assert all(m.split()[-1] == "reused" for m in per_notebook), per_notebook
 

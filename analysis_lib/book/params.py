@@ -149,6 +149,19 @@ def _size_problems(name: str, value: Any, rules: dict) -> list[str]:
     return out
 
 
+def _range_problems(name: str, items: list, rules: dict) -> list[str]:
+    """Numeric items below ``item_min`` or above ``item_max``."""
+    numbers = [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = []
+    low = [v for v in numbers if "item_min" in rules and v < rules["item_min"]]
+    if low:
+        out.append(f"{name}: items {low!r} are below {rules['item_min']}")
+    high = [v for v in numbers if "item_max" in rules and v > rules["item_max"]]
+    if high:
+        out.append(f"{name}: items {high!r} are above {rules['item_max']}")
+    return out
+
+
 def _item_problems(name: str, items: list, rules: dict) -> list[str]:
     out = []
     if "items" in rules:
@@ -156,13 +169,7 @@ def _item_problems(name: str, items: list, rules: dict) -> list[str]:
                or (rules["items"] is int and isinstance(v, bool))]
         if bad:
             out.append(f"{name}: items {bad!r} must be {_type_name(rules['items'])}")
-    numbers = [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if "item_min" in rules and any(v < rules["item_min"] for v in numbers):
-        out.append(f"{name}: items {[v for v in numbers if v < rules['item_min']]!r} are below "
-                   f"{rules['item_min']}")
-    if "item_max" in rules and any(v > rules["item_max"] for v in numbers):
-        out.append(f"{name}: items {[v for v in numbers if v > rules['item_max']]!r} are above "
-                   f"{rules['item_max']}")
+    out += _range_problems(name, items, rules)
     if rules.get("task"):
         from ..data.tasks import TASKS
 

@@ -433,6 +433,19 @@ def load_corpus(
     )
 
 
+def _label_names(labels: list) -> list[str]:
+    """The sorted names of the distinct labels; labels that are different values but print
+    the same (``1`` and ``"1"``) are refused, since they would become one class."""
+    distinct = set(labels)
+    names = sorted({str(x) for x in distinct})
+    if len(names) < len(distinct):
+        clash = [x for x in distinct if sum(str(y) == str(x) for y in distinct) > 1]
+        raise ValueError(f"labels {sorted(clash, key=repr)!r} are different values that "
+                         "print the same, so they would become one class; give every "
+                         "label one type (all int or all str)")
+    return names
+
+
 def from_sentences(
     sentences: Sequence[str] | Sequence[Sequence[str]],
     labels: Sequence[Any] | None = None,
@@ -484,14 +497,7 @@ def from_sentences(
         if missing:
             raise ValueError(f"labels of sentences {missing[:5]} are missing (None or NaN); "
                              "drop those sentences or give them a label")
-        distinct = set(labels)
-        label_names = sorted({str(x) for x in distinct})
-        if len(label_names) < len(distinct):
-            clash = sorted(({x for x in distinct if str(x) == name} for name in label_names
-                            if sum(str(x) == name for x in distinct) > 1), key=str)[0]
-            raise ValueError(f"labels {sorted(clash, key=repr)!r} are different values that "
-                             "print the same, so they would become one class; give every "
-                             "label one type (all int or all str)")
+        label_names = _label_names(labels)
         label_array = np.asarray([label_names.index(str(x)) for x in labels])
     corpus = Corpus(name=name, sentences=words, texts=texts, labels=label_array,
                     label_names=label_names)
