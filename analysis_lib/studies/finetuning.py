@@ -472,8 +472,3 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     costs, order = _freezing_evidence(frozen)
     evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))
     return verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
-
-
-def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
-    """One line per named claim of a findings table: the verdict, then the claim."""
-    return verdicts.verdict_lines(findings, claim_ids)
