@@ -36,6 +36,7 @@ from .data.corpora import Corpus
 from .layers import check_layer
 from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
+from .runtime import checks
 from .runtime.cache import ArrayCache, code_digest, make_key
 from .runtime.device import autocast, check_precision, key_parts, resolve
 from .runtime.profile import label, profiled
@@ -195,21 +196,19 @@ def extract(
                         "wrap a list of sentences with corpora.from_sentences(...)")
     if len(corpus) == 0 or corpus.n_words == 0:
         raise ValueError("the corpus is empty: load at least one sentence with words")
-    if word_pooling not in WORD_POOLING:
-        raise ValueError(f"word_pooling must be one of {WORD_POOLING}, got {word_pooling!r}")
-    if special_tokens not in SPECIAL_TOKENS:
-        raise ValueError(f"special_tokens must be one of {SPECIAL_TOKENS}, got {special_tokens!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if storage not in STORAGE:
-        raise ValueError(f"storage must be one of {STORAGE}, got {storage!r}")
+    checks.choice(word_pooling, "word_pooling", WORD_POOLING)
+    checks.choice(special_tokens, "special_tokens", SPECIAL_TOKENS)
+    checks.choice(storage, "storage", STORAGE)
+    checks.integer(batch_size, "batch_size", low=1)
+    if max_length is not None:
+        checks.integer(max_length, "max_length", low=3)
+    for flag in ("attention", "sort_by_length", "cache", "progress"):
+        checks.boolean(locals()[flag], flag)
     dev = resolve(device)
     check_precision(precision, dev)
     loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
     info = loaded.info
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
-    if limit < 3:
-        raise ValueError(f"max_length must be at least 3 tokens, got {max_length!r}")
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
     key = make_key(kind="extract", format=2, model=info.fingerprint, corpus=corpus.fingerprint(),

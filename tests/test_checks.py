@@ -97,3 +97,110 @@ def test_resampling_settings_are_checked_before_any_work():
         stats.permutation_test(X, X, n_perm=10.0)
     with pytest.raises(ValueError, match="n_perm"):
         stats.permutation_test(X, X, n_perm=0)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), masked=st.integers(0, 5))
+def test_masked_arrays_are_refused_or_read_as_their_data(seed, masked):
+    """Known answer: a masked array with masked entries is refused with the argument named
+    (a measure would compare the hidden values); with none masked it gives the number of its
+    plain data."""
+    from analysis_lib import similarity
+
+    X, Y = _pair(seed=seed)
+    mask = np.zeros(X.shape, bool)
+    mask.flat[:masked] = True
+    MX = np.ma.masked_array(X, mask=mask)
+    if masked:
+        with pytest.raises(ValueError, match=r"X is a masked array with \d+ masked values"):
+            similarity.linear_cka(MX, Y)
+        with pytest.raises(ValueError, match=r"layers_a\[0\] is a masked array"):
+            similarity.pairwise([MX, Y])
+    else:
+        assert similarity.linear_cka(MX, Y) == similarity.linear_cka(X, Y)
+
+
+def test_complex_values_are_refused_not_cast():
+    from analysis_lib import similarity
+
+    X, Y = _pair()
+    with pytest.raises(TypeError, match="X has complex values"):
+        similarity.linear_cka(X + 0j, Y)
+    rng = np.random.default_rng(0)
+    A = rng.random((2, 5, 5))
+    A /= A.sum(-1, keepdims=True)
+    with pytest.raises(TypeError, match=r"A\[0\] has complex values"):
+        similarity.attention_similarity([A.astype(complex)], [A], "js")
+    with pytest.raises(TypeError, match="complex"):
+        alignment.relative_distance(X + 1j, Y)
+
+
+def test_a_layer_list_that_is_one_layer_is_named():
+    """A 2-D array, or a list of rows, given where a list of layers is meant."""
+    from analysis_lib import similarity
+
+    X, Y = _pair()
+    for rows in (X, [list(r) for r in X], list(X)):
+        with pytest.raises(ValueError, match="looks like the rows of one layer.*pass \\[X\\]"):
+            similarity.pairwise(rows)
+    assert similarity.pairwise([X, Y]).shape == (2, 2)
+    assert similarity.pairwise(np.stack([X, Y])).shape == (2, 2)  # layers x rows x neurons
+
+
+@pytest.mark.parametrize("measure", ["linear_cka", "neuronsim", "svcca", "procrustes",
+                                     "rbf_cka"])
+def test_a_constant_layer_is_named_by_its_index(measure):
+    from analysis_lib import similarity
+
+    X, Y = _pair()
+    constant = np.tile(X[:1], (len(X), 1))  # every row the same
+    with pytest.raises(ValueError, match=r"layers_b\[2\]"):
+        similarity.pairwise([X, Y], [X, Y, constant], measure=measure)
+
+
+def test_files_and_folders_confused_are_named(tmp_path):
+    from analysis_lib.data import corpora
+    from analysis_lib.sweep import spec
+
+    folder, file = tmp_path / "folder", tmp_path / "file.txt"
+    folder.mkdir()
+    file.write_text("one sentence\n")
+    with pytest.raises(IsADirectoryError, match="is a folder, not a file"):
+        corpora.from_file(folder)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        corpora.from_file(tmp_path / "missing.txt")
+    with pytest.raises(IsADirectoryError, match="sweep spec .* is a folder, not a file"):
+        spec.load_spec(folder)
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        models.load(str(file))
+    with pytest.raises(ValueError, match="has no config.json"):
+        models.load(str(folder))
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"max_length": "abc"}, "max_length"), ({"max_length": 2.5}, "max_length"),
+    ({"batch_size": True}, "batch_size"), ({"attention": "yes"}, "attention"),
+    ({"word_pooling": "lats"}, "did you mean 'last'"), ({"storage": "int8"}, "storage"),
+])
+def test_extraction_options_are_checked_before_loading(options, match):
+    """Checked before the model is loaded: the name given here does not exist, and the
+    option's error comes first."""
+    from analysis_lib import extract
+    from analysis_lib.data import corpora
+
+    corpus = corpora.from_sentences(["a b c"])
+    with pytest.raises((TypeError, ValueError), match=match):
+        extract.extract("./no-such-model", corpus, progress=False, **options)
+
+
+def test_the_unknown_task_message_points_to_functions_that_exist():
+    import importlib
+    import re
+
+    from analysis_lib.data import tasks
+
+    with pytest.raises(ValueError, match="unknown task") as raised:
+        tasks.load_task("nosuch")
+    path = re.search(r"use ([\w.]+)\.(task_from_corpus)", str(raised.value))
+    assert path, raised.value
+    assert hasattr(importlib.import_module(path.group(1)), path.group(2))

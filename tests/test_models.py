@@ -166,6 +166,7 @@ def test_unigram_coverage_tail_is_found_whatever_the_hash_order():
 def test_check_name_classifies_without_loading(tmp_path):
     assert models.check_name("minilm") == "package"
     assert models.check_name("random:xlnet") == "random"
+    (tmp_path / "config.json").write_text("{}")
     assert models.check_name(str(tmp_path)) == "local"
     assert models.check_name("google/multiberts-seed_0") == "hub"
     with pytest.raises(ValueError, match="model folder '/no/such/folder' does not exist"):

@@ -179,3 +179,36 @@ def test_every_parameter_with_names_or_ranges_is_checked_before_the_build():
         params.validate(values, spec)
     with pytest.raises(ValueError, match="unknown rule"):
         params.parse_cell("x: int = 1  # a number [smallest: 2]")
+
+
+@pytest.mark.parametrize("notebook, name", [("finetuning", "freeze_ks"),
+                                            ("truncation", "truncate_layers")])
+def test_layer_counts_must_fit_the_model_they_apply_to(notebook, name):
+    """Known answer: MiniLM has 6 transformer layers, a random model as many as its options
+    say; a count above that is refused before the build, with the model and its depth."""
+    from analysis_lib.book import params
+
+    spec = params.declared(book.ROOT / "notebooks" / f"{notebook}.ipynb")
+    with pytest.raises(params.ParameterError, match=rf"{name}: items \[7\] are above the 6 "
+                                                    r"transformer layers of 'minilm'"):
+        params.validate({name: [2, 7], "ft_models": ["minilm"]}, spec, partial=True)
+    params.validate({name: [2, 6], "ft_models": ["minilm"]}, spec, partial=True)
+    small = {"ft_models": ["random:bert"], "model_options": {"layers": 3}}
+    with pytest.raises(params.ParameterError, match=r"\[4\] are above the 3"):
+        params.validate({**small, name: [2, 4]}, spec, partial=True)
+    with pytest.raises(params.ParameterError, match=r"\[4\] are above the 3"):
+        params.validate(small, spec, partial=True)  # the default counts [2, 4] on 3 layers
+
+
+def test_model_depths_are_read_without_loading_and_agree_with_the_loaded_model(tmp_path):
+    from analysis_lib import models
+    from analysis_lib.models import loading
+
+    loaded = models.load("minilm")
+    assert loading.depth_of("minilm") == loaded.info.n_attention_layers
+    assert loading.depth_of("zoo:depth-2") == 2
+    loaded.model.save_pretrained(tmp_path)
+    assert loading.depth_of(str(tmp_path)) == loaded.info.n_attention_layers
+    assert loading.depth_of("random:gpt2", {"layers": 3}) == models.load(
+        "random:gpt2", layers=3, hidden=32, heads=2, vocab_size=2000,
+        cache_dir=tmp_path / "c").info.n_attention_layers

@@ -41,8 +41,8 @@ _OPTION_CHECKS = {
 def relative_distance(A: np.ndarray, B: np.ndarray) -> float:
     """``sum ||a_i - b_i||^2 / sum ||b_i - mean(b)||^2`` over the rows (see the package
     docs): 0 for a perfect map, 1 for predicting B's mean."""
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
+    A = checks.real_array(A, "A").astype(np.float64)
+    B = checks.real_array(B, "B").astype(np.float64)
     if A.shape != B.shape:
         raise ValueError(f"mapped rows {A.shape} and targets {B.shape} differ in shape")
     spread = np.sum((B - B.mean(axis=0)) ** 2)
@@ -72,7 +72,7 @@ class Alignment:
         return self._y(self._columns(Y, 1, "Y"))
 
     def _columns(self, A, side: int, name: str) -> np.ndarray:
-        A = np.asarray(A, dtype=np.float64)
+        A = checks.real_array(A, name).astype(np.float64)
         width = self.widths[side]
         if A.ndim != 2 or (width >= 0 and A.shape[1] != width):
             raise ValueError(f"{name} has shape {A.shape}; this {self.method} map was fitted "

@@ -38,9 +38,11 @@ _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 #: the rules a parameter's comment may declare in ``[...]``: sizes (``min``, ``max``: a
 #: number's value or a list's length), each item's type, range and allowed values (``items``,
 #: ``item_min``, ``item_max``, ``choices``), names that must resolve (``model``, ``corpus``,
-#: ``task``) and, for a dict, its allowed keys (``keys``); a dict's rules apply to its values
+#: ``task``), for a dict its allowed keys (``keys``; a dict's other rules apply to its values),
+#: and for layer counts the model they must fit (``depth: 'ft_models'``: every item at most
+#: the number of transformer layers of the first model that parameter names)
 RULES = ("min", "max", "choices", "items", "item_min", "item_max", "model", "corpus", "task",
-         "keys")
+         "keys", "depth")
 
 
 class ParameterError(ValueError):
@@ -231,8 +233,36 @@ def validate(values: Mapping[str, Any], spec: Mapping[str, Parameter], *,
                 problems.append(f"{name}: missing (add it to the parameters cell)")
             continue
         problems += _problems(name, values[name], param)
+    problems += _depth_problems(values, spec)
     if problems:
         raise ParameterError(f"invalid {source}:\n  - " + "\n  - ".join(problems))
+
+
+def _depth_problems(values: Mapping[str, Any], spec: Mapping[str, Parameter]) -> list[str]:
+    """Layer counts above the depth of the model they apply to (``depth`` rule), checked when
+    the counts or the models are among ``values`` (the others from their defaults); a model
+    whose depth cannot be read here (a hub model not yet cached) is left to the run."""
+    from ..models.loading import depth_of
+
+    def value(name):
+        return values[name] if name in values else spec[name].default
+
+    problems = []
+    for name, param in spec.items():
+        source = param.rules.get("depth")
+        if not source or not {name, source, "model_options"} & set(values):
+            continue
+        counts, models = value(name), value(source)
+        options = value("model_options") if "model_options" in spec else None
+        try:
+            depth = depth_of(models[0], options if isinstance(options, dict) else None)
+        except (TypeError, ValueError, IndexError, KeyError):
+            continue  # the model's own rule reports it
+        high = [k for k in counts if isinstance(k, int) and depth is not None and k > depth]
+        if high:
+            problems.append(f"{name}: items {high!r} are above the {depth} transformer layers "
+                            f"of {models[0]!r} (the first of {source}); use 1..{depth}")
+    return problems
 
 
 def check(values: Mapping[str, Any], notebook: str | Path) -> None:

@@ -507,9 +507,8 @@ def from_sentences(
 
 def from_file(path: str | Path, *, name: str | None = None) -> Corpus:
     """A corpus from a UTF-8 text file with one sentence per line (blank lines skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"corpus file {path} does not exist")
+    path = checks.existing_file(path, "corpus file", "pass a UTF-8 text file with one sentence "
+                                "per line (for a folder of files, read each and join them)")
     lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
              if line.strip()]
     return from_sentences(lines, name=name or path.stem)

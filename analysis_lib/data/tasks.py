@@ -211,7 +211,7 @@ def load_task(name: str, *, n_train: int | None = None, n_val: int | None = None
     if name in GLUE:
         return _glue_task(name, n_train, n_val, n_test, seed)
     raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}. For your own data "
-                     "use finetune.task_from_corpus(...) or finetune.task_from_frame(...)")
+                     "use analysis_lib.data.tasks.task_from_corpus(...) or task_from_frame(...)")
 
 
 def _glue_task(name, n_train, n_val, n_test, seed) -> Task:

@@ -28,6 +28,7 @@ Every model comes back in eval mode with eager attention, so attention weights a
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -76,12 +77,8 @@ def check_name(name: object) -> str:
                 f"unknown model family {family!r} in {name!r}; valid families: "
                 f"{', '.join(FAMILIES)} (as 'random:<family>')")
         return "random"
-    path = _local_path(name)
-    if path.is_dir():
+    if _is_local_folder(name):
         return "local"
-    if name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1):
-        raise ValueError(f"model folder {name!r} does not exist; pass the path of a folder "
-                         "saved with save_pretrained")
     if not _HUB_ID.match(name) or name.startswith("random"):
         raise ValueError(
             f"unknown model {name!r}: not a folder, not a hub id, not a registered name. "
@@ -89,6 +86,24 @@ def check_name(name: object) -> str:
             "'bert-base-cased' or the path of a folder saved with save_pretrained."
         )
     return "hub"
+
+
+def _is_local_folder(name: str) -> bool:
+    """Whether ``name`` is a model folder; an error naming the confusion when it is a path to
+    something else (a file, a folder without ``config.json``, nothing)."""
+    path = _local_path(name)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model folder {name!r} has no config.json; pass the folder that "
+                             "save_pretrained wrote (it holds config.json and the weights)")
+        return True
+    if path.is_file():
+        raise ValueError(f"model {name!r} is a file, not a folder; pass the folder that holds "
+                         "it and config.json (the one save_pretrained wrote)")
+    if name.startswith((".", "/", "~")) or os.sep in name.replace("/", "", 1):
+        raise ValueError(f"model folder {name!r} does not exist; pass the path of a folder "
+                         "saved with save_pretrained")
+    return False
 
 
 def _local_path(name: str) -> Path:
@@ -99,6 +114,43 @@ def _local_path(name: str) -> Path:
         return Path(name).expanduser()
     except RuntimeError:
         return Path(name)
+
+
+#: transformer layers of the packaged models (checked against the loaded models in the tests)
+PACKAGED_DEPTH = {"minilm": 6, "mpnet": 12, "smollm2": 30}
+#: the keys that hold the number of transformer layers in the configs of the families here
+DEPTH_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+
+
+def depth_of(name: str, model_options: Mapping[str, Any] | None = None) -> int | None:
+    """The number of transformer layers of the model ``name`` (with ``model_options`` for
+    ``random:`` models), read without loading any weights: from the packaged models' table,
+    the zoo's settings, a folder's or the local hub cache's ``config.json``. None when it
+    cannot be known here (a hub model that is not cached)."""
+    kind = check_name(name)
+    if kind == "package":
+        return PACKAGED_DEPTH[name]
+    if kind == "random":
+        default = inspect.signature(load).parameters["layers"].default
+        return int((model_options or {}).get("layers", default))
+    if kind == "zoo":
+        from .zoo import parse
+
+        return ZOO[parse(name.split(":", 1)[1])[0]].layers
+    if kind == "local":
+        config: str | Path | None = _local_path(name) / "config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+        config = found if isinstance(found, str) else None
+    if config is None:
+        return None
+    try:
+        values = json.loads(Path(config).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return next((int(values[k]) for k in DEPTH_KEYS if isinstance(values.get(k), int)), None)
 
 
 #: whether the hub answered, asked once per process: ``{"answer": bool}``

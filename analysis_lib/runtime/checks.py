@@ -12,7 +12,10 @@ import difflib
 import math
 from collections.abc import Iterable
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 def integer(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
@@ -67,3 +70,50 @@ def _within(value: int, name: str, low: int | None, high: int | None) -> None:
         if low is None:
             raise ValueError(f"{name} must be at most {high}, got {value}")
         raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
+
+
+def existing_file(path: Any, what: str, fix: str) -> Path:
+    """``path`` as a Path if it names a file; an error that says what is there instead (a
+    folder, or nothing) and ``fix``."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a folder, not a file; {fix}")
+    raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
+
+
+def existing_folder(path: Any, what: str, fix: str) -> Path:
+    """``path`` as a Path if it names a folder; an error that says what is there instead (a
+    file, or nothing) and ``fix``."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise NotADirectoryError(f"{what} {path} is a file, not a folder; {fix}")
+    raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
+
+
+def real_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a NumPy array of real numbers (or booleans). Refused with the fix: text or
+    objects, complex numbers (the imaginary part would be dropped), and masked arrays with
+    masked entries (the mask would be ignored and the hidden values compared)."""
+    if np.ma.isMaskedArray(value):
+        hidden = int(np.ma.count_masked(value))
+        if hidden:
+            raise ValueError(
+                f"{name} is a masked array with {hidden} masked values, which a measure would "
+                f"read as numbers; drop those stimuli (X[~X.mask.any(axis=1)]) or fill them "
+                f"(X.filled(value)) first")
+        value = np.ma.getdata(value)
+    try:
+        array = np.asarray(value)
+    except Exception as error:  # ragged lists and the like
+        raise TypeError(f"{name} must be a numeric array: {error}") from error
+    if np.iscomplexobj(array):
+        raise TypeError(f"{name} has complex values; pass real numbers (e.g. the magnitude "
+                        f"np.abs({name}) or the real part {name}.real, whichever you mean)")
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
+                                     or array.dtype == bool):
+        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}")
+    return array

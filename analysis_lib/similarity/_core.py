@@ -22,6 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..runtime import checks
 from ._backend import NUMPY, Backend
 from .reference import rounding
 
@@ -41,7 +42,7 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         Not 2-D, no columns, fewer than ``min_rows`` rows, or NaN/inf values (the message gives
         their count and the fix).
     """
-    A = _real_array(X, name)
+    A = checks.real_array(X, name)
     if A.ndim != 2:
         raise ValueError(
             f"{name} must be 2-D (stimuli x neurons), got shape {A.shape}; "
@@ -62,19 +63,6 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         raise ValueError(
             f"{name} has {int(bad.sum())} NaN or infinite values (first at row "
             f"{int(np.argwhere(bad)[0][0])}); remove or impute those stimuli before comparing")
-    return A
-
-
-def _real_array(X, name: str) -> np.ndarray:
-    """``X`` as a NumPy array of real numbers (or booleans); a clear TypeError otherwise."""
-    try:
-        A = np.asarray(X)
-    except Exception as error:  # ragged lists and the like
-        raise TypeError(f"{name} must be a 2-D numeric array: {error}") from error
-    if A.dtype == object or not (np.issubdtype(A.dtype, np.number) or A.dtype == bool):
-        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
-    if np.iscomplexobj(A):
-        raise TypeError(f"{name} must be real-valued")
     return A
 
 
@@ -200,6 +188,7 @@ class LayerStats:
     def __init__(self, X: np.ndarray, dtype=None, name: str = "X", out=None,
                  backend: Backend = NUMPY):
         X = as_matrix(X, name)
+        self.name = name
         self.n, self.d = X.shape
         self.dtype = work_dtype(X, dtype=dtype)
         self.bk = backend
@@ -238,6 +227,7 @@ class LayerStats:
         scale = self.scales
         new = object.__new__(LayerStats)
         new.n, new.d, new.dtype, new.bk = self.n, self.d, self.dtype, self.bk
+        new.name = f"{self.name} (z-scored)"
         new.Xc, new._whiteners = None, {}
         new.G = self.G * (scale[:, None] * scale[None, :])
         new.sq_norms = self.bk.xp.linalg.diagonal(new.G) * 1.0

@@ -32,6 +32,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ..runtime import checks
+
 METHODS = ("js", "pearson", "frobenius")
 
 
@@ -43,7 +45,7 @@ def _check_maps(A: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
                         "(heads x t x c)")
     out = []
     for s, a in enumerate(A):
-        a = np.asarray(a, dtype=np.float64)
+        a = checks.real_array(a, f"{name}[{s}]").astype(np.float64)
         if a.ndim != 3 or a.shape[1] > a.shape[2]:
             raise ValueError(f"{name}[{s}] must have shape (heads, t, c) with c >= t, "
                              f"got {a.shape}")

@@ -98,11 +98,9 @@ def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
     if not names:
         raise ValueError("measure list is empty")
     check_options(names, options)
-    A = list(layers_a)
+    A = _layer_list(layers_a, "layers_a")
     same = layers_b is None
-    B = A if same else list(layers_b)
-    if not A or not B:
-        raise ValueError("layers_a and layers_b must each hold at least one layer")
+    B = A if same else _layer_list(layers_b, "layers_b")
     # rows from the last: with symmetry, row i then finds every later layer's G computed
     pairs = [(i, j) for i in reversed(range(len(A))) for j in range(i if same else 0, len(B))]
     show = len(pairs) > 20 if progress is None else progress
@@ -179,6 +177,31 @@ _PAIR_KERNELS = {"neuronsim": _p_neuronsim, "mixedsim": _p_mixedsim, "svcca": _p
                  "cca": _p_cca}
 
 
+def _layer_list(layers, name: str) -> list:
+    """``layers`` as a list of layers, with an error that names the confusion when it is one
+    layer's rows (a 2-D array, or a list of 1-D rows of numbers) instead."""
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"{name} must be a list of layers (arrays of stimuli x neurons), got "
+                        f"{type(layers).__name__}")
+    found = list(layers)
+    if not found:
+        raise ValueError(f"{name} must hold at least one layer")
+    if len(found) > 1 and all(_is_row(x) for x in found):
+        raise ValueError(
+            f"{name} looks like the rows of one layer ({len(found)} rows of numbers), not a "
+            f"list of layers; pass [X] for one layer, or a list of 2-D arrays (stimuli x "
+            f"neurons), one per layer")
+    return found
+
+
+def _is_row(x) -> bool:
+    """Whether ``x`` is a 1-D run of numbers (an array, list or tuple of them)."""
+    if hasattr(x, "ndim"):
+        return x.ndim == 1
+    return isinstance(x, (list, tuple)) and bool(x) and all(
+        isinstance(v, (int, float, np.number)) for v in x)
+
+
 def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     dt = work_dtype(*[np.asarray(x) for x in A + ([] if same else B)],
                     dtype=options.get("dtype"))
@@ -192,6 +215,11 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
     if len(n_rows) != 1:
         raise ValueError(f"every layer must have the same rows (stimuli); got row counts "
                          f"{sorted(n_rows)}")
+    for s in SA + SB:
+        if s.total_var == 0:
+            raise ValueError(f"{s.name} has no variance (every neuron constant, or every row "
+                             f"the same), so no measure is defined for it; leave that layer "
+                             f"out or check how it was made")
     m._check_variance(options.get("variance", 0.99))
     opts = {**options, "_names": names}
     # PWCCA's kernel fills the shared CCA first, so SVCCA reads the same correlations
@@ -384,7 +412,10 @@ def _gram_matrix(A, B, same, pairs, M, options, show):
 
     def get(side, k, x):
         if (side, k) not in grams:
-            K = m.rbf_gram(x, threshold)
+            try:
+                K = m.rbf_gram(x, threshold)
+            except ValueError as error:  # name the layer: the message says what is wrong
+                raise ValueError(f"layers_{side}[{k}]: {error}") from error
             grams[(side, k)] = K if debiased else m._center_gram(K)
         return grams[(side, k)]
 

@@ -41,6 +41,7 @@ from typing import Any
 from ..data.corpora import list_corpora
 from ..data.tasks import TASKS
 from ..models.loading import check_name, random_options
+from ..runtime import checks
 from ..similarity.registry import canonical
 
 PAIRS = ("all", "within", "across")
@@ -90,10 +91,8 @@ def load_spec(source: str | Path | dict[str, Any]) -> SweepSpec:
     else:
         from ..book.params import read_yaml
 
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"sweep spec {path} does not exist; write one (see "
-                                    "book/running.md) or pass a mapping to load_spec")
+        path = checks.existing_file(source, "sweep spec", "pass its YAML file (see "
+                                    "book/running.md) or a mapping to load_spec")
         where = f"sweep spec {path}"
         raw = read_yaml(path.read_text(encoding="utf-8"), source=where)
     if not isinstance(raw, dict):
