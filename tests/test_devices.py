@@ -157,7 +157,7 @@ def test_extraction_options_are_checked_and_keyed(tiny_models, tricky_corpus, tm
     from analysis_lib import extract
 
     loaded = tiny_models["bert"]
-    with pytest.raises(ValueError, match="storage must be one of"):
+    with pytest.raises(ValueError, match="unknown storage .int8.; valid: float32, float16"):
         extract.extract(loaded, tricky_corpus, storage="int8", cache=False)
     with pytest.raises(ValueError, match="on the CPU use precision='float32'"):
         extract.extract(loaded, tricky_corpus, device="cpu", precision="bfloat16", cache=False)

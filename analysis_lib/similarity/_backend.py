@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -30,48 +29,60 @@ from ..runtime.device import resolve
 BACKENDS = ("torch", "numpy")
 
 
-@dataclass(frozen=True)
 class Backend:
-    """An array namespace ``xp`` and the device its arrays live on."""
+    """Where the kernels' arrays live: an array namespace ``xp``, a device, and the few
+    operations whose best form differs between NumPy and torch. The two implementations are
+    :class:`NumpyBackend` (the reference) and :class:`TorchBackend`; everything here is
+    written once on top of them."""
 
     name: str
-    device: Any  # torch.device for torch, "cpu" for numpy
-
-    @property
-    def xp(self):
-        return xtorch if self.name == "torch" else xnp
-
-    @property
-    def on_host(self) -> bool:
-        """Whether the arrays live in host memory (NumPy, or torch on the CPU)."""
-        return self.name == "numpy" or self.device.type == "cpu"
+    xp: Any
+    device: Any
+    #: whether the arrays live in host memory (NumPy, or torch on the CPU)
+    on_host: bool = True
 
     def dtype(self, dt) -> Any:
         """The backend's float32/float64 for a NumPy dtype."""
         return self.xp.float32 if np.dtype(dt) == np.float32 else self.xp.float64
 
+    # each implementation's own forms
     def asarray(self, x, dtype=None):
         """``x`` (NumPy or backend array) on this backend's device, optionally cast."""
-        if self.name == "numpy":
-            out = np.asarray(x)
-            return out if dtype is None else out.astype(dtype, copy=False)
-        t = x if isinstance(x, torch.Tensor) else _as_tensor(np.asarray(x))
-        # one plain copy to the device: pinning a layer first would copy it on the host too
-        t = t.to(self.device)
-        return t if dtype is None else t.to(self.dtype(dtype))
+        raise NotImplementedError
+
+    def host(self, x) -> np.ndarray:
+        """A NumPy copy (or view, on the CPU) of ``x``."""
+        raise NotImplementedError
 
     def empty(self, shape, dt):
-        if self.name == "numpy":
-            return np.empty(shape, dtype=dt)
-        return torch.empty(shape, dtype=self.dtype(dt), device=self.device)
+        raise NotImplementedError
 
     def subtract_into(self, X, mean, out) -> None:
         """``out[...] = X - mean`` (broadcast over rows) without a temporary."""
-        if self.name == "numpy":
-            np.subtract(X, mean, out=out)
-        else:
-            torch.sub(X, mean, out=out)
+        raise NotImplementedError
 
+    def qr_r(self, A):
+        """The triangular factor ``R`` of the reduced QR factorisation ``A = Q R`` (``Q`` is
+        not formed)."""
+        raise NotImplementedError
+
+    def contiguous(self, x):
+        """``x`` with its rows laid out one after another in memory (a copy when needed)."""
+        raise NotImplementedError
+
+    def col_sq_norms(self, X):
+        """Sum of squares of every column, accumulated in float64 without a float64 copy."""
+        raise NotImplementedError
+
+    def row_sq_norms(self, X):
+        """Sum of squares of every row, accumulated in float64."""
+        raise NotImplementedError
+
+    def threads(self) -> int:
+        """CPU threads this backend computes with."""
+        raise NotImplementedError
+
+    # written once, on the host (NumPy's BLAS and LAPACK) whenever the arrays live there
     def grams(self, mats: list) -> list:
         """``X' X`` of several matrices, in float64 (each product in its matrix's dtype).
 
@@ -81,37 +92,11 @@ class Backend:
         OpenMP threads keep spinning for a while after each operation, and a BLAS call in
         that window shares the cores with them (at 2 threads, 28 ms instead of 20 for a
         5,000 x 768 layer)."""
-        if self.name == "torch" and (self.device.type != "cpu" or
-                                     any(X.requires_grad for X in mats)):
-            return [(X.T @ X).double() for X in mats]
         found = []
         for X in mats:
             host = self.host(X)
             found.append((host.T @ host).astype(np.float64, copy=False))
         return [self.asarray(G) for G in found]
-
-    def qr_r(self, A):
-        """The triangular factor ``R`` of the reduced QR factorisation ``A = Q R`` (``Q`` is
-        not formed)."""
-        if self.name == "numpy":
-            return np.linalg.qr(A, mode="r")
-        return torch.linalg.qr(A, mode="r")[1]
-
-    def contiguous(self, x):
-        """``x`` with its rows laid out one after another in memory (a copy when needed)."""
-        return np.ascontiguousarray(x) if self.name == "numpy" else x.contiguous()
-
-    def col_sq_norms(self, X):
-        """Sum of squares of every column, accumulated in float64 without a float64 copy."""
-        if self.name == "numpy":
-            return np.einsum("ij,ij->j", X, X, dtype=np.float64)
-        return sum(torch.sum(block.double() ** 2, dim=0) for block in _row_blocks(X))
-
-    def row_sq_norms(self, X):
-        """Sum of squares of every row, accumulated in float64."""
-        if self.name == "numpy":
-            return np.einsum("ij,ij->i", X, X, dtype=np.float64)
-        return torch.cat([torch.sum(block.double() ** 2, dim=1) for block in _row_blocks(X)])
 
     def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
         """``eigh`` (ascending eigenvalues, eigenvectors) of several symmetric matrices.
@@ -130,10 +115,8 @@ class Backend:
         if not mats:
             return []
         vectors = vectors or [None] * len(mats)
-        xp = self.xp
-        if (self.name == "torch" and self.device.type != "cpu") or (
-                len(mats) == 1 and vectors[0] is None):
-            return [xp.linalg.eigh(G) for G in mats]
+        if len(mats) == 1 and vectors[0] is None:
+            return [self.xp.linalg.eigh(mats[0])]
         work = [(self.host(G), want) for G, want in zip(mats, vectors)]
         found = (self._side_by_side(_host_eigh, work) if len(work) > 1 else
                  [_host_eigh(work[0])])
@@ -149,8 +132,6 @@ class Backend:
         another on the device."""
         if not mats:
             return []
-        if self.name == "torch" and self.device.type != "cpu":
-            return [_device_inverse_cholesky(G, t) for G, t in zip(mats, shifts)]
         work = list(zip([self.host(G) for G in mats], shifts))
         found = (self._side_by_side(_host_inverse_cholesky, work) if len(work) > 1 else
                  [_host_inverse_cholesky(work[0])])
@@ -167,19 +148,115 @@ class Backend:
             with ThreadPoolExecutor(workers) as pool:
                 return list(pool.map(fn, items))
 
+
+class NumpyBackend(Backend):
+    """NumPy arrays on the CPU: the reference path."""
+
+    name, xp, device = "numpy", xnp, "cpu"
+
+    def __repr__(self) -> str:
+        return "NumpyBackend()"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, NumpyBackend)
+
+    def __hash__(self) -> int:
+        return hash("numpy")
+
+    def asarray(self, x, dtype=None):
+        out = np.asarray(x)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def host(self, x) -> np.ndarray:
+        return np.asarray(x)
+
+    def empty(self, shape, dt):
+        return np.empty(shape, dtype=dt)
+
+    def subtract_into(self, X, mean, out) -> None:
+        np.subtract(X, mean, out=out)
+
+    def qr_r(self, A):
+        return np.linalg.qr(A, mode="r")
+
+    def contiguous(self, x):
+        return np.ascontiguousarray(x)
+
+    def col_sq_norms(self, X):
+        return np.einsum("ij,ij->j", X, X, dtype=np.float64)
+
+    def row_sq_norms(self, X):
+        return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
     def threads(self) -> int:
-        """CPU threads this backend computes with: torch's intra-op threads, or the most the
-        loaded BLAS libraries use."""
-        if self.name == "torch":
-            return torch.get_num_threads()
+        """The most threads the loaded BLAS libraries use."""
         return max([lib["num_threads"] for lib in _blas().info()
                     if lib["user_api"] == "blas"] or [1])
 
+
+class TorchBackend(Backend):
+    """Torch tensors on one device (a GPU, or the CPU with torch's threads)."""
+
+    name, xp = "torch", xtorch
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.on_host = device.type == "cpu"
+
+    def __repr__(self) -> str:
+        return f"TorchBackend({self.device})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TorchBackend) and other.device == self.device
+
+    def __hash__(self) -> int:
+        return hash(("torch", str(self.device)))
+
+    def asarray(self, x, dtype=None):
+        t = x if isinstance(x, torch.Tensor) else _as_tensor(np.asarray(x))
+        # one plain copy to the device: pinning a layer first would copy it on the host too
+        t = t.to(self.device)
+        return t if dtype is None else t.to(self.dtype(dtype))
+
     def host(self, x) -> np.ndarray:
-        """A NumPy copy (or view, on the CPU) of ``x``."""
-        if self.name == "numpy":
-            return np.asarray(x)
         return x.detach().cpu().numpy()
+
+    def empty(self, shape, dt):
+        return torch.empty(shape, dtype=self.dtype(dt), device=self.device)
+
+    def subtract_into(self, X, mean, out) -> None:
+        torch.sub(X, mean, out=out)
+
+    def qr_r(self, A):
+        return torch.linalg.qr(A, mode="r")[1]
+
+    def contiguous(self, x):
+        return x.contiguous()
+
+    def col_sq_norms(self, X):
+        return sum(torch.sum(block.double() ** 2, dim=0) for block in _row_blocks(X))
+
+    def row_sq_norms(self, X):
+        return torch.cat([torch.sum(block.double() ** 2, dim=1) for block in _row_blocks(X)])
+
+    def threads(self) -> int:
+        """Torch's intra-op threads."""
+        return torch.get_num_threads()
+
+    def grams(self, mats: list) -> list:
+        if self.on_host and not any(X.requires_grad for X in mats):
+            return super().grams(mats)
+        return [(X.T @ X).double() for X in mats]
+
+    def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
+        if self.on_host:
+            return super().eighs(mats, vectors)
+        return [torch.linalg.eigh(G) for G in mats]
+
+    def certified_inverse_choleskys(self, mats: list, shifts: list[float]) -> list:
+        if self.on_host:
+            return super().certified_inverse_choleskys(mats, shifts)
+        return [_device_inverse_cholesky(G, t) for G, t in zip(mats, shifts)]
 
 
 @lru_cache(maxsize=1)
@@ -250,7 +327,7 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a)
 
 
-NUMPY = Backend("numpy", "cpu")
+NUMPY = NumpyBackend()
 
 
 def get(device=None, backend: str = "torch") -> Backend:
@@ -267,5 +344,5 @@ def get(device=None, backend: str = "torch") -> Backend:
     if dev.type == "mps":
         raise ValueError("the measures accumulate in float64, which MPS does not support; use "
                          "device='cpu' for the measures (models still run on 'mps')")
-    return Backend("torch", dev)
+    return TorchBackend(dev)
 
