@@ -100,7 +100,7 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     * SVCCA/PWCCA's per-pair work: ``T = Wa' C Wb``, its SVD (the decompositions of a row
       side by side) and PWCCA's weights for both directions.
     """
-    from analysis_lib.similarity import measures as m
+    from analysis_lib.similarity import kernels as m
     from analysis_lib.similarity._core import LayerStats, span_sq_norms
     from analysis_lib.similarity.pairwise import _decompose
 
@@ -128,9 +128,9 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
 
     def cca():
         for i in rows:
-            for (a, b, _), (u, rho, vt, ka, kb) in zip(rows[i], m._k_cca_many(
+            for (a, b, _), (u, rho, vt, ka, kb) in zip(rows[i], m.canonical_svds(
                     rows[i], 0.99, "reach")):
-                m._pw_weights(a, ka, u, rho), m._pw_weights(b, kb, vt.T, rho)
+                m.pw_weights(a, ka, u, rho), m.pw_weights(b, kb, vt.T, rho)
     return eig, proj, best(cca)
 
 

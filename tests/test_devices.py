@@ -360,24 +360,24 @@ def test_grams_of_several_layers_equal_their_products(backend):
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_canonical_correlations_of_several_pairs_equal_one_by_one(backend):
-    """``_k_cca_many`` (the suite's row of pairs, decompositions side by side) returns the
-    correlations and PWCCA weights that ``_k_cca`` gives one pair at a time."""
+    """``canonical_svds`` (the suite's row of pairs, decompositions side by side) returns the
+    correlations and PWCCA weights that ``canonical_svd`` gives one pair at a time."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity import measures as m
+    from analysis_lib.similarity import kernels as m
     from analysis_lib.similarity._core import LayerStats, cross
 
     bk = _backend.get("cpu", backend)
     layers = [LayerStats(x, backend=bk) for x in _layers()]
     items = [(layers[0], b, cross(layers[0], b)) for b in layers[1:]]
-    for (a, b, C), many in zip(items, m._k_cca_many(items, 0.99, "reach")):
-        one = m._k_cca(a, b, C, 0.99, "reach", uv=True)
+    for (a, b, C), many in zip(items, m.canonical_svds(items, 0.99, "reach")):
+        one = m.canonical_svd(a, b, C, 0.99, "reach")
         assert many[3:] == one[3:]  # the same numbers of directions
         np.testing.assert_allclose(bk.host(many[1]), bk.host(one[1]), atol=1e-12)
         for side, (stats, k) in enumerate([(a, one[3]), (b, one[4])]):
             vecs = [r[0] if side == 0 else r[2].T for r in (many, one)]
-            w = [bk.host(m._pw_weights(stats, k, v, r[1])) for v, r in zip(vecs, (many, one))]
+            w = [bk.host(m.pw_weights(stats, k, v, r[1])) for v, r in zip(vecs, (many, one))]
             np.testing.assert_allclose(w[0], w[1], atol=1e-10)
-    assert m._k_cca_many([], 0.99, "reach") == []
+    assert m.canonical_svds([], 0.99, "reach") == []
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
@@ -462,7 +462,7 @@ def test_decompositions_that_keep_leading_vectors_serve_every_reader(backend):
     part = [LayerStats(x, backend=bk) for x in raw]
     whole = [LayerStats(x, backend=bk) for x in raw]
     fill_eigs(part + part[2:], [lambda lam: 5, lambda lam: 8, lambda lam: 4, None])
-    assert [("_top_eig" in s.__dict__, "eig" in s.__dict__) for s in part] == [
+    assert [(s.has("top_eig"), s.has("eig")) for s in part] == [
         (True, False), (True, False), (False, True)]
     for s, w in zip(part, whole):
         np.testing.assert_allclose(s.lam_host, bk.host(w.eig[0]), rtol=1e-10)
@@ -472,10 +472,10 @@ def test_decompositions_that_keep_leading_vectors_serve_every_reader(backend):
                                        np.abs(bk.host(w.whitener(k))), rtol=1e-8)
             np.testing.assert_allclose(np.abs(bk.host(s.loadings(k))),
                                        np.abs(bk.host(w.loadings(k))), rtol=1e-8, atol=1e-10)
-    assert "eig" not in part[0].__dict__
+    assert not part[0].has("eig")
     np.testing.assert_allclose(np.abs(bk.host(part[0].whitener(12))),
                                np.abs(bk.host(whole[0].whitener(12))), rtol=1e-8)
-    assert "eig" in part[0].__dict__  # more vectors than were kept: the whole decomposition
+    assert part[0].has("eig")  # more vectors than were kept: the whole decomposition
 
 
 def test_suite_values_do_not_depend_on_the_thread_count():

@@ -81,6 +81,14 @@ def test_every_registered_measure_has_a_reference():
     assert set(R.REFERENCE) == set(REGISTRY)
 
 
+def test_every_cross_product_measure_has_one_kernel():
+    """The all-pairs path finds each measure's kernel by its registry name."""
+    from analysis_lib.similarity.kernels import KERNELS
+    from analysis_lib.similarity.registry import CROSS_PRODUCT_MEASURES
+
+    assert set(KERNELS) == set(CROSS_PRODUCT_MEASURES)
+
+
 @pytest.mark.parametrize("name,options", CROSS_CASES,
                          ids=[f"{n}-{'-'.join(map(str, o.values())) or 'default'}"
                               for n, o in CROSS_CASES])

@@ -175,6 +175,12 @@ def _zero_rounding_columns(X: np.ndarray, Xc, backend: Backend) -> None:
 class LayerStats:
     """Per-layer quantities, each computed on first use and then reused.
 
+    Every quantity is a cached property of the layer (``G``, ``eig``, ``scales``, ...),
+    computed from the centred data the first time it is read. The all-pairs path computes
+    some of them for many layers at once (the Gram matrices from one stacked product, the
+    eigendecompositions side by side) and hands each result to its layer with
+    :meth:`provide`; nothing else writes into a layer.
+
     Parameters
     ----------
     X : array, shape (n, d)
@@ -185,13 +191,20 @@ class LayerStats:
     backend : :class:`~._backend.Backend` the arrays live on (default NumPy).
     """
 
-    def __init__(self, X: np.ndarray, dtype=None, name: str = "X", out=None,
-                 backend: Backend = NUMPY):
+    #: the quantities another function may compute for several layers at once
+    PROVIDED = ("G", "eig", "top_eig", "span_cholesky")
+
+    def __init__(self, X: np.ndarray | None, dtype=None, name: str = "X", out=None,
+                 backend: Backend = NUMPY, *, gram_of: LayerStats | None = None):
+        self.name, self.bk, self._whiteners = name, backend, {}
+        if gram_of is not None:  # the z-scored layer: statistics of a Gram matrix, no data
+            scale = gram_of.scales
+            self.n, self.d, self.dtype, self.Xc = gram_of.n, gram_of.d, gram_of.dtype, None
+            self.provide("G", gram_of.G * (scale[:, None] * scale[None, :]))
+            return
         X = as_matrix(X, name)
-        self.name = name
         self.n, self.d = X.shape
         self.dtype = work_dtype(X, dtype=dtype)
-        self.bk = backend
         xp = backend.xp
         dev = backend.asarray(X)
         if backend.on_host:  # NumPy's float64 column sums of a float32 array: 2x torch's
@@ -212,26 +225,31 @@ class LayerStats:
         del dev
         _zero_rounding_columns(X, out, backend)
         self.Xc = out
-        self._whiteners: dict = {}
+
+    def has(self, quantity: str) -> bool:
+        """Whether ``quantity`` (a cached property's name) is already known."""
+        return quantity in vars(self)
+
+    def provide(self, quantity: str, value) -> None:
+        """Hand the layer one of :attr:`PROVIDED`, computed elsewhere for several layers at
+        once; a quantity is provided once (a second value would be a bug)."""
+        if quantity not in self.PROVIDED:
+            raise AttributeError(f"{quantity!r} is not one of {self.PROVIDED}")
+        if self.has(quantity):
+            raise ValueError(f"{self.name}: {quantity} is already known")
+        vars(self)[quantity] = value
 
     def standardized(self) -> LayerStats:
         """The statistics of the z-scored layer (every neuron scaled to unit norm; constant
         neurons stay zero), derived from this layer's ``G`` without touching the data. It has
         no ``Xc``: it serves the CCA-family kernels, which need only ``G`` and its
         eigendecomposition. Computed once per layer and kept."""
-        if "_unit" not in self.__dict__:
-            self._unit = self._standardize()
         return self._unit
 
-    def _standardize(self) -> LayerStats:
-        scale = self.scales
-        new = object.__new__(LayerStats)
-        new.n, new.d, new.dtype, new.bk = self.n, self.d, self.dtype, self.bk
-        new.name = f"{self.name} (z-scored)"
-        new.Xc, new._whiteners = None, {}
-        new.G = self.G * (scale[:, None] * scale[None, :])
-        new.sq_norms = self.bk.xp.linalg.diagonal(new.G) * 1.0
-        return new
+    @cached_property
+    def _unit(self) -> LayerStats:
+        return LayerStats(None, name=f"{self.name} (z-scored)", backend=self.bk,
+                          gram_of=self)
 
     @property
     def xp(self):
@@ -257,7 +275,14 @@ class LayerStats:
     @cached_property
     def sq_norms(self):
         """Sum of squares of each centred neuron (diag of G), float64."""
+        if self.Xc is None:
+            return self.xp.linalg.diagonal(self.G) * 1.0
         return self.bk.col_sq_norms(self.Xc)
+
+    @cached_property
+    def row_sq_norms(self):
+        """Sum of squares of each centred row, float64 (debiased CKA's row terms)."""
+        return self.bk.row_sq_norms(self.Xc)
 
     @cached_property
     def total_var(self) -> float:
@@ -276,9 +301,9 @@ class LayerStats:
         """Every eigenvalue of G (descending) with the eigenvectors computed so far: all of
         them (:attr:`eig`), or only the leading ones when :func:`fill_eigs` was told that
         no more would be read."""
-        if "eig" in self.__dict__ or "_top_eig" not in self.__dict__:
+        if self.has("eig") or not self.has("top_eig"):
             return self.eig
-        return self._top_eig
+        return vars(self)["top_eig"]
 
     def top_vectors(self, k: int):
         """``(lam, V_k)``: every eigenvalue and the top-k eigenvectors (d x k) of G,
@@ -324,7 +349,7 @@ class LayerStats:
         one with the same ``W W'`` (``R'`` from the QR factorisation of its transpose, a
         rotation of its columns). Cached per dtype."""
         key = ("span", np.dtype(dtype))
-        cache = self.__dict__.setdefault("_whiteners", {})
+        cache = self._whiteners
         if key not in cache:
             cache[key] = self.xp.astype(self._span_factor[0], self.bk.dtype(dtype))
         return cache[key]
@@ -362,7 +387,7 @@ class LayerStats:
         layout, MKL's float64 product of a few rows changes in the last bit between one
         thread and two)."""
         key = ("loadings", k, np.dtype(dtype))
-        cache = self.__dict__.setdefault("_whiteners", {})
+        cache = self._whiteners
         if key not in cache:
             lam, V = self.top_vectors(k)
             xp = self.xp
@@ -381,7 +406,7 @@ class LayerStats:
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
         basis of the top-k principal directions. Cached per (k, dtype)."""
         key = (k, np.dtype(dtype))
-        cache = self.__dict__.setdefault("_whiteners", {})
+        cache = self._whiteners
         if key not in cache:
             lam, V = self.top_vectors(k)
             xp = self.xp
@@ -401,18 +426,18 @@ def fill_eigs(layers, vectors=None) -> None:
     more computes the whole decomposition."""
     needs: dict = {}
     for s, want in zip(layers, vectors or [None] * len(layers)):
-        if "eig" in s.__dict__:
+        if s.has("eig"):
             continue
         if s in needs and (needs[s] is None or want is None):
             needs[s] = None
         else:
             needs[s] = want if s not in needs else _most(needs[s], want)
-    todo = [s for s, want in needs.items() if want is None or "_top_eig" not in s.__dict__]
+    todo = [s for s, want in needs.items() if want is None or not s.has("top_eig")]
     if not todo:
         return
     found = todo[0].bk.eighs([s.G for s in todo], [needs[s] for s in todo])
     for s, (lam, V) in zip(todo, found):
-        s.__dict__["eig" if V.shape[1] == s.d else "_top_eig"] = s._ordered(lam, V)
+        s.provide("eig" if V.shape[1] == s.d else "top_eig", s._ordered(lam, V))
 
 
 def _most(*counts):
@@ -423,12 +448,12 @@ def _most(*counts):
 def fill_span_choleskys(layers) -> None:
     """Compute :attr:`LayerStats.span_cholesky` of several layers at once (those not yet
     computed), side by side on the CPU (:meth:`~._backend.Backend.certified_inverse_choleskys`)."""
-    todo = [s for s in dict.fromkeys(layers) if "span_cholesky" not in s.__dict__]
+    todo = [s for s in dict.fromkeys(layers) if not s.has("span_cholesky")]
     if not todo:
         return
     for s, W in zip(todo, _cholesky_whiteners([s.standardized().G for s in todo],
                                               RANK_RTOL[todo[0].dtype], todo[0].bk)):
-        s.__dict__["span_cholesky"] = W
+        s.provide("span_cholesky", W)
 
 
 def _cholesky_whitener(G, rtol: float, bk: Backend):

@@ -4,8 +4,8 @@ Conventions: ``X`` is (n, d1), ``Y`` is (n, d2), rows are the same n stimuli in 
 Every function returns a similarity (higher = more similar). Asymmetric measures average over
 the neurons (or canonical directions) of ``X``, the *first* argument.
 
-Each measure is a thin wrapper around a *pair kernel* ``_k_<name>(a, b, C, ...)`` that takes the
-two layers' :class:`~._core.LayerStats` and their centred cross-product ``C = Xc.T @ Yc``;
+Each cross-product measure is a thin wrapper around its kernel in :mod:`.kernels`, which takes
+the two layers' :class:`~._core.LayerStats` and their centred cross-product ``C = Xc.T @ Yc``;
 :func:`~.pairwise.pairwise` calls the same kernels while computing every cross-product once, so
 the single-pair functions and the all-pairs matrices agree to rounding.
 
@@ -21,7 +21,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from array_api_compat import array_namespace
 
 from . import _backend
 from ._core import (
@@ -31,227 +30,20 @@ from ._core import (
     cross,
     fill_eigs,
     in_range,
-    span_sq_norms,
     standardize_pair,
     work_dtype,
 )
-from .reference import TIE_TOL as TIE_TOL
-from .reference import tied_runs
-
-# --------------------------------------------------------------------------- kernels
-
-
-def _valid(stats: LayerStats):
-    """Neurons with non-zero variance (constant neurons carry no signal)."""
-    s = stats.sq_norms
-    return s > (stats.xp.max(s) * 1e-20 if s.shape[0] else 0)
-
-
-def _k_neuron_both(a: LayerStats, b: LayerStats, C):
-    """Per-neuron best |correlation| of X's neurons in Y and of Y's neurons in X, from one
-    correlation matrix (in C's dtype; float64 results)."""
-    xp = a.xp
-    va, vb = _valid(a), _valid(b)
-    all_a, all_b = bool(xp.all(va)), bool(xp.all(vb))
-    if not (all_a or bool(xp.any(va))) or not (all_b or bool(xp.any(vb))):
-        raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
-    R = xp.abs(C if all_a else C[va, :])
-    R = R if all_b else R[:, vb]
-    R = R * xp.astype(a.scales if all_a else a.scales[va], C.dtype)[:, None]
-    R = R * xp.astype(b.scales if all_b else b.scales[vb], C.dtype)[None, :]
-    return (xp.clip(xp.astype(xp.max(R, axis=1), xp.float64), None, 1.0),
-            xp.clip(xp.astype(xp.max(R, axis=0), xp.float64), None, 1.0))
-
-
-def _k_neuron_values(a: LayerStats, b: LayerStats, C):
-    return _k_neuron_both(a, b, C)[0]
-
-
-def _top_mean(values, top_k: int | None) -> float:
-    xp = array_namespace(values)
-    if top_k is None:
-        return float(xp.mean(values))
-    if not isinstance(top_k, (int, np.integer)) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    return float(xp.mean(xp.sort(values, descending=True)[:top_k]))
-
-
-def _k_mixed_values(a: LayerStats, b: LayerStats, C):
-    xp = a.xp
-    va = _valid(a)
-    if not bool(xp.any(va)):
-        raise ValueError("every neuron of X is constant; the regression r-value is undefined")
-    # coordinates of each X neuron's projection onto span(Y), in the work dtype. span(Y) does
-    # not change when Y's neurons are rescaled, so its basis comes from the z-scored layer:
-    # with raw scales, a few huge neurons (a decoder's massive activations) would push
-    # every other direction under the rank cut relative to the largest eigenvalue
-    every = bool(xp.all(va))
-    C = xp.astype(C if every else C[va, :], a.bk.dtype(a.dtype), copy=False)
-    r2 = span_sq_norms(C, b) / (a.sq_norms if every else a.sq_norms[va])
-    return xp.sqrt(xp.clip(r2, 0.0, 1.0))
-
-
-def _k_cca(a: LayerStats, b: LayerStats, C, variance, cut, uv: bool = False):
-    if uv:
-        return _k_cca_many([(a, b, C)], variance, cut)[0]
-    T, _, _ = _cca_matrix(a, b, C, variance, cut)
-    return a.xp.clip(_singular_values(T), 0.0, 1.0)
-
-
-def _k_cca_many(items, variance, cut) -> list:
-    """``_k_cca(a, b, C, variance, cut, uv=True)`` (``u, rho, vt, ka, kb``: the thin SVD
-    of ``T``, through the eigendecomposition of its smaller Gram matrix) of several pairs
-    ``(a, b, C)`` at once: the eigendecompositions run side by side on the CPU
-    (:meth:`~._backend.Backend.eighs`), which uses the cores better than one small
-    decomposition after another. ``items`` may be a generator: only the small matrices
-    ``T`` of the pairs are kept, not their cross-products."""
-    prepared, bk = [], None
-    for a, b, C in items:
-        prepared.append(_cca_matrix(a, b, C, variance, cut))
-        bk = a.bk
-    if not prepared:
-        return []
-    eigs = bk.eighs([_smaller_gram(T) for T, _, _ in prepared])
-    out = []
-    for (T, ka, kb), (lam, E) in zip(prepared, eigs):
-        u, rho, vt = _svd_from_gram(T, lam, E)
-        out.append((u, array_namespace(T).clip(rho, 0.0, 1.0), vt, ka, kb))
-    return out
-
-
-def _cca_matrix(a: LayerStats, b: LayerStats, C, variance, cut):
-    """``T = Wa' C Wb`` (float64), whose singular values are the canonical correlations of
-    the two layers' top principal directions (``ka`` and ``kb`` of them)."""
-    ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
-    if ka == 0 or kb == 0:
-        raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
-    # the two products run in the work dtype (float32 for float32 layers), as the
-    # cross-products themselves do; the decomposition of T is float64
-    xp, dt = a.xp, np.promote_types(a.dtype, b.dtype)
-    Wa, Wb = a.whitener(ka, dt), b.whitener(kb, dt)
-    C = xp.astype(C, a.bk.dtype(dt), copy=False)
-    # the cheaper order: k_a d_b (d_a + k_b) against k_b d_a (d_b + k_a) multiply-adds
-    if ka * C.shape[1] * (C.shape[0] + kb) <= kb * C.shape[0] * (C.shape[1] + ka):
-        T = (Wa.T @ C) @ Wb
-    else:
-        T = Wa.T @ (C @ Wb)
-    return xp.astype(T, xp.float64), ka, kb
-
-
-def _smaller_gram(T):
-    """``T T'`` or ``T' T``, whichever is smaller."""
-    return T @ T.T if T.shape[0] <= T.shape[1] else T.T @ T
-
-
-def _singular_values(T):
-    """Singular values of T (descending) from the eigenvalues of the smaller of T T' and T'T
-    (about twice as fast as an SVD; the squares lose nothing that matters for values in
-    [0, 1] in float64)."""
-    xp = array_namespace(T)
-    return xp.sqrt(xp.clip(xp.flip(xp.linalg.eigvalsh(_smaller_gram(T)), axis=0), 0.0, None))
-
-
-def _svd_from_gram(T, lam, E):
-    """Thin SVD ``T = u diag(rho) vt`` from the eigendecomposition ``(lam, E)`` (ascending)
-    of :func:`_smaller_gram` ``(T)``, falling back to LAPACK's SVD when a singular value is
-    too small to recover the other side's vectors from ``T' u / rho``."""
-    xp = array_namespace(T)
-    lam, E = xp.flip(lam, axis=0), xp.flip(E, axis=1)
-    rho = xp.sqrt(xp.clip(lam, 0.0, None))
-    if rho.shape[0] == 0 or float(rho[-1]) <= 1e-6 * max(float(rho[0]), 1e-300):
-        u, rho, vt = xp.linalg.svd(T, full_matrices=False)
-        return u, rho, vt
-    if T.shape[0] <= T.shape[1]:
-        return E, rho, (T.T @ E / rho).T
-    return T @ E / rho, rho, E.T
-
-
-def _pw_weights(stats: LayerStats, k: int, u, rho):
-    """Morcos et al.'s weights over canonical variates H = X0 u of one side:
-    alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T.
-
-    Canonical directions whose correlations tie (within :data:`~.reference.TIE_TOL`) are
-    only defined as a subspace: any rotation of them is an equally valid SVD, and which one
-    the eigensolver returns can change with the BLAS thread count. The absolute values in
-    alpha are not rotation-invariant, so within each tied group the directions are first
-    rotated to a basis fixed by X itself (the right singular vectors of the group's
-    ``H.T Xc``; :func:`~.reference.pwcca`), which makes the weights, and PWCCA, the same on
-    every machine. The tolerance is far above float32's rounding of the correlations, so
-    float32 and float64 layers find the same groups; the rotation runs in float64.
-    """
-    xp = stats.xp
-    B = stats.loadings(k, np.float64)
-    M = xp.astype(u.T, B.dtype) @ B  # H.T Xc, one row per direction
-    for start, end in tied_runs(stats.bk.host(rho)):
-        block = M[start:end, :]
-        # the group's left singular vectors, from the eigenvectors of its small Gram matrix
-        P = xp.flip(xp.linalg.eigh(block @ block.T)[1], axis=1)
-        M[start:end, :] = P.T @ block
-    w = xp.sum(xp.abs(M), axis=1, dtype=xp.float64)
-    return w / xp.sum(w)
-
-
-def _k_pwcca_both(a: LayerStats, b: LayerStats, C, variance, cut):
-    """PWCCA of (X, Y) and of (Y, X) from one SVD."""
-    u, rho, vt, ka, kb = _k_cca(a, b, C, variance, cut, uv=True)
-    return (float(_pw_weights(a, ka, u, rho) @ rho),
-            float(_pw_weights(b, kb, vt.T, rho) @ rho))
-
-
-def _k_linear_cka(a: LayerStats, b: LayerStats, C, debiased: bool) -> float:
-    xp = a.xp
-    rows = None
-    if debiased:
-        ra, rb = _row_sq(a), _row_sq(b)
-        rows = tuple(float(v) for v in (ra @ rb, ra @ ra, rb @ rb, xp.sum(ra), xp.sum(rb)))
-    ga, gb = a.gram_sq, b.gram_sq
-    cross_sq = float(xp.sum(C * C, dtype=xp.float64))
-    return _cka_from_sums(a.n, cross_sq, (np.sqrt(ga), np.sqrt(gb)), (ga, gb), rows)
-
-
-def _cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
-                   gram_sqs: tuple[float, float], rows: tuple | None) -> float:
-    """Linear CKA from ``||Xc'Yc||_F^2``, the Gram norms ``||Xc'Xc||_F``, ``||Yc'Yc||_F``
-    and their squares; debiased (Song et al. 2012) when ``rows`` holds the sums over the
-    centred rows' squared norms ``(rx.ry, rx.rx, ry.ry, sum rx, sum ry)``. Shared by the
-    whole-array measure and the streamed one (:mod:`.streaming`)."""
-    if rows is None:
-        den = norms[0] * norms[1]
-        if den == 0:
-            raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-        return in_range(cross_sq / den, 0.0, "linear CKA")
-    if n < 4:
-        raise ValueError(f"debiased CKA needs at least 4 stimuli, got {n}")
-    rxy, rxx, ryy, sx, sy = rows
-    xy = _debias(cross_sq, rxy, sx, sy, n)
-    xx = _debias(gram_sqs[0], rxx, sx, sx, n)
-    yy = _debias(gram_sqs[1], ryy, sy, sy, n)
-    if xx <= 0 or yy <= 0:
-        raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
-                         "or no variance); use more stimuli or the biased estimator")
-    return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased linear CKA")
-
-
-def _row_sq(stats: LayerStats):
-    if "_row_sq" not in stats.__dict__:
-        stats._row_sq = stats.bk.row_sq_norms(stats.Xc)
-    return stats._row_sq
-
-
-def _debias(xty: float, rr: float, sx: float, sy: float, n: int) -> float:
-    """Unbiased HSIC (Song et al. 2012) of linear kernels of centred data, up to the factor
-    1/(n(n-3)) that cancels in CKA: ||X'Y||^2 - n/(n-2) rx.ry + |X|^2 |Y|^2 / ((n-1)(n-2)),
-    from ``rr = rx.ry`` and the sums ``sx``, ``sy`` of the row squared norms."""
-    return float(xty - n / (n - 2.0) * rr + sx * sy / ((n - 1.0) * (n - 2.0)))
-
-
-def _k_procrustes(a: LayerStats, b: LayerStats, C) -> float:
-    den = np.sqrt(a.total_var * b.total_var)
-    if den == 0:
-        raise ValueError("X or Y has no variance (all neurons constant); Procrustes is undefined")
-    xp = a.xp
-    return float(min(float(xp.sum(xp.linalg.svdvals(xp.astype(C, xp.float64)))) / den, 1.0))
-
+from .kernels import canonical_values as canonical_values_of
+from .kernels import (
+    check_variance,
+    full_canonical_values,
+    linear_cka_value,
+    mixed_values,
+    neuron_best,
+    procrustes_value,
+    pwcca_both,
+    top_mean,
+)
 
 # --------------------------------------------------------------------------- public measures
 
@@ -271,7 +63,7 @@ def neuron_correlations(X, Y, *, dtype=None,
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return a.bk.host(_k_neuron_values(a, b, C))
+    return a.bk.host(neuron_best(a, b, C))
 
 
 def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
@@ -292,7 +84,7 @@ def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
-    return _top_mean(neuron_correlations(X, Y, dtype=dtype, device=device, backend=backend),
+    return top_mean(neuron_correlations(X, Y, dtype=dtype, device=device, backend=backend),
                      top_k)
 
 
@@ -301,7 +93,7 @@ def mixed_correlations(X, Y, *, dtype=None,
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return a.bk.host(_k_mixed_values(a, b, C))
+    return a.bk.host(mixed_values(a, b, C))
 
 
 def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
@@ -320,7 +112,7 @@ def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    return _top_mean(mixed_correlations(X, Y, dtype=dtype, device=device, backend=backend),
+    return top_mean(mixed_correlations(X, Y, dtype=dtype, device=device, backend=backend),
                      top_k)
 
 
@@ -329,10 +121,10 @@ def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: 
         device=None, backend: str = "torch") -> np.ndarray:
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
-    _check_variance(variance)
+    check_variance(variance)
     a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
     fill_eigs([a, b])
-    return a.bk.host(_k_cca(a, b, C, variance, cut))
+    return a.bk.host(canonical_values_of(a, b, C, variance, cut))
 
 
 def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
@@ -365,7 +157,7 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
     ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
     repeated directions are dropped before the CCA.
     """
-    return _top_mean(canonical_correlations(X, Y, variance, standardize=standardize, cut=cut,
+    return top_mean(canonical_correlations(X, Y, variance, standardize=standardize, cut=cut,
                                             dtype=dtype, device=device, backend=backend), top_k)
 
 
@@ -380,10 +172,10 @@ def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
     much of X each canonical direction accounts for. Works whichever side has more neurons.
     Options as :func:`svcca`.
     """
-    _check_variance(variance)
+    check_variance(variance)
     a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
     fill_eigs([a, b])
-    return _k_pwcca_both(a, b, C, variance, cut)[0]
+    return pwcca_both(a, b, C, variance, cut)[0]
 
 
 @dataclass(frozen=True)
@@ -424,27 +216,10 @@ def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
             f"CCA with n={a.n} stimuli and {a.d}/{b.d} neurons over-fits (correlations are "
             "biased towards 1); pass reg>0, reduce dimensions with svcca(), or use more stimuli",
             UserWarning, stacklevel=2)
-    rho = a.bk.host(_k_cca_any(a, b, C, reg))
+    rho = a.bk.host(full_canonical_values(a, b, C, reg))
     if rho.size == 0:
         raise ValueError("X or Y has no variance; CCA is undefined")
     return CCAResult(float(rho.mean()), float((rho ** 2).mean()), rho)
-
-
-def _k_cca_any(a: LayerStats, b: LayerStats, C, reg: float):
-    """Canonical correlations over the full spaces, ridge-regularised when ``reg > 0``."""
-    if reg == 0:
-        return _k_cca(a, b, C, None, "reach")
-    xp = a.xp
-    Wa, Wb = _ridge_whitener(a, reg), _ridge_whitener(b, reg)
-    return xp.clip(xp.linalg.svdvals(Wa.T @ xp.astype(C, xp.float64) @ Wb), 0.0, 1.0)
-
-
-def _ridge_whitener(stats: LayerStats, reg: float):
-    lam, V = stats.eig
-    xp = stats.xp
-    if float(xp.sum(lam)) == 0:
-        raise ValueError("X or Y has no variance; CCA is undefined")
-    return V / xp.sqrt(lam + reg * xp.mean(lam))
 
 
 def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
@@ -478,12 +253,12 @@ def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
         b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
         K = bk.host(a.Xc @ a.Xc.T).astype(np.float64)
         L = bk.host(b.Xc @ b.Xc.T).astype(np.float64)
-        return _cka_from_grams(K, L, debiased, centred=True)
+        return cka_from_grams(K, L, debiased, centred=True)
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return _k_linear_cka(a, b, C, debiased)
+    return linear_cka_value(a, b, C, debiased)
 
 
-def _center_gram(K: np.ndarray) -> np.ndarray:
+def center_gram(K: np.ndarray) -> np.ndarray:
     K = K - K.mean(axis=0, keepdims=True)
     return K - K.mean(axis=1, keepdims=True)
 
@@ -499,7 +274,7 @@ def _hsic_u(K: np.ndarray, L: np.ndarray) -> float:
                  - 2.0 / (n - 2.0) * (k1 @ l1))
 
 
-def _cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool = False
+def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool = False
                     ) -> float:
     if debiased:
         xy, xx, yy = _hsic_u(K, L), _hsic_u(K, K), _hsic_u(L, L)
@@ -508,7 +283,7 @@ def _cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool 
                              "stimuli or no variance); use more stimuli or debiased=False")
         return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased CKA")
     if not centred:
-        K, L = _center_gram(K), _center_gram(L)
+        K, L = center_gram(K), center_gram(L)
     den = np.linalg.norm(K) * np.linalg.norm(L)
     if den == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
@@ -537,7 +312,7 @@ def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
     root of the median squared distance. Costs O(n^2) memory and O(n^2 d) time. Symmetric;
     invariant to orthogonal transforms, translation and isotropic scaling."""
     X, Y = check_pair(X, Y, 4 if debiased else 2)
-    return _cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
+    return cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
 
 
 def procrustes(X, Y, *, dtype=None,
@@ -547,9 +322,4 @@ def procrustes(X, Y, *, dtype=None,
     centred, unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower
     side). Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return _k_procrustes(a, b, C)
-
-
-def _check_variance(variance) -> None:
-    if variance is not None and not (0 < variance <= 1):
-        raise ValueError(f"variance must be in (0, 1] or None, got {variance!r}")
+    return procrustes_value(a, b, C)

@@ -33,6 +33,7 @@ from ._core import (
     work_dtype,
 )
 from .attention import AttentionLayer, _check_maps, head_similarity
+from .kernels import KERNELS, canonical_svds, check_variance
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
 from .rsa import Stimuli, _pearson_vectors, _shifted_triangle, normalized_rows, pearson_of_upper
 
@@ -125,58 +126,6 @@ def _bar(pairs, show, desc):
     return tqdm(pairs, desc=desc, unit="pair", disable=not show, leave=False)
 
 
-def _p_neuronsim(a, b, C, rev, opts, memo):
-    ab, ba = m._k_neuron_both(a, b, C)
-    top_k = opts.get("top_k")
-    return m._top_mean(ab, top_k), m._top_mean(ba, top_k) if rev else None
-
-
-def _p_mixedsim(a, b, C, rev, opts, memo):
-    top_k = opts.get("top_k")
-    return (m._top_mean(m._k_mixed_values(a, b, C), top_k),
-            m._top_mean(m._k_mixed_values(b, a, C.T), top_k) if rev else None)
-
-
-def _p_linear_cka(a, b, C, rev, opts, memo):
-    return m._k_linear_cka(a, b, C, opts.get("debiased", False)), None
-
-
-def _p_procrustes(a, b, C, rev, opts, memo):
-    return m._k_procrustes(a, b, C), None
-
-
-def _p_cca(a, b, C, rev, opts, memo):
-    return float(a.xp.mean(m._k_cca_any(a, b, C, opts.get("reg", 0.0)))), None
-
-
-def _svd_cca(a, b, C, opts, memo, uv: bool):
-    """The SVCCA/PWCCA canonical correlations of a pair, shared by the two measures (with the
-    singular vectors when PWCCA is among them, so both read the same numbers)."""
-    if "cca" not in memo:
-        sa, sb, Cs = standardize_pair(a, b, C) if opts.get("standardize") else (a, b, C)
-        variance, cut = opts.get("variance", 0.99), opts.get("cut", "reach")
-        memo["cca"] = (sa, sb, m._k_cca(sa, sb, Cs, variance, cut, uv=uv))
-    return memo["cca"]
-
-
-def _p_svcca(a, b, C, rev, opts, memo):
-    _, _, result = _svd_cca(a, b, C, opts, memo, uv="pwcca" in opts["_names"])
-    rho = result[1] if isinstance(result, tuple) else result
-    return m._top_mean(rho, opts.get("top_k")), None
-
-
-def _p_pwcca(a, b, C, rev, opts, memo):
-    sa, sb, (u, rho, vt, ka, kb) = _svd_cca(a, b, C, opts, memo, uv=True)
-    return (float(m._pw_weights(sa, ka, u, rho) @ rho),
-            float(m._pw_weights(sb, kb, vt.T, rho) @ rho))
-
-
-#: the pair kernel of each cross-product measure: (value at (i, j), value at (j, i) or None)
-_PAIR_KERNELS = {"neuronsim": _p_neuronsim, "mixedsim": _p_mixedsim, "svcca": _p_svcca,
-                 "pwcca": _p_pwcca, "linear_cka": _p_linear_cka, "procrustes": _p_procrustes,
-                 "cca": _p_cca}
-
-
 def _layer_list(layers, name: str) -> list:
     """``layers`` as a list of layers, with an error that names the confusion when it is one
     layer's rows (a 2-D array, or a list of 1-D rows of numbers) instead."""
@@ -220,27 +169,26 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
             raise ValueError(f"{s.name} has no variance (every neuron constant, or every row "
                              f"the same), so no measure is defined for it; leave that layer "
                              f"out or check how it was made")
-    m._check_variance(options.get("variance", 0.99))
-    opts = {**options, "_names": names}
-    # PWCCA's kernel fills the shared CCA first, so SVCCA reads the same correlations
+    check_variance(options.get("variance", 0.99))
+    # PWCCA's kernel fills the shared decomposition first, so SVCCA reads the same correlations
     order = sorted(names, key=lambda x: x != "pwcca")
     products = _BlockCross(SA, SB, same, None if stack_b is None else stack_b[0])
     if set(names) - {"neuronsim", "procrustes"}:  # the others read G
         products.grams()
-        _decompose(SA, SB, same, names, opts)
+        _decompose(SA, SB, same, names, options)
     memos: dict = {}
     for i, j in _bar(pairs, show, "cross-products"):
         C = products.get(i, j)
         rev = same and i != j  # the (j, i) entry comes from the same cross-product
         if (i, j) not in memos:  # a new row: the work its pairs can share, all at once
             memos = _row_memos(i, [jj for ii, jj in pairs if ii == i], SA, SB, same, products,
-                               names, opts)
+                               names, options)
         memo = memos.pop((i, j))
         for name in order:
-            if same and i == j and _is_one_with_itself(name, SA[i], opts):
+            if same and i == j and _is_one_with_itself(name, SA[i], options):
                 out[name][i, i] = 1.0
                 continue
-            value_ij, value_ji = _PAIR_KERNELS[name](SA[i], SB[j], C, rev, opts, memo)
+            value_ij, value_ji = KERNELS[name](SA[i], SB[j], C, rev, options, memo)
             out[name][i, j] = value_ij
             if rev:
                 out[name][j, i] = value_ij if value_ji is None else value_ji
@@ -249,7 +197,7 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
 def _row_memos(i, row, SA, SB, same, products, names, opts) -> dict:
     """The per-pair memos of one row of pairs ``(i, j)``: with PWCCA, the canonical
     correlations and vectors of every off-diagonal pair, computed together
-    (:func:`~.measures._k_cca_many` runs their decompositions side by side)."""
+    (:func:`~.kernels.canonical_svds` runs their decompositions side by side)."""
     memos: dict = {(i, j): {} for j in row}
     if "pwcca" not in names:
         return memos
@@ -260,9 +208,9 @@ def _row_memos(i, row, SA, SB, same, products, names, opts) -> dict:
     # a generator: each pair's z-scored cross-product is dropped once its T is formed
     items = ((*sides[j], standardize_pair(SA[i], SB[j], products.get(i, j))[2] if std else
               products.get(i, j)) for j in todo)
-    found = m._k_cca_many(items, opts.get("variance", 0.99), opts.get("cut", "reach"))
+    found = canonical_svds(items, opts.get("variance", 0.99), opts.get("cut", "reach"))
     for j, result in zip(todo, found):
-        memos[(i, j)]["cca"] = (*sides[j], result)
+        memos[(i, j)]["svd"] = (*sides[j], result)
     return memos
 
 
@@ -298,13 +246,9 @@ def _is_one_with_itself(name: str, a: LayerStats, opts) -> bool:
     a symmetric matrix needs no work: every cross-product measure is 1 there (each neuron
     correlates perfectly with itself and lies in its own span; the canonical correlations of
     a subspace with itself are all 1; CKA and Procrustes of equal inputs are 1), except
-    ridge-regularised CCA, which shrinks the correlations. A layer with no variance keeps
-    the kernels' error."""
-    if name == "cca" and opts.get("reg", 0.0):
-        return False
-    if not bool(a.xp.any(m._valid(a))) or a.total_var == 0:
-        return False  # the kernel raises the measure's own error
-    return True
+    ridge-regularised CCA, which shrinks the correlations. (A layer with no variance was
+    refused before.)"""
+    return not (name == "cca" and opts.get("reg", 0.0))
 
 
 def _stack_buffer(layers, dtype, bk, max_bytes: int = 2 << 30):
@@ -339,10 +283,10 @@ class _BlockCross:
     def grams(self) -> None:
         """Every layer's self cross-product ``G``, one after another
         (:meth:`~._backend.Backend.grams`)."""
-        todo = [s for s in dict.fromkeys(self.SA + self.SB) if "G" not in s.__dict__]
+        todo = [s for s in dict.fromkeys(self.SA + self.SB) if not s.has("G")]
         if todo:
             for s, G in zip(todo, todo[0].bk.grams([s.Xc for s in todo])):
-                s.__dict__["G"] = G  # computed once and kept (LayerStats.G)
+                s.provide("G", G)  # computed once and kept (LayerStats.G)
 
     def get(self, i: int, j: int) -> np.ndarray:
         a, b = self.SA[i], self.SB[j]
@@ -416,14 +360,14 @@ def _gram_matrix(A, B, same, pairs, M, options, show):
                 K = m.rbf_gram(x, threshold)
             except ValueError as error:  # name the layer: the message says what is wrong
                 raise ValueError(f"layers_{side}[{k}]: {error}") from error
-            grams[(side, k)] = K if debiased else m._center_gram(K)
+            grams[(side, k)] = K if debiased else m.center_gram(K)
         return grams[(side, k)]
 
     for i, j in _bar(pairs, show, "rbf_cka"):
         K, L = get("a", i, A[i]), get("a" if same else "b", j, B[j])
         if K.shape != L.shape:
             raise ValueError("every layer must have the same rows (stimuli)")
-        value = m._cka_from_grams(K, L, debiased, centred=True)
+        value = m.cka_from_grams(K, L, debiased, centred=True)
         M[i, j] = value
         if same:
             M[j, i] = value

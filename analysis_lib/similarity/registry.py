@@ -1,6 +1,7 @@
 """One record per measure: what it is called, what it computes from, the options it takes.
 
-Adding a measure is one :class:`Measure` record here (and its kernel): :func:`pairwise`, the
+Adding a measure is one :class:`Measure` record here (and its kernel in
+:data:`.kernels.KERNELS`, its definition in :mod:`.reference`): :func:`pairwise`, the
 bootstrap, the permutation test and the parameter checks read this table. An option passed to
 a measure that does not take it is refused by name instead of being ignored.
 """

@@ -29,7 +29,7 @@ from array_api_compat import device as array_device
 from . import _backend
 from ._backend import NUMPY, Backend
 from ._core import as_matrix
-from .measures import _cka_from_sums
+from .kernels import cka_from_sums
 
 __all__ = ["STREAM_MEASURES", "stream_pairwise"]
 
@@ -128,7 +128,7 @@ def _cka(a: _Layer, b: _Layer, p: _Pair | None, debiased: bool) -> float:
         ryy = _centred_row_product(b, b, b.as_pair())
         rxy = rxx if p is None else _centred_row_product(a, b, p)
         rows = (rxy, rxx, ryy, np.trace(Gx), np.trace(Gy))
-    return _cka_from_sums(a.n, np.sum(Cc ** 2), (np.linalg.norm(Gx), np.linalg.norm(Gy)),
+    return cka_from_sums(a.n, np.sum(Cc ** 2), (np.linalg.norm(Gx), np.linalg.norm(Gy)),
                           (np.sum(Gx ** 2), np.sum(Gy ** 2)), rows)
 
 
