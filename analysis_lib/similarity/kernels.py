@@ -32,22 +32,36 @@ from .reference import tied_runs
 
 def valid_neurons(stats: LayerStats):
     """Neurons with non-zero variance (constant neurons carry no signal)."""
-    s = stats.sq_norms
-    return s > (stats.xp.max(s) * 1e-20 if s.shape[0] else 0)
+    return _varying(stats.sq_norms)
+
+
+def _varying(sq_norms):
+    xp = array_namespace(sq_norms)
+    return sq_norms > (xp.max(sq_norms) * 1e-20 if sq_norms.shape[0] else 0)
 
 
 def neuron_best_both(a: LayerStats, b: LayerStats, C):
     """Per-neuron best |correlation| of X's neurons in Y and of Y's neurons in X, from one
     correlation matrix (in C's dtype; float64 results)."""
-    xp = a.xp
-    va, vb = valid_neurons(a), valid_neurons(b)
+    return best_correlations(C, a.sq_norms, b.sq_norms)
+
+
+def best_correlations(C, sq_a, sq_b):
+    """Each varying neuron's best |correlation| with the other side's neurons, for both
+    sides: ``max_j |C_ij| / sqrt(sq_a_i sq_b_j)`` over the rows and over the columns of the
+    centred cross-product ``C``, given each neuron's centred sum of squares. Constant
+    neurons are left out on both sides. Shared by the in-memory and the streamed
+    neuronsim."""
+    xp = array_namespace(C)
+    va, vb = _varying(sq_a), _varying(sq_b)
     all_a, all_b = bool(xp.all(va)), bool(xp.all(vb))
     if not (all_a or bool(xp.any(va))) or not (all_b or bool(xp.any(vb))):
         raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
     R = xp.abs(C if all_a else C[va, :])
     R = R if all_b else R[:, vb]
-    R = R * xp.astype(a.scales if all_a else a.scales[va], C.dtype)[:, None]
-    R = R * xp.astype(b.scales if all_b else b.scales[vb], C.dtype)[None, :]
+    for side, (sq, every, keep) in enumerate(((sq_a, all_a, va), (sq_b, all_b, vb))):
+        scale = xp.astype(1.0 / xp.sqrt(sq if every else sq[keep]), C.dtype)
+        R = R * (scale[:, None] if side == 0 else scale[None, :])
     return (xp.clip(xp.astype(xp.max(R, axis=1), xp.float64), None, 1.0),
             xp.clip(xp.astype(xp.max(R, axis=0), xp.float64), None, 1.0))
 

@@ -29,7 +29,7 @@ from array_api_compat import device as array_device
 from . import _backend
 from ._backend import NUMPY, Backend
 from ._core import as_matrix
-from .kernels import cka_from_sums
+from .kernels import best_correlations, cka_from_sums
 
 __all__ = ["STREAM_MEASURES", "stream_pairwise"]
 
@@ -134,14 +134,8 @@ def _cka(a: _Layer, b: _Layer, p: _Pair | None, debiased: bool) -> float:
 
 def _neuronsim(a: _Layer, b: _Layer, p: _Pair | None) -> tuple[float, float]:
     Cc = a.Gc if p is None else p.C - a.n * np.outer(a.mean, b.mean)
-    va, vb = np.diag(a.Gc), np.diag(b.Gc)
-    ka = va > (va.max() * 1e-20 if va.size else 0)
-    kb = vb > (vb.max() * 1e-20 if vb.size else 0)
-    if not ka.any() or not kb.any():
-        raise ValueError("every neuron of a layer is constant; correlation is undefined")
-    R = np.abs(Cc[np.ix_(ka, kb)]) / np.sqrt(np.outer(va[ka], vb[kb]))
-    R = np.minimum(R, 1.0)
-    return float(R.max(axis=1).mean()), float(R.max(axis=0).mean())
+    ab, ba = best_correlations(Cc, np.diag(a.Gc), np.diag(b.Gc))
+    return float(ab.mean()), float(ba.mean())
 
 
 def _unbiased_hsic(K, L) -> float:
