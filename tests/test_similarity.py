@@ -744,3 +744,71 @@ def test_mixedsim_keeps_span_of_a_layer_with_massive_activations():
     M = sim.pairwise_suite([X, Y], measures=["mixedsim", "neuronsim"])
     assert M["mixedsim"][0, 1] == pytest.approx(exact, abs=1e-5)
     assert (M["mixedsim"] >= M["neuronsim"] - 1e-6).all()
+
+
+def test_p_greater_known_values_and_floor():
+    from analysis_lib.similarity import stats
+
+    null = np.array([[0.1, 0.5], [0.2, 0.6], [0.3, 0.7]])
+    np.testing.assert_allclose(stats.p_greater(null, [0.25, 0.9]), [(1 + 1) / 4, 1 / 4])
+    assert stats.p_greater(null[:, 0], 0.3) == pytest.approx(2 / 4)  # a tie counts
+
+
+def test_group_weights_are_a_resample_of_whole_groups():
+    from analysis_lib.similarity import stats
+
+    groups = np.repeat([3, 1, 7, 5], [2, 3, 1, 4])
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        w = stats.group_weights(groups, rng)
+        per_group = {g: set(w[groups == g]) for g in np.unique(groups)}
+        assert all(len(v) == 1 for v in per_group.values())  # one weight per group
+        assert sum(v.pop() for v in per_group.values()) == 4  # as many draws as groups
+    with pytest.raises(ValueError, match="single group"):
+        stats.group_weights(np.zeros(5), rng)
+
+
+def test_group_bootstrap_of_a_weighted_mean_matches_duplicated_rows_and_its_spread():
+    """Known answer: each sample is the mean of the rows repeated by their weights; over
+    many resamples of 40 groups of one row, the spread is the standard error of a mean."""
+    from analysis_lib.similarity import stats
+
+    x = np.random.default_rng(1).standard_normal(40)
+    seen = []
+
+    def mean(weights, rng):
+        seen.append(weights)
+        return np.average(x, weights=weights)
+
+    samples = stats.group_bootstrap(mean, np.arange(40), n_boot=2000, seed=0)
+    assert samples[0] == pytest.approx(np.repeat(x, seen[0]).mean())
+    assert samples.std(ddof=1) == pytest.approx(x.std() / np.sqrt(40), rel=0.1)
+    again = stats.group_bootstrap(mean, np.arange(40), n_boot=2000, seed=0)
+    np.testing.assert_array_equal(samples, again)  # the same seed, the same samples
+
+
+def test_two_sample_permutation_finds_a_shift_and_no_shift():
+    from analysis_lib.similarity import stats
+
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(30), 3)
+    first = groups < 15
+    values = rng.standard_normal(90)
+
+    def gap(mask):  # second condition minus first
+        return values[~mask].mean() - values[mask].mean()
+
+    shifted = values + 2.0 * ~first
+    test = stats.two_sample_permutation(lambda m: shifted[~m].mean() - shifted[m].mean(),
+                                        groups, first, n_perm=199, seed=0)
+    assert test.p_value == pytest.approx(1 / 200)  # the floor: no shuffle comes close
+    null = stats.two_sample_permutation(gap, groups, first, n_perm=199, seed=0)
+    assert null.p_value > 0.05
+    # every shuffle keeps whole groups together and the first condition's group count
+    masks = []
+    stats.two_sample_permutation(lambda m: masks.append(m) or 0.0, groups, first, n_perm=5)
+    for mask in masks:
+        assert len(np.unique(groups[mask])) == 15
+        assert not np.intersect1d(groups[mask], groups[~mask]).size
+    with pytest.raises(ValueError, match="rows in both conditions"):
+        stats.two_sample_permutation(gap, groups, np.arange(90) < 16, n_perm=5)

@@ -4,6 +4,13 @@ Both work for one pair of representations and for whole layer x layer matrices. 
 is over stimuli (rows), the same rows for every layer in one draw, so a matrix's entries stay
 comparable. Words of one sentence are not independent: pass ``groups`` (e.g. the sentence index
 of every word row, ``Extraction.word_sentence``) to resample or shuffle whole sentences.
+
+For statistics that are not one measure of two arrays (a curve over layers, a difference of
+two conditions, an average over fine-tuning seeds), the same resampling is offered on its own:
+:func:`group_weights` (a resample of whole groups as row multiplicities, for measures that take
+``weights``, such as :func:`~.rsa.rsa`), :func:`group_bootstrap` (the samples of any statistic
+of those weights), :func:`two_sample_permutation` (whole groups shuffled between two
+conditions) and :func:`p_greater` (the one-sided p-value every test here reports).
 """
 
 from __future__ import annotations
@@ -164,7 +171,7 @@ def permutation_test(X, Y=None, measure: str = "linear_cka", *, n_perm: int = 10
     for k in tqdm(range(n_perm), desc="permutation", disable=not progress, leave=False):
         rows = rng.permutation(n) if index is None else _shuffle_groups(index, rng, n)
         null[k] = _compute(A, [np.asarray(x)[rows] for x in second], name, options)
-    p = (1 + (null >= observed - 1e-12).sum(axis=0)) / (1 + n_perm)
+    p = p_greater(null, observed)
     if single:
         return PermutationResult(float(observed[0, 0]), float(p[0, 0]), null[:, 0, 0])
     return PermutationResult(observed, p, null)
@@ -180,3 +187,69 @@ def _shuffle_groups(index, rng, n):
         for src, dst in zip(members, targets):
             rows[index[src]] = index[dst]
     return rows
+
+
+def p_greater(null: np.ndarray, observed) -> np.ndarray:
+    """One-sided permutation p-value of each entry, ``(1 + #{null >= observed}) / (1 +
+    n_perm)`` over the first axis of ``null`` (ties within 1e-12 count as reached): never
+    below ``1 / (n_perm + 1)``, the floor a test's number of permutations sets."""
+    null = np.asarray(null, dtype=np.float64)
+    return (1 + (null >= np.asarray(observed) - 1e-12).sum(axis=0)) / (1 + len(null))
+
+
+def group_weights(groups, rng: np.random.Generator) -> np.ndarray:
+    """Row multiplicities of one bootstrap resample of whole groups: every group (e.g. a
+    sentence) is drawn with replacement as many times as there are groups, and each of its
+    rows weighs the number of times its group was drawn (0 for groups not drawn). The
+    same resample as duplicating the rows, for measures that take ``weights``."""
+    ids, index = np.unique(np.asarray(groups), return_inverse=True)
+    if len(ids) < 2:
+        raise ValueError("the rows come from a single group; a bootstrap over groups needs at "
+                         "least two (give each sentence its own group id)")
+    counts = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)))
+    return counts[index].astype(np.int64)
+
+
+def group_bootstrap(statistic, groups, *, n_boot: int = 1000, seed: int = 0,
+                    progress: bool = False) -> np.ndarray:
+    """``n_boot`` samples of ``statistic(weights, rng)``, ``weights`` from
+    :func:`group_weights` (``rng`` lets the statistic draw more, such as a fine-tuning seed
+    per resample: a two-level bootstrap). Returns an array (n_boot, *statistic's shape);
+    NaN entries (a resample where the statistic is undefined) are kept for the caller to
+    count."""
+    checks.integer(n_boot, "n_boot", low=2)
+    checks.integer(seed, "seed", low=0)
+    rng = np.random.default_rng(seed)
+    samples = [np.asarray(statistic(group_weights(groups, rng), rng), dtype=np.float64)
+               for _ in tqdm(range(n_boot), desc="bootstrap", disable=not progress,
+                             leave=False)]
+    return np.stack(samples)
+
+
+def two_sample_permutation(statistic, groups, first, *, n_perm: int = 1000, seed: int = 0,
+                           progress: bool = False) -> PermutationResult:
+    """Permutation test of "the condition does not matter" for ``statistic(mask)``, where
+    ``mask`` marks the rows of the first condition: whole groups are shuffled between the two
+    conditions (the first keeps its number of groups), and ``p = p_greater(null, observed)``
+    is small when the observed statistic is larger than the shuffles give.
+
+    ``groups`` (n,) gives each row's group; ``first`` (n,) bool marks the first condition's
+    rows, and a group must lie in one condition."""
+    checks.integer(n_perm, "n_perm", low=1)
+    checks.integer(seed, "seed", low=0)
+    groups, first = np.asarray(groups), np.asarray(first, dtype=bool)
+    if groups.shape != first.shape or groups.ndim != 1:
+        raise ValueError(f"groups and first must be one entry per row, got shapes "
+                         f"{groups.shape} and {first.shape}")
+    ids = np.unique(groups)
+    inside = np.unique(groups[first])
+    if np.intersect1d(inside, np.unique(groups[~first])).size:
+        raise ValueError("a group has rows in both conditions; give the two conditions' groups "
+                         "different ids")
+    observed = np.asarray(statistic(first), dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    null = np.stack([np.asarray(statistic(np.isin(groups, rng.permutation(ids)[:len(inside)])),
+                                dtype=np.float64)
+                     for _ in tqdm(range(n_perm), desc="permutation", disable=not progress,
+                                   leave=False)])
+    return PermutationResult(observed, p_greater(null, observed), null)

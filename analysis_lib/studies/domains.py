@@ -32,7 +32,7 @@ from ..data.corpora import Corpus, load_corpus
 from ..models import LoadedModel, load, random_options
 from ..runtime import checks
 from ..runtime.profile import profiled
-from ..similarity import rsa
+from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity
 from . import verdicts
 from .shared import Runs, stimuli, word_layers, word_rows
@@ -90,13 +90,6 @@ def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],
     return out
 
 
-def _sentence_weights(sentence: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Row multiplicities of a resample of whole sentences (with replacement)."""
-    ids, index = np.unique(sentence, return_inverse=True)
-    counts = rng.multinomial(len(ids), np.full(len(ids), 1.0 / len(ids)))
-    return counts[index].astype(np.int64)
-
-
 @profiled("resampling", lambda *a, **k: "bootstrap rsa")
 def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]],
                   sentence: np.ndarray, *, n_boot: int = 200, level: float = 0.95,
@@ -116,11 +109,12 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
         raise ValueError("the stimuli come from a single sentence; a bootstrap over sentences "
                          "needs at least two (use more sentences)")
     estimate = np.mean([rsa_by_layer(base, tuned[s]) for s in seeds], axis=0)
-    rng = np.random.default_rng(seed)
-    samples = np.empty((n_boot, len(base)))
-    for b in range(n_boot):
-        pick = seeds[rng.integers(len(seeds))]
-        samples[b] = rsa_by_layer(base, tuned[pick], _sentence_weights(sentence, rng))
+
+    def resampled(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        # a resample of sentences, then a fine-tuning seed: a two-level bootstrap
+        return rsa_by_layer(base, tuned[seeds[rng.integers(len(seeds))]], weights)
+
+    samples = stats.group_bootstrap(resampled, sentence, n_boot=n_boot, seed=seed)
     alpha = (1 - level) / 2
     dropped = np.isnan(samples).sum(axis=0)
     if (dropped == n_boot).any():
@@ -162,17 +156,9 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
         outside = rsa_by_layer(pooled_b, pooled_t, weights=(~mask).astype(np.int64))
         return outside - inside
 
-    observed = difference(is_in)
-    ids = np.unique(groups)
-    n_in = len(np.unique(groups[is_in]))
-    rng = np.random.default_rng(seed)
-    null = np.empty((n_perm, n_layers))
-    for k in range(n_perm):
-        chosen = rng.permutation(ids)[:n_in]
-        null[k] = difference(np.isin(groups, chosen))
-    p = (1 + (null >= observed - 1e-12).sum(axis=0)) / (1 + n_perm)
-    return pd.DataFrame({"layer": np.arange(n_layers), "out_minus_in": observed,
-                         "p_value": p, "p_holm": verdicts.holm(p)})
+    test = stats.two_sample_permutation(difference, groups, is_in, n_perm=n_perm, seed=seed)
+    return pd.DataFrame({"layer": np.arange(n_layers), "out_minus_in": test.statistic,
+                         "p_value": test.p_value, "p_holm": verdicts.holm(test.p_value)})
 
 
 def permutation_floor(n_perm: int, layers: int, alpha: float = verdicts.ALPHA) -> str:
