@@ -152,6 +152,29 @@ def subspace_sweep(n: int, d: int, ks: Sequence[int], measures: Sequence[str] = 
     return pd.DataFrame(records)
 
 
+#: the spectra :func:`chance_table` draws: a decaying one (as in real layers) and a flat one
+SPECTRA = {"decaying (0.7)": 0.7, "flat": 0.0}
+
+
+def chance_table(n: int, widths: Sequence[int], measures: Sequence[str] = PRIMER_MEASURES,
+                 *, seed: int = 0) -> pd.DataFrame:
+    """Every measure between two independent representations of ``n`` rows, for each width
+    in ``widths`` and each spectrum of :data:`SPECTRA`: the chance level a measure reaches
+    with nothing shared, at the sizes a study uses (rows: width and spectrum; columns:
+    measures). Chance grows with the width and shrinks with the rows; a flat spectrum
+    spreads the variance over every direction and raises the chance level of the measures
+    that weigh directions by variance (CKA, Procrustes)."""
+    rows = {}
+    for d in widths:
+        for label, decay in SPECTRA.items():
+            X = representation(n, int(d), decay=decay, seed=seed)
+            Y = representation(n, int(d), decay=decay, seed=seed + 1)
+            rows[(int(d), label)] = compare(X, Y, measures)
+    table = pd.DataFrame(rows).T[list(measures)]
+    table.index.names = ["neurons", "spectrum"]
+    return table
+
+
 def unchanged(table: pd.DataFrame, transform: str, *, tol: float = 1e-6) -> list[str]:
     """The measures (columns of :func:`transform_table`) that read the same for ``transform``
     as for ``"itself"``, within ``tol``: the transform's invariances, as measured."""
