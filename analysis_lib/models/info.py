@@ -67,10 +67,15 @@ class LoadedModel(NamedTuple):
     info: ModelInfo
 
 
-def _info(model, tokenizer, name: str, source: str, fingerprint: str) -> ModelInfo:
+#: the config keys that hold the number of transformer layers, across the families here
+DEPTH_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+
+
+def model_info(model, tokenizer, name: str, source: str, fingerprint: str) -> ModelInfo:
+    """The :class:`ModelInfo` of a loaded model and its tokenizer."""
     config = model.config
     family = config.model_type
-    n_tf = _first_attr(config, ("num_hidden_layers", "n_layer", "n_layers", "num_layers"))
+    n_tf = _first_attr(config, DEPTH_KEYS)
     hidden = _first_attr(config, ("hidden_size", "n_embd", "d_model", "dim"))
     heads = _first_attr(config, ("num_attention_heads", "n_head", "n_heads"))
     positions = _first_attr(config, ("max_position_embeddings", "n_positions"), default=None)

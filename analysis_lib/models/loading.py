@@ -38,7 +38,7 @@ from typing import Any
 
 from ..errors import OfflineError, offline_message
 from ..runtime.quiet import quiet_transformers
-from .info import LoadedModel, _info
+from .info import DEPTH_KEYS, LoadedModel, model_info
 from .random_init import FAMILIES, random_model
 from .zoo import ZOO
 
@@ -118,8 +118,6 @@ def _local_path(name: str) -> Path:
 
 #: transformer layers of the packaged models (checked against the loaded models in the tests)
 PACKAGED_DEPTH = {"minilm": 6, "mpnet": 12, "smollm2": 30}
-#: the keys that hold the number of transformer layers in the configs of the families here
-DEPTH_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 
 
 def depth_of(name: str, model_options: Mapping[str, Any] | None = None) -> int | None:
@@ -345,4 +343,5 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
     commit = getattr(config, "_commit_hash", None)
     if source == "hub" and commit:
         fingerprint = f"{name}@{commit}"
-    return LoadedModel(model.eval(), tokenizer, _info(model, tokenizer, name, source, fingerprint))
+    return LoadedModel(model.eval(), tokenizer,
+                       model_info(model, tokenizer, name, source, fingerprint))

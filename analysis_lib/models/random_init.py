@@ -18,7 +18,7 @@ import torch
 from .. import __version__
 from ..runtime import checks
 from ..runtime.cache import atomic_write_text, default_root
-from .info import LoadedModel, _info
+from .info import LoadedModel, model_info
 
 FAMILIES = ("bert", "gpt2", "roberta", "albert", "electra", "distilbert", "xlnet", "mpnet",
             "llama")
@@ -299,5 +299,5 @@ def random_model(family: str, *, seed: int, layers: int, hidden: int, heads: int
     fingerprint = (f"random-{family}-L{layers}-H{hidden}-A{heads}-I{intermediate}-"
                    f"V{vocab_size}-s{seed}-tok{vocab_hash.hexdigest()[:12]}-"
                    f"torch{torch.__version__}")
-    info = _info(model, tokenizer, f"random:{family}", "random", fingerprint)
+    info = model_info(model, tokenizer, f"random:{family}", "random", fingerprint)
     return LoadedModel(model.eval(), tokenizer, info)

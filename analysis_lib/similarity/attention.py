@@ -37,7 +37,7 @@ from ..runtime import checks
 METHODS = ("js", "pearson", "frobenius")
 
 
-def _check_maps(A: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
+def check_maps(A: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
     if isinstance(A, np.ndarray) and A.ndim == 3:
         A = [A]
     if not isinstance(A, (list, tuple)) or not A:
@@ -160,8 +160,8 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
 def head_matches(A, B, method: str = "js", *, base: float = 2.0) -> np.ndarray:
     """For each head of layer A, the similarity of its best-matching head in layer B (the
     values :func:`attention_similarity` averages). Arguments as there."""
-    a = A if isinstance(A, AttentionLayer) else AttentionLayer(_check_maps(A, "A"))
-    b = B if isinstance(B, AttentionLayer) else AttentionLayer(_check_maps(B, "B"))
+    a = A if isinstance(A, AttentionLayer) else AttentionLayer(check_maps(A, "A"))
+    b = B if isinstance(B, AttentionLayer) else AttentionLayer(check_maps(B, "B"))
     if base <= 1:
         raise ValueError(f"base must be > 1, got {base}")
     return head_similarity(a, b, method, base).max(axis=1)
@@ -194,5 +194,5 @@ def attention_representation(A) -> np.ndarray:
     Row ``(s, i, j)`` holds the attention of every head from word i to column j of sentence s,
     for all sentences in order, i over words and j over columns.
     """
-    maps = A.maps if isinstance(A, AttentionLayer) else _check_maps(A, "A")
+    maps = A.maps if isinstance(A, AttentionLayer) else check_maps(A, "A")
     return np.concatenate([a.reshape(a.shape[0], -1).T for a in maps]).astype(np.float32)

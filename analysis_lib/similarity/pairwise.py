@@ -32,10 +32,10 @@ from ._core import (
     standardize_pair,
     work_dtype,
 )
-from .attention import AttentionLayer, _check_maps, head_similarity
+from .attention import AttentionLayer, check_maps, head_similarity
 from .kernels import KERNELS, canonical_svds, check_variance
 from .registry import CROSS_PRODUCT_MEASURES, MEASURES, REGISTRY, canonical, check_options
-from .rsa import Stimuli, _pearson_vectors, _shifted_triangle, normalized_rows, pearson_of_upper
+from .rsa import Stimuli, normalized_rows, pearson_of_upper, pearson_vectors, shifted_triangle
 
 __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairwise_suite"]
 
@@ -322,7 +322,7 @@ class _RSAPrep:
             if self.fast:
                 self.done[key] = Stimuli(normalized_rows(X, self.kernel, f"layer {k}"))
             else:
-                tri = _shifted_triangle(X, self.kernel)
+                tri = shifted_triangle(X, self.kernel)
                 if self.compare == "spearman":
                     from scipy.stats import rankdata
 
@@ -334,7 +334,7 @@ class _RSAPrep:
         if not self.fast:
             if a.shape != b.shape:
                 raise ValueError("every layer must have the same rows (stimuli)")
-            return _pearson_vectors(a, b)
+            return pearson_vectors(a, b)
         if a.n != b.n:
             raise ValueError("every layer must have the same rows (stimuli)")
         return pearson_of_upper(a, b)
@@ -375,10 +375,10 @@ def _gram_matrix(A, B, same, pairs, M, options, show):
 
 def _attention_matrix(A, B, same, pairs, M, method, options, show):
     base = options.get("base", 2.0)
-    LA = [a if isinstance(a, AttentionLayer) else AttentionLayer(_check_maps(a, f"layer {i}"))
+    LA = [a if isinstance(a, AttentionLayer) else AttentionLayer(check_maps(a, f"layer {i}"))
           for i, a in enumerate(A)]
     LB = LA if same else [b if isinstance(b, AttentionLayer) else
-                          AttentionLayer(_check_maps(b, f"layer {j}")) for j, b in enumerate(B)]
+                          AttentionLayer(check_maps(b, f"layer {j}")) for j, b in enumerate(B)]
     for i, j in _bar(pairs, show, f"attention {method}"):
         S = head_similarity(LA[i], LB[j], method, base)
         M[i, j] = S.max(axis=1).mean()

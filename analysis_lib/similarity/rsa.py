@@ -134,10 +134,10 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None)
     if kernel != "euclidean" and compare == "pearson":
         return pearson_of_upper(Stimuli(normalized_rows(X, kernel, "X")),
                                 Stimuli(normalized_rows(Y, kernel, "Y")))
-    a, b = _shifted_triangle(X, kernel), _shifted_triangle(Y, kernel)
+    a, b = shifted_triangle(X, kernel), shifted_triangle(Y, kernel)
     if compare == "spearman":
         a, b = rankdata(a), rankdata(b)
-    return _pearson_vectors(a, b)
+    return pearson_vectors(a, b)
 
 
 def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
@@ -157,11 +157,11 @@ def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
 
 def upper_triangle(X, kernel: str = "cosine") -> np.ndarray:
     """The n(n-1)/2 upper-triangle entries (row-major, i < j) of X's similarity matrix."""
-    tri = _shifted_triangle(X, kernel)
+    tri = shifted_triangle(X, kernel)
     return tri + 1.0 if kernel in ("cosine", "correlation") else tri
 
 
-def _shifted_triangle(X, kernel: str) -> np.ndarray:
+def shifted_triangle(X, kernel: str) -> np.ndarray:
     """:func:`upper_triangle` less the similarity of a stimulus with itself (1 for cosine and
     correlation): the cosine of unit rows is ``1 - |a - b|^2 / 2``, and without the 1 nearly
     parallel rows keep their digits. Correlations of two triangles do not see the shift."""
@@ -173,7 +173,7 @@ def _shifted_triangle(X, kernel: str) -> np.ndarray:
     raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
 
 
-def _pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
+def pearson_vectors(a: np.ndarray, b: np.ndarray) -> float:
     a = a - a.mean()
     b = b - b.mean()
     den = np.sqrt((a @ a) * (b @ b))

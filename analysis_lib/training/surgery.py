@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import torch
 
 from ..layers import check_layer
+from ..models.info import DEPTH_KEYS
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
@@ -22,7 +23,7 @@ def _base(model: torch.nn.Module) -> torch.nn.Module:
 
 def n_transformer_layers(model: torch.nn.Module) -> int:
     config = _base(model).config
-    for attr in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+    for attr in DEPTH_KEYS:
         value = getattr(config, attr, None)
         if value is not None:
             return int(value)
@@ -148,7 +149,7 @@ def truncate(model: torch.nn.Module, layer: int) -> torch.nn.Module:
         layers = layer_list(model)
         parent, attr = _owner_of(model, layers)
         setattr(parent, attr, torch.nn.ModuleList(list(layers)[:layer]))
-    for name in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+    for name in DEPTH_KEYS:
         if getattr(config, name, None) is not None:
             setattr(config, name, layer)
             break
