@@ -8,6 +8,8 @@ from analysis_lib.layers import LayerTable, spread_layers
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
+K = collection.PairKey
+
 
 @pytest.fixture(scope="module")
 def coll():
@@ -71,7 +73,7 @@ def test_summary_encoder_decoder_and_pairs_on_a_known_matrix(coll):
     s = collection.summary(M, c)
     assert np.isnan(s["encoders_across"])  # one encoder: no pair of encoders
     assert s["encoder_decoder"] == pytest.approx(0.25)
-    assert s["pair: random:bert - random:gpt2"] == pytest.approx(0.25)
+    assert s[K("pair", "random:bert", "random:gpt2")] == pytest.approx(0.25)
     only = collection.summary(M, c, models=["random:bert"])
     assert np.isnan(only["across_models"]) and only["within_model"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="not in this collection"):
@@ -96,7 +98,7 @@ def test_a_subset_gives_the_restricted_summary(coll):
         assert full[key] == pytest.approx(part[key], nan_ok=True), key
     # a model and its exact copy: identical layers across models
     across = M[np.ix_(rows[:3], rows[3:])]
-    assert full["pair: random:bert - copy"] == pytest.approx(across.mean())
+    assert full[K("pair", "random:bert", "copy")] == pytest.approx(across.mean())
     assert np.allclose(np.diag(across), 1.0)
 
 
@@ -158,11 +160,11 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
     for i, j in zip((0, 2, 4), flat):  # depths 0, .5, 1 of both
         M[i, j] = M[j, i] = 0.5
     s = collection.summary(M, c)
-    assert s["matched: deep - twin"] == pytest.approx(1.0)
-    assert s["matched: deep - flat"] == pytest.approx(0.5)
-    assert s["pair: deep - twin"] == pytest.approx(5 / 25)
+    assert s[K("matched", "deep", "twin")] == pytest.approx(1.0)
+    assert s[K("matched", "deep", "flat")] == pytest.approx(0.5)
+    assert s[K("pair", "deep", "twin")] == pytest.approx(5 / 25)
     frame = collection.factor_table(
-        {"linear_cka": s}, {"linear_cka": {"matched: deep - flat": (0.4, 0.6)}},
+        {"linear_cka": s}, {"linear_cka": {K("matched", "deep", "flat"): (0.4, 0.6)}},
         {"depth": [("deep", "flat")], "seed": [("deep", "twin"), ("twin", "flat")]},
         "linear_cka", not_learned=["flat"])
     assert frame["models"].tolist() == ["deep vs flat", "deep vs twin", "twin vs flat"]
@@ -175,9 +177,10 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
 
 
 def test_pair_table_shows_intervals_where_computed():
-    summaries = {"linear_cka": {"within_model": .9, "pair: a - b": .5, "pair: a - c": .25},
-                 "svcca": {"pair: a - b": .4, "pair: a - c": .3}}
-    intervals = {"linear_cka": {"pair: a - b": (.4, .6), "pair: a - c": (.2, .3)}}
+    ab, ac = K("pair", "a", "b"), K("pair", "a", "c")
+    summaries = {"linear_cka": {"within_model": .9, ab: .5, ac: .25},
+                 "svcca": {ab: .4, ac: .3}}
+    intervals = {"linear_cka": {ab: (.4, .6), ac: (.2, .3)}}
     table = collection.pair_table(summaries, intervals)
     assert table.loc["a - b", "linear_cka"] == "0.500 [0.400, 0.600]"
     assert table.loc["a - c", "svcca"] == "0.300"
@@ -393,3 +396,17 @@ def test_word_identity_floor_rises_with_repeated_words():
     # one word form: the rows are constant, and CKA of constant layers is undefined
     with pytest.raises(ValueError):
         collection.word_identity_floor(["a"] * 100)
+
+
+def test_pair_entries_are_data_not_text(coll):
+    """The per-pair entries carry their kind and models as fields: reordering or renaming
+    models never needs a key to be parsed back."""
+    c, _ = coll
+    s = collection.summary(np.full((6, 6), 0.2), c)
+    pairs = collection.pair_entries(s)
+    assert list(pairs) == [K("pair", "random:bert", "random:gpt2")]
+    assert str(next(iter(pairs))) == "pair: random:bert - random:gpt2"
+    assert set(collection.pair_entries(s, "matched")) == {K("matched", "random:bert",
+                                                            "random:gpt2")}
+    assert all(isinstance(k, str) for k in collection.named(s))
+    assert len(collection.named(s)) + 2 == len(s)

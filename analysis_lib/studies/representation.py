@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -175,6 +175,19 @@ def matrices(collection: Collection, measures: Sequence[str], *, controlled: boo
     return pairwise_suite(layers, measures=list(measures), progress=progress, **options)
 
 
+class PairKey(NamedTuple):
+    """A :func:`summary` entry about two models: ``kind`` is ``"pair"`` (every cell across
+    them) or ``"matched"`` (their layers at matching relative depth). Prints as
+    ``pair: a - b``."""
+
+    kind: str
+    a: str
+    b: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.a} - {self.b}"
+
+
 def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None = None
             ) -> dict[str, float]:
     """Means of one collection matrix over the cells each observation is about.
@@ -186,10 +199,11 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
     ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
     model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
     ``encoder_decoder``: across two models that both read in both directions / of which one
-    reads left to right (a decoder such as GPT-2 or SmolLM2); ``pair: a - b``: across the
-    two models ``a`` and ``b`` (both directions), for every pair; ``matched: a - b``: the
-    same two models at matching relative depth only (each layer of the model with fewer
-    layers against the other's nearest layer).
+    reads left to right (a decoder such as GPT-2 or SmolLM2). Then, for every pair of models
+    ``a``, ``b`` (in the collection's order), two :class:`PairKey` entries:
+    ``PairKey("pair", a, b)``, across the two models (both directions), and
+    ``PairKey("matched", a, b)``, the same two models at matching relative depth only (each
+    layer of the model with fewer layers against the other's nearest layer).
 
     ``models`` restricts every mean to the cells between layers of those models (default:
     all), e.g. the pretrained ones.
@@ -226,11 +240,23 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
     for i, a in enumerate(chosen):
         for b in chosen[i + 1:]:
             is_a, is_b = owners == a, owners == b
-            cells[f"pair: {a} - {b}"] = (is_a[:, None] & is_b[None, :]) | (
+            cells[PairKey("pair", a, b)] = (is_a[:, None] & is_b[None, :]) | (
                 is_b[:, None] & is_a[None, :])
-            cells[f"matched: {a} - {b}"] = _matched(depth, is_a, is_b)
+            cells[PairKey("matched", a, b)] = _matched(depth, is_a, is_b)
     return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
             for k, mask in cells.items()}
+
+
+def named(values: Mapping) -> dict[str, float]:
+    """The entries of a :func:`summary` about groups of cells (``within_model``, ...),
+    without the per-pair ones."""
+    return {k: v for k, v in values.items() if isinstance(k, str)}
+
+
+def pair_entries(values: Mapping, kind: str = "pair") -> dict[PairKey, float]:
+    """The per-pair entries of a :func:`summary` of one kind (``"pair"`` or
+    ``"matched"``)."""
+    return {k: v for k, v in values.items() if isinstance(k, PairKey) and k.kind == kind}
 
 
 def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarray:
@@ -264,9 +290,9 @@ def factor_table(summaries: Mapping[str, Mapping[str, float]],
     rows = []
     for factor, pairs in factors.items():
         for a, b in pairs:
-            key = f"matched: {a} - {b}"
+            key = PairKey("matched", a, b)
             if key not in values:
-                key = f"matched: {b} - {a}"
+                key = PairKey("matched", b, a)
             if key not in values:
                 raise ValueError(f"the collection holds no pair {a} - {b}")
             low, high = bounds.get(key, (float("nan"), float("nan")))
@@ -350,13 +376,13 @@ def pair_table(summaries: Mapping[str, Mapping[str, float]],
     for measure, values in summaries.items():
         column = {}
         for key, value in values.items():
-            if not key.startswith("pair: "):
+            if not (isinstance(key, PairKey) and key.kind == "pair"):
                 continue
             text = f"{value:.3f}"
             if measure in intervals and key in intervals[measure]:
                 low, high = intervals[measure][key]
                 text += f" [{low:.3f}, {high:.3f}]"
-            column[key[len("pair: "):]] = text
+            column[f"{key.a} - {key.b}"] = text
         out[measure] = column
     return pd.DataFrame(out).rename_axis("models")
 
