@@ -189,3 +189,38 @@ def test_block_gain_charges_the_band_for_its_parameters():
     assert study.block_gain(planted_blocks([0, 3], n)) > 0
     assert study.adjusted_r2(0.9, 21, 3) == pytest.approx(1 - 0.1 * 20 / 17)
     assert np.isnan(study.adjusted_r2(0.9, 4, 3))
+
+
+def test_frozen_head_reads_what_the_frozen_encoder_already_separates(tmp_path, monkeypatch):
+    """Known answer: a random encoder's mean-pooled top layer separates sentences by a
+    word that decides the label, so the frozen head is near perfect there; with the labels
+    shuffled it is not."""
+    from analysis_lib.data import corpora, tasks
+
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
+    rng = np.random.default_rng(0)
+    filler = ["the", "a", "film", "day", "was", "is", "very", "quite", "so", "it"]
+    texts, labels = [], []
+    for k in range(240):
+        label = k % 2
+        words = list(rng.choice(filler, 5)) + [("sunny", "rainy")[label]]
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+        labels.append(label)
+
+    class Grid:  # what frozen_head reads of the fine-tuning runs: their tasks
+        def __init__(self, labels):
+            self.found = tasks.task_from_corpus(
+                corpora.from_sentences(texts, labels=labels), name="weather")
+
+        def task(self, name):
+            return self.found
+
+    options = {"layers": 2, "hidden": 32, "heads": 2, "vocab_size": 2000}
+    clear = study.frozen_head(Grid(labels), ["random:bert"], ["weather"],
+                              model_options=options)
+    assert list(clear.columns) == ["model", "task", "frozen_head"]
+    assert clear.frozen_head.iloc[0] >= 0.9
+    shuffled = study.frozen_head(Grid(list(rng.permutation(labels))), ["random:bert"],
+                                 ["weather"], model_options=options)
+    assert shuffled.frozen_head.iloc[0] < 0.8

@@ -41,6 +41,7 @@ from ..similarity import (
     rsa,
 )
 from ..training.finetune import FineTuned
+from ..training.probes import linear_probe
 from . import verdicts
 from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
     Runs,
@@ -294,6 +295,23 @@ def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task
 
 def _load(model: str, model_options: Mapping[str, Any] | None) -> LoadedModel:
     return load(model, **random_options(model, model_options))
+
+
+def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
+                model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Per (model, task): the test accuracy of a logistic-regression head trained on the
+    pretrained model's top layer (mean over the tokens; the encoder frozen), on the same
+    training examples and test split as the fine-tuned runs. It is what the task gets
+    without changing the encoder: fine-tuning that does not beat it has not trained the
+    encoder enough for the comparisons of this chapter to say much about fine-tuning."""
+    rows = []
+    for model in models:
+        loaded = _load(model, model_options)
+        for task in tasks:
+            found = linear_probe(loaded, runs.task(task), loaded.info.n_attention_layers,
+                                 pooling="mean")
+            rows.append({"model": model, "task": task, "frozen_head": found["accuracy"]})
+    return pd.DataFrame(rows)
 
 
 def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
