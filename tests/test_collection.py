@@ -265,7 +265,7 @@ def test_attention_heads_collection_and_redundancy():
     S = head_similarity(att.of("random:bert")[1], layer1, "js")
     got = red[(red.model == "random:bert") & (red.layer == 2)].best_in_L1.to_numpy()
     np.testing.assert_allclose(got, S.max(axis=1))
-    assert (red.near_duplicate == (red.best_in_L1 >= 0.5)).all()
+    assert (red.near_duplicate == ((red.best_in_L1 >= 0.5) & ~red.near_uniform)).all()
     counts = heads.duplicate_counts(red)
     assert list(counts.columns) == [2] and counts.shape == (2, 1)
     # a deep model keeps layers spread over its depth; the tables name the real layers
@@ -410,3 +410,28 @@ def test_pair_entries_are_data_not_text(coll):
                                                             "random:gpt2")}
     assert all(isinstance(k, str) for k in collection.named(s))
     assert len(collection.named(s)) + 2 == len(s)
+
+
+def test_uniform_heads_are_not_counted_as_duplicates():
+    """Known answer: two heads that attend evenly match each other perfectly (JS 1) but
+    share no preference; a head that copies a peaked first-layer head is a duplicate."""
+    from analysis_lib.similarity import AttentionLayer
+    from analysis_lib.studies import attention as heads
+
+    rng = np.random.default_rng(0)
+    sizes = [4, 6, 5]
+    peaked = [np.eye(t)[rng.permutation(t)] * 0.9 + 0.1 / t for t in sizes]
+    even = [np.full((t, t), 1.0 / t) for t in sizes]
+    first = AttentionLayer([np.stack([p, e]) for p, e in zip(peaked, even)])
+    second = AttentionLayer([np.stack([e, p]) for p, e in zip(peaked, even)])
+    table = LayerTable(pd.DataFrame({"model": ["m", "m"], "family": ["x", "x"],
+                                     "pretrained": [True, True], "layer": [1, 2],
+                                     "depth": [0.5, 1.0], "kind": ["attention"] * 2,
+                                     "label": ["m L1", "m L2"]}))
+    collection = heads.AttentionCollection(table, [first, second], [["w"] * t for t in sizes])
+    red = heads.redundancy(collection, threshold=0.9).set_index(["layer", "head"])
+    assert red.loc[(2, 0), "near_uniform"] and not red.loc[(2, 0), "near_duplicate"]
+    assert red.loc[(2, 0), "best_in_L1"] == pytest.approx(1.0)  # it matches the even head
+    assert red.loc[(2, 1), "near_duplicate"] and not red.loc[(2, 1), "near_uniform"]
+    assert heads.duplicate_counts(red.reset_index()).loc["m", 2] == 1
+    assert heads.duplicate_counts(red.reset_index(), "near_uniform").loc["m"].tolist() == [1, 1]

@@ -73,7 +73,12 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
     """For every head of every layer kept (``layer`` = 1..L), its best-matching head in the
     first layer of the same model (the similarity under ``method``) and whether it is a
     near-duplicate of it (similarity >= ``threshold``). Wu et al. (§6) see such heads as
-    vertical bands in the head-level heatmaps."""
+    vertical bands in the head-level heatmaps.
+
+    A head whose attention is itself within ``threshold`` of the uniform distribution over
+    each row's words (``to_uniform``) is marked ``near_uniform`` and never counted as a
+    near-duplicate: two such heads match each other without sharing any preference for
+    particular words (a random model's heads are mostly of this kind)."""
     rows = []
     for model in collection.models:
         layers = collection.of(model)
@@ -82,12 +87,20 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
             S = head_similarity(layer, layers[0], method)
             if k == 0:
                 np.fill_diagonal(S, -np.inf)  # a head of layer 1 is not its own match
-            best = S.max(axis=1)
-            for h, value in enumerate(best):
+            flat = head_similarity(layer, uniform_like(layer), method)[:, 0]
+            for h, value in enumerate(S.max(axis=1)):
+                uniform = bool(flat[h] >= threshold)
                 rows.append({"model": model, "layer": int(numbers[k]), "head": h,
-                             "best_in_L1": float(value),
-                             "near_duplicate": bool(value >= threshold)})
+                             "best_in_L1": float(value), "to_uniform": float(flat[h]),
+                             "near_uniform": uniform,
+                             "near_duplicate": bool(value >= threshold) and not uniform})
     return pd.DataFrame(rows)
+
+
+def uniform_like(layer: AttentionLayer) -> AttentionLayer:
+    """One head that attends evenly to every column of every row, on ``layer``'s
+    sentences."""
+    return AttentionLayer([np.full((1, *a.shape[1:]), 1.0 / a.shape[2]) for a in layer.maps])
 
 
 def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.DataFrame:
@@ -169,11 +182,12 @@ def localized_vs_distributed(methods: Mapping[str, np.ndarray], collection: Atte
                          for name, M in methods.items()}).T
 
 
-def duplicate_counts(red: pd.DataFrame) -> pd.DataFrame:
-    """Near-duplicates of a first-layer head, per model (rows) and layer (columns, in order;
-    empty where a model has no such layer or the layer was not kept)."""
-    later = red[red.layer > 1]
-    counts = later.groupby(["model", "layer"], sort=False).near_duplicate.sum()
+def duplicate_counts(red: pd.DataFrame, column: str = "near_duplicate") -> pd.DataFrame:
+    """Near-duplicates of a first-layer head (or, with ``column="near_uniform"``, near-uniform
+    heads), per model (rows) and layer (columns, in order; empty where a model has no such
+    layer or the layer was not kept)."""
+    later = red[red.layer > 1] if column == "near_duplicate" else red
+    counts = later.groupby(["model", "layer"], sort=False)[column].sum()
     table = counts.unstack("layer").astype("Int64")
     return table[sorted(table.columns)]
 
