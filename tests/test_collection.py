@@ -435,3 +435,8 @@ def test_uniform_heads_are_not_counted_as_duplicates():
     assert red.loc[(2, 1), "near_duplicate"] and not red.loc[(2, 1), "near_uniform"]
     assert heads.duplicate_counts(red.reset_index()).loc["m", 2] == 1
     assert heads.duplicate_counts(red.reset_index(), "near_uniform").loc["m"].tolist() == [1, 1]
+    # a causal head that attends evenly to the words it can see is uniform for its model
+    prefix = [np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None] for t in sizes]
+    reference = heads.uniform_like(AttentionLayer([p[None] for p in prefix]))
+    for got, want in zip(reference.maps, prefix):
+        np.testing.assert_allclose(got[0], want)

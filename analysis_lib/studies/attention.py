@@ -98,9 +98,18 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
 
 
 def uniform_like(layer: AttentionLayer) -> AttentionLayer:
-    """One head that attends evenly to every column of every row, on ``layer``'s
-    sentences."""
-    return AttentionLayer([np.full((1, *a.shape[1:]), 1.0 / a.shape[2]) for a in layer.maps])
+    """One head that attends evenly to every column each row can see, on ``layer``'s
+    sentences: every column, or, where the layer never attends to a later word (a causal
+    decoder), the words up to the row's own and the columns after the words."""
+    found = []
+    for a in layer.maps:
+        t, c = a.shape[1:]
+        later = np.triu(np.ones((t, t), dtype=bool), 1)
+        seen = np.ones((t, c))
+        if not a[:, :, :t][:, later].any():
+            seen[:, :t][later] = 0.0
+        found.append((seen / seen.sum(axis=1, keepdims=True))[None])
+    return AttentionLayer(found)
 
 
 def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.DataFrame:
