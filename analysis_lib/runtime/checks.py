@@ -83,17 +83,6 @@ def existing_file(path: Any, what: str, fix: str) -> Path:
     raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
 
 
-def existing_folder(path: Any, what: str, fix: str) -> Path:
-    """``path`` as a Path if it names a folder; an error that says what is there instead (a
-    file, or nothing) and ``fix``."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise NotADirectoryError(f"{what} {path} is a file, not a folder; {fix}")
-    raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
-
-
 def real_array(value: Any, name: str) -> np.ndarray:
     """``value`` as a NumPy array of real numbers (or booleans). Refused with the fix: text or
     objects, complex numbers (the imaginary part would be dropped), and masked arrays with
