@@ -250,7 +250,11 @@ def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
     # the same numbers; the per-pair keys name the sweep's variants ("random:bert / seed 0")
     swept = list(study.summary(mats["linear_cka"], collection).items())
     local = list(study.summary(expected["linear_cka"], here).items())
-    assert [k for k, _ in swept if ": " not in k] == [k for k, _ in local if ": " not in k]
+    assert [k for k, _ in swept if isinstance(k, str)] == [
+        k for k, _ in local if isinstance(k, str)]
+    pair_keys = [k for k, _ in swept if not isinstance(k, str)]
+    assert {(k.kind, k.a, k.b) for k in pair_keys} == {
+        (kind, "random:bert / seed 0", "random:gpt2 / seed 0") for kind in ("pair", "matched")}
     assert [v for _, v in swept] == pytest.approx([v for _, v in local], abs=1e-6,
                                                   nan_ok=True)
     no_self = sweep.run_sweep({**grid, "self_pairs": False}, cache_dir=tmp_path,
