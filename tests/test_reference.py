@@ -254,3 +254,54 @@ def test_a_layer_constant_up_to_rounding_is_constant_not_noise():
     assert np.abs(R.centred(X)[:, 0]).max() > 0
     value = S.pairwise([X], [X], measure="neuronsim", progress=False)[0, 0]
     assert value == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("case", REGIMES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name, options", [("linear_cka", {}), ("neuronsim", {}),
+                                           ("neuronsim", {"top_k": 3})])
+def test_leave_out_matrices_from_moments_equal_recomputing_each_subset(case, dtype, name,
+                                                                       options):
+    """The grouped jackknife's matrices read from per-group moments against the definition
+    (the matrix recomputed on the rows outside each group), in every hard regime; groups of
+    unequal sizes."""
+    from analysis_lib.similarity.leave_out import leave_out_matrices, leave_out_matrices_plain
+
+    X, Y = regime(case)
+    rng = np.random.default_rng(7)
+    layers = [a.astype(dtype) for a in (X, Y, np.column_stack([X[:, :5], Y[:, :4] ** 2]))]
+    groups = rng.choice(5, size=len(X), p=[0.1, 0.15, 0.2, 0.25, 0.3])
+    fast = leave_out_matrices(layers, groups, name, **options)
+    plain = leave_out_matrices_plain(layers, groups, name, **options)
+    assert len(fast) == 5
+    tol = 1e-9 if dtype == np.float64 else 2e-5
+    for a, b in zip(fast, plain):
+        np.testing.assert_allclose(a, b, atol=tol, rtol=0)
+    # the group that is left out matters: the replicates are not all the same matrix
+    assert max(np.abs(a - fast[0]).max() for a in fast[1:]) > 10 * tol
+
+
+def test_leave_out_matrices_take_the_plain_path_where_moments_cannot_decide():
+    """A neuron constant outside one group (it varies only inside it) is zeroed by the plain
+    path's rounding rule on those rows; the moment path hands such layers to the plain path,
+    and so do measures it does not read from moments. Bad groups are named."""
+    from analysis_lib.similarity.leave_out import leave_out_matrices, leave_out_matrices_plain
+
+    X, Y = regime("random")
+    groups = np.arange(len(X)) % 4
+    X = X.copy()
+    X[:, 0] = np.where(groups == 2, X[:, 0], 1.5)
+    for name, options in [("linear_cka", {}), ("neuronsim", {}), ("procrustes", {}),
+                          ("linear_cka", {"debiased": True}), ("svcca", {})]:
+        fast = leave_out_matrices([X, Y], groups, name, **options)
+        plain = leave_out_matrices_plain([X, Y], groups, name, **options)
+        for a, b in zip(fast, plain):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="one label per row"):
+        leave_out_matrices([X, Y], groups[1:])
+    with pytest.raises(ValueError, match="at least two groups"):
+        leave_out_matrices([X, Y], np.zeros(len(X)))
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        leave_out_matrices([X[:3], Y[:3]], [0, 0, 1])
+    with pytest.raises(ValueError, match="no variance"):  # a layer constant outside group 1
+        leave_out_matrices([X, np.where((groups == 1)[:, None], Y, 0.0)], groups)

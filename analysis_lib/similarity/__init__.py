@@ -7,7 +7,8 @@ a similarity (higher = more similar): :func:`neuronsim`, :func:`mixedsim`, :func
 Per-neuron and per-direction values: :func:`neuron_correlations`, :func:`mixed_correlations`,
 :func:`canonical_correlations`. Layers: :func:`pairwise` (one measure),
 :func:`pairwise_suite` (several at once from shared cross-products), :func:`localization`.
-Uncertainty: :func:`bootstrap`, :func:`permutation_test`. Every measure is one record of
+Uncertainty: :func:`bootstrap`, :func:`permutation_test`, :func:`leave_out_matrices` (a
+grouped jackknife's matrices). Every measure is one record of
 :data:`REGISTRY` (:mod:`.registry`), and is defined once more, plainly, in
 :mod:`.reference`: one short float64 function per measure in its paper's notation, which the
 fast paths here are tested against.
@@ -20,6 +21,7 @@ from .attention import (
     attention_similarity,
     head_matches,
 )
+from .leave_out import leave_out_matrices
 from .localization import localization
 from .measures import (
     CCAResult,
@@ -52,7 +54,8 @@ __all__ = [
     "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
     "reference",
     "canonical",
-    "canonical_correlations", "cca", "ckasim", "head_matches", "linear_cka", "localization",
+    "canonical_correlations", "cca", "ckasim", "head_matches", "leave_out_matrices",
+    "linear_cka", "localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
     "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",
     "rsa", "stream_pairwise", "svcca", "svsim", "upper_triangle",

@@ -27,6 +27,7 @@ from ..models import CAUSAL_FAMILIES
 from ..runtime.profile import profiled
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
+from ..similarity.leave_out import leave_out_matrices
 from . import claims, extract_each, verdicts
 from .shared import sample_rows
 from .verdicts import Evidence, decide
@@ -439,9 +440,11 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
                       seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None) -> Jackknife:
     """Every :func:`summary` number of one measure with its grouped-jackknife replicates:
-    the sentences are split at random into ``n_folds`` folds and the matrix is recomputed
-    with each fold left out. Two measures jackknifed with the same ``seed`` and ``n_folds``
-    on the same collection share their folds, so a contrast of the two has replicates too.
+    the sentences are split at random into ``n_folds`` folds and the matrix is computed
+    with each fold left out (:func:`~analysis_lib.similarity.leave_out.leave_out_matrices`:
+    for CKA and neuronsim from per-fold moments in about the time of one matrix). Two
+    measures jackknifed with the same ``seed`` and ``n_folds`` on the same collection share
+    their folds, so a contrast of the two has replicates too.
 
     Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
     raise the chance level of CKA-like measures, so the resampled values are shifted
@@ -464,8 +467,7 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
                        np.arange(len(sentences)) % n_folds))
     fold = np.array([fold_of[s] for s in collection.sentence])
     estimate = summary(pairwise(layers, measure=measure, progress=False), collection)
-    leave_out = [summary(pairwise([x[fold != k] for x in layers], measure=measure,
-                                  progress=False), collection) for k in range(n_folds)]
+    leave_out = [summary(M, collection) for M in leave_out_matrices(layers, fold, measure)]
     return Jackknife(estimate, pd.DataFrame(leave_out))
 
 
