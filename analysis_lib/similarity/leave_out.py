@@ -144,13 +144,19 @@ class _LayerMoments:
         return [self.Xs[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:])]
 
     def cross_leave_outs(self, other: _LayerMoments):
-        """``C_k`` (float64) of this layer with ``other`` over the rows outside each group."""
-        parts = [(a.T @ b).astype(np.float64) for a, b in zip(self.blocks(), other.blocks())]
-        total = sum(parts)
+        """``C_k`` of this layer with ``other`` over the rows outside each group, in the
+        work dtype of the products (as the whole-matrix path): the groups' products differ
+        from the total by a tenth of it, not by orders of magnitude, so no digits are lost."""
+        parts = [a.T @ b for a, b in zip(self.blocks(), other.blocks())]
+        total = parts[0].copy()
+        for part in parts[1:]:
+            total += part
         s_a, s_b = self.sums.sum(axis=0), other.sums.sum(axis=0)
         for k, part in enumerate(parts):
-            n_k = self.stats[k].n
-            yield total - part - np.outer(s_a - self.sums[k], s_b - other.sums[k]) / n_k
+            u = (s_a - self.sums[k]) / self.stats[k].n
+            C = np.subtract(total, part)
+            C -= np.outer(u.astype(C.dtype), (s_b - other.sums[k]).astype(C.dtype))
+            yield C
 
 
 def _leave_out_stats(grams, sums, counts, name) -> list[_Moments]:
