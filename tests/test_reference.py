@@ -305,3 +305,5 @@ def test_leave_out_matrices_take_the_plain_path_where_moments_cannot_decide():
         leave_out_matrices([X[:3], Y[:3]], [0, 0, 1])
     with pytest.raises(ValueError, match="no variance"):  # a layer constant outside group 1
         leave_out_matrices([X, np.where((groups == 1)[:, None], Y, 0.0)], groups)
+    with pytest.raises(ValueError, match=r"layers\[1\] has no variance"):
+        leave_out_matrices([regime("random")[0], np.ones_like(Y)], groups, "neuronsim")

@@ -61,7 +61,7 @@ def leave_out_matrices_plain(layers: Sequence, groups, measure: str = "linear_ck
                      progress=False, **options) for k in labels]
 
 
-@profiled("resampling", lambda *a, **k: f"leave-out {k.get('measure', 'linear_cka')}")
+@profiled("resampling", lambda layers, groups, measure="linear_cka", **k: f"leave-out {measure}")
 def leave_out_matrices(layers: Sequence, groups, measure: str = "linear_cka",
                        **options: Any) -> list[np.ndarray]:
     """The matrix of one measure over the layers with each group of rows left out in turn,
@@ -131,6 +131,9 @@ class _LayerMoments:
         for i, X in enumerate(layers):
             X = np.asarray(X)
             Xs = LayerStats(X, dtype=dt, name=f"layers[{i}]").Xc[order]
+            if not Xs.any():
+                raise ValueError(f"layers[{i}] has no variance (every neuron constant), so no "
+                                 f"measure is defined for it; leave that layer out")
             blocks = [Xs[bounds[k]:bounds[k + 1]] for k in range(len(labels))]
             if _constant_somewhere(X, blocks, counts):
                 return None
