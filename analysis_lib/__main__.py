@@ -90,8 +90,11 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from .models import zoo
 
     names = zoo.SETS[args.set]
-    frame = zoo.table(names, cache_dir=args.cache_dir, train_missing=args.train,
-                      progress=args.train)
+    if args.train:
+        from .training import zoo as zoo_training
+
+        zoo_training.train(names, cache_dir=args.cache_dir)
+    frame = zoo.table(names, cache_dir=args.cache_dir)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if not args.train and frame["perplexity"].isna().any():

@@ -1,5 +1,6 @@
-"""The library's house rules, checked on its source: no import circles, no module reading
-another package's private names, no function above ruff's complexity 10."""
+"""The library's house rules, checked on its source: no import circles, no import from a
+lower step of the data flow to a higher one, no module reading another package's private
+names, no function above ruff's complexity 10."""
 
 from __future__ import annotations
 
@@ -91,6 +92,34 @@ def _top_package(module: str) -> str:
 def test_no_import_circles():
     graph, _ = _graph()
     assert not _cycles(graph)
+
+
+#: the library's packages from the bottom up: a package imports only those before it (the
+#: measures work on bare arrays, so they sit below the data, which builds synthetic
+#: representations with them; loading a model never trains one)
+STEPS = ("analysis_lib.errors", "analysis_lib", "analysis_lib.runtime", "analysis_lib.similarity",
+         "analysis_lib.data", "analysis_lib.models", "analysis_lib.layers", "analysis_lib.extract",
+         "analysis_lib.alignment", "analysis_lib.training", "analysis_lib.studies",
+         "analysis_lib.book", "analysis_lib.sweep", "analysis_lib.__main__")
+
+
+def _upward(graph) -> list[tuple[str, str]]:
+    """Imports from a package of :data:`STEPS` to one after it."""
+    rank = {package: k for k, package in enumerate(STEPS)}
+    return sorted((m, t) for m, targets in graph.items() for t in targets
+                  if rank[_top_package(t)] > rank[_top_package(m)])
+
+
+def test_every_package_has_its_step_and_no_step_imports_a_higher_one():
+    graph, _ = _graph()
+    assert {_top_package(m) for m in graph} == set(STEPS)
+    assert not _upward(graph)
+
+
+def test_the_step_check_finds_a_model_that_trains():
+    graph = {"analysis_lib.models.zoo": {"analysis_lib.training.pretrain"},
+             "analysis_lib.training.pretrain": {"analysis_lib.models.zoo_store"}}
+    assert _upward(graph) == [("analysis_lib.models.zoo", "analysis_lib.training.pretrain")]
 
 
 def test_the_circle_check_finds_a_circle():

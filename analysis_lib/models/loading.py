@@ -12,8 +12,9 @@ a Hugging Face hub id (``"bert-base-cased"``, ``"gpt2"``, ``"google/multiberts-s
 a local folder
     anything ``transformers`` can load with ``from_pretrained``.
 ``"zoo:<name>"``
-    a small model pretrained here (:mod:`.zoo`), trained the first time it is asked for and
-    cached; ``"zoo:base@<step>"`` is the base model at an earlier step.
+    a small model pretrained here (:mod:`.zoo`), read from the cache once trained
+    (:func:`analysis_lib.training.zoo.train`); ``"zoo:base@<step>"`` is the base
+    model at an earlier step.
 ``"random:<family>"``
     a randomly initialised model of ``bert``, ``gpt2``, ``roberta``, ``albert``, ``electra``,
     ``distilbert``, ``xlnet``, ``mpnet`` or ``llama``, seeded, with sizes as options, and a

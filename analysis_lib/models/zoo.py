@@ -18,9 +18,12 @@ data               ``tweets`` and ``bbc``: trained on one domain only
 training length    ``base@<step>``: the base model's weights at earlier steps of its run
 =================  =========================================================================
 
-``models.load("zoo:<name>")`` trains a model the first time it is asked for (minutes, with a
-progress bar) and reads it from the cache after (:mod:`analysis_lib.training.pretrain`).
-``python -m analysis_lib zoo`` lists the zoo and trains a set of it.
+The models are trained one step up the data flow, by
+:func:`analysis_lib.training.zoo.train` (minutes; the models of a set side by side
+on the CPU's cores) or ``python -m analysis_lib zoo --train``, and cached.
+``models.load("zoo:<name>")`` reads a trained model from the cache and never trains one; when
+the model is not trained yet, it says how to train it. ``python -m analysis_lib zoo`` lists
+the zoo and what is trained.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..training.pretrain import PretrainConfig, Pretrained, pretrain, pretrain_many
+from .zoo_store import PretrainConfig, Pretrained, cached
 
 #: the configuration every zoo model varies one setting of
 BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both", seed=0,
@@ -103,41 +106,44 @@ def factors(prefix: str = "zoo:") -> dict[str, list[tuple[str, str]]]:
     return {f: [(prefix + a, prefix + b) for a, b in pairs] for f, pairs in FACTORS.items()}
 
 
-def train(name: str, *, cache_dir: str | os.PathLike | None = None,
-          progress: bool = True) -> Pretrained:
-    """The zoo model ``name`` (without a checkpoint suffix), trained or read from the cache."""
+class NotTrainedError(LookupError):
+    """A zoo model asked for by name is not in the cache yet."""
+
+
+def trained(name: str, *, cache_dir: str | os.PathLike | None = None) -> Pretrained:
+    """The trained zoo model ``name`` (without a checkpoint suffix) from the cache; a
+    :class:`NotTrainedError` naming how to train it when the cache does not hold it."""
     model, _ = parse(name)
-    return pretrain(ZOO[model], cache_dir=cache_dir, progress=progress, name=model)
+    saved = cached(ZOO[model], cache_dir)
+    if saved is None:
+        raise NotTrainedError(
+            f"zoo model {model!r} is not trained in this cache (or was trained by other "
+            f"training code); train it with `python -m analysis_lib zoo --train` or "
+            f"analysis_lib.training.zoo.train([{model!r}])")
+    return saved
 
 
-def folder(name: str, *, cache_dir: str | os.PathLike | None = None,
-           progress: bool = True) -> tuple[Path, str]:
+def folder(name: str, *, cache_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     """The model folder of ``name`` (``"base"``, ``"base@60"``) and a fingerprint of it."""
     model, step = parse(name)
-    result = train(model, cache_dir=cache_dir, progress=progress)
+    result = trained(model, cache_dir=cache_dir)
     path = result.path if step is None else result.checkpoint(step)
     return path, f"zoo-{name}-{result.path.name}"
 
 
-def table(names=None, *, cache_dir: str | os.PathLike | None = None, train_missing: bool = False,
-          progress: bool = False):
+def table(names=None, *, cache_dir: str | os.PathLike | None = None):
     """One row per zoo model: its settings and, when trained, its held-out perplexity, the
     unigram baseline's, their ratio and whether it learned (checkpoints of the base included).
-    ``train_missing`` trains the models that are not in the cache yet, side by side on the
-    CPU's cores (:func:`~analysis_lib.training.pretrain.pretrain_many`)."""
+    Models not trained yet have empty numbers."""
     import pandas as pd
-
-    from ..training.pretrain import cached
 
     chosen = tuple(names or ZOO)
     for name in chosen:
         parse(name)
-    trained = (pretrain_many({n: ZOO[n] for n in chosen}, cache_dir=cache_dir,
-                             progress=progress) if train_missing else {})
     rows = []
     for name in chosen:
         config = ZOO[name]
-        saved = trained[name] if train_missing else cached(config, cache_dir)
+        saved = cached(config, cache_dir)
         evaluations = {name: saved.record["evaluation"]} if saved else {}
         if saved:
             for step, values in saved.record.get("checkpoint_evaluation", {}).items():

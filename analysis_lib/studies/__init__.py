@@ -17,7 +17,8 @@ from typing import Any
 
 from ..data.corpora import Corpus
 from ..extract import Extraction, extract
-from ..models import LoadedModel, load, random_options
+from ..models import LoadedModel
+from .shared import load_model
 
 
 def extract_each(models: Sequence[str], corpus: Corpus, *,
@@ -28,5 +29,5 @@ def extract_each(models: Sequence[str], corpus: Corpus, *,
     if not models:
         raise ValueError("the collection needs at least one model")
     for name in models:
-        loaded = load(name, **random_options(name, model_options))
+        loaded = load_model(name, model_options)
         yield name, loaded, extract(loaded, corpus, progress=progress, **extract_options)

@@ -29,13 +29,13 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
-from ..models import LoadedModel, load, random_options
+from ..models import LoadedModel
 from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity
 from . import verdicts
-from .shared import Runs, stimuli, word_layers, word_rows
+from .shared import Runs, load_model, stimuli, word_layers, word_rows
 from .verdicts import Evidence, decide
 
 DOMAINS = ("in-domain", "out-of-domain")
@@ -283,4 +283,4 @@ def matched_share(matched: pd.DataFrame) -> pd.DataFrame:
 
 def base_model(model: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
     """The pretrained model (``model_options`` apply to ``random:`` models only)."""
-    return load(model, **random_options(model, model_options))
+    return load_model(model, model_options)

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus
 from ..extract import extract
-from ..models import LoadedModel, load, random_options
+from ..models import LoadedModel
 from ..similarity import (
     attention_similarity,
     linear_cka,
@@ -48,6 +48,7 @@ from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
     WordLayers,
     attention_stimuli,
     layer_labels,
+    load_model,
     run_grid,
     seed_interval,
     settings,
@@ -279,7 +280,7 @@ def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task
     (``run`` is ``"none"``, ``"bottom 2"``, ...), on the same words."""
     corpus = stimuli(task_for(task, n_train), n_stimuli)
     rows = word_rows(corpus, n_words)
-    base = word_layers(_load(model, model_options), corpus, rows)
+    base = word_layers(load_model(model, model_options), corpus, rows)
     frames = []
     for (mode, k), result in found.items():
         tuned = word_layers(result.load(), corpus, rows)
@@ -293,10 +294,6 @@ def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task
 # --------------------------------------------------------------------------- notebook tables
 
 
-def _load(model: str, model_options: Mapping[str, Any] | None) -> LoadedModel:
-    return load(model, **random_options(model, model_options))
-
-
 def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
                 model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Per (model, task): the test accuracy of a logistic-regression head trained on the
@@ -306,7 +303,7 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
     encoder enough for the comparisons of this chapter to say much about fine-tuning."""
     rows = []
     for model in models:
-        loaded = _load(model, model_options)
+        loaded = load_model(model, model_options)
         for task in tasks:
             found = linear_probe(loaded, runs.task(task), loaded.info.n_attention_layers,
                                  pooling="mean")
@@ -318,7 +315,7 @@ def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: st
                   *, model_options: Mapping[str, Any] | None = None
                   ) -> dict[str, list[np.ndarray]]:
     """:func:`comparisons` for one model and task, over ``corpus`` (the validation stimuli)."""
-    base = sentence_layers(_load(model, model_options), corpus, pooling)
+    base = sentence_layers(load_model(model, model_options), corpus, pooling)
     tuned = {seed: sentence_layers(runs.get(model, task, seed).load(), corpus, pooling)
              for seed in runs.seeds(model, task)}
     return comparisons(base, tuned)
@@ -356,7 +353,7 @@ def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_w
     ``model, task, seed, layer`` and the measures."""
     frames = []
     for model in models:
-        base_model = _load(model, model_options)
+        base_model = load_model(model, model_options)
         for task_name in tasks:
             task = runs.task(task_name)
             corpus = stimuli(task, n_stimuli)

@@ -21,7 +21,23 @@ from ..data.tasks import Task, load_task, split_corpus
 from ..extract import Extraction, extract
 from ..layers import layer_label
 from ..models import LoadedModel, load, random_options
+from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+
+
+def ready(models: Sequence[str | LoadedModel]) -> None:
+    """Train the zoo models among ``models`` that the cache does not hold yet (loading a
+    ``zoo:`` name reads the cache and never trains); every other name is left alone."""
+    names = [m for m in models if isinstance(m, str) and m.startswith("zoo:")]
+    if names:
+        zoo_training.train(names, progress=False)
+
+
+def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
+    """The model ``name``, with ``model_options`` applied when it is a ``random:`` model
+    (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
+    ready([name])
+    return load(name, **random_options(name, model_options))
 
 
 def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) -> Task:
@@ -69,6 +85,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
     """
     if not models or not tasks or not seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
+    ready(models)
     rows, found = [], {}
     for task_name in tasks:
         task = task_for(task_name, n_train)
@@ -117,7 +134,7 @@ def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
                 attention_corpus: Corpus | None = None) -> WordLayers:
     """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
     ``attention_corpus`` when given)."""
-    loaded = model if isinstance(model, LoadedModel) else load(model)
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
     result = extract(loaded, corpus, progress=False)
     att = None
     if attention_corpus is not None:

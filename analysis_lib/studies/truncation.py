@@ -27,13 +27,13 @@ import pandas as pd
 
 from ..data.tasks import Task, split_corpus
 from ..extract import extract
-from ..models import LoadedModel, load, random_options
+from ..models import LoadedModel, random_options
 from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
-from .shared import Runs, run_grid, seed_interval
+from .shared import Runs, load_model, run_grid, seed_interval
 from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
@@ -103,7 +103,7 @@ def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head:
     score and the majority baseline, in one long table."""
     frames = []
     for model in models:
-        base = load(model, **random_options(model, model_options))
+        base = load_model(model, model_options)
         for task_name in tasks:
             task = runs.task(task_name)
             shared = first_token_features(base, task)

@@ -1,0 +1,26 @@
+"""Training the model zoo (:mod:`analysis_lib.models.zoo`): the models of a set trained side
+by side into the cache, where ``models.load("zoo:<name>")`` reads them.
+
+This module is kept apart from :mod:`.pretrain` so that the zoo's catalog is not part of the
+code digest in each zoo model's cache key: adding a model to the catalog retrains none.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..models import zoo
+from ..models.zoo_store import Pretrained
+from .pretrain import pretrain_many
+
+
+def train(names=None, *, cache_dir: str | os.PathLike | None = None, progress: bool = True
+          ) -> dict[str, Pretrained]:
+    """Train the zoo models ``names`` (``"base"`` or ``"zoo:base"``; default: the whole zoo) that
+    the cache does not hold yet, side by side on the CPU's cores
+    (:func:`~analysis_lib.training.pretrain.pretrain_many`), and return all of them by name.
+    A checkpoint name (``"base@100"``) trains its model."""
+    chosen = list(dict.fromkeys(zoo.parse(name.removeprefix("zoo:"))[0]
+                              for name in (names or zoo.ZOO)))
+    return pretrain_many({n: zoo.ZOO[n] for n in chosen}, cache_dir=cache_dir,
+                         progress=progress)
