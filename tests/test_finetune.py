@@ -51,6 +51,22 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
     assert result.record["history"][-1]["train_loss"] < result.record["history"][0]["train_loss"]
 
 
+def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):
+    result = _train(task, cache=False)
+    curve = [e["validation_accuracy"] for e in result.record["history"]]
+    assert len(curve) == FAST.epochs and all(0 <= a <= 1 for a in curve)
+    # after the last epoch the curve reads the same model as the final validation score
+    assert curve[-1] == result.metrics["validation"]["accuracy"]
+    assert curve[-1] > curve[0] or curve[0] == 1.0
+    # evaluating after each epoch draws no random numbers: without it, the same weights
+    plain = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: plain(*a, **{**k, "on_epoch": None}))
+    bare = _train(task, cache=False)
+    assert "validation_accuracy" not in bare.record["history"][0]
+    for (name, p), q in zip(result.model.state_dict().items(), bare.model.state_dict().values()):
+        assert torch.equal(p, q), name
+
+
 def test_same_seed_is_bit_identical_and_another_seed_differs(task):
     a = _train(task, cache=False)
     b = _train(task, cache=False)

@@ -200,7 +200,9 @@ def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[s
           progress: bool = True, device=None) -> list[dict[str, float]]:
     """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
     (default: CUDA when available, else the CPU; the model is moved there); returns the
-    per-epoch history."""
+    per-epoch history: the training loss and the validation scores after each epoch (the
+    learning curve; evaluation draws no random numbers, so the weights are the same as
+    without it)."""
     dev = resolve(device)
     model.to(dev)
     ids = encode_split(tokenizer, task.train, config.max_length)
@@ -221,9 +223,16 @@ def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[s
             input_ids, mask = pad_batch(ids, rows, pad)
             yield {"input_ids": input_ids, "attention_mask": mask, "labels": labels[rows]}
 
+    def held_out() -> dict[str, float]:  # the learning curve: validation after each epoch
+        found = evaluate(model, tokenizer, task, "validation", max_length=config.max_length,
+                         batch_size=config.eval_batch_size)
+        return {f"validation_{k}": v for k, v in found.items()
+                if k in ("accuracy", "macro_f1", "pearson")}
+
     return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
                     warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
-                    desc=f"fine-tune {task.name}", progress=progress, device=dev)
+                    desc=f"fine-tune {task.name}", progress=progress, device=dev,
+                    on_epoch=held_out if len(task.validation) else None)
 
 
 def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size: int = 64,

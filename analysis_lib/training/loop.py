@@ -51,7 +51,8 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         *, total_steps: int, learning_rate: float, warmup_steps: int = 0,
         weight_decay: float = 0.0, frozen: set[str] | frozenset = frozenset(),
         desc: str = "train", progress: bool = True, device: torch.device | str = "cpu",
-        on_step: Callable[[int, float], None] | None = None) -> list[dict[str, float]]:
+        on_step: Callable[[int, float], None] | None = None,
+        on_epoch: Callable[[], Mapping[str, float]] | None = None) -> list[dict[str, float]]:
     """Train ``model`` in place for ``total_steps`` optimizer steps.
 
     Parameters
@@ -65,11 +66,16 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
     on_step : callable, optional
         Called with the step number and that step's loss after each step (loss curves,
         checkpoints).
+    on_epoch : callable, optional
+        Called after each epoch; the numbers it returns join that epoch's entry (a learning
+        curve: held-out accuracy after each epoch). It may switch the model to eval mode;
+        training mode is set again before the next step.
 
     Returns
     -------
     list of dict
-        One entry per (possibly partial) epoch: ``epoch``, ``steps`` so far, ``train_loss``.
+        One entry per (possibly partial) epoch: ``epoch``, ``steps`` so far, ``train_loss``,
+        and what ``on_epoch`` returned.
     """
     from transformers import get_linear_schedule_with_warmup
 
@@ -106,6 +112,9 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
             raise ValueError("an epoch produced no batches; the training set is empty")
         history.append({"epoch": len(history) + 1, "steps": step,
                         "train_loss": float(np.mean(losses))})
+        if on_epoch is not None:
+            history[-1].update(on_epoch())
+            model.train()
     bar.close()
     model.eval()
     return history
