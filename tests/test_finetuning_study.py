@@ -2,6 +2,7 @@
 layers, the four views, seed intervals, and the shared fine-tuning cache."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis_lib.studies import finetuning as study
@@ -224,3 +225,25 @@ def test_frozen_head_reads_what_the_frozen_encoder_already_separates(tmp_path, m
     shuffled = study.frozen_head(Grid(list(rng.permutation(labels))), ["random:bert"],
                                  ["weather"], model_options=options)
     assert shuffled.frozen_head.iloc[0] < 0.8
+
+
+def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
+    class Run:
+        def __init__(self, accuracies):
+            self.record = {"history": [{"epoch": k + 1, "steps": 10 * (k + 1),
+                                        "train_loss": 1.0 / (k + 1), "validation_accuracy": a}
+                                       for k, a in enumerate(accuracies)]}
+
+    runs = study.Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
+                                       ("m", "t", 1): Run([0.5, 0.7, 0.705]),
+                                       ("m", "t", 2): Run([0.8])}, 100)
+    curves = study.learning_curves(runs)
+    assert len(curves) == 7 and list(curves.epoch[:3]) == [1, 2, 3]
+    flagged = curves.groupby("seed").rising.agg(["min", "max"])
+    assert (flagged["min"] == flagged["max"]).all()  # one flag per run
+    assert flagged["max"].to_dict() == {0: True, 1: False, 2: False}  # one epoch: no trend
+    assert study.learning_curves(runs, still_rising=0.2).rising.sum() == 0
+    # a record without a curve (made before curves were kept) gives no rows
+    old = study.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
+        "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()}, 100)
+    assert study.learning_curves(old).empty

@@ -311,6 +311,22 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
     return pd.DataFrame(rows)
 
 
+def learning_curves(runs: Runs, *, still_rising: float = 0.01) -> pd.DataFrame:
+    """One row per (model, task, seed, epoch) of the grid: the training loss and the
+    validation scores after that epoch, from each run's record (the learning curve), and
+    ``rising``: whether validation accuracy rose by more than ``still_rising`` over the
+    run's last epoch, a sign that the schedule stopped before the model had learnt the task.
+    Records made without a curve give no rows."""
+    rows = []
+    for (model, task, seed), result in runs.models.items():
+        curve = [e for e in result.record["history"] if "validation_accuracy" in e]
+        accuracy = [e["validation_accuracy"] for e in curve]
+        rising = len(curve) >= 2 and accuracy[-1] - accuracy[-2] > still_rising
+        rows += [{"model": model, "task": task, "seed": seed, **entry, "rising": rising}
+                 for entry in curve]
+    return pd.DataFrame(rows)
+
+
 def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
                   *, model_options: Mapping[str, Any] | None = None
                   ) -> dict[str, list[np.ndarray]]:
