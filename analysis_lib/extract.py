@@ -18,12 +18,17 @@ returns an :class:`Extraction` holding, for every layer including the embedding 
   words, in token order. Either way each row sums to 1.
 
 Results are cached on disk (:mod:`analysis_lib.runtime.cache`) under a key of the model's
-fingerprint, the corpus's content, the options and the library version.
+fingerprint, the corpus's content, the options and a digest of the code. A study that reads
+a sample of the words and some of the layers says so (``word_rows``, ``layers``): the model
+still reads every sentence whole, and only what the study reads is kept and cached (a
+30-layer model's 7 layers on 3,000 of 10,000 words take 7% of the disk of all of them).
 """
 
 from __future__ import annotations
 
+import hashlib
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +68,9 @@ class Extraction:
     words : numpy.ndarray, shape (n_layers, n_words, hidden), float32 (float16 when extracted
         with ``storage="float16"``)
         ``words[l]`` is layer ``l`` (0 = embeddings, 1..L = transformer layers; see
-        :mod:`analysis_lib.layers`); rows are the corpus's words in order.
+        :mod:`analysis_lib.layers`); rows are the corpus's words in order. Extracted with
+        ``layers`` or ``word_rows``, only those are kept: ``words[i]`` is layer
+        ``layer_ids[i]`` and row ``j`` is the corpus's word ``word_rows[j]``.
     sentence_first, sentence_last, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences,
         hidden)
         First-token, last-real-token and mean-over-real-tokens sentence vectors.
@@ -77,6 +84,11 @@ class Extraction:
         layers from 0; read it through :meth:`attention_layer`, which takes layer ``1..L``.
     n_truncated : int
         Sentences cut to the model's maximum length (their cut words have no rows).
+    layer_ids : numpy.ndarray of int
+        The layer of each entry of ``words`` and of the sentence arrays (all layers, in
+        order, unless extracted with ``layers``).
+    word_rows : numpy.ndarray of int, or None
+        The corpus words the rows hold (None: every word, in order).
     options : dict
         The options the arrays were computed with.
     cache_key : str or None
@@ -94,12 +106,19 @@ class Extraction:
     word_position: np.ndarray
     attention: list[np.ndarray] | None = None
     n_truncated: int = 0
+    layer_ids: np.ndarray | None = None
+    word_rows: np.ndarray | None = None
     options: dict[str, Any] = field(default_factory=dict)
     cache_key: str | None = None
     from_cache: bool = False
 
+    def __post_init__(self):
+        if self.layer_ids is None:
+            self.layer_ids = np.arange(self.words.shape[0])
+
     @property
     def n_layers(self) -> int:
+        """The number of layers kept (all of the model's unless extracted with ``layers``)."""
         return self.words.shape[0]
 
     def layers(self, kind: str = "words") -> list[np.ndarray]:
@@ -116,7 +135,12 @@ class Extraction:
 
     def layer(self, layer: int, kind: str = "words") -> np.ndarray:
         """One layer's array (``0`` = embeddings, ``1..L``) of ``kind`` (see :meth:`layers`)."""
-        return self.layers(kind)[check_layer(layer, self.n_layers - 1)]
+        layer = check_layer(layer, self.info.n_layers - 1)
+        found = np.flatnonzero(self.layer_ids == layer)
+        if not len(found):
+            raise ValueError(f"layer {layer} was not kept: this extraction keeps layers "
+                             f"{self.layer_ids.tolist()}; extract without layers=... for all")
+        return self.layers(kind)[int(found[0])]
 
     def attention_layer(self, layer: int) -> list[np.ndarray]:
         """Per-sentence maps (heads x w x w') of transformer layer ``layer`` (``1..L``; the
@@ -145,6 +169,8 @@ def extract(
     device: str | torch.device | None = None,
     precision: str = "float32",
     storage: str = "float32",
+    layers: Sequence[int] | None = None,
+    word_rows: Sequence[int] | np.ndarray | None = None,
     **load_options: Any,
 ) -> Extraction:
     """Run ``model`` over ``corpus`` once and return every layer's arrays.
@@ -182,9 +208,17 @@ def extract(
     storage : {'float32', 'float16'}
         How the arrays are kept: float16 halves disk and memory (the measures read it as
         float32 and accumulate in float64; values keep about three significant digits).
+    layers : sequence of int, optional
+        Keep only these layers (``0`` = embeddings, ``1..L``; increasing) of the word and
+        sentence arrays. Default: every layer.
+    word_rows : sequence of int, optional
+        Keep only the rows of these words of the corpus (increasing indices into
+        ``corpus.words``). The model still reads every sentence whole, so each kept row is
+        the same as in a full extraction. Refused when the model cuts sentences (a cut
+        word has no row). Default: every word.
 
     The cache key holds the device kind and precision unless they are the CPU in float32,
-    and the storage when it is float16.
+    the storage when it is float16, and the kept layers and rows when given.
 
     Raises
     ------
@@ -206,8 +240,10 @@ def extract(
         checks.boolean(locals()[flag], flag)
     dev = resolve(device)
     check_precision(precision, dev)
+    word_rows = _kept_rows(word_rows, corpus.n_words)
     loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
     info = loaded.info
+    layers = _kept_layers(layers, info.n_layers)
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
@@ -215,23 +251,77 @@ def extract(
                    code=code_digest(__name__),
                    weights=weights_digest(loaded.model) if cache else None, **options,
                    **key_parts(dev, precision),
-                   **({} if storage == "float32" else {"storage": storage}))
+                   **({} if storage == "float32" else {"storage": storage}),
+                   **({} if layers is None else {"layers": layers.tolist()}),
+                   **({} if word_rows is None else {"word_rows": _digest(word_rows)}))
     computed = []
 
     def compute():
         computed.append(True)
         loaded.model.to(dev)
-        return _run(loaded, corpus, limit, word_pooling, attention, special_tokens, batch_size,
-                    sort_by_length, progress, dev, precision, storage)
+        arrays, meta = _run(loaded, corpus, limit, word_pooling, attention, special_tokens,
+                            batch_size, sort_by_length, progress, dev, precision, storage)
+        return _keep(arrays, meta, layers, word_rows, info.name), meta
 
     if cache:
         needed = EXTRACT_ARRAYS + (("attention_flat", "attention_shapes") if attention else ())
+        needed += (() if layers is None else ("layer_ids",)) + \
+            (() if word_rows is None else ("word_rows",))
         arrays, meta = ArrayCache("extract", cache_dir).get_or_compute(
             key, compute, required_arrays=needed, required_meta=("n_truncated",))
     else:
         arrays, meta = compute()
     return _unpack(info, arrays, meta, options, cache_key=key if cache else None,
                    from_cache=cache and not computed)
+
+
+def _kept_rows(rows, n_words: int) -> np.ndarray | None:
+    """``word_rows`` as an array of increasing word indices below ``n_words``, or None."""
+    if rows is None:
+        return None
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not len(rows) or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError("word_rows must be a non-empty 1-D sequence of word indices (ints), "
+                         f"got shape {rows.shape} of {rows.dtype}")
+    if rows[0] < 0 or rows[-1] >= n_words or np.any(np.diff(rows) <= 0):
+        raise ValueError(f"word_rows must increase strictly and lie in 0..{n_words - 1} (the "
+                         "corpus's words); sort them and drop repeats (np.unique)")
+    return rows.astype(np.int64)
+
+
+def _kept_layers(layers, n_layers: int) -> np.ndarray | None:
+    """``layers`` as an array of increasing layer numbers below ``n_layers``, or None."""
+    if layers is None:
+        return None
+    kept = np.array([check_layer(k, n_layers - 1) for k in layers], dtype=np.int64)
+    if not len(kept) or np.any(np.diff(kept) <= 0):
+        raise ValueError(f"layers must be a non-empty increasing list of layers 0..{n_layers - 1}"
+                         f", got {list(layers)}")
+    return kept
+
+
+def _digest(rows: np.ndarray) -> str:
+    return hashlib.sha256(rows.tobytes()).hexdigest()[:16]
+
+
+def _keep(arrays: dict[str, np.ndarray], meta: dict[str, Any], layers, rows, model: str
+          ) -> dict[str, np.ndarray]:
+    """The arrays with only the kept layers and word rows (and which they are)."""
+    if rows is not None and meta["n_truncated"]:
+        raise ValueError(f"{model} cut {meta['n_truncated']} sentences at its token limit, so "
+                         "word_rows would name other words than the corpus's; use shorter "
+                         "sentences or extract without word_rows")
+    out = dict(arrays)
+    if layers is not None:
+        for name in ("words", "sentence_first", "sentence_last", "sentence_mean"):
+            out[name] = np.ascontiguousarray(out[name][layers])
+        out["layer_ids"] = layers
+    if rows is not None:
+        out["words"] = np.ascontiguousarray(out["words"][:, rows])
+        out["word_sentence"] = out["word_sentence"][rows]
+        out["word_position"] = out["word_position"][rows]
+        out["word_rows"] = rows
+    return out
 
 
 def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any],
@@ -247,7 +337,8 @@ def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any]
         sentence_mean=arrays["sentence_mean"], sentence_last=arrays["sentence_last"],
         word_sentence=arrays["word_sentence"],
         word_position=arrays["word_position"], attention=maps,
-        n_truncated=int(meta["n_truncated"]), options=options, **flags,
+        n_truncated=int(meta["n_truncated"]), layer_ids=arrays.get("layer_ids"),
+        word_rows=arrays.get("word_rows"), options=options, **flags,
     )
 
 

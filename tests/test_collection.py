@@ -230,15 +230,17 @@ def test_models_that_cut_different_words_are_refused(monkeypatch):
     text = corpora.from_sentences(["one two three four five six seven eight nine ten"] * 3)
     from analysis_lib.studies import representation
 
-    real = representation.extract_each
+    real = representation.extract
+    calls = []
 
-    def cut_second(models, corpus, **kw):
-        for k, (name, loaded, result) in enumerate(real(models, corpus, **kw)):
-            if k == 1:
-                result.word_position = result.word_position[::-1].copy()
-            yield name, loaded, result
+    def cut_second(*args, **kw):
+        result = real(*args, **kw)
+        calls.append(True)
+        if len(calls) == 2:
+            result.word_position = result.word_position[::-1].copy()
+        return result
 
-    monkeypatch.setattr(representation, "extract_each", cut_second)
+    monkeypatch.setattr(representation, "extract", cut_second)
     with pytest.raises(ValueError, match="rows for other words"):
         representation.build(["random:bert", "random:gpt2"], text, model_options=TINY,
                              progress=False)

@@ -143,6 +143,51 @@ def test_over_long_sentences_are_cut_with_a_count(tiny_models):
     assert np.array_equal(result.word_position[: counts[0]], np.arange(counts[0]))
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_kept_layers_and_rows_equal_the_same_cells_of_a_full_extraction(
+        tiny_models, tricky_corpus, family, tmp_path):
+    loaded = tiny_models[family]
+    full = extract.extract(loaded, tricky_corpus, cache=False, progress=False)
+    rows = np.array([0, 3, 4, 11, tricky_corpus.n_words - 1])
+    for cached in (False, True, True):  # computed, then written, then read back
+        part = extract.extract(loaded, tricky_corpus, layers=[0, 2], word_rows=rows,
+                               cache=cached, cache_dir=tmp_path, progress=False)
+        assert part.words.shape == (2, len(rows), full.words.shape[2])
+        assert part.layer_ids.tolist() == [0, 2] and part.word_rows.tolist() == rows.tolist()
+        for k in (0, 2):
+            assert np.array_equal(part.layer(k), full.layer(k)[rows])
+            assert np.array_equal(part.layer(k, "mean"), full.layer(k, "mean"))
+        assert np.array_equal(part.word_sentence, full.word_sentence[rows])
+        assert np.array_equal(part.word_position, full.word_position[rows])
+        with pytest.raises(ValueError, match=r"layer 1 was not kept.*\[0, 2\]"):
+            part.layer(1)
+    assert part.from_cache
+    assert full.layer_ids.tolist() == [0, 1, 2] and full.word_rows is None
+    # what is kept is part of the key: other rows are another entry
+    other = extract.extract(loaded, tricky_corpus, layers=[0, 2], word_rows=rows[:-1],
+                            cache_dir=tmp_path, progress=False)
+    assert not other.from_cache and other.words.shape[1] == len(rows) - 1
+
+
+def test_kept_layers_and_rows_are_checked(tiny_models, tricky_corpus):
+    loaded = tiny_models["bert"]
+    n = tricky_corpus.n_words
+    for rows, message in [([3, 1], "increase strictly"), ([1, 1], "increase strictly"),
+                          ([0, n], rf"0\.\.{n - 1}"), ([-1, 2], "increase strictly"),
+                          ([], "non-empty"), ([0.5], "ints"), ([[0, 1]], "1-D")]:
+        with pytest.raises(ValueError, match=message):
+            extract.extract(loaded, tricky_corpus, word_rows=rows, cache=False)
+    with pytest.raises(ValueError, match="out of range"):
+        extract.extract(loaded, tricky_corpus, layers=[0, 3], cache=False)
+    with pytest.raises(ValueError, match="increasing"):
+        extract.extract(loaded, tricky_corpus, layers=[2, 0], cache=False)
+    cut = corpora.from_sentences(["word " * 40, "short one"])
+    with pytest.raises(ValueError, match="cut 1 sentences.*without word_rows"), \
+            pytest.warns(UserWarning, match="longer than 16 tokens"):
+        extract.extract(loaded, cut, max_length=16, word_rows=[0, 1], cache=False,
+                        progress=False)
+
+
 def test_bad_options(tiny_models, tricky_corpus):
     loaded = tiny_models["bert"]
     with pytest.raises(ValueError, match="word_pooling"):

@@ -21,15 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..extract import Extraction
+from ..extract import Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..models import CAUSAL_FAMILIES
 from ..runtime.profile import profiled
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
 from ..similarity.leave_out import leave_out_matrices
-from . import claims, extract_each, verdicts
-from .shared import sample_rows
+from . import claims, verdicts
+from .shared import load_model, sample_rows
 from .verdicts import Evidence, decide
 
 
@@ -141,16 +141,17 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
     Every model must give rows for the same words (a model that cuts a long sentence where
     another does not would misalign them): shorten the sentences or raise ``max_length``.
     """
-    layers, tables = [], []
-    first = rows = None
-    for name, loaded, result in extract_each(models, corpus, model_options=model_options,
-                                             progress=progress):
+    n = corpus.n_words
+    rows = sample_rows(n, max_words, seed) if max_words is not None and max_words < n else None
+    layers, tables, first = [], [], None
+    for name in models:
+        loaded = load_model(name, model_options)
+        info = loaded.info
+        kept = spread_layers(info.n_attention_layers, layers_per_model)
+        # only the sampled words and the kept layers are cached
+        result = extract(loaded, corpus, layers=kept, word_rows=rows, progress=progress)
         if first is None:
             first = result
-            n = result.words.shape[1]
-            rows = np.arange(n)
-            if max_words is not None and max_words < n:
-                rows = sample_rows(n, max_words, seed)
         elif not (np.array_equal(result.word_sentence, first.word_sentence)
                   and np.array_equal(result.word_position, first.word_position)):
             raise ValueError(
@@ -158,13 +159,14 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
                 f"({result.words.shape[1]} vs {first.words.shape[1]} rows): sentences were cut "
                 "at different lengths; use shorter sentences (corpora.load_corpus(..., "
                 "max_words=...)) so that every model sees every word")
-        info = loaded.info
-        kept = spread_layers(info.n_attention_layers, layers_per_model)
         tables.append(LayerTable.for_model(name, info.family, info.pretrained,
                                            info.n_attention_layers, kind="words", layers=kept))
-        layers += [np.ascontiguousarray(result.words[k][rows]) for k in kept]
-    cov = surface_covariates(first, corpus)[rows]
-    return Collection(LayerTable.concat(tables), layers, rows, cov, first.word_sentence[rows])
+        layers += [np.ascontiguousarray(result.layer(k)) for k in kept]
+    if first is None:
+        raise ValueError("the collection needs at least one model")
+    rows = np.arange(first.words.shape[1]) if rows is None else rows
+    return Collection(LayerTable.concat(tables), layers, rows,
+                      surface_covariates(first, corpus), first.word_sentence)
 
 
 def matrices(collection: Collection, measures: Sequence[str], *, controlled: bool = False,
