@@ -135,11 +135,14 @@ def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
     """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
     ``attention_corpus`` when given)."""
     loaded = model if isinstance(model, LoadedModel) else load_model(model)
-    result = extract(loaded, corpus, progress=False)
+    rows = np.asarray(rows)
+    every = len(rows) == corpus.n_words and np.array_equal(rows, np.arange(corpus.n_words))
+    # only the sampled rows are kept and cached
+    result = extract(loaded, corpus, word_rows=None if every else rows, progress=False)
     att = None
     if attention_corpus is not None:
         att = extract(loaded, attention_corpus, attention=True, progress=False)
-    return WordLayers([np.ascontiguousarray(x[rows]) for x in result.words], att)
+    return WordLayers(list(result.words), att)
 
 
 def word_rows(corpus: Corpus, n: int, seed: int = 0) -> np.ndarray:
