@@ -19,7 +19,7 @@ returns an :class:`Extraction` holding, for every layer including the embedding 
 
 Results are cached on disk (:mod:`analysis_lib.runtime.cache`) under a key of the model's
 fingerprint, the corpus's content, the options and a digest of the code. A study that reads
-a sample of the words and some of the layers says so (``word_rows``, ``layers``): the model
+a sample of the words and some of the layers says so (``word_rows``, ``keep_layers``): the model
 still reads every sentence whole, and only what the study reads is kept and cached (a
 30-layer model's 7 layers on 3,000 of 10,000 words take 7% of the disk of all of them).
 """
@@ -69,7 +69,7 @@ class Extraction:
         with ``storage="float16"``)
         ``words[l]`` is layer ``l`` (0 = embeddings, 1..L = transformer layers; see
         :mod:`analysis_lib.layers`); rows are the corpus's words in order. Extracted with
-        ``layers`` or ``word_rows``, only those are kept: ``words[i]`` is layer
+        ``keep_layers`` or ``word_rows``, only those are kept: ``words[i]`` is layer
         ``layer_ids[i]`` and row ``j`` is the corpus's word ``word_rows[j]``.
     sentence_first, sentence_last, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences,
         hidden)
@@ -86,7 +86,7 @@ class Extraction:
         Sentences cut to the model's maximum length (their cut words have no rows).
     layer_ids : numpy.ndarray of int
         The layer of each entry of ``words`` and of the sentence arrays (all layers, in
-        order, unless extracted with ``layers``).
+        order, unless extracted with ``keep_layers``).
     word_rows : numpy.ndarray of int, or None
         The corpus words the rows hold (None: every word, in order).
     options : dict
@@ -118,7 +118,7 @@ class Extraction:
 
     @property
     def n_layers(self) -> int:
-        """The number of layers kept (all of the model's unless extracted with ``layers``)."""
+        """The number of layers kept (all of the model's unless extracted with ``keep_layers``)."""
         return self.words.shape[0]
 
     def layers(self, kind: str = "words") -> list[np.ndarray]:
@@ -139,7 +139,7 @@ class Extraction:
         found = np.flatnonzero(self.layer_ids == layer)
         if not len(found):
             raise ValueError(f"layer {layer} was not kept: this extraction keeps layers "
-                             f"{self.layer_ids.tolist()}; extract without layers=... for all")
+                             f"{self.layer_ids.tolist()}; extract without keep_layers=... for all")
         return self.layers(kind)[int(found[0])]
 
     def attention_layer(self, layer: int) -> list[np.ndarray]:
@@ -169,7 +169,7 @@ def extract(
     device: str | torch.device | None = None,
     precision: str = "float32",
     storage: str = "float32",
-    layers: Sequence[int] | None = None,
+    keep_layers: Sequence[int] | None = None,
     word_rows: Sequence[int] | np.ndarray | None = None,
     **load_options: Any,
 ) -> Extraction:
@@ -208,7 +208,7 @@ def extract(
     storage : {'float32', 'float16'}
         How the arrays are kept: float16 halves disk and memory (the measures read it as
         float32 and accumulate in float64; values keep about three significant digits).
-    layers : sequence of int, optional
+    keep_layers : sequence of int, optional
         Keep only these layers (``0`` = embeddings, ``1..L``; increasing) of the word and
         sentence arrays. Default: every layer.
     word_rows : sequence of int, optional
@@ -243,7 +243,7 @@ def extract(
     word_rows = _kept_rows(word_rows, corpus.n_words)
     loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
     info = loaded.info
-    layers = _kept_layers(layers, info.n_layers)
+    layers = _kept_layers(keep_layers, info.n_layers)
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
     options = {"word_pooling": word_pooling, "attention": attention,
                "special_tokens": special_tokens if attention else None, "max_length": limit}
@@ -295,8 +295,8 @@ def _kept_layers(layers, n_layers: int) -> np.ndarray | None:
         return None
     kept = np.array([check_layer(k, n_layers - 1) for k in layers], dtype=np.int64)
     if not len(kept) or np.any(np.diff(kept) <= 0):
-        raise ValueError(f"layers must be a non-empty increasing list of layers 0..{n_layers - 1}"
-                         f", got {list(layers)}")
+        raise ValueError("keep_layers must be a non-empty increasing list of layers "
+                         f"0..{n_layers - 1}, got {list(layers)}")
     return kept
 
 

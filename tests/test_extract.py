@@ -150,7 +150,7 @@ def test_kept_layers_and_rows_equal_the_same_cells_of_a_full_extraction(
     full = extract.extract(loaded, tricky_corpus, cache=False, progress=False)
     rows = np.array([0, 3, 4, 11, tricky_corpus.n_words - 1])
     for cached in (False, True, True):  # computed, then written, then read back
-        part = extract.extract(loaded, tricky_corpus, layers=[0, 2], word_rows=rows,
+        part = extract.extract(loaded, tricky_corpus, keep_layers=[0, 2], word_rows=rows,
                                cache=cached, cache_dir=tmp_path, progress=False)
         assert part.words.shape == (2, len(rows), full.words.shape[2])
         assert part.layer_ids.tolist() == [0, 2] and part.word_rows.tolist() == rows.tolist()
@@ -164,7 +164,7 @@ def test_kept_layers_and_rows_equal_the_same_cells_of_a_full_extraction(
     assert part.from_cache
     assert full.layer_ids.tolist() == [0, 1, 2] and full.word_rows is None
     # what is kept is part of the key: other rows are another entry
-    other = extract.extract(loaded, tricky_corpus, layers=[0, 2], word_rows=rows[:-1],
+    other = extract.extract(loaded, tricky_corpus, keep_layers=[0, 2], word_rows=rows[:-1],
                             cache_dir=tmp_path, progress=False)
     assert not other.from_cache and other.words.shape[1] == len(rows) - 1
 
@@ -178,9 +178,9 @@ def test_kept_layers_and_rows_are_checked(tiny_models, tricky_corpus):
         with pytest.raises(ValueError, match=message):
             extract.extract(loaded, tricky_corpus, word_rows=rows, cache=False)
     with pytest.raises(ValueError, match="out of range"):
-        extract.extract(loaded, tricky_corpus, layers=[0, 3], cache=False)
+        extract.extract(loaded, tricky_corpus, keep_layers=[0, 3], cache=False)
     with pytest.raises(ValueError, match="increasing"):
-        extract.extract(loaded, tricky_corpus, layers=[2, 0], cache=False)
+        extract.extract(loaded, tricky_corpus, keep_layers=[2, 0], cache=False)
     cut = corpora.from_sentences(["word " * 40, "short one"])
     with pytest.raises(ValueError, match="cut 1 sentences.*without word_rows"), \
             pytest.warns(UserWarning, match="longer than 16 tokens"):

@@ -149,7 +149,7 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
         info = loaded.info
         kept = spread_layers(info.n_attention_layers, layers_per_model)
         # only the sampled words and the kept layers are cached
-        result = extract(loaded, corpus, layers=kept, word_rows=rows, progress=progress)
+        result = extract(loaded, corpus, keep_layers=kept, word_rows=rows, progress=progress)
         if first is None:
             first = result
         elif not (np.array_equal(result.word_sentence, first.word_sentence)
