@@ -25,18 +25,10 @@ from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
 
 
-def ready(models: Sequence[str | LoadedModel]) -> None:
-    """Train the zoo models among ``models`` that the cache does not hold yet (loading a
-    ``zoo:`` name reads the cache and never trains); every other name is left alone."""
-    names = [m for m in models if isinstance(m, str) and m.startswith("zoo:")]
-    if names:
-        zoo_training.train(names, progress=False)
-
-
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
     """The model ``name``, with ``model_options`` applied when it is a ``random:`` model
     (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
-    ready([name])
+    zoo_training.ensure([name])
     return load(name, **random_options(name, model_options))
 
 
@@ -85,7 +77,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
     """
     if not models or not tasks or not seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
-    ready(models)
+    zoo_training.ensure(models)
     rows, found = [], {}
     for task_name in tasks:
         task = task_for(task_name, n_train)

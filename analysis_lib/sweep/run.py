@@ -97,24 +97,16 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _trained(model: str, cache_dir: str) -> str:
-    """``model``, trained first when it is a zoo model the cache does not hold yet (loading
-    reads a zoo model from the cache and never trains one)."""
-    if model.startswith("zoo:"):
-        from ..training import zoo
-
-        zoo.train([model], cache_dir=cache_dir, progress=False)
-    return model
-
-
 def _finetune(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[Any, bool]:
     from ..data.tasks import load_task
+    from ..training import zoo
     from ..training.finetune import finetune, preset
 
     settings = dict(params["finetune"])
     config = preset(settings.pop("preset", "cpu"), seed=params["seed"], **settings)
     task = load_task(params["task"], **params["task_options"])
-    result = finetune(_trained(params["model"], cache_dir), task, config,
+    zoo.ensure([params["model"]], cache_dir=cache_dir)  # loading never trains
+    result = finetune(params["model"], task, config,
                       cache_dir=cache_dir, progress=False, **params["load_options"])
     return {"path": str(result.path), "metrics": result.metrics}, not result.from_cache
 
@@ -122,10 +114,12 @@ def _finetune(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple
 def _extract(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[Any, bool]:
     from ..data.corpora import load_corpus
     from ..extract import extract
+    from ..training import zoo
 
     corpus_spec = params["corpus"]
     corpus = load_corpus(corpus_spec["name"], n=corpus_spec["n"], seed=corpus_spec["seed"])
-    model = deps[0]["value"]["path"] if deps else _trained(params["model"], cache_dir)
+    model = deps[0]["value"]["path"] if deps else params["model"]
+    zoo.ensure([model], cache_dir=cache_dir)  # loading never trains
     result = extract(model, corpus, cache_dir=cache_dir, progress=False,
                      **params["extract_options"], **params["load_options"])
     return {"key": result.cache_key, "n_layers": result.n_layers,

@@ -24,3 +24,12 @@ def train(names=None, *, cache_dir: str | os.PathLike | None = None, progress: b
                               for name in (names or zoo.ZOO)))
     return pretrain_many({n: zoo.ZOO[n] for n in chosen}, cache_dir=cache_dir,
                          progress=progress)
+
+
+def ensure(models, *, cache_dir: str | os.PathLike | None = None) -> None:
+    """Train the ``zoo:`` models among ``models`` (any model names, or loaded models) that the
+    cache does not hold yet; every other model is left alone. Loading a ``zoo:`` name reads
+    the cache and never trains, so a step that loads models by name calls this first."""
+    names = [m for m in models if isinstance(m, str) and m.startswith("zoo:")]
+    if names:
+        train(names, cache_dir=cache_dir, progress=False)
