@@ -39,7 +39,7 @@ ALLOWED = [
 #: Phrases with figures that are facts of a model, a paper or a preset, not results.
 FACTS = {
     "representation": ["6-layer", "30-layer", "30 layers", "12 layers", "4 bits"],
-    "finetuning": ["FT[1]–FT[2]", "6-layer", "batch\n16", "5e-5", "10,000 steps",
+    "finetuning": ["FT[1]–FT[2]", "6-layer", "batch\n16", "2e-4", "5e-5", "1e-4", "10,000 steps",
                    "7 representation layers", "model 2"],
     "truncation": ["6-layer"],
     "domains": ["~5,000 tokens", "5,000 × 5,000", "5,000 or 20,000", "6-layer",

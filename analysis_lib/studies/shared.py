@@ -43,7 +43,7 @@ def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) ->
 
 
 def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
-    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 5e-5,
+    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 2e-4,
     10% warmup, 128 tokens) for ``epochs`` and ``seed``, with ``changes`` (freezing)."""
     return preset("cpu", epochs=float(epochs), seed=int(seed), **changes)
 
