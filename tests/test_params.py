@@ -212,3 +212,24 @@ def test_model_depths_are_read_without_loading_and_agree_with_the_loaded_model(t
     assert loading.depth_of("random:gpt2", {"layers": 3}) == models.load(
         "random:gpt2", layers=3, hidden=32, heads=2, vocab_size=2000,
         cache_dir=tmp_path / "c").info.n_attention_layers
+
+
+@pytest.mark.parametrize("name", ["smoke", "default", "larger", "paper-shape", "paper"])
+def test_every_shipped_profile_passes_the_checks_a_build_makes_before_it_runs(name):
+    """Each profile in profiles/ sets only declared parameters with valid values (layer counts
+    within the models' depths included), so a build of it stops on no check; the offline
+    profiles' models are all available here."""
+    from analysis_lib.book.builder import (
+        check_models_available,
+        check_profile_keys,
+        load_profile,
+        notebook_parameters,
+        toc_notebooks,
+    )
+
+    profile = load_profile(name)
+    notebooks = toc_notebooks()
+    check_profile_keys(profile, notebooks, name)
+    chosen = {path: notebook_parameters(path, profile, name) for path in notebooks}
+    if name != "paper":  # the paper profile's models come from the hub
+        check_models_available(chosen, name)
