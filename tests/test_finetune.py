@@ -52,11 +52,20 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
 
 
 def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):
+    splits = []
+    real_evaluate = finetune.evaluate
+    monkeypatch.setattr(finetune, "evaluate",
+                        lambda *a, **k: splits.append(a[3]) or real_evaluate(*a, **k))
     result = _train(task, cache=False)
     curve = [e["validation_accuracy"] for e in result.record["history"]]
     assert len(curve) == FAST.epochs and all(0 <= a <= 1 for a in curve)
-    # after the last epoch the curve reads the same model as the final validation score
-    assert curve[-1] == result.metrics["validation"]["accuracy"]
+    # after the last epoch the curve reads the same model as the final validation scores,
+    # which are taken from it: the validation split is read once per epoch, the test once
+    assert splits == ["validation"] * int(FAST.epochs) + ["test"]
+    final = real_evaluate(result.model, result.tokenizer, task, "validation",
+                          max_length=FAST.max_length, batch_size=FAST.eval_batch_size)
+    assert result.metrics["validation"] == final
+    monkeypatch.setattr(finetune, "evaluate", real_evaluate)
     assert curve[-1] > curve[0] or curve[0] == 1.0
     # evaluating after each epoch draws no random numbers: without it, the same weights
     plain = loop.run
