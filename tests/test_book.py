@@ -286,6 +286,37 @@ def test_seed_distributions_are_sound(executed_seeds):
     assert "ren-depth" in html and "ren-attention" in html
 
 
+def test_pretraining_seeds_from_folders_carry_the_depth_claim(built_book, tmp_path):
+    """The seeds page's section 3b on models named by folder, the path the `paper` profile
+    takes with the MultiBERTs' hub ids: two BERTs that differ only in their initial weights
+    are compared layer by layer, and Ren et al.'s depth claim is judged on them."""
+    from analysis_lib import models
+
+    folders = []
+    for s in (0, 1):
+        loaded = models.load("random:bert", seed=s, layers=2, hidden=32, heads=2,
+                             vocab_size=2000, cache_dir=tmp_path / "cache")
+        folder = tmp_path / f"seed-{s}"
+        loaded.model.save_pretrained(folder)
+        loaded.tokenizer.save_pretrained(folder)
+        folders.append(str(folder))
+    path = ROOT / "notebooks" / "seeds.ipynb"
+    params = {**book.notebook_parameters(path, SMOKE), "pretraining_seeds": folders}
+    out = tmp_path / "seeds.ipynb"
+    papermill.execute_notebook(str(path), str(out), parameters=params, cwd=str(path.parent),
+                               progress_bar=False, execution_timeout=300)
+    nb = nbformat.read(out, as_version=4)
+    assert "section skipped" not in _text(nb)
+    specs = _outputs(nb, "application/vnd.vegalite.v6+json")
+    ours = [s for s in specs if "pretraining seeds" in json.dumps(s.get("title", ""))]
+    assert len(ours) == 1
+    rows = [r for data in ours[0]["datasets"].values() for r in data if "median" in r]
+    assert sorted({r["layer"] for r in rows}) == [0, 1, 2]  # both models' 3 layers
+    assert {r["pairs"] for r in rows} == {1}  # one pair: the two folders
+    findings = [t for t in _outputs(nb, "text/html") if "ren-depth" in t]
+    assert findings and "pretraining seeds" in findings[-1]
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),

@@ -44,7 +44,7 @@ FACTS = {
     "truncation": ["6-layer"],
     "domains": ["~5,000 tokens", "5,000 × 5,000", "5,000 or 20,000", "6-layer",
                 "|Xh^T 1|²"],
-    "seeds": ["model 2", "Model 2", "1,600 sentences", "768-wide"],
+    "seeds": ["model 2", "Model 2", "1,600 sentences", "768-wide", "300 pairs of all 25"],
     "measures_primer": [],
     "attention": [],
 }
