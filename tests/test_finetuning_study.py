@@ -118,6 +118,16 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
                    model_options=options, progress=False, freeze_bottom=1)
     assert len(calls) == 3
+    # and so is a different recipe: a paper's preset, with its own batch size and rate
+    wu = study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
+                        model_options=options, preset="wu2020", progress=False)
+    assert len(calls) == 4 and not wu.frame.from_cache.any()
+    config = wu.get("random:bert", "tweets-sentiment", 0).record["config"]
+    assert (config["batch_size"], config["learning_rate"]) == (8, 5e-5)
+    assert config["epochs"] == 0.5  # the study's schedule length, the paper's recipe
+    with pytest.raises(ValueError, match="unknown preset 'nope'; valid: wu2020"):
+        study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
+                       model_options=options, preset="nope", progress=False)
 
 
 def _noisy(M, rng, scale=0.01):

@@ -29,7 +29,7 @@ ALLOWED = [
     r"\b(Fig(ure)?s?\.?|Tables?|App(endix)?\.?|Eq\.?|[Ss]ections?)\s+[\dA-Z][\d.]*"
     r"((,\s*|\s(and|or)\s|–)[\dA-Z][\d.]*)*",      # references: Figures 1–3, 8 and 9
     r"\b(GPT-2|MiniLM-L6|BERT-base|BERT-large|RoBERTa-base|ALBERT-base-v2|ELECTRA-base|"
-    r"SmolLM2)\b",
+    r"SmolLM2|ALBERT-large-v2)\b",
     r"^#+\s*\d+(\.\d+)*\.?",                       # numbered headings
     r"\*\*Estimated run time\*\*(.|\n(?!\n))*",    # the run-time paragraph
     r"\b(95|99|80|20|63|10)%",                     # interval levels and method constants

@@ -252,7 +252,8 @@ def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
 
 def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epochs: float,
                   seed: int = 0, model_options: Mapping[str, Any] | None = None,
-                  progress: bool = True) -> tuple[pd.DataFrame, dict[tuple[str, int], FineTuned]]:
+                  preset: str = "cpu", progress: bool = True
+                  ) -> tuple[pd.DataFrame, dict[tuple[str, int], FineTuned]]:
     """Fine-tune with the bottom k layers (and the embeddings, as Merchant et al.) or the top
     k layers frozen, for each k; ``k = 0`` is the unfrozen run. One row per run."""
     rows, found = [], {}
@@ -263,7 +264,8 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
         elif mode == "top":
             changes = dict(freeze_top=k)
         runs = run_grid([model], [task], [seed], n_train=n_train, epochs=epochs,
-                        model_options=model_options, progress=progress, **changes)
+                        model_options=model_options, preset=preset, progress=progress,
+                        **changes)
         result = runs.get(model, task, seed)
         found[(mode, k)] = result
         test = result.metrics["test"]

@@ -22,7 +22,8 @@ from ..extract import Extraction, extract
 from ..layers import layer_label
 from ..models import LoadedModel, load, random_options
 from ..training import zoo as zoo_training
-from ..training.finetune import FinetuneConfig, FineTuned, finetune, preset
+from ..training.finetune import FinetuneConfig, FineTuned, finetune
+from ..training.finetune import preset as preset_config
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -42,10 +43,11 @@ def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) ->
     return load_task(name, **kwargs)
 
 
-def settings(epochs: float, seed: int, **changes: Any) -> FinetuneConfig:
-    """The book's fine-tuning settings (the ``cpu`` preset: batch 16, learning rate 2e-4,
-    10% warmup, 128 tokens) for ``epochs`` and ``seed``, with ``changes`` (freezing)."""
-    return preset("cpu", epochs=float(epochs), seed=int(seed), **changes)
+def settings(epochs: float, seed: int, preset: str = "cpu", **changes: Any) -> FinetuneConfig:
+    """The fine-tuning settings of ``preset`` (the book's own, ``cpu``: batch 16, learning
+    rate 2e-4, 10% warmup, 128 tokens; or a paper's recipe) for ``epochs`` and ``seed``, with
+    ``changes`` (freezing)."""
+    return preset_config(preset, epochs=float(epochs), seed=int(seed), **changes)
 
 
 @dataclass
@@ -70,10 +72,12 @@ class Runs:
 
 def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
              n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
-             progress: bool = True, **changes: Any) -> Runs:
+             preset: str = "cpu", progress: bool = True, **changes: Any) -> Runs:
     """Fine-tune every model on every task with every seed (or load each from the cache).
 
-    ``model_options`` apply to ``random:`` models; ``changes`` to the settings (freezing).
+    ``model_options`` apply to ``random:`` models; ``preset`` names the recipe
+    (:data:`~analysis_lib.training.finetune.PRESETS`); ``changes`` apply to the settings
+    (freezing).
     """
     if not models or not tasks or not seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
@@ -83,7 +87,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
         task = task_for(task_name, n_train)
         for model, seed in itertools.product(models, seeds):
             options = random_options(model, model_options)
-            result = finetune(model, task, settings(epochs, seed, **changes),
+            result = finetune(model, task, settings(epochs, seed, preset, **changes),
                               progress=progress, **options)
             found[(model, task_name, seed)] = result
             test = result.metrics["test"]

@@ -129,7 +129,7 @@ def score_summary(scores: pd.DataFrame) -> pd.DataFrame:
 
 def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int,
                    epochs: float, seed: int = 0,
-                   model_options: Mapping[str, Any] | None = None,
+                   model_options: Mapping[str, Any] | None = None, preset: str = "cpu",
                    progress: bool = True) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
     as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning), with
@@ -139,7 +139,7 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     for k in layers:
         folder = truncated_copy(model, k, **options)
         grid = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
-                        progress=progress)
+                        preset=preset, progress=progress)
         result = grid.get(folder, task, seed)
         history = result.record["history"]
         rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"],
