@@ -125,6 +125,13 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     config = wu.get("random:bert", "tweets-sentiment", 0).record["config"]
     assert (config["batch_size"], config["learning_rate"]) == (8, 5e-5)
     assert config["epochs"] == 0.5  # the study's schedule length, the paper's recipe
+    # smaller held-out splits: the same training examples, another model and its own splits
+    small = study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
+                           model_options=options, n_heldout=40, progress=False)
+    assert len(calls) == 5 and small.n_heldout == 40
+    task = small.task("tweets-sentiment")
+    assert (len(task.train), len(task.validation), len(task.test)) == (48, 40, 40)
+    assert task.train.texts == first.task("tweets-sentiment").train.texts
     with pytest.raises(ValueError, match="unknown preset 'nope'; valid: wu2020"):
         study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
                        model_options=options, preset="nope", progress=False)

@@ -44,6 +44,7 @@ from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
 from . import verdicts
 from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
+    HELD_OUT,
     Runs,
     WordLayers,
     attention_stimuli,
@@ -252,7 +253,7 @@ def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
 
 def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epochs: float,
                   seed: int = 0, model_options: Mapping[str, Any] | None = None,
-                  preset: str = "cpu", progress: bool = True
+                  preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True
                   ) -> tuple[pd.DataFrame, dict[tuple[str, int], FineTuned]]:
     """Fine-tune with the bottom k layers (and the embeddings, as Merchant et al.) or the top
     k layers frozen, for each k; ``k = 0`` is the unfrozen run. One row per run."""
@@ -264,8 +265,8 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
         elif mode == "top":
             changes = dict(freeze_top=k)
         runs = run_grid([model], [task], [seed], n_train=n_train, epochs=epochs,
-                        model_options=model_options, preset=preset, progress=progress,
-                        **changes)
+                        model_options=model_options, preset=preset, n_heldout=n_heldout,
+                        progress=progress, **changes)
         result = runs.get(model, task, seed)
         found[(mode, k)] = result
         test = result.metrics["test"]
@@ -277,10 +278,11 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
 
 def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task: str, *,
                     n_train: int, n_words: int, n_stimuli: int,
-                    model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                    model_options: Mapping[str, Any] | None = None,
+                    n_heldout: int = HELD_OUT) -> pd.DataFrame:
     """Per layer, linear CKA between the pretrained model and each partially frozen run
     (``run`` is ``"none"``, ``"bottom 2"``, ...), on the same words."""
-    corpus = stimuli(task_for(task, n_train), n_stimuli)
+    corpus = stimuli(task_for(task, n_train, n_heldout), n_stimuli)
     rows = word_rows(corpus, n_words)
     base = word_layers(load_model(model, model_options), corpus, rows)
     frames = []

@@ -33,11 +33,16 @@ def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> Loa
     return load(name, **random_options(name, model_options))
 
 
-def task_for(name: str, n_train: int, *, n_val: int = 500, n_test: int = 500) -> Task:
-    """The book's split of a task: ``n_train`` training examples, and validation (the
-    stimuli of the similarity analyses) and test sets of fixed sizes, drawn with seed 0 so
-    that every study and every fine-tuning seed sees the same examples."""
-    kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_val, n_test=n_test, seed=0)
+#: validation and test examples per task unless a study asks for other sizes
+HELD_OUT = 500
+
+
+def task_for(name: str, n_train: int, n_heldout: int = HELD_OUT) -> Task:
+    """The book's split of a task: ``n_train`` training examples, and ``n_heldout``
+    validation (the stimuli of the similarity analyses) and ``n_heldout`` test examples,
+    drawn with seed 0 so that every study and every fine-tuning seed sees the same
+    examples."""
+    kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_heldout, n_test=n_heldout, seed=0)
     if name == "bbc-topic":
         kwargs["unit"] = "sentence"
     return load_task(name, **kwargs)
@@ -52,19 +57,20 @@ def settings(epochs: float, seed: int, preset: str = "cpu", **changes: Any) -> F
 
 @dataclass
 class Runs:
-    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` is the
-    training-set size the tasks were split with."""
+    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` and
+    ``n_heldout`` are the sizes the tasks were split with."""
 
     frame: pd.DataFrame
     models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
     n_train: int = 0
+    n_heldout: int = HELD_OUT
 
     def get(self, model: str, task: str, seed: int) -> FineTuned:
         return self.models[(model, task, seed)]
 
     def task(self, name: str) -> Task:
         """The task's split these models were trained on."""
-        return task_for(name, self.n_train)
+        return task_for(name, self.n_train, self.n_heldout)
 
     def seeds(self, model: str, task: str) -> list[int]:
         return sorted(s for m, t, s in self.models if m == model and t == task)
@@ -72,19 +78,20 @@ class Runs:
 
 def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
              n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
-             preset: str = "cpu", progress: bool = True, **changes: Any) -> Runs:
+             preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True,
+             **changes: Any) -> Runs:
     """Fine-tune every model on every task with every seed (or load each from the cache).
 
     ``model_options`` apply to ``random:`` models; ``preset`` names the recipe
-    (:data:`~analysis_lib.training.finetune.PRESETS`); ``changes`` apply to the settings
-    (freezing).
+    (:data:`~analysis_lib.training.finetune.PRESETS`); ``n_heldout`` is the size of each
+    task's validation and test splits; ``changes`` apply to the settings (freezing).
     """
     if not models or not tasks or not seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
     zoo_training.ensure(models)
     rows, found = [], {}
     for task_name in tasks:
-        task = task_for(task_name, n_train)
+        task = task_for(task_name, n_train, n_heldout)
         for model, seed in itertools.product(models, seeds):
             options = random_options(model, model_options)
             result = finetune(model, task, settings(epochs, seed, preset, **changes),
@@ -96,7 +103,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
                          "majority": test["majority_baseline"],
                          "train_seconds": result.record["train_seconds"],
                          "from_cache": result.from_cache})
-    return Runs(pd.DataFrame(rows), found, n_train)
+    return Runs(pd.DataFrame(rows), found, n_train, n_heldout)
 
 
 def stimuli(task: Task, n: int | None = None) -> Corpus:

@@ -33,7 +33,7 @@ from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
-from .shared import Runs, load_model, run_grid, seed_interval
+from .shared import HELD_OUT, Runs, load_model, run_grid, seed_interval
 from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
@@ -130,7 +130,7 @@ def score_summary(scores: pd.DataFrame) -> pd.DataFrame:
 def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int,
                    epochs: float, seed: int = 0,
                    model_options: Mapping[str, Any] | None = None, preset: str = "cpu",
-                   progress: bool = True) -> pd.DataFrame:
+                   n_heldout: int = HELD_OUT, progress: bool = True) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
     as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning), with
     the mean training loss of the first and the last epoch (did it converge?)."""
@@ -139,7 +139,7 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     for k in layers:
         folder = truncated_copy(model, k, **options)
         grid = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
-                        preset=preset, progress=progress)
+                        preset=preset, n_heldout=n_heldout, progress=progress)
         result = grid.get(folder, task, seed)
         history = result.record["history"]
         rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"],
