@@ -308,7 +308,7 @@ def test_pretraining_seeds_from_folders_carry_the_depth_claim(built_book, tmp_pa
     nb = nbformat.read(out, as_version=4)
     assert "section skipped" not in _text(nb)
     specs = _outputs(nb, "application/vnd.vegalite.v6+json")
-    ours = [s for s in specs if "pretraining seeds" in json.dumps(s.get("title", ""))]
+    ours = [s for s in specs if "pretraining seeds: distance between them" in json.dumps(s)]
     assert len(ours) == 1
     rows = [r for data in ours[0]["datasets"].values() for r in data if "median" in r]
     assert sorted({r["layer"] for r in rows}) == [0, 1, 2]  # both models' 3 layers
