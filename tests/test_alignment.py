@@ -90,6 +90,54 @@ def test_pair_distances_count_each_pair_once_and_never_a_model_with_itself():
     assert (summary.pairs == 6).all() and (summary.q1 <= summary["median"]).all()
 
 
+def test_a_ridge_lifts_the_row_limit_of_linear_fits():
+    """Without a ridge a linear map needs more rows than columns (else it fits anything
+    exactly); with one it fits few rows and generalises better than no map at all."""
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((30, 30)) / np.sqrt(30)
+    X = rng.standard_normal((40, 30))
+    Y = X @ W + 0.1 * rng.standard_normal((40, 30))
+    assert alignment.rows_needed("linreg", 30, 30) == 32
+    assert alignment.rows_needed("linreg", 30, 30, ridge=0.1) == 3
+    assert alignment.rows_needed("procrustes", 30, 30) == 3
+    assert alignment.fit_rows(40) == 32 and alignment.fit_rows(40, 0.5) == 20
+    fitted = alignment.fit(X[:20], Y[:20], "linreg", ridge=0.1)
+    assert fitted.distance(X[20:], Y[20:]) < 0.9
+
+
+def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monkeypatch):
+    """Ren et al.'s Table 4 on fewer rows than a linear map needs: the linear methods come
+    back as not fitted, with the reason, and the others with their numbers; the claim that
+    needs linreg is then inconclusive rather than the page stopping."""
+    rng = np.random.default_rng(6)
+    base = [rng.standard_normal((20, 24)) for _ in range(2)]
+    layers = {f"seed {s}": [x + 0.1 * rng.standard_normal(x.shape) for x in base]
+              for s in range(3)}
+    long = seeds.method_distances(layers, ["linreg", "procrustes", "cca"])
+    table = seeds.method_table(long).set_index("method")
+    for method in ("linreg", "cca"):
+        assert np.isnan(table.loc[method, "test"])
+        assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
+                                                    "needs 26 rows to fit, this split has 16")
+    assert np.isfinite(table.loc["procrustes", "test"]) and table.loc["procrustes", "note"] == ""
+    assert seeds._method_evidence(long) == []
+    feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
+                    "test": rng.standard_normal((10, 24)).astype(np.float32)}
+             for name in ("a", "b")}
+
+    class Head:  # a fixed linear classifier on the vectors
+        def __init__(self, seed):
+            self.W = np.random.default_rng(seed).standard_normal((24, 2)).astype(np.float32)
+
+    monkeypatch.setattr(seeds, "head_logits", lambda head, X: np.asarray(X) @ head.W)
+    injected = seeds.injection(feats, {"a": Head(0), "b": Head(1)},
+                               {"test": rng.integers(0, 2, 10)}, ["linreg", "procrustes"])
+    linreg = injected[injected.method == "linreg"]
+    assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
+    assert injected[injected.method == "procrustes"].accuracy.notna().all()
+    assert "procrustes" in seeds._injection_evidence(injected)[0].unit
+
+
 @pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
 def test_alignment_cca_family_keeps_the_measures_directions(method, variance):
     """The fitted CCA family uses the measures' rank and variance cuts: its canonical

@@ -36,8 +36,11 @@ from .core import (
     METHODS,
     Alignment,
     fit,
+    fit_rows,
     held_out,
     relative_distance,
+    rows_needed,
 )
 
-__all__ = ["METHODS", "Alignment", "fit", "held_out", "relative_distance"]
+__all__ = ["METHODS", "Alignment", "fit", "fit_rows", "held_out", "relative_distance",
+           "rows_needed"]

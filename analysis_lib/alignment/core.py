@@ -189,6 +189,21 @@ def _fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 1
     return forward, _identity, {**info, "network": net}
 
 
+def rows_needed(method: str, x_columns: int, y_columns: int, ridge: float = 0.0) -> int:
+    """The fewest rows :func:`fit` takes for ``method`` at these widths. Without a ridge, a
+    linear fit (``linreg`` and the CCA family) needs more rows than columns: with fewer it
+    matches any data exactly and its distance means nothing. Every method needs 3."""
+    checks.choice(method, "alignment method", METHODS)
+    if method in ("linreg", "cca", "svcca", "pwcca") and not ridge:
+        return max(x_columns, y_columns) + 2
+    return 3
+
+
+def fit_rows(n: int, test: float = 0.2) -> int:
+    """How many of ``n`` rows :func:`held_out` fits on (the rest are held out)."""
+    return int(round((1 - test) * n))
+
+
 def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         **options: Any) -> Alignment:
     """Fit an alignment of X (n, d1) to Y (n, d2) on these rows (see the package docs).
@@ -215,11 +230,11 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
     dev = resolve(device)
     X, Y = check_pair(X, Y, 3)
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
-    needed = max(X.shape[1], Y.shape[1]) + 2
-    if method in ("linreg", "cca", "svcca", "pwcca") and len(X) < needed:
+    needed = rows_needed(method, X.shape[1], Y.shape[1], options.get("ridge", 0.0))
+    if len(X) < needed:
         raise ValueError(f"{method} with {X.shape[1]} and {Y.shape[1]} columns needs at least "
                          f"{needed} rows to fit, got {len(X)}: use more stimuli, fewer "
-                         "dimensions, or ridge=... (linreg, cca)")
+                         "dimensions, or ridge=... (linreg and the CCA family)")
     if method == "linreg":
         fx, fy, info = _fit_linreg(X, Y, **options)
     elif method == "procrustes":
@@ -242,14 +257,14 @@ def held_out(X, Y, method: str = "linreg", *, test: float = 0.2, seed: int = 0,
     rng = np.random.default_rng(seed)
     if groups is None:
         order = rng.permutation(n)
-        cut = int(round((1 - test) * n))
+        cut = fit_rows(n, test)
         train, held = order[:cut], order[cut:]
     else:
         g = np.asarray(groups)
         if g.shape != (n,):
             raise ValueError(f"groups must have one entry per row ({n}), got shape {g.shape}")
         ids = rng.permutation(np.unique(g))
-        chosen = set(ids[: int(round((1 - test) * len(ids)))].tolist())
+        chosen = set(ids[: fit_rows(len(ids), test)].tolist())
         in_train = np.array([x in chosen for x in g])
         train, held = np.flatnonzero(in_train), np.flatnonzero(~in_train)
     if len(held) < 2 or len(train) < 3:

@@ -102,14 +102,30 @@ def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
     n_layers = {len(v) for v in layers.values()}
     if len(n_layers) != 1:
         raise ValueError(f"the models have different numbers of layers: {sorted(n_layers)}")
+    first = layers[names[0]][0]
+    unfit = _unfit(method, alignment.fit_rows(len(first)), first.shape[1], first.shape[1],
+                   options.get("ridge", 0.0))
     rows = []
     for a, b in itertools.combinations(names, 2):
         for k in range(len(layers[a])):
+            row = {"layer": k + first_layer, "pair": f"{a} / {b}", "method": method}
+            if unfit:
+                rows.append({**row, "train": np.nan, "test": np.nan, "note": unfit})
+                continue
             result = alignment.held_out(layers[a][k], layers[b][k], method, seed=seed,
                                         **options)
-            rows.append({"layer": k + first_layer, "pair": f"{a} / {b}", "method": method,
-                         **result})
+            rows.append({**row, **result, "note": ""})
     return pd.DataFrame(rows)
+
+
+def _unfit(method: str, rows: int, x_columns: int, y_columns: int, ridge: float = 0.0) -> str:
+    """Why ``method`` cannot be fitted on ``rows`` rows at these widths ("" when it can):
+    a table reports such a method as not fitted instead of stopping the page."""
+    needed = alignment.rows_needed(method, x_columns, y_columns, ridge)
+    if rows >= needed:
+        return ""
+    return (f"not fitted: {method} at {max(x_columns, y_columns)} columns needs {needed} rows "
+            f"to fit, this split has {rows}; use more sentences or a ridge")
 
 
 def distance_summary(frame: pd.DataFrame, value: str = "test") -> pd.DataFrame:
@@ -147,14 +163,16 @@ def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequen
 
 def method_table(long: pd.DataFrame) -> pd.DataFrame:
     """Table 4 from :func:`method_distances`: per method, mean and t interval over pairs and
-    layers of the train and held-out distances."""
+    layers of the train and held-out distances; a method that could not be fitted on this
+    many rows has no numbers and says why in ``note``."""
     rows = []
     for method, group in long.groupby("method", sort=False):
         row = {"method": method}
         for part in ("train", "test"):
             mean, low, high = seed_interval(group[part])
             row[part] = mean
-            row[f"{part}_interval"] = f"[{low:.4f}, {high:.4f}]"
+            row[f"{part}_interval"] = f"[{low:.4f}, {high:.4f}]" if np.isfinite(mean) else ""
+        row["note"] = next((n for n in group.get("note", []) if n), "")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -166,26 +184,32 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[s
     """Table 5: for every ordered pair of models (1, 2), map model 1's last-layer first-token
     vectors into model 2's space (fitted on the training split) and classify the test split
     with model 2's head. Rows: the pair, the method (``own``: model 2 on its own vectors;
-    ``random``: a random orthogonal map, the floor), test accuracy."""
+    ``random``: a random orthogonal map, the floor), test accuracy, and a ``note`` (why a
+    method that cannot be fitted on the training split's rows has no accuracy)."""
     rows = []
     rng = np.random.default_rng(seed)
     for a, b in itertools.permutations(list(features), 2):
         head = heads[b]
         own = np.mean(head_logits(head, features[b]["test"]).argmax(1) == labels["test"])
-        rows.append({"from": a, "to": b, "method": "own", "accuracy": float(own)})
+        rows.append({"from": a, "to": b, "method": "own", "accuracy": float(own), "note": ""})
         d = features[a]["test"].shape[1]
         Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
         mapped = (features[a]["test"] - features[a]["train"].mean(0)) @ Q + \
             features[b]["train"].mean(0)
-        rows.append({"from": a, "to": b, "method": "random", "accuracy": float(np.mean(
-            head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))})
+        rows.append({"from": a, "to": b, "method": "random", "note": "", "accuracy": float(
+            np.mean(head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))})
         # the CCA family maps into a canonical space, not model 2's: nothing to inject
         for method in [m for m in methods if m not in ("cca", "svcca", "pwcca")]:
-            fitted = alignment.fit(features[a]["train"], features[b]["train"], method,
-                                   seed=seed)
-            mapped = fitted.transform(features[a]["test"]).astype(np.float32)
-            rows.append({"from": a, "to": b, "method": method, "accuracy": float(np.mean(
-                head_logits(head, mapped).argmax(1) == labels["test"]))})
+            train_a, train_b = features[a]["train"], features[b]["train"]
+            unfit = _unfit(method, len(train_a), train_a.shape[1], train_b.shape[1])
+            if unfit:
+                rows.append({"from": a, "to": b, "method": method, "accuracy": np.nan,
+                             "note": unfit})
+                continue
+            mapped = alignment.fit(train_a, train_b, method, seed=seed).transform(
+                features[a]["test"]).astype(np.float32)
+            rows.append({"from": a, "to": b, "method": method, "note": "", "accuracy": float(
+                np.mean(head_logits(head, mapped).argmax(1) == labels["test"]))})
     return pd.DataFrame(rows)
 
 
@@ -248,7 +272,7 @@ def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[E
 
 
 def _method_evidence(long: pd.DataFrame | None) -> list[Evidence]:
-    if long is None or not {"inn", "linreg"} <= set(long.method):
+    if long is None or not {"inn", "linreg"} <= set(long.dropna(subset=["test"]).method):
         return []
     wide = long.pivot_table(index=["pair", "layer"], columns="method", values="test")
     return [Evidence.from_values(f"linreg - inn over {len(wide)} pair-layers",
@@ -258,7 +282,7 @@ def _method_evidence(long: pd.DataFrame | None) -> list[Evidence]:
 def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
     if injected is None or not len(injected):
         return []
-    fitted = injected[~injected.method.isin(["own", "random"])]
+    fitted = injected[~injected.method.isin(["own", "random"])].dropna(subset=["accuracy"])
     if not len(fitted):
         return []
     best = fitted.groupby("method").accuracy.mean().idxmax()
