@@ -105,6 +105,59 @@ def test_a_ridge_lifts_the_row_limit_of_linear_fits():
     assert fitted.distance(X[20:], Y[20:]) < 0.9
 
 
+def test_the_identity_baseline_is_the_plain_distance():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((50, 6))
+    Y = X + 0.3 * rng.standard_normal((50, 6))
+    fitted = alignment.fit(X, Y, "identity")
+    assert fitted.distance(X, Y) == pytest.approx(alignment.relative_distance(X, Y), rel=1e-12)
+    with pytest.raises(ValueError, match="identity map needs equal widths, got 6 and 5"):
+        alignment.fit(X, Y[:, :5], "identity")
+
+
+def _loo_error(X, Y, ridge):
+    """Leave-one-out squared error of linreg with this ridge, refitted (means included)
+    without each row in turn: the slow reference of the ridge method's choice. The ridge's
+    scale is the mean eigenvalue of all rows' covariance, as the method sets it."""
+    Xc = X - X.mean(0)
+    lam = ridge * np.sum(Xc**2) / X.shape[1]
+    error = 0.0
+    for i in range(len(X)):
+        keep = np.arange(len(X)) != i
+        mx, my = X[keep].mean(0), Y[keep].mean(0)
+        A = X[keep] - mx
+        W = np.linalg.solve(A.T @ A + lam * np.eye(X.shape[1]), A.T @ (Y[keep] - my))
+        error += np.sum(((X[i] - mx) @ W + my - Y[i]) ** 2)
+    return error
+
+
+@pytest.mark.parametrize("n, noise", [(25, 1.0), (60, 0.05)])
+def test_the_ridge_method_picks_the_ridge_that_predicts_left_out_rows_best(n, noise):
+    """The ridge chosen by scikit-learn's efficient leave-one-out is the one a refit per
+    left-out row prefers, and the map is linreg's with that ridge; fewer rows than columns
+    and heavy noise want a larger ridge than many clean rows."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((n, 12)) * np.geomspace(1, 100, 12)  # anisotropic columns
+    Y = X @ rng.standard_normal((12, 5)) / 30 + noise * rng.standard_normal((n, 5))
+    grid = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+    fitted = alignment.fit(X, Y, "ridge", ridges=grid)
+    want = grid[int(np.argmin([_loo_error(X, Y, r) for r in grid]))]
+    assert fitted.info["ridge"] == want
+    same = alignment.fit(X, Y, "linreg", ridge=want)
+    np.testing.assert_allclose(fitted.transform(X), same.transform(X), rtol=1e-10, atol=1e-10)
+
+
+def test_ridge_prefers_a_larger_ridge_on_few_noisy_rows():
+    rng = np.random.default_rng(9)
+    W = rng.standard_normal((40, 40)) / np.sqrt(40)
+    X = rng.standard_normal((400, 40))
+    Y = X @ W + 0.05 * rng.standard_normal((400, 40))
+    few = alignment.fit(X[:30], Y[:30] + rng.standard_normal((30, 40)), "ridge")
+    many = alignment.fit(X, Y, "ridge")
+    assert few.info["ridge"] > many.info["ridge"]
+    assert many.distance(X, Y) < 0.01
+
+
 def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monkeypatch):
     """Ren et al.'s Table 4 on fewer rows than a linear map needs: the linear methods come
     back as not fitted, with the reason, and the others with their numbers; the claim that

@@ -7,9 +7,15 @@ and measures both parts, as Ren et al.'s Table 4 does.
 
 Methods (``method=``):
 
+``identity``
+    no map: X is compared with Y as it is (both the same width), the distance two models
+    start from before any alignment;
 ``linreg``
     least squares ``Y ~ X W + b`` (``ridge`` adds ``ridge * mean eigenvalue`` to the
     covariance diagonal);
+``ridge``
+    ``linreg`` with the ridge from ``ridges`` (default ``core.RIDGES``) that predicts
+    left-out training rows best (leave-one-out), so it fits on fewer rows than columns;
 ``procrustes``
     the best orthogonal map after centring (the narrower side zero-padded), no scaling;
 ``cca``, ``svcca``, ``pwcca``

@@ -15,9 +15,12 @@ from ..similarity import reference
 from ..similarity._core import check_pair, components_of
 from .flows import CouplingFlow, TrainSettings, mlp, train_map
 
-METHODS = ("linreg", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
+METHODS = ("identity", "linreg", "ridge", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
+#: the ridges ``ridge`` chooses from (times the mean eigenvalue of X's covariance)
+RIDGES = tuple(10.0 ** k for k in np.arange(-3.0, 3.5, 0.5))
 #: options each method takes
-OPTIONS = {"linreg": {"ridge"}, "procrustes": set(), "cca": {"ridge"},
+OPTIONS = {"identity": set(), "linreg": {"ridge"}, "ridge": {"ridges"}, "procrustes": set(),
+           "cca": {"ridge"},
            "svcca": {"variance", "ridge"}, "pwcca": {"variance", "ridge"},
            "inn": {"layers", "hidden", "epochs", "batch_size", "learning_rate", "patience",
                    "progress"},
@@ -27,6 +30,7 @@ OPTIONS = {"linreg": {"ridge"}, "procrustes": set(), "cca": {"ridge"},
 #: the check of each option's value, run before any fitting
 _OPTION_CHECKS = {
     "ridge": lambda v: checks.number(v, "ridge", 0.0),
+    "ridges": lambda v: tuple(checks.number(x, "ridges", 0.0, open_low=True) for x in v),
     "variance": lambda v: checks.number(v, "variance", 0.0, 1.0, open_low=True),
     "layers": lambda v: checks.integer(v, "layers", 1),
     "hidden": lambda v: checks.integer(v, "hidden", 1),
@@ -117,6 +121,24 @@ def _fit_linreg(X, Y, ridge: float = 0.0, **_):
     else:  # least squares on the data itself: stabler than the normal equations
         W = np.linalg.lstsq(Xc, Yc, rcond=None)[0]
     return (lambda A: (A - mx) @ W + my), _identity, {"ridge": ridge}
+
+
+def _fit_ridge(X, Y, ridges=RIDGES, **_):
+    """Linear regression with the ridge (as ``linreg``'s ``ridge``) that predicts left-out
+    rows best: scikit-learn's efficient leave-one-out over ``ridges``, one ridge for all of
+    Y's columns. The map is then ``linreg``'s with that ridge."""
+    from sklearn.linear_model import RidgeCV
+
+    Xc = X - X.mean(axis=0)
+    per_eigenvalue = np.sum(Xc**2) / X.shape[1]  # trace(Xc^T Xc) / d, as in _fit_linreg
+    if per_eigenvalue == 0:
+        raise ValueError("X has no variance; a ridge cannot be chosen")
+    grid = np.asarray(ridges, dtype=np.float64)
+    search = RidgeCV(alphas=grid * per_eigenvalue)  # the intercept refitted per left-out row
+    search.fit(X, Y)
+    chosen = float(grid[np.argmin(np.abs(grid * per_eigenvalue - search.alpha_))])
+    fx, fy, _ = _fit_linreg(X, Y, ridge=chosen)
+    return fx, fy, {"ridge": chosen}
 
 
 def _fit_procrustes(X, Y, **_):
@@ -235,8 +257,15 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         raise ValueError(f"{method} with {X.shape[1]} and {Y.shape[1]} columns needs at least "
                          f"{needed} rows to fit, got {len(X)}: use more stimuli, fewer "
                          "dimensions, or ridge=... (linreg and the CCA family)")
-    if method == "linreg":
+    if method == "identity":
+        if X.shape[1] != Y.shape[1]:
+            raise ValueError(f"the identity map needs equal widths, got {X.shape[1]} and "
+                             f"{Y.shape[1]}")
+        fx, fy, info = _identity, _identity, {}
+    elif method == "linreg":
         fx, fy, info = _fit_linreg(X, Y, **options)
+    elif method == "ridge":
+        fx, fy, info = _fit_ridge(X, Y, **options)
     elif method == "procrustes":
         fx, fy, info = _fit_procrustes(X, Y)
     elif method in ("cca", "svcca", "pwcca"):

@@ -177,6 +177,10 @@ def method_table(long: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: rows of :func:`injection` that are baselines, not fitted maps
+INJECTION_BASELINES = ("own", "random", "random label", "identity")
+
+
 @profiled("alignment", lambda *a, **k: "injection")
 def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[str, object],
               labels: Mapping[str, np.ndarray], methods: Sequence[str], *,
@@ -184,20 +188,26 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[s
     """Table 5: for every ordered pair of models (1, 2), map model 1's last-layer first-token
     vectors into model 2's space (fitted on the training split) and classify the test split
     with model 2's head. Rows: the pair, the method (``own``: model 2 on its own vectors;
-    ``random``: a random orthogonal map, the floor), test accuracy, and a ``note`` (why a
-    method that cannot be fitted on the training split's rows has no accuracy)."""
+    ``random``: a random orthogonal map, Ren et al.'s "random embedding"; ``random label``:
+    uniform guesses, their "random label"; ``identity`` among ``methods``: model 1's vectors
+    as they are), test accuracy, and a ``note`` (why a method that cannot be fitted on the
+    training split's rows has no accuracy)."""
     rows = []
     rng = np.random.default_rng(seed)
     for a, b in itertools.permutations(list(features), 2):
         head = heads[b]
-        own = np.mean(head_logits(head, features[b]["test"]).argmax(1) == labels["test"])
-        rows.append({"from": a, "to": b, "method": "own", "accuracy": float(own), "note": ""})
+        own = head_logits(head, features[b]["test"])
+        rows.append({"from": a, "to": b, "method": "own", "note": "",
+                     "accuracy": float(np.mean(own.argmax(1) == labels["test"]))})
         d = features[a]["test"].shape[1]
         Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
         mapped = (features[a]["test"] - features[a]["train"].mean(0)) @ Q + \
             features[b]["train"].mean(0)
         rows.append({"from": a, "to": b, "method": "random", "note": "", "accuracy": float(
             np.mean(head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))})
+        guesses = rng.integers(0, own.shape[1], len(labels["test"]))
+        rows.append({"from": a, "to": b, "method": "random label", "note": "",
+                     "accuracy": float(np.mean(guesses == labels["test"]))})
         # the CCA family maps into a canonical space, not model 2's: nothing to inject
         for method in [m for m in methods if m not in ("cca", "svcca", "pwcca")]:
             train_a, train_b = features[a]["train"], features[b]["train"]
@@ -282,7 +292,7 @@ def _method_evidence(long: pd.DataFrame | None) -> list[Evidence]:
 def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
     if injected is None or not len(injected):
         return []
-    fitted = injected[~injected.method.isin(["own", "random"])].dropna(subset=["accuracy"])
+    fitted = injected[~injected.method.isin(INJECTION_BASELINES)].dropna(subset=["accuracy"])
     if not len(fitted):
         return []
     best = fitted.groupby("method").accuracy.mean().idxmax()
