@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis_lib.book import builder
 from analysis_lib.runtime import profile
@@ -75,3 +76,50 @@ def test_the_build_writes_a_profile_table_and_prints_a_summary(tmp_path, monkeyp
     text = builder._estimate(before, [Path("first.ipynb"), Path("second.ipynb")])
     assert "last build: 12 s" in text  # banker's rounding of 12.5
     assert builder._estimate(before.iloc[:0], [Path("first.ipynb")]) == ""
+
+
+def _table(rows):
+    return pd.DataFrame([{"notebook": n, "kind": k, "name": k, "depth": d, "wall_s": w}
+                         for n, k, d, w in rows])
+
+
+def test_own_time_leaves_out_the_steps_inside():
+    from analysis_lib.book import projection
+
+    # ended in this order: an extract inside heads, heads, then a finetune with a nested
+    # extract that itself holds a measure
+    steps = _table([("t", "extract", 2, 4.0), ("t", "heads", 1, 10.0),
+                    ("t", "measure", 3, 1.0), ("t", "extract", 2, 3.0),
+                    ("t", "finetune", 1, 8.0)])
+    assert list(projection.own_times(steps).own_s) == [4.0, 6.0, 1.0, 2.0, 5.0]
+
+
+def test_a_shape_build_projects_each_step_by_how_much_its_work_grows():
+    """Known answer: twice the fine-tuning runs, ten times the steps and four times the
+    rows scale each step's own time by its own factor; time outside steps stays."""
+    from analysis_lib.book import projection
+
+    shape = {"ft_models": ["a"], "ft_tasks": ["t"], "ft_seeds": [0], "ft_train": 32,
+             "ft_epochs": 1.0, "ft_preset": "cpu", "ft_heldout": 20, "skip_examples": 10}
+    full = {**shape, "ft_seeds": [0, 1], "ft_train": 320, "skip_examples": 40}
+    assert projection.optimizer_steps(shape) == 2 and projection.optimizer_steps(full) == 20
+    assert projection.optimizer_steps({**full, "ft_preset": "phang2021",
+                                       "ft_train": 10**6}) == 10_000  # its cap
+    table = _table([("truncation", "notebook", 0, 100.0), ("truncation", "extract", 2, 4.0),
+                    ("truncation", "heads", 1, 10.0), ("truncation", "finetune", 1, 30.0)])
+    out = projection.project(table, {"truncation": shape}, {"truncation": full}).iloc[0]
+    runs, steps, rows = 2.0, 10.0, 4.0
+    examples = (320 + 40) / (32 + 40)
+    want = (100 - 40) + 4.0 * rows * runs + 6.0 * runs * examples + 30.0 * runs * steps
+    assert out.measured_s == 100.0 and out.projected_s == pytest.approx(want)
+    assert out["x finetune"] == 20.0
+
+
+def test_only_a_shape_build_prints_and_keeps_a_projection(tmp_path):
+    table = _table([("primer", "notebook", 0, 5.0)]).replace("primer", "measures_primer")
+    assert builder.shape_projection("default", table, tmp_path) == []
+    lines = builder.shape_projection("paper-shape", table, tmp_path)
+    assert lines[0].startswith("projected time of the 'paper' profile")
+    kept = pd.read_csv(tmp_path / "projection.csv")
+    # the primer's rows grow from paper-shape's 200 stimuli to paper's 1000; no step ran
+    assert kept.notebook.tolist() == ["measures_primer"] and kept.projected_s[0] == 5.0

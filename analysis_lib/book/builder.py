@@ -385,6 +385,27 @@ def profile_summary(table) -> list[str]:
     return lines
 
 
+def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT) -> list[str]:
+    """For a ``<name>-shape`` build whose profile ``<name>`` exists: the projected time of
+    ``<name>`` (:mod:`.projection`), written to ``projection.csv`` beside the executed
+    notebooks and returned as printed lines; nothing for any other build."""
+    from . import projection
+
+    full_name = profile_name.removesuffix("-shape")
+    if full_name == profile_name or not (root / "profiles" / f"{full_name}.yml").is_file():
+        return []
+    shape, full = load_profile(profile_name, root), load_profile(full_name, root)
+    built = set(table[table.kind == "notebook"].notebook)
+    paths = [p for p in toc_notebooks(root) if p.stem in built]
+    projected = projection.project(
+        table, {p.stem: notebook_parameters(p, shape, profile_name) for p in paths},
+        {p.stem: notebook_parameters(p, full, full_name) for p in paths})
+    tmp = out_dir / ".projection.csv.tmp"
+    projected.to_csv(tmp, index=False)
+    tmp.replace(out_dir / "projection.csv")
+    return projection.summary(projected, full_name)
+
+
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
           echo=print, cell_timeout: int = 1800) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book."""
@@ -406,7 +427,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
         runs.append(run)
         echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
     table = write_profile(out_dir, runs)
-    for line in profile_summary(table):
+    for line in profile_summary(table) + shape_projection(profile_name, table, out_dir, root):
         echo(line)
     echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
     start = time.perf_counter()
