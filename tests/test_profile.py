@@ -123,3 +123,24 @@ def test_only_a_shape_build_prints_and_keeps_a_projection(tmp_path):
     kept = pd.read_csv(tmp_path / "projection.csv")
     # the primer's rows grow from paper-shape's 200 stimuli to paper's 1000; no step ran
     assert kept.notebook.tolist() == ["measures_primer"] and kept.projected_s[0] == 5.0
+
+
+def test_a_worker_process_records_its_steps_inside_the_step_that_started_it(
+        tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "p.jsonl"
+    monkeypatch.setenv(profile.ENV, str(target))
+    monkeypatch.delenv(profile.DEPTH_ENV, raising=False)
+    child = ("from analysis_lib.runtime import profile\n"
+             "with profile.step('pretrain', 'worker'):\n    pass\n")
+    with profile.step("pretrain", "side by side"):
+        subprocess.run([sys.executable, "-c", child], check=True)
+    records = profile.read(target)
+    assert list(zip(records.name, records.depth)) == [("worker", 2), ("side by side", 1)]
+    assert profile.DEPTH_ENV not in os.environ
+    totals = profile.by_kind(records)  # the worker's time is counted once, in its parent's
+    assert len(totals) == 1 and totals.wall_s.iloc[0] == pytest.approx(records.wall_s.iloc[1],
+                                                                       abs=0.01)

@@ -13,6 +13,8 @@ and puts the records together into ``profile.csv`` beside the executed notebooks
 * ``written_mb``: bytes this process wrote to disk during the step (``/proc/self/io``; NaN
   where the system does not say);
 * ``depth``: 1 for a step that no other step encloses; totals add up the depth-1 steps only.
+  A worker process started inside a step (the zoo's side-by-side pretraining) records its
+  steps one level deeper, so they are not counted twice.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 ENV = "ANALYSIS_LIB_PROFILE"
-_DEPTH = contextvars.ContextVar("analysis_lib_profile_depth", default=0)
+#: the depth of the step a process was started in: a worker process's steps sit inside it
+DEPTH_ENV = "ANALYSIS_LIB_PROFILE_DEPTH"
+_DEPTH = contextvars.ContextVar("analysis_lib_profile_depth",
+                                default=int(os.environ.get(DEPTH_ENV, "0") or 0))
 _MB = 1024 * 1024
 
 
@@ -67,11 +72,17 @@ def step(kind: str, name: str, **fields: Any) -> Iterator[None]:
         return
     wall, cpu, written = time.perf_counter(), _cpu(), _written()
     token = _DEPTH.set(_DEPTH.get() + 1)
+    outer = os.environ.get(DEPTH_ENV)
+    os.environ[DEPTH_ENV] = str(_DEPTH.get())  # for worker processes started inside
     try:
         yield
     finally:
         depth = _DEPTH.get()
         _DEPTH.reset(token)
+        if outer is None:
+            os.environ.pop(DEPTH_ENV, None)
+        else:
+            os.environ[DEPTH_ENV] = outer
         record = {"kind": kind, "name": str(name), "depth": depth,
                   "wall_s": round(time.perf_counter() - wall, 4),
                   "cpu_s": round(_cpu() - cpu, 4), "peak_rss_mb": round(_peak_mb(), 1),
