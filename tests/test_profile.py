@@ -142,5 +142,5 @@ def test_a_worker_process_records_its_steps_inside_the_step_that_started_it(
     assert list(zip(records.name, records.depth)) == [("worker", 2), ("side by side", 1)]
     assert profile.DEPTH_ENV not in os.environ
     totals = profile.by_kind(records)  # the worker's time is counted once, in its parent's
-    assert len(totals) == 1 and totals.wall_s.iloc[0] == pytest.approx(records.wall_s.iloc[1],
-                                                                       abs=0.01)
+    assert totals.steps.tolist() == [1]
+    assert totals.wall_s.iloc[0] == pytest.approx(records.wall_s.iloc[1], abs=0.05)
