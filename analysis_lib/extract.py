@@ -56,6 +56,9 @@ WORD_POOLING = ("last", "first", "mean")
 EXTRACT_ARRAYS = ("words", "sentence_first", "sentence_last", "sentence_mean", "word_sentence",
                   "word_position")
 SPECIAL_TOKENS = ("drop", "keep")
+#: ``word_rows`` of an extraction that keeps the sentence vectors only (every study that reads
+#: only sentence vectors passes it, so they share one small cache entry per model and corpus)
+SENTENCES_ONLY: tuple[int, ...] = ()
 
 
 @dataclass
@@ -215,7 +218,9 @@ def extract(
         Keep only the rows of these words of the corpus (increasing indices into
         ``corpus.words``). The model still reads every sentence whole, so each kept row is
         the same as in a full extraction. Refused when the model cuts sentences (a cut
-        word has no row). Default: every word.
+        word has no row). An empty sequence keeps no word rows: the sentence vectors only,
+        for a study that reads nothing else (:data:`SENTENCES_ONLY`; the word rows are most
+        of an entry's size). Default: every word.
 
     The cache key holds the device kind and precision unless they are the CPU in float32,
     the storage when it is float16, and the kept layers and rows when given.
@@ -280,8 +285,10 @@ def _kept_rows(rows, n_words: int) -> np.ndarray | None:
     if rows is None:
         return None
     rows = np.asarray(rows)
-    if rows.ndim != 1 or not len(rows) or not np.issubdtype(rows.dtype, np.integer):
-        raise ValueError("word_rows must be a non-empty 1-D sequence of word indices (ints), "
+    if rows.ndim == 1 and rows.size == 0:
+        return np.zeros(0, dtype=np.int64)  # the sentence vectors only
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError("word_rows must be a 1-D sequence of word indices (ints), "
                          f"got shape {rows.shape} of {rows.dtype}")
     if rows[0] < 0 or rows[-1] >= n_words or np.any(np.diff(rows) <= 0):
         raise ValueError(f"word_rows must increase strictly and lie in 0..{n_words - 1} (the "
@@ -307,7 +314,7 @@ def _digest(rows: np.ndarray) -> str:
 def _keep(arrays: dict[str, np.ndarray], meta: dict[str, Any], layers, rows, model: str
           ) -> dict[str, np.ndarray]:
     """The arrays with only the kept layers and word rows (and which they are)."""
-    if rows is not None and meta["n_truncated"]:
+    if rows is not None and len(rows) and meta["n_truncated"]:
         raise ValueError(f"{model} cut {meta['n_truncated']} sentences at its token limit, so "
                          "word_rows would name other words than the corpus's; use shorter "
                          "sentences or extract without word_rows")

@@ -264,7 +264,7 @@ def test_domain_curves_are_sound(executed_domains):
     assert "RSA of the base model with itself, per layer" in text  # asserted equal to 1
     html = "".join(_outputs(executed_domains, "text/html"))
     assert "what the paper reports" in html and "merchant-domain" in html
-    assert "p_holm" in html  # the permutation p-values, Holm-adjusted over layers
+    assert "p_holm" in html  # the permutation p-values, Holm-adjusted over the tests shown
     assert "smallest possible p with" in text
 
 

@@ -54,6 +54,18 @@ def test_permutation_test_finds_a_planted_domain_effect_and_no_effect():
                                          [x + 0 for x in b2]}, sentence, n_perm=20, seed=0)
     np.testing.assert_allclose(same.out_minus_in, 0.0, atol=1e-12)
     assert (same.p_value == 1.0).all()  # every permutation ties the observed zero
+    # testing chosen layers gives those layers' rows of the whole test, the same draws
+    top = len(b_in) - 1
+    one = study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+                                       {"in-domain": t_in, "out-of-domain": t_out},
+                                       sentence, n_perm=40, seed=0, layers=[top])
+    assert one.layer.tolist() == [top]
+    np.testing.assert_allclose(one.out_minus_in, test.out_minus_in.iloc[top], rtol=1e-12)
+    np.testing.assert_allclose(one.p_value, test.p_value.iloc[top])
+    with pytest.raises(ValueError, match="layers item"):
+        study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+                                     {"in-domain": t_in, "out-of-domain": t_out},
+                                     sentence, n_perm=5, layers=[top + 1])
 
 
 def test_matched_rows_balance_every_stratum():

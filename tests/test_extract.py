@@ -169,12 +169,33 @@ def test_kept_layers_and_rows_equal_the_same_cells_of_a_full_extraction(
     assert not other.from_cache and other.words.shape[1] == len(rows) - 1
 
 
+def test_sentences_only_keeps_the_sentence_vectors_and_no_word_rows(tiny_models, tricky_corpus,
+                                                                    tmp_path):
+    loaded = tiny_models["bert"]
+    full = extract.extract(loaded, tricky_corpus, cache_dir=tmp_path, progress=False)
+    for _ in range(2):  # computed, then read back
+        only = extract.extract(loaded, tricky_corpus, word_rows=extract.SENTENCES_ONLY,
+                               cache_dir=tmp_path, progress=False)
+        assert only.words.shape == (full.n_layers, 0, full.words.shape[2])
+        assert len(only.word_sentence) == 0 and only.word_rows.tolist() == []
+        for kind in ("first", "last", "mean"):
+            for a, b in zip(only.layers(kind), full.layers(kind)):
+                assert np.array_equal(a, b)
+    assert only.from_cache and only.cache_key != full.cache_key
+    # a model that cuts a sentence still gives every sentence's vectors (no word is named)
+    cut = corpora.from_sentences(["word " * 40, "short one"])
+    with pytest.warns(UserWarning, match="longer than 16 tokens"):
+        short = extract.extract(loaded, cut, max_length=16, word_rows=(), cache=False,
+                                progress=False)
+    assert short.n_truncated == 1 and short.sentence_first.shape[1] == 2
+
+
 def test_kept_layers_and_rows_are_checked(tiny_models, tricky_corpus):
     loaded = tiny_models["bert"]
     n = tricky_corpus.n_words
     for rows, message in [([3, 1], "increase strictly"), ([1, 1], "increase strictly"),
                           ([0, n], rf"0\.\.{n - 1}"), ([-1, 2], "increase strictly"),
-                          ([], "non-empty"), ([0.5], "ints"), ([[0, 1]], "1-D")]:
+                          ([0.5], "ints"), ([[0, 1]], "1-D")]:
         with pytest.raises(ValueError, match=message):
             extract.extract(loaded, tricky_corpus, word_rows=rows, cache=False)
     with pytest.raises(ValueError, match="out of range"):

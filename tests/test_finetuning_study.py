@@ -156,13 +156,19 @@ def _change(slope, rng, seeds=(0, 1, 2), layers=7, tasks=("t1", "t2"), noise=0.0
     return pd.DataFrame(rows)
 
 
-def _frozen(full, bottom, top):
+def _frozen(full, bottom, top, seeds=(0, 1, 2), spread=0.005):
+    """Freezing runs of several seeds: each seed's accuracies move together (a seed's runs
+    share the head's initialisation and the batch order) plus a little of their own."""
     import pandas as pd
 
-    return pd.DataFrame([
-        {"frozen": "none", "k": 0, "accuracy": full, "n_test": 5000},
-        {"frozen": "bottom", "k": 2, "accuracy": bottom, "n_test": 5000},
-        {"frozen": "top", "k": 2, "accuracy": top, "n_test": 5000}])
+    rng = np.random.default_rng(7)
+    rows = []
+    for seed in seeds:
+        shift = 0.03 * rng.standard_normal()  # a seed effect larger than the differences
+        for mode, k, acc in (("none", 0, full), ("bottom", 2, bottom), ("top", 2, top)):
+            rows.append({"frozen": mode, "k": k, "seed": seed, "n_test": 500,
+                         "accuracy": acc + shift + spread * rng.standard_normal()})
+    return pd.DataFrame(rows)
 
 
 def test_findings_follow_planted_structure():
@@ -195,9 +201,23 @@ def test_findings_follow_planted_structure():
 
 def test_one_seed_gives_no_verdict():
     rng = np.random.default_rng(1)
-    found = study.findings(_change(0.1, rng, seeds=(0,)), {}, None)
+    found = study.findings(_change(0.1, rng, seeds=(0,)), {}, _frozen(0.8, 0.8, 0.6, (0,)))
     assert found.loc["wu-ft-top-change", "verdict"] == "inconclusive"
     assert found.loc["phang-blocks", "what this run shows"] == "not measured in this run"
+    # one freezing seed: a 0.2 gap is not judged from test examples alone
+    assert found.loc["merchant-freeze-order", "verdict"] == "inconclusive"
+
+
+def test_freezing_claims_pair_the_runs_of_each_seed():
+    """A seed effect shared by a seed's runs cancels in the paired differences: the same
+    gaps with a large seed-to-seed spread still give a verdict."""
+    rng = np.random.default_rng(2)
+    found = study.findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.7, spread=0.002))
+    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    assert found.loc["merchant-freeze-bottom", "verdict"] == "equivalent"
+    # with each run's own noise as large as the gap, three seeds cannot tell
+    found = study.findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.77, spread=0.03))
+    assert found.loc["merchant-freeze-order", "verdict"] == "inconclusive"
 
 
 def test_block_gain_charges_the_band_for_its_parameters():

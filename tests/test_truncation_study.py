@@ -117,13 +117,24 @@ def test_findings_follow_planted_accuracies():
     # the CKA link within each task: a strong negative correlation holds
     x = np.linspace(0.2, 0.9, 30)
     link = pd.DataFrame({"task": "t", "cka_to_last": x, "accuracy_lost": 0.5 - 0.5 * x})
-    skips = {"t": pd.DataFrame({"first": [1, 6], "last": [1, 6], "single": [True, True],
-                                "accuracy": [0.5, 0.8], "n_test": [2000, 2000]})}
-    truncated = pd.DataFrame({"layers_kept": [2, 3], "accuracy": [0.6, 0.8],
-                              "n_test": [5000, 5000]})
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=truncated,
-                           full_first=0.8, skips=skips)
+    seeds = (0, 1, 2)
+    jitter = dict(zip(seeds, (0.004, -0.003, 0.001)))
+    skips = {("t", s): pd.DataFrame({"first": [1, 6], "last": [1, 6], "single": [True, True],
+                                     "accuracy": [0.5 + jitter[s], 0.8], "n_test": [200, 200]})
+             for s in seeds}
+    truncated = pd.DataFrame({"layers_kept": [2, 2, 2, 3, 3, 3], "seed": [0, 1, 2] * 2,
+                              "accuracy": [0.6, 0.61, 0.6, 0.8, 0.801, 0.799],
+                              "n_test": 500})
+    full = {s: 0.8 + jitter[s] / 4 for s in seeds}
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=truncated, full=full,
+                           skips=skips)
     assert found.loc["phang-untuned", "verdict"] == "equivalent"
     assert found.loc["phang-cka-predicts", "verdict"] == "holds"
     assert found.loc["phang-skip-bottom", "verdict"] == "holds"
     assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # 3 of 6 layers
+    # one seed of the cut and skipped runs: no spread over seeds, no verdict
+    found = study.findings(_scores(0.0, 0.0, 0.0), link,
+                           truncated=truncated[truncated.seed == 0], full=full,
+                           skips={k: v for k, v in skips.items() if k[1] == 0})
+    assert found.loc["phang-skip-bottom", "verdict"] == "inconclusive"
+    assert found.loc["merchant-truncate", "verdict"] == "inconclusive"

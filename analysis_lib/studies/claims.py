@@ -156,7 +156,7 @@ _CLAIMS = [
           "skipping a single lower layer costs more than skipping a single upper one",
           "yes: the first layers matter most; single upper layers can be skipped",
           "test accuracy with the top transformer layer skipped minus with the first one "
-          "skipped (first seed; binomial standard error over test examples)",
+          "skipped, per fine-tuning seed (t interval over seeds)",
           "greater", 0.02, _ACC),
     # --------------------------------------------------------------- Merchant et al. 2020
     Claim("merchant-depth", "Merchant", "§4, Fig. 2",
@@ -173,17 +173,18 @@ _CLAIMS = [
           "freezing the bottom layers costs little accuracy",
           "yes: few top layers need to change",
           "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
-          "k (binomial standard error over test examples, per run)", "none", 0.02, _ACC),
+          "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, _ACC),
     Claim("merchant-freeze-order", "Merchant", "§5.1, Fig. 3; Wu App. D",
           "freezing the bottom layers costs less than freezing the top ones",
           "yes", "accuracy with the bottom k layers frozen minus with the top k frozen, for "
-                 "each k (binomial standard error over test examples)",
+                 "each k, paired by fine-tuning seed (t interval over seeds)",
           "greater", 0.02, _ACC),
     Claim("merchant-truncate", "Merchant", "§5.2, Fig. 4",
           "a model cut to its lower layers and fine-tuned reaches the full score",
           "yes: 3 layers for MNLI, 5 for SQuAD",
-          "best accuracy of the full fine-tuned model minus that of the model cut to half "
-          "its layers and fine-tuned (binomial standard error)", "none", 0.02, _ACC),
+          "accuracy of the full fine-tuned model minus that of the model cut to half its "
+          "layers and fine-tuned, paired by fine-tuning seed (t interval over seeds)",
+          "none", 0.02, _ACC),
     # --------------------------------------------------------------- Ren et al. 2023
     Claim("ren-depth", "Ren", "§5, Fig. 2, 5",
           "models that differ only by seed are more alike in shallow layers than deep ones",

@@ -10,8 +10,8 @@ inputs from the fine-tuning task's own domain and from another domain. The bookk
 * :func:`rsa_by_layer`, :func:`bootstrap_rsa`: the curves, and intervals from a bootstrap
   that resamples sentences (not tokens) and fine-tuning seeds together, with the pairs of two
   copies of one token left out (:func:`analysis_lib.similarity.rsa` with ``weights``);
-* :func:`permutation_difference`: a permutation test of out-of-domain minus in-domain RSA per
-  layer, shuffling whole sentences between the domains;
+* :func:`permutation_difference`: a permutation test of out-of-domain minus in-domain RSA at
+  chosen layers, shuffling whole sentences between the domains;
 * :func:`token_covariates`, :func:`matched_rows`: what differs between the domains besides
   topic (sentence length, word frequency, words split into several subwords), and samples of
   the two domains matched on those;
@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
+from ..layers import check_layer
 from ..models import LoadedModel
 from ..runtime import checks
 from ..runtime.profile import profiled
@@ -130,21 +131,27 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
 def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
                            tuned: Mapping[str, Sequence[np.ndarray]],
                            sentence: Mapping[str, np.ndarray], *, n_perm: int = 100,
-                           seed: int = 0) -> pd.DataFrame:
+                           seed: int = 0, layers: Sequence[int] | None = None
+                           ) -> pd.DataFrame:
     """Per layer: out-of-domain minus in-domain RSA, and its permutation p-value.
 
     The null hypothesis is that the domain label does not matter: whole sentences are
     shuffled between the two domains (each keeps its number of sentences) and both RSAs are
     recomputed. One-sided: ``p = (1 + #{null >= observed}) / (1 + n_perm)``, small when
-    fine-tuning changed the in-domain tokens more.
+    fine-tuning changed the in-domain tokens more. ``layers``: the layers tested (default:
+    all; each permutation recomputes the RSA of every tested layer); ``p_holm`` adjusts
+    over them.
     """
     checks.integer(n_perm, "n_perm", low=1)
     checks.integer(seed, "seed", low=0)
     n_layers = len(base["in-domain"])
-    pooled_b = [np.vstack([base["in-domain"][k], base["out-of-domain"][k]])
-                for k in range(n_layers)]
+    tested = list(range(n_layers)) if layers is None else \
+        [check_layer(k, n_layers - 1, "layers item") for k in layers]
+    if not tested:
+        raise ValueError("layers must name at least one layer (or be None for all)")
+    pooled_b = [np.vstack([base["in-domain"][k], base["out-of-domain"][k]]) for k in tested]
     pooled_t = [np.vstack([tuned["in-domain"][k], tuned["out-of-domain"][k]])
-                for k in range(n_layers)]
+                for k in tested]
     # sentence ids made unique across the domains
     offset = int(sentence["in-domain"].max()) + 1
     groups = np.concatenate([sentence["in-domain"], sentence["out-of-domain"] + offset])
@@ -157,7 +164,7 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
         return outside - inside
 
     test = stats.two_sample_permutation(difference, groups, is_in, n_perm=n_perm, seed=seed)
-    return pd.DataFrame({"layer": np.arange(n_layers), "out_minus_in": test.statistic,
+    return pd.DataFrame({"layer": tested, "out_minus_in": test.statistic,
                          "p_value": test.p_value, "p_holm": verdicts.holm(test.p_value)})
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..extract import extract
+from ..extract import SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..similarity import (
     attention_similarity,
@@ -86,8 +86,8 @@ def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "fi
     the real tokens (``"mean"``)."""
     if pooling not in ("first", "last", "mean"):
         raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
-    result = extract(model, corpus, progress=False, **extract_options)
-    return result.layers(pooling)
+    options = {"word_rows": SENTENCES_ONLY, **extract_options}
+    return extract(model, corpus, progress=False, **options).layers(pooling)
 
 
 def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:
@@ -252,13 +252,19 @@ def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
 
 
 def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epochs: float,
-                  seed: int = 0, model_options: Mapping[str, Any] | None = None,
+                  seeds: Sequence[int] = (0,),
+                  model_options: Mapping[str, Any] | None = None,
                   preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True
-                  ) -> tuple[pd.DataFrame, dict[tuple[str, int], FineTuned]]:
+                  ) -> tuple[pd.DataFrame, dict[tuple[str, int, int], FineTuned]]:
     """Fine-tune with the bottom k layers (and the embeddings, as Merchant et al.) or the top
-    k layers frozen, for each k; ``k = 0`` is the unfrozen run. One row per run."""
+    k layers frozen, for each k and each of ``seeds``; ``k = 0`` is the unfrozen run (the
+    fine-tuning grid's own model, from the cache). One row per run; the models are keyed
+    ``(mode, k, seed)``."""
+    if not seeds:
+        raise ValueError("freezing_runs needs at least one seed")
     rows, found = [], {}
-    for mode, k in [("none", 0)] + [(m, k) for m in ("bottom", "top") for k in ks if k > 0]:
+    configs = [("none", 0)] + [(m, k) for m in ("bottom", "top") for k in ks if k > 0]
+    for (mode, k), seed in itertools.product(configs, seeds):
         changes: dict[str, Any] = {}
         if mode == "bottom":
             changes = dict(freeze_bottom=k, freeze_embeddings=True)
@@ -268,29 +274,33 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
                         model_options=model_options, preset=preset, n_heldout=n_heldout,
                         progress=progress, **changes)
         result = runs.get(model, task, seed)
-        found[(mode, k)] = result
+        found[(mode, k, seed)] = result
         test = result.metrics["test"]
-        rows.append({"frozen": mode, "k": k, "accuracy": test["accuracy"],
+        rows.append({"frozen": mode, "k": k, "seed": seed, "accuracy": test["accuracy"],
                      "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
                      "n_test": len(runs.task(task).test)})
     return pd.DataFrame(rows), found
 
 
-def freezing_change(found: Mapping[tuple[str, int], FineTuned], model: str, task: str, *,
+def freezing_change(found: Mapping[tuple[str, int, int], FineTuned], model: str, task: str, *,
                     n_train: int, n_words: int, n_stimuli: int,
                     model_options: Mapping[str, Any] | None = None,
-                    n_heldout: int = HELD_OUT) -> pd.DataFrame:
+                    n_heldout: int = HELD_OUT, seed: int | None = None) -> pd.DataFrame:
     """Per layer, linear CKA between the pretrained model and each partially frozen run
-    (``run`` is ``"none"``, ``"bottom 2"``, ...), on the same words."""
+    (``run`` is ``"none"``, ``"bottom 2"``, ...) of one fine-tuning ``seed`` (default: the
+    smallest in ``found``), on the same words."""
+    seed = min(s for _, _, s in found) if seed is None else seed
     corpus = stimuli(task_for(task, n_train, n_heldout), n_stimuli)
     rows = word_rows(corpus, n_words)
     base = word_layers(load_model(model, model_options), corpus, rows)
     frames = []
-    for (mode, k), result in found.items():
+    for (mode, k, run_seed), result in found.items():
+        if run_seed != seed:
+            continue
         tuned = word_layers(result.load(), corpus, rows)
         frames.append(pd.DataFrame({
             "run": "none" if mode == "none" else f"{mode} {k}", "frozen": mode, "k": k,
-            "layer": np.arange(len(base.words)),
+            "seed": seed, "layer": np.arange(len(base.words)),
             "linear_cka": [linear_cka(X, Y) for X, Y in zip(base.words, tuned.words)]}))
     return pd.concat(frames, ignore_index=True)
 
@@ -465,25 +475,26 @@ def _diagonal_drop(M: np.ndarray) -> float:
 
 
 def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evidence]]:
-    """Unfrozen minus bottom-k frozen accuracy, and bottom-k minus top-k, per k (binomial
-    standard errors over the test examples of each run)."""
+    """Unfrozen minus bottom-k frozen accuracy, and bottom-k minus top-k, per k: one
+    difference per fine-tuning seed (the runs of a seed share the task head's initialisation
+    and the batch order), with a t interval over seeds. One seed gives no spread to judge
+    by (inconclusive)."""
     if frozen is None or len(frozen) < 2:
         return [], []
-    full = frozen[frozen.frozen == "none"].iloc[0]
+    accuracy = frozen.set_index(["frozen", "k", "seed"]).accuracy
+    seeds = sorted(frozen.seed.unique())
+
+    def paired(a: tuple[str, int], b: tuple[str, int]) -> list[float]:
+        return [accuracy.get((*a, s), np.nan) - accuracy.get((*b, s), np.nan) for s in seeds]
+
     costs, order = [], []
     for k in sorted(set(frozen.k) - {0}):
-        bottom = frozen[(frozen.frozen == "bottom") & (frozen.k == k)]
-        top = frozen[(frozen.frozen == "top") & (frozen.k == k)]
-        if len(bottom):
-            b = bottom.iloc[0]
-            costs.append(Evidence.from_proportions(f"bottom {k} frozen", full.accuracy,
-                                                   int(full.n_test), b.accuracy,
-                                                   int(b.n_test)))
-            if len(top):
-                t = top.iloc[0]
-                order.append(Evidence.from_proportions(f"k = {k}", b.accuracy,
-                                                       int(b.n_test), t.accuracy,
-                                                       int(t.n_test)))
+        if ("bottom", k) in set(zip(frozen.frozen, frozen.k)):
+            costs.append(Evidence.from_values(f"bottom {k} frozen",
+                                              paired(("none", 0), ("bottom", k))))
+            if ("top", k) in set(zip(frozen.frozen, frozen.k)):
+                order.append(Evidence.from_values(f"k = {k}",
+                                                  paired(("bottom", k), ("top", k))))
     return costs, order
 
 
@@ -497,8 +508,8 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     :func:`view_matrices` per ``(model, task, pooling)``; ``frozen``: :func:`freezing_runs`.
     Depth claims compare the first transformer layer with the top one (the embedding
     layer, shared by construction when it is frozen, is never the baseline), per seed; the
-    block claim charges each model for its parameters (:func:`block_gain`); freezing runs
-    have one seed, so their errors are binomial over test examples only."""
+    block claim charges each model for its parameters (:func:`block_gain`); freezing claims
+    pair the runs of each fine-tuning seed and take their spread over seeds."""
     top_change = [e for m in ("linear_cka", "neuronsim", "attention_js")
                   if m in change for e in _depth_drop(change, m)]
     depth = _depth_drop(change, "rsa") if "rsa" in change else []

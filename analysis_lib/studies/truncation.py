@@ -13,8 +13,9 @@ The head is the model's own architecture (:class:`~analysis_lib.training.heads.F
 for BERT the pooler and the classifier), re-fitted on cached first-token vectors
 (``head="model"``), or a logistic-regression probe on the same vectors (``head="probe"``, the
 cheaper stand-in). Also: Merchant et al.'s models truncated *before* fine-tuning
-(:func:`truncated_runs`), Phang et al.'s contiguous spans of skipped layers with no
-retraining (:func:`skip_scores`), and the link to the CKA matrices (:func:`cka_and_loss`).
+(:func:`truncated_runs`) and Phang et al.'s contiguous spans of skipped layers with no
+retraining (:func:`skip_scores`), both over fine-tuning seeds, and the link to the CKA
+matrices (:func:`cka_and_loss`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.tasks import Task, split_corpus
-from ..extract import extract
+from ..extract import SENTENCES_ONLY, extract
 from ..models import LoadedModel, random_options
 from ..runtime.profile import profiled
 from ..training import finetune as ft
@@ -43,7 +44,7 @@ HEADS = ("model", "probe")
 def first_token_features(model: LoadedModel, task: Task) -> dict[str, list[np.ndarray]]:
     """Every layer's first-token vectors on the train, validation and test inputs."""
     return {part: extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
-                          progress=False).layers("first")
+                          word_rows=SENTENCES_ONLY, progress=False).layers("first")
             for part in ("train", "validation", "test")}
 
 
@@ -128,24 +129,42 @@ def score_summary(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int,
-                   epochs: float, seed: int = 0,
+                   epochs: float, seeds: Sequence[int] = (0,),
                    model_options: Mapping[str, Any] | None = None, preset: str = "cpu",
                    n_heldout: int = HELD_OUT, progress: bool = True) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
-    as a whole, for each ``k``; test accuracy per ``k`` (cached like every fine-tuning), with
-    the mean training loss of the first and the last epoch (did it converge?)."""
+    as a whole, for each ``k`` and each fine-tuning seed; test accuracy per ``(k, seed)``
+    (cached like every fine-tuning), with the mean training loss of the first and the last
+    epoch (did it converge?)."""
+    if not seeds:
+        raise ValueError("truncated_runs needs at least one seed")
     options = random_options(model, model_options)
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)
-        grid = run_grid([folder], [task], [seed], n_train=n_train, epochs=epochs,
+        grid = run_grid([folder], [task], list(seeds), n_train=n_train, epochs=epochs,
                         preset=preset, n_heldout=n_heldout, progress=progress)
-        result = grid.get(folder, task, seed)
-        history = result.record["history"]
-        rows.append({"layers_kept": k, "accuracy": result.metrics["test"]["accuracy"],
-                     "n_test": len(grid.task(task).test),
-                     "first_epoch_loss": history[0]["train_loss"],
-                     "last_epoch_loss": history[-1]["train_loss"]})
+        for seed in seeds:
+            result = grid.get(folder, task, seed)
+            history = result.record["history"]
+            rows.append({"layers_kept": k, "seed": seed,
+                         "accuracy": result.metrics["test"]["accuracy"],
+                         "n_test": len(grid.task(task).test),
+                         "first_epoch_loss": history[0]["train_loss"],
+                         "last_epoch_loss": history[-1]["train_loss"]})
+    return pd.DataFrame(rows)
+
+
+def cut_summary(truncated: pd.DataFrame) -> pd.DataFrame:
+    """Per number of layers kept: test accuracy of the cut-then-fine-tuned models, mean and
+    t interval over seeds (``mean``, ``low``, ``high``, ``n``), and the mean training loss
+    of their first and last epoch."""
+    rows = []
+    for k, group in truncated.groupby("layers_kept", sort=True):
+        mean, low, high = seed_interval(group.accuracy)
+        rows.append({"layers_kept": int(k), "mean": mean, "low": low, "high": high,
+                     "n": len(group), "first_epoch_loss": group.first_epoch_loss.mean(),
+                     "last_epoch_loss": group.last_epoch_loss.mean()})
     return pd.DataFrame(rows)
 
 
@@ -172,6 +191,17 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> 
                          "accuracy": _accuracy(logits, task.test.labels),
                          "n_test": len(task.test)})
     return pd.DataFrame(rows)
+
+
+def mean_skips(skips: Mapping[tuple[str, int], pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """:func:`skip_scores` of every ``(task, seed)`` as one frame per task: each span's
+    accuracy averaged over seeds."""
+    by_task: dict[str, list[pd.DataFrame]] = {}
+    for (task, _seed), frame in skips.items():
+        by_task.setdefault(task, []).append(frame)
+    return {task: pd.concat(frames).groupby(["first", "last", "single"], as_index=False)
+            .agg(accuracy=("accuracy", "mean"), n_test=("n_test", "first"))
+            for task, frames in by_task.items()}
 
 
 def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
@@ -233,41 +263,45 @@ def _link_evidence(link: pd.DataFrame | None) -> list[Evidence]:
     return out
 
 
-def _skip_evidence(skips: Mapping[str, pd.DataFrame] | None) -> list[Evidence]:
-    out = []
-    for task, frame in (skips or {}).items():
-        single = frame[frame.single].set_index("first")
+def _skip_evidence(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Evidence]:
+    """Per task: accuracy with the top transformer layer skipped minus with the first one
+    skipped, one value per fine-tuning seed (``skips`` keyed ``(task, seed)``)."""
+    values: dict[str, list[float]] = {}
+    labels: dict[str, str] = {}
+    for (task, _seed), frame in (skips or {}).items():
+        single = frame[frame.single].set_index("first").accuracy
         if len(single) < 2:
             continue
-        top, bottom = single.loc[single.index.max()], single.loc[single.index.min()]
-        out.append(Evidence.from_proportions(
-            f"{task}: skip L{int(single.index.max())} - skip L{int(single.index.min())}",
-            float(top.accuracy), int(top.n_test), float(bottom.accuracy),
-            int(bottom.n_test)))
-    return out
+        top, bottom = int(single.index.max()), int(single.index.min())
+        values.setdefault(task, []).append(float(single[top] - single[bottom]))
+        labels[task] = f"{task}: skip L{top} - skip L{bottom}"
+    return [Evidence.from_values(labels[task], v) for task, v in values.items()]
 
 
-def _truncate_evidence(truncated: pd.DataFrame | None, full: float | None,
+def _truncate_evidence(truncated: pd.DataFrame | None, full: Mapping[int, float] | None,
                        n_layers: int) -> list[Evidence]:
-    """Full model minus the cut model closest to half the layers (one seed: binomial)."""
-    if truncated is None or not len(truncated) or full is None:
+    """Full model minus the model cut closest to half the layers and then fine-tuned, one
+    difference per fine-tuning seed (``full``: the uncut model's accuracy per seed)."""
+    if truncated is None or not len(truncated) or not full:
         return []
-    row = truncated.iloc[int(np.argmin(np.abs(truncated.layers_kept - n_layers / 2)))]
-    return [Evidence.from_proportions(f"{int(row.layers_kept)} of {n_layers} layers kept",
-                                      float(full), int(row.n_test), float(row.accuracy),
-                                      int(row.n_test))]
+    kept = truncated.layers_kept.unique()
+    k = int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
+    cut = truncated[truncated.layers_kept == k].set_index("seed").accuracy
+    values = [float(full[s] - cut[s]) for s in cut.index if s in full]
+    return [Evidence.from_values(f"{k} of {n_layers} layers kept", values)]
 
 
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
-             truncated: pd.DataFrame | None = None, full_first: float | None = None,
-             skips: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+             truncated: pd.DataFrame | None = None, full: Mapping[int, float] | None = None,
+             skips: Mapping[tuple[str, int], pd.DataFrame] | None = None) -> pd.DataFrame:
     """The papers' claims about how many layers a task needs (:data:`CLAIM_IDS`), each
     judged by the book's verdict rule, one row per claim id.
 
     ``scores``: :func:`score_grid` (one row per seed); ``link``: :func:`cka_and_loss`;
-    ``truncated`` and ``full_first``: :func:`truncated_runs` and the uncut model's accuracy
-    on the same seed; ``skips``: :func:`skip_scores` per task. Claims on seeds use the
-    spread over seeds; one-seed runs (cut, skipped) use binomial errors over test examples.
+    ``truncated`` and ``full``: :func:`truncated_runs` and the uncut model's accuracy per
+    fine-tuning seed; ``skips``: :func:`skip_scores` per ``(task, seed)``. Every claim
+    takes its spread over fine-tuning seeds (paired by seed where two settings are
+    compared); one seed gives no spread to judge by.
     """
     n_layers = int(scores.layer.max()) if len(scores) else 0
     evidence = {
@@ -276,7 +310,7 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
         "phang-tuned-orig": _per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG"),
         "phang-cka-predicts": _link_evidence(link),
         "phang-skip-bottom": _skip_evidence(skips),
-        "merchant-truncate": _truncate_evidence(truncated, full_first, n_layers),
+        "merchant-truncate": _truncate_evidence(truncated, full, n_layers),
     }
     out = []
     for claim_id in CLAIM_IDS:

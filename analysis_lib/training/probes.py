@@ -33,7 +33,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from ..extract import extract
+    from ..extract import SENTENCES_ONLY, extract
 
     if task.regression:
         raise ValueError("linear_probe fits a classifier; the task is a regression")
@@ -45,7 +45,8 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
                                                                              len(task.train))))
 
     def features(split: Split) -> np.ndarray:
-        result = extract(loaded, split_corpus(split), progress=False, **extract_options)
+        options = {"word_rows": SENTENCES_ONLY, **extract_options}
+        result = extract(loaded, split_corpus(split), progress=False, **options)
         return result.layer(layer, pooling)
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000,
