@@ -250,3 +250,16 @@ def test_seed_findings_follow_planted_distances():
     none = seeds.findings(synthetic, distances)
     assert none.loc["ren-depth", "what this run shows"] == "not measured in this run"
     assert none.loc["ren-inn-real", "verdict"] == "inconclusive"
+
+
+def test_the_depth_statistic_by_training_step_follows_planted_trends():
+    """A depth pattern that grows with training: no difference early, the claimed direction
+    late (shallow layers closer than deep ones), each step judged on its own."""
+    early = _pairs({k: 0.3 for k in range(5)}, noise=0.0005)
+    late = _pairs({k: 0.1 + 0.1 * k for k in range(5)})
+    table = seeds.depth_by_step({400: late, 100: early})
+    assert table.step.tolist() == [100, 400]
+    assert table.verdict.tolist() == ["equivalent", "holds"]
+    assert table["L1 - top"].iloc[1] == pytest.approx(0.2 - 0.5, abs=0.01)
+    assert (table.low <= table["L1 - top"]).all() and (table["L1 - top"] <= table.high).all()
+    assert (table.pairs == early.pair.nunique()).all()

@@ -221,3 +221,16 @@ def test_a_failing_worker_is_reported_with_its_error(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"pretraining 'a' failed in its worker process"):
         pt.pretrain_many({"a": TINY, "b": replace(TINY, seed=1)}, cache_dir=tmp_path,
                          progress=False, device="cpu", workers=2)
+
+
+def test_seed_models_name_their_checkpoints():
+    names = zoo.seed_models("default")
+    assert names[0] == "zoo:base" and all(n.startswith("zoo:seed-") for n in names[1:])
+    step = zoo.BASE.checkpoints[0]
+    assert zoo.seed_models("default", step) == [f"{n}@{step}" for n in names]
+    for name in zoo.seed_models("zoo", step):  # every seed model keeps the base's steps
+        assert zoo.parse(name[len("zoo:"):]) == (name[4:].split("@")[0], step)
+    with pytest.raises(ValueError, match="keeps steps"):
+        zoo.seed_models("default", 7)
+    with pytest.raises(ValueError, match="no zoo set"):
+        zoo.seed_models("nope")

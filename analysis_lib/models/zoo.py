@@ -18,6 +18,9 @@ data               ``tweets`` and ``bbc``: trained on one domain only
 training length    ``base@<step>``: the base model's weights at earlier steps of its run
 =================  =========================================================================
 
+The seed models keep the base's checkpoints too (``seed-1@100``, ...), so the seeds chapter
+can ask how the difference between seeds changes with training.
+
 The models are trained one step up the data flow, by
 :func:`analysis_lib.training.zoo.train` (minutes; the models of a set side by side
 on the CPU's cores) or ``python -m analysis_lib zoo --train``, and cached.
@@ -41,14 +44,14 @@ BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both"
 
 ZOO: dict[str, PretrainConfig] = {
     "base": BASE,
-    "seed-1": replace(BASE, seed=1, checkpoints=()),
-    "seed-2": replace(BASE, seed=2, checkpoints=()),
+    "seed-1": replace(BASE, seed=1),
+    "seed-2": replace(BASE, seed=2),
     "mlm": replace(BASE, objective="mlm", checkpoints=()),
     "depth-2": replace(BASE, layers=2, checkpoints=()),
     "tweets": replace(BASE, data="tweets", checkpoints=()),
     "bbc": replace(BASE, data="bbc", checkpoints=()),
-    "seed-3": replace(BASE, seed=3, checkpoints=()),
-    "seed-4": replace(BASE, seed=4, checkpoints=()),
+    "seed-3": replace(BASE, seed=3),
+    "seed-4": replace(BASE, seed=4),
     "depth-6": replace(BASE, layers=6, checkpoints=()),
 }
 
@@ -94,11 +97,18 @@ def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
     return out
 
 
-def seed_models(set_name: str = "default") -> list[str]:
+def seed_models(set_name: str = "default", step: int | None = None) -> list[str]:
     """The ``zoo:`` names of a set's models that differ from the base only by seed (the base
-    first): the zoo's miniature MultiBERTs."""
+    first): the zoo's miniature MultiBERTs; with ``step``, their weights at that checkpoint
+    (one of ``BASE.checkpoints``)."""
+    if set_name not in SETS:
+        raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
     names_ = [n for n in SETS[set_name] if n == "base" or n.startswith("seed-")]
-    return [f"zoo:{n}" for n in names_]
+    suffix = "" if step is None else f"@{step}"
+    out = [f"zoo:{n}{suffix}" for n in names_]
+    for name in out:
+        parse(name[len("zoo:"):])  # an unknown step is named with the steps kept
+    return out
 
 
 def factors(prefix: str = "zoo:") -> dict[str, list[tuple[str, str]]]:

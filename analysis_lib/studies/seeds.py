@@ -264,6 +264,25 @@ def _depth_evidence(pairs: pd.DataFrame | None, label: str) -> list[Evidence]:
                                  wide[1] - wide[top], note="pairs share seeds")]
 
 
+def depth_by_step(pairs_by_step: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Ren et al.'s depth statistic (:func:`pair_distances` of the pretraining seeds: the
+    distance at the first transformer layer minus at the top, over seed pairs) at each
+    training step, each judged by the book's rule on its own: does the depth pattern come
+    or go with training?"""
+    rows = []
+    for step, pairs in sorted(pairs_by_step.items()):
+        evidence = _depth_evidence(pairs, f"step {step}")
+        verdict = decide("ren-depth", evidence)
+        unit = verdict.units.iloc[0] if len(verdict.units) else None
+        rows.append({"step": int(step),
+                     "L1 - top": float(unit.estimate) if unit is not None else np.nan,
+                     "low": float(unit.low) if unit is not None else np.nan,
+                     "high": float(unit.high) if unit is not None else np.nan,
+                     "pairs": int(pairs.pair.nunique()) if len(pairs) else 0,
+                     "verdict": verdict.outcome})
+    return pd.DataFrame(rows)
+
+
 def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[Evidence]:
     """Per task and pair: median over matched transformer layers of attention distance
     minus hidden-state distance (the embedding layer, with no attention, left out)."""
