@@ -115,13 +115,15 @@ def test_random_models_are_identical_in_fresh_processes_with_empty_caches(tmp_pa
     import subprocess
     import sys
 
+    # two fresh interpreters side by side, each with its own empty cache
+    started = [subprocess.Popen([sys.executable, "-c", _FINGERPRINT, str(tmp_path / f"c{k}")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for k in range(2)]
     runs = []
-    for k in range(2):
-        folder = tmp_path / f"cache{k}"
-        done = subprocess.run([sys.executable, "-c", _FINGERPRINT, str(folder)],
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for process in started:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        runs.append(json.loads(out.strip().splitlines()[-1]))
     assert set(runs[0]) == {*models.FAMILIES, "bert-4000", "bert-8000",
                                "albert-8000"}
     for family in runs[0]:

@@ -2,6 +2,7 @@
 models cut before fine-tuning."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -68,6 +69,10 @@ def test_skip_grid_is_the_upper_triangle(task):
     assert (grid["first"] <= grid["last"]).all()
     assert (grid.single == (grid["first"] == grid["last"])).all()
     assert grid.accuracy.between(0, 1).all()
+    singles = study.skip_scores(result, task, single_only=True)
+    assert singles.single.all() and len(singles) == n
+    diagonal = grid[grid.single].reset_index(drop=True)
+    pd.testing.assert_frame_equal(singles.reset_index(drop=True), diagonal)
 
 
 def test_truncated_copy_keeps_the_bottom_layers_exactly(tmp_path):

@@ -97,12 +97,16 @@ print(json.dumps({"digest": digest.hexdigest(), "eval": result.record["evaluatio
 
 @pytest.mark.slow
 def test_fresh_processes_train_bit_identical_weights(tmp_path):
+    # fresh interpreters side by side, each with its own empty cache
+    started = [subprocess.Popen([sys.executable, "-c", _TRAIN, str(tmp_path / f"c{k}"),
+                                 str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+               for k, seed in enumerate((0, 0, 1))]
     runs = []
-    for k, seed in enumerate((0, 0, 1)):
-        done = subprocess.run([sys.executable, "-c", _TRAIN, str(tmp_path / f"c{k}"), str(seed)],
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for process in started:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        runs.append(json.loads(out.strip().splitlines()[-1]))
     assert runs[0] == runs[1]  # same config, empty caches: the same bits
     assert runs[0]["digest"] != runs[2]["digest"]  # another seed: other weights
 

@@ -169,10 +169,12 @@ def cut_summary(truncated: pd.DataFrame) -> pd.DataFrame:
 
 
 @profiled("heads", lambda result, *a, **k: "skipped spans")
-def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> pd.DataFrame:
+def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None, *,
+                single_only: bool = False) -> pd.DataFrame:
     """Phang et al. Fig. 4: test accuracy with every contiguous span ``first..last`` of
     transformer layers skipped (no retraining); every span but the one removing all layers.
-    ``single`` marks the single-layer skips (the diagonal). ``n_test``: score on the first
+    ``single`` marks the single-layer skips (the diagonal); ``single_only`` scores those
+    alone (what the claims read, in a fraction of the time). ``n_test``: score on the first
     ``n_test`` test examples only (each span is a forward pass over them)."""
     n = result.model.config.num_hidden_layers
     if n_test is not None:
@@ -182,7 +184,7 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> 
     rows = []
     for first in range(1, n + 1):
         for last in range(first, n + 1):
-            if first == 1 and last == n:
+            if (first == 1 and last == n) or (single_only and first != last):
                 continue
             logits = ft.predict(result.model, result.tokenizer, task.test,
                                 max_length=result.record["config"]["max_length"],
@@ -191,17 +193,6 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None) -> 
                          "accuracy": _accuracy(logits, task.test.labels),
                          "n_test": len(task.test)})
     return pd.DataFrame(rows)
-
-
-def mean_skips(skips: Mapping[tuple[str, int], pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """:func:`skip_scores` of every ``(task, seed)`` as one frame per task: each span's
-    accuracy averaged over seeds."""
-    by_task: dict[str, list[pd.DataFrame]] = {}
-    for (task, _seed), frame in skips.items():
-        by_task.setdefault(task, []).append(frame)
-    return {task: pd.concat(frames).groupby(["first", "last", "single"], as_index=False)
-            .agg(accuracy=("accuracy", "mean"), n_test=("n_test", "first"))
-            for task, frames in by_task.items()}
 
 
 def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
