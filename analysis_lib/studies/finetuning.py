@@ -487,12 +487,13 @@ def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evide
     def paired(a: tuple[str, int], b: tuple[str, int]) -> list[float]:
         return [accuracy.get((*a, s), np.nan) - accuracy.get((*b, s), np.nan) for s in seeds]
 
+    present = set(zip(frozen.frozen, frozen.k))
     costs, order = [], []
     for k in sorted(set(frozen.k) - {0}):
-        if ("bottom", k) in set(zip(frozen.frozen, frozen.k)):
+        if ("bottom", k) in present:
             costs.append(Evidence.from_values(f"bottom {k} frozen",
                                               paired(("none", 0), ("bottom", k))))
-            if ("top", k) in set(zip(frozen.frozen, frozen.k)):
+            if ("top", k) in present:
                 order.append(Evidence.from_values(f"k = {k}",
                                                   paired(("bottom", k), ("top", k))))
     return costs, order
