@@ -168,13 +168,14 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
                          "p_value": test.p_value, "p_holm": verdicts.holm(test.p_value)})
 
 
-def permutation_floor(n_perm: int, layers: int, alpha: float = verdicts.ALPHA) -> str:
-    """A sentence on what ``n_perm`` permutations can show over ``layers`` Holm-adjusted
-    tests: the smallest p-value, and the permutations needed to reach ``alpha``."""
-    floor, needed = 1 / (n_perm + 1), verdicts.permutations_for(alpha, layers)
+def permutation_floor(n_perm: int, tests: int, alpha: float = verdicts.ALPHA) -> str:
+    """A sentence on what ``n_perm`` permutations can show over ``tests`` Holm-adjusted
+    tests (layers, tasks): the smallest p-value, and the permutations needed to reach
+    ``alpha``."""
+    floor, needed = 1 / (n_perm + 1), verdicts.permutations_for(alpha, tests)
     enough = "enough" if n_perm >= needed else "too few"
     return (f"smallest possible p with {n_perm} permutations: {floor:.4f}; Holm over "
-            f"{layers} layers needs at least {needed} to reach {alpha} ({enough} here)")
+            f"{tests} tests needs at least {needed} to reach {alpha} ({enough} here)")
 
 
 # --------------------------------------------------------------------------- confounds
