@@ -182,6 +182,12 @@ def test_sentences_only_keeps_the_sentence_vectors_and_no_word_rows(tiny_models,
             for a, b in zip(only.layers(kind), full.layers(kind)):
                 assert np.array_equal(a, b)
     assert only.from_cache
+    # attention maps do not depend on the word rows kept
+    maps = extract.extract(loaded, tricky_corpus, attention=True, cache=False, progress=False)
+    alone = extract.extract(loaded, tricky_corpus, attention=True, word_rows=(), cache=False,
+                            progress=False)
+    for a, b in zip(alone.attention_layer(2), maps.attention_layer(2)):
+        assert np.array_equal(a, b)
     # a model that cuts a sentence still gives every sentence's vectors (no word is named)
     cut = corpora.from_sentences(["word " * 40, "short one"])
     with pytest.warns(UserWarning, match="longer than 16 tokens"):

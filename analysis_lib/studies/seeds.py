@@ -84,7 +84,8 @@ def attention_layers(models: Mapping[str, LoadedModel], corpus: Corpus
     """Every attention layer ``1..L`` of each model as (word pairs x heads) rows."""
     out = {}
     for name, model in models.items():
-        result = extract(model, corpus, attention=True, progress=False)
+        result = extract(model, corpus, attention=True, word_rows=SENTENCES_ONLY,
+                         progress=False)
         out[name] = [attention_representation(result.attention_layer(layer))
                      for layer in range(1, result.info.n_attention_layers + 1)]
     return out

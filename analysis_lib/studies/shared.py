@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus
 from ..data.tasks import Task, load_task, split_corpus
-from ..extract import Extraction, extract
+from ..extract import SENTENCES_ONLY, Extraction, extract
 from ..layers import layer_label
 from ..models import LoadedModel, load, random_options
 from ..training import zoo as zoo_training
@@ -144,7 +144,8 @@ def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
     result = extract(loaded, corpus, word_rows=None if every else rows, progress=False)
     att = None
     if attention_corpus is not None:
-        att = extract(loaded, attention_corpus, attention=True, progress=False)
+        att = extract(loaded, attention_corpus, attention=True, word_rows=SENTENCES_ONLY,
+                      progress=False)
     return WordLayers(list(result.words), att)
 
 
