@@ -131,6 +131,13 @@ def test_evidence_constructors():
     assert math.isclose(c.estimate, math.atanh(0.5)) and math.isclose(c.se, 0.2)
 
 
+def test_paired_evidence_takes_the_differences_of_shared_keys():
+    pairs = Evidence.from_paired("gap", {0: 0.80, 1: 0.70, 2: 0.75}, {0: 0.75, 1: 0.66, 3: 0.1})
+    assert pairs.n == 2 and pairs.estimate == pytest.approx((0.05 + 0.04) / 2)
+    assert pairs.se == pytest.approx(0.005) and pairs.df == 1
+    assert np.isnan(Evidence.from_paired("one", {0: 0.8}, {0: 0.7}).se)
+
+
 def test_permutation_floor_is_below_the_adjusted_level():
     for tests in (1, 3, 7, 12):
         n = verdicts.permutations_for(0.05, tests)

@@ -481,21 +481,17 @@ def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evide
     by (inconclusive)."""
     if frozen is None or len(frozen) < 2:
         return [], []
-    accuracy = frozen.set_index(["frozen", "k", "seed"]).accuracy
-    seeds = sorted(frozen.seed.unique())
-
-    def paired(a: tuple[str, int], b: tuple[str, int]) -> list[float]:
-        return [accuracy.get((*a, s), np.nan) - accuracy.get((*b, s), np.nan) for s in seeds]
-
-    present = set(zip(frozen.frozen, frozen.k))
+    by_seed = {key: dict(zip(group.seed, group.accuracy))
+               for key, group in frozen.groupby(["frozen", "k"])}
     costs, order = [], []
     for k in sorted(set(frozen.k) - {0}):
-        if ("bottom", k) in present:
-            costs.append(Evidence.from_values(f"bottom {k} frozen",
-                                              paired(("none", 0), ("bottom", k))))
-            if ("top", k) in present:
-                order.append(Evidence.from_values(f"k = {k}",
-                                                  paired(("bottom", k), ("top", k))))
+        if ("bottom", k) in by_seed:
+            costs.append(Evidence.from_paired(f"bottom {k} frozen",
+                                              by_seed.get(("none", 0), {}),
+                                              by_seed[("bottom", k)]))
+            if ("top", k) in by_seed:
+                order.append(Evidence.from_paired(f"k = {k}", by_seed[("bottom", k)],
+                                                  by_seed[("top", k)]))
     return costs, order
 
 

@@ -274,11 +274,10 @@ def depth_by_step(pairs_by_step: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     for step, pairs in sorted(pairs_by_step.items()):
         evidence = _depth_evidence(pairs, f"step {step}")
         verdict = decide("ren-depth", evidence)
-        unit = verdict.units.iloc[0] if len(verdict.units) else None
+        unit = verdict.units.iloc[0] if len(verdict.units) else {}
         rows.append({"step": int(step),
-                     "L1 - top": float(unit.estimate) if unit is not None else np.nan,
-                     "low": float(unit.low) if unit is not None else np.nan,
-                     "high": float(unit.high) if unit is not None else np.nan,
+                     **{name: float(unit.get(column, np.nan)) for name, column in
+                        (("L1 - top", "estimate"), ("low", "low"), ("high", "high"))},
                      "pairs": int(pairs.pair.nunique()) if len(pairs) else 0,
                      "verdict": verdict.outcome})
     return pd.DataFrame(rows)

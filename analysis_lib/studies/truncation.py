@@ -277,9 +277,9 @@ def _truncate_evidence(truncated: pd.DataFrame | None, full: Mapping[int, float]
         return []
     kept = truncated.layers_kept.unique()
     k = int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
-    cut = truncated[truncated.layers_kept == k].set_index("seed").accuracy
-    values = [float(full[s] - cut[s]) for s in cut.index if s in full]
-    return [Evidence.from_values(f"{k} of {n_layers} layers kept", values)]
+    cut = truncated[truncated.layers_kept == k]
+    return [Evidence.from_paired(f"{k} of {n_layers} layers kept", full,
+                                 dict(zip(cut.seed, cut.accuracy)))]
 
 
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,

@@ -25,8 +25,9 @@ one unit at a time (no adjustment); tests hold the two together.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,15 @@ class Evidence:
                        note or "one value: no spread to judge by")
         return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
                    float(x.size - 1), int(x.size), note)
+
+    @classmethod
+    def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
+                    note: str = "") -> Evidence:
+        """``first - second`` paired by key (a fine-tuning seed: the two runs of one seed
+        share the head's initialisation and the batch order), over the keys both hold, as
+        :meth:`from_values`."""
+        return cls.from_values(unit, [first[k] - second[k] for k in first if k in second],
+                               note)
 
     @classmethod
     def from_jackknife(cls, unit: str, estimate: float, replicates: Sequence[float],
