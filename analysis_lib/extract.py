@@ -59,6 +59,10 @@ SPECIAL_TOKENS = ("drop", "keep")
 #: ``word_rows`` of an extraction that keeps the sentence vectors only (every study that reads
 #: only sentence vectors passes it, so they share one small cache entry per model and corpus)
 SENTENCES_ONLY: tuple[int, ...] = ()
+SENTENCE_POOLING = ("first", "last", "mean")
+#: ``sentences`` of an extraction that keeps no sentence vectors (a study that reads word rows
+#: or attention maps only)
+NO_SENTENCES: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,8 +79,9 @@ class Extraction:
         ``keep_layers`` or ``word_rows``, only those are kept: ``words[i]`` is layer
         ``layer_ids[i]`` and row ``j`` is the corpus's word ``word_rows[j]``.
     sentence_first, sentence_last, sentence_mean : numpy.ndarray, shape (n_layers, n_sentences,
-        hidden)
-        First-token, last-real-token and mean-over-real-tokens sentence vectors.
+        hidden), or None
+        First-token, last-real-token and mean-over-real-tokens sentence vectors (None for a
+        pooling that was not kept: see ``sentences``).
     word_sentence : numpy.ndarray of int, shape (n_words,)
         Sentence index of each word row.
     word_position : numpy.ndarray of int, shape (n_words,)
@@ -94,6 +99,8 @@ class Extraction:
         The corpus words the rows hold (None: every word, in order).
     options : dict
         The options the arrays were computed with.
+    sentences : tuple of str
+        The sentence poolings kept (all three unless extracted with ``sentences=...``).
     cache_key : str or None
         Key of the arrays' entry in the ``"extract"`` cache (None when not cached).
     from_cache : bool
@@ -102,9 +109,9 @@ class Extraction:
 
     info: ModelInfo
     words: np.ndarray
-    sentence_first: np.ndarray
-    sentence_mean: np.ndarray
-    sentence_last: np.ndarray
+    sentence_first: np.ndarray | None
+    sentence_mean: np.ndarray | None
+    sentence_last: np.ndarray | None
     word_sentence: np.ndarray
     word_position: np.ndarray
     attention: list[np.ndarray] | None = None
@@ -112,6 +119,7 @@ class Extraction:
     layer_ids: np.ndarray | None = None
     word_rows: np.ndarray | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    sentences: tuple[str, ...] = SENTENCE_POOLING
     cache_key: str | None = None
     from_cache: bool = False
 
@@ -134,6 +142,10 @@ class Extraction:
                   "last": self.sentence_last, "mean": self.sentence_mean}
         if kind not in source:
             raise ValueError(f"kind must be one of {sorted(source)}, got {kind!r}")
+        if source[kind] is None:
+            kept = ", ".join(self.sentences) or "none"
+            raise ValueError(f"this extraction kept no {kind!r} sentence vectors (kept: {kept}); "
+                             f"extract with sentences=[{kind!r}] or without sentences=...")
         return list(source[kind])
 
     def layer(self, layer: int, kind: str = "words") -> np.ndarray:
@@ -174,6 +186,7 @@ def extract(
     storage: str = "float32",
     keep_layers: Sequence[int] | None = None,
     word_rows: Sequence[int] | np.ndarray | None = None,
+    sentences: Sequence[str] | None = None,
     **load_options: Any,
 ) -> Extraction:
     """Run ``model`` over ``corpus`` once and return every layer's arrays.
@@ -221,9 +234,13 @@ def extract(
         word has no row). An empty sequence keeps no word rows: the sentence vectors only,
         for a study that reads nothing else (:data:`SENTENCES_ONLY`; the word rows are most
         of an entry's size). Default: every word.
+    sentences : sequence of {'first', 'last', 'mean'}, optional
+        Keep only these sentence poolings (the others are ``None``); an empty sequence
+        (:data:`NO_SENTENCES`) keeps none, for a study that reads word rows or attention maps
+        only. Default: all three.
 
     The cache key holds the device kind and precision unless they are the CPU in float32,
-    the storage when it is float16, and the kept layers and rows when given.
+    the storage when it is float16, and the kept layers, rows and poolings when given.
 
     Raises
     ------
@@ -246,6 +263,7 @@ def extract(
     dev = resolve(device)
     check_precision(precision, dev)
     word_rows = _kept_rows(word_rows, corpus.n_words)
+    pools = _kept_poolings(sentences)
     loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
     info = loaded.info
     layers = _kept_layers(keep_layers, info.n_layers)
@@ -258,7 +276,8 @@ def extract(
                    **key_parts(dev, precision),
                    **({} if storage == "float32" else {"storage": storage}),
                    **({} if layers is None else {"layers": layers.tolist()}),
-                   **({} if word_rows is None else {"word_rows": _digest(word_rows)}))
+                   **({} if word_rows is None else {"word_rows": _digest(word_rows)}),
+                   **({} if pools == SENTENCE_POOLING else {"sentences": list(pools)}))
     computed = []
 
     def compute():
@@ -266,18 +285,20 @@ def extract(
         loaded.model.to(dev)
         arrays, meta = _run(loaded, corpus, limit, word_pooling, attention, special_tokens,
                             batch_size, sort_by_length, progress, dev, precision, storage)
-        return _keep(arrays, meta, layers, word_rows, info.name), meta
+        return _keep(arrays, meta, layers, word_rows, pools, info.name), meta
 
     if cache:
-        needed = EXTRACT_ARRAYS + (("attention_flat", "attention_shapes") if attention else ())
+        dropped = {f"sentence_{p}" for p in SENTENCE_POOLING if p not in pools}
+        needed = tuple(a for a in EXTRACT_ARRAYS if a not in dropped)
+        needed += (("attention_flat", "attention_shapes") if attention else ())
         needed += (() if layers is None else ("layer_ids",)) + \
             (() if word_rows is None else ("word_rows",))
         arrays, meta = ArrayCache("extract", cache_dir).get_or_compute(
             key, compute, required_arrays=needed, required_meta=("n_truncated",))
     else:
         arrays, meta = compute()
-    return _unpack(info, arrays, meta, options, cache_key=key if cache else None,
-                   from_cache=cache and not computed)
+    return _unpack(info, arrays, meta, options, sentences=pools,
+                   cache_key=key if cache else None, from_cache=cache and not computed)
 
 
 def _kept_rows(rows, n_words: int) -> np.ndarray | None:
@@ -296,6 +317,19 @@ def _kept_rows(rows, n_words: int) -> np.ndarray | None:
     return rows.astype(np.int64)
 
 
+def _kept_poolings(sentences) -> tuple[str, ...]:
+    """``sentences`` as the kept poolings in :data:`SENTENCE_POOLING`'s order."""
+    if sentences is None:
+        return SENTENCE_POOLING
+    if isinstance(sentences, str):
+        sentences = [sentences]
+    unknown = sorted(set(sentences) - set(SENTENCE_POOLING))
+    if unknown:
+        raise ValueError(f"sentences must name poolings among {list(SENTENCE_POOLING)}, got "
+                         f"{unknown}; pass [] to keep no sentence vectors")
+    return tuple(p for p in SENTENCE_POOLING if p in sentences)
+
+
 def _kept_layers(layers, n_layers: int) -> np.ndarray | None:
     """``layers`` as an array of increasing layer numbers below ``n_layers``, or None."""
     if layers is None:
@@ -311,16 +345,18 @@ def _digest(rows: np.ndarray) -> str:
     return hashlib.sha256(rows.tobytes()).hexdigest()[:16]
 
 
-def _keep(arrays: dict[str, np.ndarray], meta: dict[str, Any], layers, rows, model: str
-          ) -> dict[str, np.ndarray]:
-    """The arrays with only the kept layers and word rows (and which they are)."""
+def _keep(arrays: dict[str, np.ndarray], meta: dict[str, Any], layers, rows,
+          pools: tuple[str, ...], model: str) -> dict[str, np.ndarray]:
+    """The arrays with only the kept layers, word rows and sentence poolings (and which
+    layers and rows they are)."""
     if rows is not None and len(rows) and meta["n_truncated"]:
         raise ValueError(f"{model} cut {meta['n_truncated']} sentences at its token limit, so "
                          "word_rows would name other words than the corpus's; use shorter "
                          "sentences or extract without word_rows")
-    out = dict(arrays)
+    out = {name: a for name, a in arrays.items()
+           if not name.startswith("sentence_") or name[len("sentence_"):] in pools}
     if layers is not None:
-        for name in ("words", "sentence_first", "sentence_last", "sentence_mean"):
+        for name in ("words", *(f"sentence_{p}" for p in pools)):
             out[name] = np.ascontiguousarray(out[name][layers])
         out["layer_ids"] = layers
     if rows is not None:
@@ -340,8 +376,8 @@ def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         maps = [flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
     return Extraction(
-        info=info, words=arrays["words"], sentence_first=arrays["sentence_first"],
-        sentence_mean=arrays["sentence_mean"], sentence_last=arrays["sentence_last"],
+        info=info, words=arrays["words"], sentence_first=arrays.get("sentence_first"),
+        sentence_mean=arrays.get("sentence_mean"), sentence_last=arrays.get("sentence_last"),
         word_sentence=arrays["word_sentence"],
         word_position=arrays["word_position"], attention=maps,
         n_truncated=int(meta["n_truncated"]), layer_ids=arrays.get("layer_ids"),

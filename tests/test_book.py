@@ -317,6 +317,89 @@ def test_pretraining_seeds_from_folders_carry_the_depth_claim(built_book, tmp_pa
     assert findings and "pretraining seeds" in findings[-1]
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _shape(data) -> str:
+    """A chart dataset's text with its numbers left out."""
+    return json.dumps([{k: v for k, v in row.items() if not isinstance(v, float)}
+                       for row in data], sort_keys=True)
+
+
+def _printed(nb) -> list:
+    """Everything a page shows, in order: each output's text, HTML and markdown, the values
+    glued into its prose, and each chart's data (numbers as the chart holds them)."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for o in cell.get("outputs", []):
+            if o.get("name") == "stderr":  # warnings and progress, not the page's results
+                continue
+            data = o.get("data", {})
+            if "application/vnd.jupyter.widget-view+json" in data:
+                continue  # a live widget (a progress bar): no result of its own
+            if "text" in o:
+                out.append(o["text"])
+            chart = next((v for m, v in data.items() if m.startswith("application/vnd.vegalite")),
+                         None)
+            if chart is not None:  # its HTML and text are renderings of the same spec
+                # datasets are named by a hash of their values: order them by the rest
+                out.append(sorted(chart.get("datasets", {}).values(), key=_shape))
+                continue
+            out += [v for m, v in data.items() if m.split("/")[-2:-1] == ["text"]]
+    return out
+
+
+def _moved(a, b, where: str = "") -> list[str]:
+    """Where ``a`` and ``b`` (as :func:`_printed` gives them) differ beyond a move of 1e-4:
+    a number held as a number may move by less than 1e-4; a number printed as text by that
+    plus one unit in its last printed digit (rounding), an integer not at all; the words
+    between the numbers are the same."""
+    if isinstance(a, float) or isinstance(b, float):
+        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and (
+            a == b or abs(a - b) < 1e-4)
+        return [] if ok else [f"{where}: {a!r} vs {b!r}"]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [m for i, (x, y) in enumerate(zip(a, b)) for m in _moved(x, y, f"{where}[{i}]")]
+    if isinstance(a, dict) and isinstance(b, dict) and list(a) == list(b):
+        return [m for k in a for m in _moved(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, str) and isinstance(b, str):
+        words = [_NUMBER.split(x) for x in (a, b)]
+        numbers = [_NUMBER.findall(x) for x in (a, b)]
+        if words[0] != words[1] or len(numbers[0]) != len(numbers[1]):
+            return [f"{where}: {a[:200]!r} vs {b[:200]!r}"]
+        moved = []
+        for x, y in zip(*numbers):
+            mantissa = x.lower().split("e")[0]
+            digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
+            power = int(x.lower().split("e")[1]) if "e" in x.lower() else 0
+            unit = 10.0 ** (power - digits) if digits else 0.0
+            if abs(float(x) - float(y)) > 1e-4 + unit + 1e-12:
+                moved.append(f"{where}: {x} vs {y} in {a[:120]!r}")
+        return moved
+    return [] if a == b else [f"{where}: {a!r} vs {b!r}"]
+
+
+def test_float16_word_rows_move_no_printed_number_by_1e4(built_book, tmp_path):
+    """The pages that cache word rows in float16 by default (``word_storage``), run again in
+    float32 on the same fine-tuned models: every number they print or chart moves by less
+    than 1e-4, and every word they print is the same."""
+    for name in ("finetuning", "domains"):
+        path = ROOT / "notebooks" / f"{name}.ipynb"
+        params = {**book.notebook_parameters(path, SMOKE), "word_storage": "float32"}
+        assert book.notebook_parameters(path, SMOKE).get("word_storage", "float16") == "float16"
+        out = tmp_path / f"{name}.ipynb"
+        papermill.execute_notebook(str(path), str(out), parameters=params,
+                                   cwd=str(path.parent), progress_bar=False,
+                                   execution_timeout=300)
+        half = _printed(_executed(built_book, name))
+        full = _printed(nbformat.read(out, as_version=4))
+        moved = _moved(half, full, name)
+        assert not moved, "\n".join(moved[:20])
+        assert sum(isinstance(x, list) for x in full) >= 3  # the charts' data were compared
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),

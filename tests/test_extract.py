@@ -196,6 +196,44 @@ def test_sentences_only_keeps_the_sentence_vectors_and_no_word_rows(tiny_models,
     assert short.n_truncated == 1 and short.sentence_first.shape[1] == 2
 
 
+def test_kept_sentence_poolings_equal_a_full_extraction_and_the_rest_is_refused(
+        tiny_models, tricky_corpus, tmp_path):
+    loaded = tiny_models["bert"]
+    full = extract.extract(loaded, tricky_corpus, cache=False, progress=False)
+    rows = np.array([1, 2, 7])
+    for _ in range(2):  # computed, then read back
+        first = extract.extract(loaded, tricky_corpus, word_rows=extract.SENTENCES_ONLY,
+                                sentences=["first"], cache_dir=tmp_path, progress=False)
+        assert first.sentences == ("first",)
+        assert first.sentence_mean is None and first.sentence_last is None
+        for a, b in zip(first.layers("first"), full.layers("first")):
+            assert np.array_equal(a, b)
+        with pytest.raises(ValueError, match=r"no 'mean' sentence vectors \(kept: first\).*"
+                                             r"sentences=\['mean'\]"):
+            first.layers("mean")
+        words = extract.extract(loaded, tricky_corpus, word_rows=rows, keep_layers=[0, 2],
+                                sentences=extract.NO_SENTENCES, cache_dir=tmp_path,
+                                progress=False)
+        assert words.sentences == () and words.sentence_first is None
+        assert np.array_equal(words.layer(2), full.layer(2)[rows])
+        with pytest.raises(ValueError, match=r"kept: none"):
+            words.layer(2, "first")
+    assert first.from_cache and words.from_cache
+    # the kept poolings are part of the key; all three are the default's entry
+    both = extract.extract(loaded, tricky_corpus, word_rows=(), sentences=["mean", "first"],
+                           cache_dir=tmp_path, progress=False)
+    assert not both.from_cache and both.sentences == ("first", "mean")
+    every = extract.extract(loaded, tricky_corpus, word_rows=(), sentences=["last", "mean",
+                                                                             "first"],
+                            cache_dir=tmp_path, progress=False)
+    default = extract.extract(loaded, tricky_corpus, word_rows=(), cache_dir=tmp_path,
+                              progress=False)
+    assert not every.from_cache and default.from_cache
+    assert default.cache_key == every.cache_key
+    with pytest.raises(ValueError, match=r"poolings among.*\['max'\].*pass \[\]"):
+        extract.extract(loaded, tricky_corpus, sentences=["max", "first"], cache=False)
+
+
 def test_kept_layers_and_rows_are_checked(tiny_models, tricky_corpus):
     loaded = tiny_models["bert"]
     n = tricky_corpus.n_words

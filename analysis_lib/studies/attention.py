@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..extract import SENTENCES_ONLY
+from ..extract import NO_SENTENCES, SENTENCES_ONLY
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation
 from ..similarity.attention import head_similarity
@@ -51,6 +51,7 @@ def collect(models: Sequence[str], corpus: Corpus, *,
     for name, loaded, result in extract_each(models, corpus, model_options=model_options,
                                              progress=progress, attention=True,
                                              word_rows=SENTENCES_ONLY,
+                                             sentences=NO_SENTENCES,
                                              special_tokens=special_tokens):
         if result.n_truncated:
             raise ValueError(f"{result.n_truncated} sentences were cut for {name}; use shorter "

@@ -70,9 +70,11 @@ def domain_stimuli(runs: Runs, task: str, other: str, *, n_sentences: int, n_wor
             "out-of-domain": DomainSample(other, outside, word_rows(outside, n_words, seed))}
 
 
-def token_layers(model: LoadedModel, sample: DomainSample) -> list[np.ndarray]:
-    """Every layer's word vectors (last subword) on the sample's rows."""
-    return word_layers(model, sample.corpus, sample.rows).words
+def token_layers(model: LoadedModel, sample: DomainSample, storage: str = "float32"
+                 ) -> list[np.ndarray]:
+    """Every layer's word vectors (last subword) on the sample's rows, kept in ``storage``
+    (as :func:`~analysis_lib.studies.shared.word_layers`)."""
+    return word_layers(model, sample.corpus, sample.rows, storage=storage).words
 
 
 def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],

@@ -86,7 +86,7 @@ def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "fi
     the real tokens (``"mean"``)."""
     if pooling not in ("first", "last", "mean"):
         raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
-    options = {"word_rows": SENTENCES_ONLY, **extract_options}
+    options = {"word_rows": SENTENCES_ONLY, "sentences": [pooling], **extract_options}
     return extract(model, corpus, progress=False, **options).layers(pooling)
 
 
@@ -285,19 +285,20 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
 def freezing_change(found: Mapping[tuple[str, int, int], FineTuned], model: str, task: str, *,
                     n_train: int, n_words: int, n_stimuli: int,
                     model_options: Mapping[str, Any] | None = None,
-                    n_heldout: int = HELD_OUT, seed: int | None = None) -> pd.DataFrame:
+                    n_heldout: int = HELD_OUT, seed: int | None = None,
+                    storage: str = "float32") -> pd.DataFrame:
     """Per layer, linear CKA between the pretrained model and each partially frozen run
     (``run`` is ``"none"``, ``"bottom 2"``, ...) of one fine-tuning ``seed`` (default: the
-    smallest in ``found``), on the same words."""
+    smallest in ``found``), on the same words (kept in ``storage``, as :func:`word_layers`)."""
     seed = min(s for _, _, s in found) if seed is None else seed
     corpus = stimuli(task_for(task, n_train, n_heldout), n_stimuli)
     rows = word_rows(corpus, n_words)
-    base = word_layers(load_model(model, model_options), corpus, rows)
+    base = word_layers(load_model(model, model_options), corpus, rows, storage=storage)
     frames = []
     for (mode, k, run_seed), result in found.items():
         if run_seed != seed:
             continue
-        tuned = word_layers(result.load(), corpus, rows)
+        tuned = word_layers(result.load(), corpus, rows, storage=storage)
         frames.append(pd.DataFrame({
             "run": "none" if mode == "none" else f"{mode} {k}", "frozen": mode, "k": k,
             "seed": seed, "layer": np.arange(len(base.words)),
@@ -378,9 +379,11 @@ def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence
 
 def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_words: int,
                  n_attention: int, n_stimuli: int,
-                 model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                 model_options: Mapping[str, Any] | None = None, storage: str = "float32"
+                 ) -> pd.DataFrame:
     """:func:`layer_change` for every model, task and seed, in one long table with columns
-    ``model, task, seed, layer`` and the measures."""
+    ``model, task, seed, layer`` and the measures (word rows kept in ``storage``, as
+    :func:`word_layers`)."""
     frames = []
     for model in models:
         base_model = load_model(model, model_options)
@@ -389,9 +392,10 @@ def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_w
             corpus = stimuli(task, n_stimuli)
             rows = word_rows(corpus, n_words)
             att = attention_stimuli(task, n_attention)
-            base = word_layers(base_model, corpus, rows, att)
+            base = word_layers(base_model, corpus, rows, att, storage=storage)
             for seed in runs.seeds(model, task_name):
-                tuned = word_layers(runs.get(model, task_name, seed).load(), corpus, rows, att)
+                tuned = word_layers(runs.get(model, task_name, seed).load(), corpus, rows, att,
+                                    storage=storage)
                 frame = layer_change(base, tuned)
                 frames.append(frame.assign(model=model, task=task_name, seed=seed))
     return pd.concat(frames, ignore_index=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..extract import Extraction, extract
+from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..models import CAUSAL_FAMILIES
 from ..runtime.profile import profiled
@@ -149,7 +149,8 @@ def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, 
         info = loaded.info
         kept = spread_layers(info.n_attention_layers, layers_per_model)
         # only the sampled words and the kept layers are cached
-        result = extract(loaded, corpus, keep_layers=kept, word_rows=rows, progress=progress)
+        result = extract(loaded, corpus, keep_layers=kept, word_rows=rows,
+                         sentences=NO_SENTENCES, progress=progress)
         if first is None:
             first = result
         elif not (np.array_equal(result.word_sentence, first.word_sentence)

@@ -26,7 +26,7 @@ import torch
 from .. import alignment
 from ..alignment.flows import CouplingFlow
 from ..data.corpora import Corpus
-from ..extract import SENTENCES_ONLY, extract
+from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..similarity import attention_representation
@@ -75,7 +75,8 @@ def seed_layers(models: Mapping[str, LoadedModel], corpus: Corpus, kind: str = "
                 ) -> dict[str, list[np.ndarray]]:
     """Every layer's sentence vectors (``"mean"`` over real tokens, or ``"first"``) of each
     model, on the same sentences, extracted in eval mode (dropout off)."""
-    return {name: extract(model, corpus, word_rows=SENTENCES_ONLY, progress=False).layers(kind)
+    return {name: extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=[kind],
+                          progress=False).layers(kind)
             for name, model in models.items()}
 
 
@@ -85,7 +86,7 @@ def attention_layers(models: Mapping[str, LoadedModel], corpus: Corpus
     out = {}
     for name, model in models.items():
         result = extract(model, corpus, attention=True, word_rows=SENTENCES_ONLY,
-                         progress=False)
+                         sentences=NO_SENTENCES, progress=False)
         out[name] = [attention_representation(result.attention_layer(layer))
                      for layer in range(1, result.info.n_attention_layers + 1)]
     return out

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..data.corpora import Corpus
 from ..data.tasks import Task, load_task, split_corpus
-from ..extract import SENTENCES_ONLY, Extraction, extract
+from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract
 from ..layers import layer_label
 from ..models import LoadedModel, load, random_options
 from ..training import zoo as zoo_training
@@ -134,18 +134,21 @@ class WordLayers:
 
 
 def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
-                attention_corpus: Corpus | None = None) -> WordLayers:
+                attention_corpus: Corpus | None = None, *, storage: str = "float32"
+                ) -> WordLayers:
     """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
-    ``attention_corpus`` when given)."""
+    ``attention_corpus`` when given), the word rows kept in ``storage`` (float16: half the
+    disk, refused for a model whose activations exceed its range)."""
     loaded = model if isinstance(model, LoadedModel) else load_model(model)
     rows = np.asarray(rows)
     every = len(rows) == corpus.n_words and np.array_equal(rows, np.arange(corpus.n_words))
     # only the sampled rows are kept and cached
-    result = extract(loaded, corpus, word_rows=None if every else rows, progress=False)
+    result = extract(loaded, corpus, word_rows=None if every else rows, sentences=NO_SENTENCES,
+                     storage=storage, progress=False)
     att = None
     if attention_corpus is not None:
         att = extract(loaded, attention_corpus, attention=True, word_rows=SENTENCES_ONLY,
-                      progress=False)
+                      sentences=NO_SENTENCES, progress=False)
     return WordLayers(list(result.words), att)
 
 

@@ -44,7 +44,8 @@ HEADS = ("model", "probe")
 def first_token_features(model: LoadedModel, task: Task) -> dict[str, list[np.ndarray]]:
     """Every layer's first-token vectors on the train, validation and test inputs."""
     return {part: extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
-                          word_rows=SENTENCES_ONLY, progress=False).layers("first")
+                          word_rows=SENTENCES_ONLY, sentences=["first"], progress=False
+                          ).layers("first")
             for part in ("train", "validation", "test")}
 
 

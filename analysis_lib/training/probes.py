@@ -45,7 +45,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
                                                                              len(task.train))))
 
     def features(split: Split) -> np.ndarray:
-        options = {"word_rows": SENTENCES_ONLY, **extract_options}
+        options = {"word_rows": SENTENCES_ONLY, "sentences": [pooling], **extract_options}
         result = extract(loaded, split_corpus(split), progress=False, **options)
         return result.layer(layer, pooling)
 
