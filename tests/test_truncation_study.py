@@ -110,6 +110,30 @@ def _scores(untuned_drop, tuned_drop, gain, seeds=(0, 1, 2), layers=6, noise=0.0
     return pd.DataFrame(rows)
 
 
+def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rule():
+    scores = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1)  # collapses 2 below the top
+    table = study.untuned_by_depth(scores)
+    assert table.dropped.tolist() == [1, 2, 3, 4, 5]
+    np.testing.assert_allclose(table.share, np.arange(1, 6) / 6)
+    assert table.verdict.tolist() == ["equivalent"] + ["opposite"] * 4
+    np.testing.assert_allclose(table["full - UNTUNED"].iloc[1:], 0.3, atol=0.01)
+    assert (table.low <= table["full - UNTUNED"]).all()
+    assert (table["full - UNTUNED"] <= table.high).all()
+    # two dropped layers is the findings table's own statistic, unit for unit
+    found = study.findings(scores)
+    assert f"{table['full - UNTUNED'].iloc[1]:+.3f}" in found.loc["phang-untuned",
+                                                                  "what this run shows"]
+    assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
+    # a sixth of 6 layers is one: the row that drops Phang et al.'s share of depth
+    assert table.phang_share.tolist() == [True, False, False, False, False]
+    assert "equivalent" in study.depth_sentence(table)
+    assert "1 of 6 layers" in study.depth_sentence(table)
+    deep = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1,
+                                          layers=12))
+    assert deep[deep.phang_share].dropped.tolist() == [2]
+    assert "not what makes it collapse" in study.depth_sentence(deep)  # 2 of 12: opposite
+
+
 def test_findings_follow_planted_accuracies():
     import pandas as pd
 

@@ -283,6 +283,59 @@ def _truncate_evidence(truncated: pd.DataFrame | None, full: Mapping[int, float]
                                  dict(zip(cut.seed, cut.accuracy)))]
 
 
+#: the share of depth Phang et al. drop in ``phang-untuned`` (two of RoBERTa-base's twelve)
+PHANG_SHARE = 2 / 12
+
+
+def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
+    """The depth ablation of ``phang-untuned``: per task and number of top layers dropped
+    (1 .. L-1), the full model's accuracy minus UNTUNED's, over seeds, judged by the claim's
+    rule, beside the share of the model's depth dropped. Phang et al. drop two of RoBERTa-
+    base's twelve layers (a sixth); in a 6-layer model the same share is one layer, so a
+    verdict at that row that is still "opposite" says that the model's few layers are not
+    what makes UNTUNED collapse. ``phang_share`` marks the row closest to
+    :data:`PHANG_SHARE` (at least one layer)."""
+    n_layers = int(scores.layer.max()) if len(scores) else 0
+    rows = []
+    for (model, task), group in scores.groupby(["model", "task"], sort=False):
+        for dropped in range(1, n_layers):
+            verdict = decide("phang-untuned", _per_seed(group, _full_minus("UNTUNED", dropped),
+                                                        "full - UNTUNED"))
+            unit = verdict.units.iloc[0]
+            rows.append({"model": model, "task": task, "dropped": dropped,
+                         "share": dropped / n_layers, "full - UNTUNED": float(unit.estimate),
+                         "low": float(unit.low), "high": float(unit.high),
+                         "verdict": verdict.outcome})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["phang_share"] = out.dropped == max(1, round(n_layers * PHANG_SHARE))
+    return out
+
+
+def depth_sentence(by_depth: pd.DataFrame) -> str:
+    """What :func:`untuned_by_depth`'s rows at Phang et al.'s share of depth say about depth
+    as the cause of an ``phang-untuned`` that does not show, in a sentence for the page."""
+    rows = by_depth[by_depth.phang_share] if len(by_depth) else by_depth
+    if not len(rows):
+        return "not measured (a model of one transformer layer has no layer to drop)"
+    k, n = int(rows.dropped.iloc[0]), int(round(rows.dropped.iloc[0] / rows.share.iloc[0]))
+    shown = "; ".join(f"{r.task} {r['full - UNTUNED']:+.3f} [{r.low:+.3f}, {r.high:+.3f}], "
+                      f"{r.verdict}" for _, r in rows.iterrows())
+    where = (f"with {k} of {n} layers dropped (the count closest to the sixth of its depth "
+             "that Phang et al. dropped)")
+    outcomes = set(rows.verdict)
+    if outcomes == {"opposite"}:
+        return (f"{where}, UNTUNED still falls short of the full model on every task "
+                f"({shown}): the model's few layers are not what makes it collapse")
+    if outcomes == {"equivalent"}:
+        shallow = ("; two layers below the top asks more of this shallow model than the "
+                   "paper asked of its own" if k < 2 else "")
+        return (f"{where}, UNTUNED is within the smallest effect of the full model on every "
+                f"task ({shown}): the claim shows at the paper's share of depth{shallow}")
+    return (f"{where}, the verdicts are mixed or inconclusive ({shown}): depth is neither "
+            "confirmed nor ruled out as the cause")
+
+
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
              truncated: pd.DataFrame | None = None, full: Mapping[int, float] | None = None,
              skips: Mapping[tuple[str, int], pd.DataFrame] | None = None) -> pd.DataFrame:
