@@ -186,6 +186,49 @@ def test_saved_model_loads_through_models_and_extract(task, tmp_path):
                                    atol=1e-6)
 
 
+@pytest.mark.parametrize("family, freeze", [
+    ("bert", dict(freeze_embeddings=True, freeze_bottom=1)),
+    ("roberta", dict(freeze_top=1)),
+])
+def test_a_frozen_run_that_keeps_its_trained_weights_only_reads_back_the_same_model(
+        task, tmp_path, family, freeze):
+    from analysis_lib import extract
+
+    config = replace(FAST, epochs=1, **freeze)
+    full = _train(task, config, model=f"random:{family}", cache_dir=tmp_path)
+    part = _train(task, config, model=f"random:{family}", cache_dir=tmp_path,
+                  store="trainable")
+    again = _train(task, config, model=f"random:{family}", cache_dir=tmp_path,
+                   store="trainable")
+    assert not part.from_cache and again.from_cache and part.path != full.path
+    from safetensors.torch import load_file
+
+    kept = set(load_file(str(part.path / finetune.TRAINABLE)))
+    frozen = set(part.record["frozen_parameters"])
+    assert frozen and kept == set(full.model.state_dict()) - frozen  # none of the frozen
+    assert again.metrics == full.metrics  # the same training, bit for bit
+    for name, value in full.model.state_dict().items():
+        assert torch.equal(value, again.model.state_dict()[name]), name
+    # the encoder extracts the same arrays as the full folder's
+    corpus = corpora.from_sentences(task.test.texts[:6])
+    a = extract.extract(full.load(), corpus, cache=False, progress=False)
+    b = extract.extract(again.load(), corpus, cache=False, progress=False)
+    np.testing.assert_array_equal(a.words, b.words)
+    np.testing.assert_array_equal(a.sentence_first, b.sentence_first)
+    assert b.info.fingerprint == f"finetune-{again.path.name}"
+    with pytest.raises(ValueError, match="store='trainable'.*finetune"):
+        models.load(str(again.path))
+    # a damaged weights file is found and the run trained again
+    weights = again.path / finetune.TRAINABLE
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        retrained = _train(task, config, model=f"random:{family}", cache_dir=tmp_path,
+                           store="trainable")
+    assert not retrained.from_cache and retrained.metrics == full.metrics
+    with pytest.raises(ValueError, match="unknown store 'half'; valid: full, trainable"):
+        _train(task, config, cache=False, store="half")
+
+
 @pytest.mark.parametrize("family", ["bert", "gpt2", "distilbert", "xlnet", "roberta",
                                     "albert", "electra", "mpnet", "llama"])
 def test_truncation_and_empty_skip_reproduce_the_full_model(task, family):

@@ -273,6 +273,12 @@ def load(
                              cache_dir=cache_dir)
     if kind == "local":
         path = _local_path(name)
+        if (path / "trainable.safetensors").is_file():
+            raise ValueError(
+                f"{path} holds only the weights a partly frozen fine-tuning run trained (it "
+                "was cached with store='trainable'); read it back with training.finetune(...) "
+                "and the same arguments, whose .load() gives the encoder, or fine-tune with "
+                "store='full' for a folder any loader reads")
         return _from_pretrained(str(path), name, "local", _folder_fingerprint(path),
                                 local_files_only=True, revision=None,
                                 trust_remote_code=trust_remote_code)

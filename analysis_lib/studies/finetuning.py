@@ -270,9 +270,11 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
             changes = dict(freeze_bottom=k, freeze_embeddings=True)
         elif mode == "top":
             changes = dict(freeze_top=k)
+        # a frozen run keeps only what it trained (its frozen weights are the base's)
         runs = run_grid([model], [task], [seed], n_train=n_train, epochs=epochs,
                         model_options=model_options, preset=preset, n_heldout=n_heldout,
-                        progress=progress, **changes)
+                        progress=progress, store="full" if mode == "none" else "trainable",
+                        **changes)
         result = runs.get(model, task, seed)
         found[(mode, k, seed)] = result
         test = result.metrics["test"]

@@ -79,12 +79,14 @@ class Runs:
 def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
              n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
              preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True,
-             **changes: Any) -> Runs:
+             store: str = "full", **changes: Any) -> Runs:
     """Fine-tune every model on every task with every seed (or load each from the cache).
 
     ``model_options`` apply to ``random:`` models; ``preset`` names the recipe
     (:data:`~analysis_lib.training.finetune.PRESETS`); ``n_heldout`` is the size of each
-    task's validation and test splits; ``changes`` apply to the settings (freezing).
+    task's validation and test splits; ``changes`` apply to the settings (freezing);
+    ``store`` is what the cache keeps of each run (:func:`~analysis_lib.training.finetune.
+    finetune`).
     """
     if not models or not tasks or not seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
@@ -95,7 +97,7 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
         for model, seed in itertools.product(models, seeds):
             options = random_options(model, model_options)
             result = finetune(model, task, settings(epochs, seed, preset, **changes),
-                              progress=progress, **options)
+                              progress=progress, store=store, **options)
             found[(model, task_name, seed)] = result
             test = result.metrics["test"]
             rows.append({"model": model, "task": task_name, "seed": seed,

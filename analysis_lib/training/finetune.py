@@ -8,8 +8,12 @@ The result is saved (safetensors weights, config, tokenizer and a JSON record of
 setting, the metrics and the library version) under a key of everything that changes it;
 asking again, from any study, loads it. The saved folder is a normal model folder, so
 ``models.load(str(result.path))`` and ``extract`` treat the fine-tuned encoder like any other
-model. On the CPU a model trains and is evaluated at :data:`CPU_THREADS` torch threads
-whatever the machine has, so that the same key gives the same weights on every machine.
+model. A run with frozen layers can keep only the weights it trained (``store="trainable"``:
+about a quarter of a MiniLM run with its bottom half frozen); its folder is then read back
+through :func:`finetune`, which has the base model the frozen weights come from, and
+``result.load()`` gives its encoder. On the CPU a model trains and is evaluated at
+:data:`CPU_THREADS` torch threads whatever the machine has, so that the same key gives the
+same weights on every machine.
 
 :func:`predict` runs a task model with layers removed (:mod:`analysis_lib.training.surgery`):
 ``layer=l`` keeps transformer layers ``1..l`` and feeds layer ``l`` through the model's own
@@ -20,6 +24,7 @@ an inclusive span of layers.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import time
@@ -36,6 +41,8 @@ from ..data.tasks import Split, Task, load_task
 from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
+from ..models.info import model_info
+from ..runtime import checks
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
@@ -166,8 +173,14 @@ class FineTuned:
         return self.record["metrics"]
 
     def load(self) -> LoadedModel:
-        """The fine-tuned encoder through :func:`analysis_lib.models.load` (for extract)."""
-        return load(str(self.path))
+        """The fine-tuned encoder (for extract): through :func:`analysis_lib.models.load`, or,
+        for a run that kept only its trained weights, a copy of the one in memory."""
+        if not (self.path / TRAINABLE).is_file():
+            return load(str(self.path))
+        encoder = copy.deepcopy(self.model.base_model).eval()
+        info = model_info(encoder, self.tokenizer, str(self.path), "local",
+                          f"finetune-{self.path.name}")
+        return LoadedModel(encoder, self.tokenizer, info)
 
 
 def task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
@@ -296,7 +309,8 @@ def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_option
 @profiled("finetune", lambda model, task, *a, **k: f"{label(model)} on {label(task)}")
 def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
              cache: bool = True, cache_dir: str | os.PathLike | None = None,
-             progress: bool = True, device=None, **load_options: Any) -> FineTuned:
+             progress: bool = True, device=None, store: str = "full",
+             **load_options: Any) -> FineTuned:
     """Fine-tune ``model`` on ``task``, or load the result of an identical earlier run.
 
     Parameters
@@ -310,6 +324,10 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     device : str or torch.device, optional
         Where to train and evaluate (default: CUDA when available, else the CPU). A model
         trained on a GPU is cached under its own key (its weights differ by rounding).
+    store : {'full', 'trainable'}
+        What the cache keeps: the whole model (a folder any model loader reads), or only
+        the weights that were trained, for a run with frozen layers (the frozen ones are
+        the base model's; the folder is read back by :func:`finetune` only).
 
     Returns
     -------
@@ -318,6 +336,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         with the majority baseline, the training time and the library version.
     """
     config = check_config(preset(config) if isinstance(config, str) else config)
+    checks.choice(store, "store", STORES)
     if isinstance(task, str):
         task = load_task(task)
     base = load(model, **load_options)
@@ -328,10 +347,11 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
                    code=code_digest(__name__),
                    task_data=task.fingerprint(), config=settings,
-                   cpu_threads=CPU_THREADS if on_cpu else None, **key_parts(dev))
+                   cpu_threads=CPU_THREADS if on_cpu else None, **key_parts(dev),
+                   **({} if store == "full" else {"store": store}))
     path = default_root(cache_dir) / "finetune" / key
     if cache:
-        hit = _load_saved(path)
+        hit = _load_saved(path, base)
         if hit is not None:
             return hit
     net = task_model(base, task.num_labels, task.regression, config.seed)
@@ -361,8 +381,30 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
               "library_version": __version__,
               "torch_version": torch.__version__}
     if cache:
-        _save(path, net, base.tokenizer, record)
+        _save(path, net, base, record, frozen if store == "trainable" else None)
     return FineTuned(path, net, base.tokenizer, record)
+
+
+#: what :func:`finetune` can keep of a run (``store``)
+STORES = ("full", "trainable")
+#: the weights file of a run that kept only its trained weights
+TRAINABLE = "trainable.safetensors"
+
+
+def _with_base(path: Path, base: LoadedModel, record: dict[str, Any]):
+    """The task model of a run saved with ``store="trainable"``: the base model's weights,
+    then the saved ones over them; every weight not saved must be one the run froze."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    model = task_model(base, config.num_labels, config.problem_type == "regression", 0)
+    missing, unexpected = model.load_state_dict(load_file(str(path / TRAINABLE)), strict=False)
+    not_frozen = sorted(set(missing) - set(record["frozen_parameters"]))
+    if unexpected or not_frozen:
+        raise ValueError(f"the saved weights do not fit the base model: unexpected "
+                         f"{unexpected[:3]}, missing and not frozen {not_frozen[:3]}")
+    return model.eval()
 
 
 #: What a saved record must hold (a record of another shape is damaged and retrained).
@@ -370,16 +412,26 @@ RECORD_KEYS = {"config": dict, "metrics": dict, "history": list, "checksums": di
                "label_names": list, "task": str}
 
 
-def _save(path: Path, model, tokenizer, record: dict[str, Any]) -> None:
-    """Write the model folder atomically (a temporary folder, then one rename)."""
+def _save(path: Path, model, base: LoadedModel, record: dict[str, Any],
+          frozen: set[str] | None = None) -> None:
+    """Write the model folder atomically (a temporary folder, then one rename): the whole
+    model, or (``frozen`` given) every tensor but the frozen ones and the config."""
 
     def write(tmp: Path) -> None:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        if frozen is None:
+            model.save_pretrained(tmp, safe_serialization=True)
+        else:
+            from safetensors.torch import save_file
+
+            kept = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+                    if k not in frozen}
+            save_file(kept, str(tmp / TRAINABLE))
+            model.config.save_pretrained(tmp)
+        base.tokenizer.save_pretrained(tmp)
         full = {**record, "checksums": folder_checksums(tmp, "*.safetensors")}
         (tmp / "record.json").write_text(json.dumps(full, indent=1, default=str))
 
-    publish_folder(path, write, lambda: _load_saved(path, quiet=True) is not None)
+    publish_folder(path, write, lambda: _load_saved(path, base, quiet=True) is not None)
 
 
 def _check_record(record: Any) -> dict[str, Any]:
@@ -393,7 +445,10 @@ def _check_record(record: Any) -> dict[str, Any]:
     return record
 
 
-def _load_saved(path: Path, quiet: bool = False) -> FineTuned | None:
+def _load_saved(path: Path, base: LoadedModel, quiet: bool = False) -> FineTuned | None:
+    """The saved run at ``path`` (None when there is none; a damaged one is removed, to be
+    trained again); ``base`` supplies the frozen weights of a run that kept only its
+    trained ones."""
     if not path.exists():
         return None
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -402,9 +457,12 @@ def _load_saved(path: Path, quiet: bool = False) -> FineTuned | None:
         record = _check_record(json.loads((path / "record.json").read_text()))
         if folder_checksums(path, list(record["checksums"])) != record["checksums"]:
             raise ValueError("checksum mismatch in the weights")
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, attn_implementation="eager", local_files_only=True).eval()
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if (path / TRAINABLE).is_file():
+            model, tokenizer = _with_base(path, base, record), base.tokenizer
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, attn_implementation="eager", local_files_only=True).eval()
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as error:
         if not quiet:
             warnings.warn(f"saved fine-tuned model {path} is damaged ({error}); it will be "
