@@ -263,3 +263,9 @@ def test_the_depth_statistic_by_training_step_follows_planted_trends():
     assert table["L1 - top"].iloc[1] == pytest.approx(0.2 - 0.5, abs=0.01)
     assert (table.low <= table["L1 - top"]).all() and (table["L1 - top"] <= table.high).all()
     assert (table.pairs == early.pair.nunique()).all()
+    # any setting in the given order, e.g. the width of the seed models
+    by_width = seeds.depth_by_setting({64: late, 128: early}, "width")
+    assert by_width.width.tolist() == [64, 128]
+    assert by_width.verdict.tolist() == ["holds", "equivalent"]
+    assert by_width.drop(columns="width").equals(
+        table.drop(columns="step").iloc[::-1].reset_index(drop=True))

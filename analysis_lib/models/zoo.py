@@ -16,6 +16,9 @@ objective          ``base`` (causal LM, reads left to right) and ``mlm`` (masked
 depth              ``base`` (4 layers) and ``depth-2`` (``zoo`` set: also ``depth-6``)
 data               ``tweets`` and ``bbc``: trained on one domain only
 training length    ``base@<step>``: the base model's weights at earlier steps of its run
+size               ``wide-0``, ``wide-1``, ``wide-2`` (``zoo`` set): the seed models at twice
+                   the width (128), so that the seeds chapter can ask whether the difference
+                   between seeds changes with the size of the model
 =================  =========================================================================
 
 The seed models keep the base's checkpoints too (``seed-1@100``, ...), so the seeds chapter
@@ -53,6 +56,8 @@ ZOO: dict[str, PretrainConfig] = {
     "seed-3": replace(BASE, seed=3),
     "seed-4": replace(BASE, seed=4),
     "depth-6": replace(BASE, layers=6, checkpoints=()),
+    **{f"wide-{s}": replace(BASE, hidden=2 * BASE.hidden, seed=s, checkpoints=())
+       for s in range(3)},
 }
 
 #: which models each set holds; ``default`` is what the offline book trains
@@ -109,6 +114,18 @@ def seed_models(set_name: str = "default", step: int | None = None) -> list[str]
     for name in out:
         parse(name[len("zoo:"):])  # an unknown step is named with the steps kept
     return out
+
+
+def wide_seed_models() -> list[str]:
+    """The ``zoo:`` names of the seed models at twice the base's width (``zoo`` set): the
+    model-size ablation of the seeds chapter."""
+    return [f"zoo:{n}" for n in ZOO if n.startswith("wide-")]
+
+
+def is_trained(name: str, *, cache_dir: str | os.PathLike | None = None) -> bool:
+    """Whether the cache holds the zoo model ``name`` (``"zoo:"`` prefix allowed)."""
+    model, _ = parse(name.removeprefix("zoo:"))
+    return cached(ZOO[model], cache_dir) is not None
 
 
 def factors(prefix: str = "zoo:") -> dict[str, list[tuple[str, str]]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -271,13 +272,19 @@ def depth_by_step(pairs_by_step: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     distance at the first transformer layer minus at the top, over seed pairs) at each
     training step, each judged by the book's rule on its own: does the depth pattern come
     or go with training?"""
+    return depth_by_setting({int(k): v for k, v in sorted(pairs_by_step.items())}, "step")
+
+
+def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.DataFrame:
+    """:func:`depth_by_step` for any setting of the seed models (their training step, their
+    width, ...), one row per setting in the mapping's order, named ``column``."""
     rows = []
-    for step, pairs in sorted(pairs_by_step.items()):
-        evidence = _depth_evidence(pairs, f"step {step}")
+    for setting, pairs in pairs_by.items():
+        evidence = _depth_evidence(pairs, f"{column} {setting}")
         verdict = decide("ren-depth", evidence)
         unit = verdict.units.iloc[0] if len(verdict.units) else {}
-        rows.append({"step": int(step),
-                     **{name: float(unit.get(column, np.nan)) for name, column in
+        rows.append({column: setting,
+                     **{name: float(unit.get(field, np.nan)) for name, field in
                         (("L1 - top", "estimate"), ("low", "low"), ("high", "high"))},
                      "pairs": int(pairs.pair.nunique()) if len(pairs) else 0,
                      "verdict": verdict.outcome})
