@@ -144,3 +144,12 @@ def test_permutation_floor_says_when_permutations_are_too_few():
     assert "too few" in study.permutation_floor(40, 7)
     assert "enough" in study.permutation_floor(140, 7)
     assert "0.0244" in study.permutation_floor(40, 7)
+
+
+def test_the_share_left_of_a_gap_is_defined_only_above_the_smallest_effect():
+    matched = pd.DataFrame({"raw": [0.10, -0.04, 0.001, 0.0], "matched": [0.05, -0.04, 0.002,
+                                                                           0.0]})
+    share = study.matched_share(matched).share_left
+    np.testing.assert_allclose(share[:2], [0.5, 1.0])
+    assert share[2:].isna().all()  # 0.001 and 0: below merchant-domain's 0.02, no share
+    assert study.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)

@@ -188,7 +188,6 @@ def test_saved_model_loads_through_models_and_extract(task, tmp_path):
 
 @pytest.mark.parametrize("family, freeze", [
     ("bert", dict(freeze_embeddings=True, freeze_bottom=1)),
-    ("roberta", dict(freeze_top=1)),
 ])
 def test_a_frozen_run_that_keeps_its_trained_weights_only_reads_back_the_same_model(
         task, tmp_path, family, freeze):

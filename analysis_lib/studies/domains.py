@@ -35,7 +35,7 @@ from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity
-from . import verdicts
+from . import claims, verdicts
 from .shared import Runs, load_model, stimuli, word_layers, word_rows
 from .verdicts import Evidence, decide
 
@@ -283,11 +283,16 @@ def findings(curves: pd.DataFrame) -> pd.DataFrame:
     return verdicts.table([decide("merchant-domain", evidence)])
 
 
-def matched_share(matched: pd.DataFrame) -> pd.DataFrame:
+def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
     """How much of each out-minus-in gap is left once the domains are matched on length,
-    frequency and split words (a share near 1: the covariates do not explain the gap)."""
+    frequency and split words (a share near 1: the covariates do not explain the gap).
+    A gap smaller than ``floor`` (default: ``merchant-domain``'s smallest effect) has no
+    share to speak of: a ratio of two near-zero numbers swings with rounding, so it is NaN."""
+    floor = claims.get("merchant-domain").smallest_effect if floor is None else floor
     frame = matched.copy()
-    frame["share_left"] = np.where(np.abs(frame.raw) > 0, frame.matched / frame.raw, np.nan)
+    big = np.abs(frame.raw.to_numpy(dtype=float)) >= floor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["share_left"] = np.where(big, frame.matched / frame.raw, np.nan)
     return frame
 
 
