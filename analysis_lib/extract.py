@@ -59,6 +59,7 @@ SPECIAL_TOKENS = ("drop", "keep")
 #: ``word_rows`` of an extraction that keeps the sentence vectors only (every study that reads
 #: only sentence vectors passes it, so they share one small cache entry per model and corpus)
 SENTENCES_ONLY: tuple[int, ...] = ()
+#: the sentence poolings an extraction keeps unless told otherwise (``sentences``)
 SENTENCE_POOLING = ("first", "last", "mean")
 #: ``sentences`` of an extraction that keeps no sentence vectors (a study that reads word rows
 #: or attention maps only)
