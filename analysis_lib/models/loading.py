@@ -51,6 +51,10 @@ _BYTE_LEVEL = {"gpt2", "roberta", "bart", "longformer", "deberta", "camembert", 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
+#: the weights file of a fine-tuning run that kept only the weights it trained (see
+#: :func:`analysis_lib.training.finetune.finetune`, ``store="trainable"``)
+TRAINABLE_WEIGHTS = "trainable.safetensors"
+
 def random_options(name: str, model_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The options that apply to ``name`` out of a study's ``model_options``: all of them
     for a ``random:`` model (its sizes and seed), none for any other (a trained model's
@@ -273,7 +277,7 @@ def load(
                              cache_dir=cache_dir)
     if kind == "local":
         path = _local_path(name)
-        if (path / "trainable.safetensors").is_file():
+        if (path / TRAINABLE_WEIGHTS).is_file():
             raise ValueError(
                 f"{path} holds only the weights a partly frozen fine-tuning run trained (it "
                 "was cached with store='trainable'); read it back with training.finetune(...) "

@@ -42,6 +42,7 @@ from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
 from ..models.info import model_info
+from ..models.loading import TRAINABLE_WEIGHTS
 from ..runtime import checks
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
 from ..runtime.device import fork_rng, key_parts, model_device, resolve
@@ -388,7 +389,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
 #: what :func:`finetune` can keep of a run (``store``)
 STORES = ("full", "trainable")
 #: the weights file of a run that kept only its trained weights
-TRAINABLE = "trainable.safetensors"
+TRAINABLE = TRAINABLE_WEIGHTS
 
 
 def _with_base(path: Path, base: LoadedModel, record: dict[str, Any]):
