@@ -170,6 +170,27 @@ def test_cache_trains_once_retrains_on_change_and_on_damage(task, tmp_path, monk
     assert not [p for p in tmp_path.joinpath("finetune").iterdir() if p.name.startswith(".tmp")]
 
 
+def test_lookup_reads_a_cached_run_and_never_trains(task, tmp_path, monkeypatch):
+    calls = []
+    real_train = finetune.train
+    monkeypatch.setattr(finetune, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+
+    def look(config=FAST, **kw):
+        return finetune.lookup("random:bert", task, config, cache_dir=tmp_path,
+                               **{**TINY, **kw})
+
+    assert look() is None and not calls
+    trained = _train(task, cache_dir=tmp_path)
+    found = look()
+    assert len(calls) == 1 and found.from_cache and found.path == trained.path
+    assert found.metrics == trained.metrics
+    # another setting, store or model size is another run, and is not found
+    assert look(replace(FAST, seed=1)) is None
+    assert look(store="trainable") is None
+    assert look(layers=TINY["layers"] + 1) is None
+    assert len(calls) == 1
+
+
 def test_saved_model_loads_through_models_and_extract(task, tmp_path):
     from analysis_lib import extract
 

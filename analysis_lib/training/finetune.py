@@ -336,21 +336,11 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         Its ``record`` holds every setting, the per-epoch loss, validation and test metrics
         with the majority baseline, the training time and the library version.
     """
-    config = check_config(preset(config) if isinstance(config, str) else config)
-    checks.choice(store, "store", STORES)
-    if isinstance(task, str):
-        task = load_task(task)
-    base = load(model, **load_options)
+    config, task, base, dev = _arguments(model, task, config, device, store, load_options)
     settings = asdict(config)
-    dev = resolve(device)
     where = device_key(dev)
     on_cpu = dev.type == "cpu"
-    key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
-                   code=code_digest(__name__),
-                   task_data=task.fingerprint(), config=settings,
-                   cpu_threads=CPU_THREADS if on_cpu else None, **key_parts(dev),
-                   **({} if store == "full" else {"store": store}))
-    path = default_root(cache_dir) / "finetune" / key
+    path = _run_path(base, task, config, dev, store, cache_dir)
     if cache:
         hit = _load_saved(path, base)
         if hit is not None:
@@ -384,6 +374,37 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     if cache:
         _save(path, net, base, record, frozen if store == "trainable" else None)
     return FineTuned(path, net, base.tokenizer, record)
+
+
+def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
+           cache_dir: str | os.PathLike | None = None, device=None, store: str = "full",
+           **load_options: Any) -> FineTuned | None:
+    """The cached result of :func:`finetune` with the same arguments, or None when the cache
+    does not hold it: nothing is trained. A page uses it to read the runs of a longer
+    schedule (another profile) when they have been trained, at no cost when they have not."""
+    config, task, base, dev = _arguments(model, task, config, device, store, load_options)
+    return _load_saved(_run_path(base, task, config, dev, store, cache_dir), base)
+
+
+def _arguments(model, task, config, device, store, load_options):
+    """The checked settings, the task, the base model and the device of a run."""
+    config = check_config(preset(config) if isinstance(config, str) else config)
+    checks.choice(store, "store", STORES)
+    if isinstance(task, str):
+        task = load_task(task)
+    return config, task, load(model, **load_options), resolve(device)
+
+
+def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store: str,
+              cache_dir) -> Path:
+    """The cache folder of a run: every setting, the data, the code and the device in its
+    key."""
+    key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
+                   code=code_digest(__name__),
+                   task_data=task.fingerprint(), config=asdict(config),
+                   cpu_threads=CPU_THREADS if dev.type == "cpu" else None,
+                   **key_parts(dev), **({} if store == "full" else {"store": store}))
+    return default_root(cache_dir) / "finetune" / key
 
 
 #: what :func:`finetune` can keep of a run (``store``)
