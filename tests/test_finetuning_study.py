@@ -284,3 +284,68 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
     old = study.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
         "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()}, 100)
     assert study.learning_curves(old).empty
+
+
+@pytest.mark.slow
+def test_cached_grid_reads_what_run_grid_trained_and_trains_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
+    options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
+    grid = dict(models=["random:bert"], tasks=["tweets-sentiment"], n_train=48, epochs=0.5,
+                model_options=options)
+    calls = []
+    real = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert study.cached_grid(seeds=[0, 1], **grid) is None and not calls
+    trained = study.run_grid(seeds=[0, 1], progress=False, **grid)
+    assert len(calls) == 2
+    found = study.cached_grid(seeds=[0, 1, 2], **grid)  # seed 2 was never trained
+    assert len(calls) == 2
+    assert found.seeds("random:bert", "tweets-sentiment") == [0, 1]
+    for seed in (0, 1):
+        assert found.get("random:bert", "tweets-sentiment", seed).path == \
+            trained.get("random:bert", "tweets-sentiment", seed).path
+    columns = ["model", "task", "seed", "accuracy", "majority"]
+    pd.testing.assert_frame_equal(found.frame[columns], trained.frame[columns])
+    assert found.n_train == 48 and found.task("tweets-sentiment").train.texts == \
+        trained.task("tweets-sentiment").train.texts
+    # too few seeds cached, or another schedule: nothing to read
+    assert study.cached_grid(seeds=[0, 1, 2], min_seeds=3, **grid) is None
+    assert study.cached_grid(seeds=[0, 1], **{**grid, "epochs": 1.0}) is None
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="min_seeds"):
+        study.cached_grid(seeds=[0], min_seeds=0, **grid)
+
+
+def test_grid_parameters_read_a_profiles_fine_tuning_grid():
+    from analysis_lib.book import load_profile
+
+    larger = study.grid_parameters(load_profile("larger"))
+    assert larger["n_train"] == 3000 and larger["seeds"] == [0, 1, 2, 3, 4]
+    from analysis_lib.studies.shared import GRID_PARAMETERS
+
+    assert set(larger) == set(GRID_PARAMETERS.values())
+    with pytest.raises(ValueError, match="ft_epochs, ft_seeds missing"):
+        study.grid_parameters({"ft_models": ["m"], "ft_tasks": ["t"], "ft_train": 10})
+
+
+def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch):
+    class Run:
+        def __init__(self, steps):
+            self.record = {"history": [{"epoch": 1, "steps": steps}]}
+
+    rows, found = [], {}
+    for task, values in (("above", [0.80, 0.81, 0.82]), ("below", [0.50, 0.51, 0.52]),
+                         ("overlaps", [0.55, 0.70, 0.85])):
+        for seed, accuracy in enumerate(values):
+            rows.append({"model": "m", "task": task, "seed": seed, "accuracy": accuracy,
+                         "majority": 0.4})
+            found[("m", task, seed)] = Run(75)
+    runs = study.Runs(pd.DataFrame(rows), found, 600)
+    monkeypatch.setattr(study, "frozen_head", lambda runs, models, tasks, **k: pd.DataFrame(
+        {"model": "m", "task": tasks, "frozen_head": 0.7}))
+    table = study.accuracy_table(runs)
+    assert table.against_frozen.tolist() == ["above", "below", "overlaps"]
+    assert table.steps.tolist() == [75] * 3 and table.majority.tolist() == [0.4] * 3
+    np.testing.assert_allclose(table["mean"], [0.81, 0.51, 0.70])
+    said = study.frozen_sentence(table)
+    assert "m on below, 75 steps: 0.510" in said and "frozen head's 0.700 (below)" in said

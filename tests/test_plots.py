@@ -53,6 +53,18 @@ def test_slider_lines_binds_a_range_over_the_grid():
     assert param["bind"]["input"] == "range" and param["bind"]["max"] == 0.5
 
 
+def test_learning_curves_draw_one_panel_per_run_group_with_its_frozen_head():
+    curves = pd.DataFrame({"model": "m", "task": ["a"] * 4 + ["b"] * 4,
+                           "seed": [0, 0, 1, 1] * 2, "epoch": [1, 2] * 4,
+                           "validation_accuracy": [.5, .6, .55, .65, .3, .4, .35, .45]})
+    spec = plots.learning_curves(curves, {("m", "a"): 0.58, ("m", "b"): 0.41}).to_dict()
+    assert [panel["layer"][0]["title"] for panel in spec["concat"]] == ["m on a", "m on b"]
+    rules = [r["at"] for data in spec["datasets"].values() for r in data if "at" in r]
+    assert rules == [0.58, 0.41]
+    seeds = {r["seed"] for data in spec["datasets"].values() for r in data if "seed" in r}
+    assert seeds == {"0", "1"}  # one line per seed, coloured as categories
+
+
 def test_matrix_frame_checks_labels():
     with pytest.raises(ValueError, match="does not fit"):
         plots.matrix_frame(np.eye(3), ["a", "b"])

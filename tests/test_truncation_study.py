@@ -167,3 +167,56 @@ def test_findings_follow_planted_accuracies():
                            skips={k: v for k, v in skips.items() if k[1] == 0})
     assert found.loc["phang-skip-bottom", "verdict"] == "inconclusive"
     assert found.loc["merchant-truncate", "verdict"] == "inconclusive"
+
+
+def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_path,
+                                                                     monkeypatch):
+    from analysis_lib.studies import shared
+    from analysis_lib.training import heads
+
+    config = finetune.FinetuneConfig(batch_size=16, learning_rate=2e-3, epochs=2,
+                                     max_length=32, seed=0)
+    base = models.load("random:bert", **TINY)
+    result = finetune.finetune("random:bert", task, config, cache_dir=tmp_path,
+                               progress=False, **TINY)
+
+    class Grid(shared.Runs):  # the grid's task is the fixture's, not the book's split
+        def task(self, name):
+            return task
+
+    runs = Grid(pd.DataFrame(), {("m", "t", 0): result}, len(task.train))
+    full = study.layer_scores(result, base, task, head="probe")
+    fits = []
+    monkeypatch.setattr(heads, "fit_head", lambda *a, **k: fits.append(1))
+    alone = study.untuned_scores(runs, ["m"], ["t"])
+    assert not fits
+    expected = full[full.config == "UNTUNED"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(alone[["config", "layer", "accuracy"]], expected)
+    assert (alone.full == result.metrics["test"]["accuracy"]).all()
+    assert (alone.majority == task.majority_baseline("test")).all()
+    # at the top layer nothing is cut: UNTUNED is the model's own score
+    assert alone.accuracy.iloc[-1] == pytest.approx(result.metrics["test"]["accuracy"])
+
+
+def _longer(by_depth, steps=500):
+    return study.Longer("larger", None, by_depth, pd.DataFrame(), pd.DataFrame(), steps)
+
+
+def test_the_schedule_sentence_names_what_training_length_did():
+    short = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
+    shows = study.untuned_by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
+    narrower = study.untuned_by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
+    wider = study.untuned_by_depth(_scores(untuned_drop=0.4, tuned_drop=0.0, gain=0.1))
+    assert "not measured" in study.schedule_sentence(short, None, "larger")
+    assert "--profile larger" in study.schedule_sentence(short, None, "larger")
+    said = study.schedule_sentence(short, _longer(shows))
+    assert "short run was the cause" in said and "500 optimizer steps" in said
+    assert "runs: +0.30" in said  # this page's statistic beside the longer schedule's
+    assert "both schedules" in study.schedule_sentence(shows, _longer(shows))
+    said = study.schedule_sentence(short, _longer(narrower))
+    assert "not the cause" in said and "narrows" in said
+    assert "does not narrow" in study.schedule_sentence(short, _longer(wider))
+    mixed = pd.concat([shows.assign(task="a"), short.assign(task="b")])
+    said = study.schedule_sentence(pd.concat([short.assign(task="a"), short.assign(task="b")]),
+                                   _longer(mixed))
+    assert "neither confirmed nor ruled out" in said

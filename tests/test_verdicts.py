@@ -153,3 +153,17 @@ def test_findings_table_is_keyed_by_claim_id():
         verdicts.outcome_of(frame, "wu-family")
     assert isinstance(frame, pd.DataFrame)
 
+
+
+def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
+    short = verdicts.table([verdicts.decide("phang-untuned", [
+        verdicts.Evidence.from_values("t", [0.30, 0.31, 0.29])])])
+    longer = verdicts.table([verdicts.decide("phang-untuned", [
+        verdicts.Evidence.from_values("t", [0.001, -0.001, 0.0])])])
+    both = verdicts.side_by_side({"default": short, "larger": longer}, ["phang-untuned"])
+    assert both.loc["phang-untuned", "default: verdict"] == "opposite"
+    assert both.loc["phang-untuned", "larger: verdict"] == "equivalent"
+    assert both.loc["phang-untuned", "larger: shows"] == longer.loc["phang-untuned",
+                                                                   "what this run shows"]
+    with pytest.raises(KeyError, match="holds no claim 'phang-tuned'"):
+        verdicts.side_by_side({"default": short}, ["phang-tuned"])

@@ -153,6 +153,20 @@ def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
     return alt.layer(*layers).properties(width=width, height=height)
 
 
+def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float], *,
+                    columns: int = 2, title: str = "") -> alt.Chart:
+    """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
+    learning_curves`): validation accuracy after each epoch, one line per seed, with the
+    frozen head's test accuracy (``frozen[(model, task)]``) as a dashed rule."""
+    charts = []
+    for (model, task), group in curves.groupby(["model", "task"], sort=False):
+        charts.append(layer_lines(
+            group.astype({"seed": str}), x="epoch", y="validation_accuracy", color="seed",
+            title=f"{model} on {task}", y_title="validation accuracy",
+            rules={"frozen head (test split)": frozen[(model, task)]}))
+    return panels(charts, columns=columns, title=title)
+
+
 def span_heatmap(frame: pd.DataFrame, *, value: str = "accuracy", title: str = "",
                  size: int = 240) -> alt.Chart:
     """Scores of skipped spans: row ``first``, column ``last`` skipped layer (upper triangle

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,11 @@ from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
     Runs,
     WordLayers,
     attention_stimuli,
+    cached_grid,
+    grid_parameters,
     layer_labels,
     load_model,
+    missing_schedule,
     run_grid,
     seed_interval,
     settings,
@@ -328,6 +332,37 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
     return pd.DataFrame(rows)
 
 
+def accuracy_table(runs: Runs, *, model_options: Mapping[str, Any] | None = None
+                   ) -> pd.DataFrame:
+    """Per (model, task) of a grid: test accuracy, mean over seeds with a 95% t interval
+    (``mean``, ``low``, ``high``, ``n``), the optimizer steps of each run (``steps``), the
+    majority baseline and the frozen head (:func:`frozen_head`), and ``against_frozen``:
+    "above" when the whole interval lies above the frozen head, "below" when it lies below
+    it, "overlaps" otherwise. Fine-tuning is trained enough for this chapter's comparisons
+    only where it is "above"."""
+    table = summarize(runs.frame, ["model", "task"], "accuracy")
+    first = runs.frame.groupby(["model", "task"], sort=False).first()
+    keys = list(zip(table.model, table.task))
+    table["steps"] = [runs.get(m, t, int(first.loc[(m, t), "seed"])
+                               ).record["history"][-1]["steps"] for m, t in keys]
+    table["majority"] = [float(first.loc[key, "majority"]) for key in keys]
+    models, tasks = list(dict.fromkeys(table.model)), list(dict.fromkeys(table.task))
+    table = table.merge(frozen_head(runs, models, tasks, model_options=model_options),
+                        on=["model", "task"])
+    table["against_frozen"] = np.select(
+        [table["low"] > table["frozen_head"], table["high"] < table["frozen_head"]],
+        ["above", "below"], "overlaps")
+    return table
+
+
+def frozen_sentence(table: pd.DataFrame) -> str:
+    """:func:`accuracy_table`'s comparison with the frozen head, in a sentence."""
+    return "; ".join(
+        f"{r.model} on {r.task}, {r.steps} steps: {r['mean']:.3f} [{r.low:.3f}, {r.high:.3f}] "
+        f"against the frozen head's {r.frozen_head:.3f} ({r.against_frozen})"
+        for _, r in table.iterrows())
+
+
 def learning_curves(runs: Runs, *, still_rising: float = 0.01) -> pd.DataFrame:
     """One row per (model, task, seed, epoch) of the grid: the training loss and the
     validation scores after that epoch, from each run's record (the learning curve), and
@@ -521,3 +556,37 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     costs, order = _freezing_evidence(frozen)
     evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))
     return verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+
+
+@dataclass
+class Schedule:
+    """The runs of a longer schedule (another profile's) that the cache holds, read as
+    sections 1 and 2 read this page's own: accuracy against the frozen head, the learning
+    curves, Phang et al.'s views on the first token and the claims those answer (the
+    others read "not measured")."""
+
+    profile: str
+    runs: Runs
+    accuracy: pd.DataFrame
+    curves: pd.DataFrame
+    views: dict[tuple[str, str, str], dict[str, list[np.ndarray]]]
+    findings: pd.DataFrame
+
+
+def longer_schedule(values: Mapping[str, Any], profile: str = "larger", *,
+                    n_stimuli: int | None = None) -> Schedule | None:
+    """The training-length ablation of this chapter: the fine-tuned runs of the profile
+    whose parameters are ``values`` (its ``ft_*`` and ``model_options``), read from the
+    cache and never trained; None when the cache does not hold two seeds of every run (the
+    profile has not been built). ``n_stimuli``: validation sentences for the views."""
+    grid = grid_parameters(values)
+    runs = cached_grid(**grid)
+    if runs is None:
+        return None
+    options = grid.get("model_options")
+    views = {(model, task, "first"): view_matrices(runs, model, task,
+                                                   stimuli(runs.task(task), n_stimuli),
+                                                   "first", model_options=options)
+             for model in grid["models"] for task in grid["tasks"]}
+    return Schedule(profile, runs, accuracy_table(runs, model_options=options),
+                    learning_curves(runs), views, findings(pd.DataFrame(), views))

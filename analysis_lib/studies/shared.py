@@ -20,9 +20,9 @@ from ..data.corpora import Corpus
 from ..data.tasks import Task, load_task, split_corpus
 from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract
 from ..layers import layer_label
-from ..models import LoadedModel, load, random_options
+from ..models import LoadedModel, load, random_options, zoo
 from ..training import zoo as zoo_training
-from ..training.finetune import FinetuneConfig, FineTuned, finetune
+from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
 
 
@@ -99,13 +99,69 @@ def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], 
             result = finetune(model, task, settings(epochs, seed, preset, **changes),
                               progress=progress, store=store, **options)
             found[(model, task_name, seed)] = result
-            test = result.metrics["test"]
-            rows.append({"model": model, "task": task_name, "seed": seed,
-                         "accuracy": test["accuracy"], "macro_f1": test["macro_f1"],
-                         "majority": test["majority_baseline"],
-                         "train_seconds": result.record["train_seconds"],
-                         "from_cache": result.from_cache})
+            rows.append(_run_row(model, task_name, seed, result))
     return Runs(pd.DataFrame(rows), found, n_train, n_heldout)
+
+
+#: the parameters of a profile that name its fine-tuning grid, and :func:`run_grid`'s names
+GRID_PARAMETERS = {"ft_models": "models", "ft_tasks": "tasks", "ft_seeds": "seeds",
+                   "ft_train": "n_train", "ft_heldout": "n_heldout", "ft_epochs": "epochs",
+                   "ft_preset": "preset", "model_options": "model_options"}
+
+
+def grid_parameters(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """The fine-tuning grid a profile's parameters name (:data:`GRID_PARAMETERS`), as
+    :func:`run_grid` and :func:`cached_grid` take it."""
+    missing = sorted(set(GRID_PARAMETERS) - {"model_options", "ft_preset", "ft_heldout"}
+                     - set(profile))
+    if missing:
+        raise ValueError(f"the profile does not name a fine-tuning grid: {', '.join(missing)} "
+                         "missing")
+    return {name: profile[key] for key, name in GRID_PARAMETERS.items() if key in profile}
+
+
+def missing_schedule(profile: str) -> str:
+    """What a page says where the cache holds no runs of another profile's schedule."""
+    return (f"not measured: the cache holds no runs of the `{profile}` profile's schedule "
+            f"(`python -m analysis_lib book --profile {profile}` trains them)")
+
+
+def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
+                n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
+                preset: str = "cpu", n_heldout: int = HELD_OUT, min_seeds: int = 2,
+                **changes: Any) -> Runs | None:
+    """The runs of a :func:`run_grid` that the cache already holds; nothing is trained.
+
+    A page reads with it the runs of a longer schedule that another profile trains (the
+    ``larger`` profile's), at no cost when they are absent: None unless every (model, task)
+    has at least ``min_seeds`` cached seeds (one seed gives no spread to judge by). The
+    rows of :attr:`Runs.frame` are those of :func:`run_grid`, for the cached seeds only.
+    """
+    if min_seeds < 1:
+        raise ValueError(f"min_seeds must be at least 1, got {min_seeds}")
+    rows, found = [], {}
+    for task_name in tasks:
+        task = task_for(task_name, n_train, n_heldout)
+        for model in models:
+            if model.startswith("zoo:") and not zoo.is_trained(model):
+                return None
+            options = random_options(model, model_options)
+            here = {seed: lookup(model, task, settings(epochs, seed, preset, **changes),
+                                 **options) for seed in seeds}
+            here = {seed: result for seed, result in here.items() if result is not None}
+            if len(here) < min_seeds:
+                return None
+            for seed, result in here.items():
+                found[(model, task_name, seed)] = result
+                rows.append(_run_row(model, task_name, seed, result))
+    return Runs(pd.DataFrame(rows), found, n_train, n_heldout)
+
+
+def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:
+    test = result.metrics["test"]
+    return {"model": model, "task": task, "seed": seed, "accuracy": test["accuracy"],
+            "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
+            "train_seconds": result.record["train_seconds"], "from_cache": result.from_cache}
 
 
 def stimuli(task: Task, n: int | None = None) -> Corpus:

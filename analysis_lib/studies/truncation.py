@@ -21,6 +21,7 @@ matrices (:func:`cka_and_loss`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,19 +35,30 @@ from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
-from .shared import HELD_OUT, Runs, load_model, run_grid, seed_interval
+from .shared import (
+    HELD_OUT,
+    Runs,
+    cached_grid,
+    grid_parameters,
+    load_model,
+    missing_schedule,
+    run_grid,
+    seed_interval,
+)
 from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
 
 
-def first_token_features(model: LoadedModel, task: Task) -> dict[str, list[np.ndarray]]:
-    """Every layer's first-token vectors on the train, validation and test inputs."""
+def first_token_features(model: LoadedModel, task: Task,
+                         parts: Sequence[str] = ("train", "validation", "test")
+                         ) -> dict[str, list[np.ndarray]]:
+    """Every layer's first-token vectors on the inputs of each split in ``parts``."""
     return {part: extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
                           word_rows=SENTENCES_ONLY, sentences=["first"], progress=False
                           ).layers("first")
-            for part in ("train", "validation", "test")}
+            for part in parts}
 
 
 def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -79,10 +91,9 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
     base_features = base_features or first_token_features(base, task)
     n = len(tuned["test"]) - 1
     rows = []
+    untuned = _untuned(result, tuned["test"], task)
     for layer in range(1, n + 1):
-        own = FirstTokenHead(result.model)
-        rows.append(("UNTUNED", layer, _accuracy(head_logits(own, tuned["test"][layer]),
-                                                 task.test.labels)))
+        rows.append(("UNTUNED", layer, untuned[layer - 1]))
         for config, feats, start in (("TUNED", tuned, result.model),
                                      ("TUNEDORIG", base_features, None)):
             if head == "probe":
@@ -97,6 +108,33 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
             rows.append((config, layer, _accuracy(head_logits(fresh, feats["test"][layer]),
                                                   task.test.labels)))
     return pd.DataFrame(rows, columns=["config", "layer", "accuracy"])
+
+
+def _untuned(result: ft.FineTuned, test: Sequence[np.ndarray], task: Task) -> list[float]:
+    """UNTUNED's test accuracy at layers ``1..L``: the model's own head on each layer."""
+    own = FirstTokenHead(result.model)
+    return [_accuracy(head_logits(own, test[layer]), task.test.labels)
+            for layer in range(1, len(test))]
+
+
+def untuned_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> pd.DataFrame:
+    """UNTUNED alone for every run of a grid, in :func:`score_grid`'s columns. It reads the
+    test inputs only and fits nothing, so a grid of longer runs (another profile's, found
+    with :func:`~analysis_lib.studies.shared.cached_grid`) is scored in seconds."""
+    frames = []
+    for model in models:
+        for task_name in tasks:
+            task = runs.task(task_name)
+            for seed in runs.seeds(model, task_name):
+                result = runs.get(model, task_name, seed)
+                test = first_token_features(result.load(), task, ["test"])["test"]
+                frames.append(pd.DataFrame({
+                    "config": "UNTUNED", "layer": range(1, len(test)),
+                    "accuracy": _untuned(result, test, task), "model": model,
+                    "task": task_name, "seed": seed,
+                    "full": result.metrics["test"]["accuracy"],
+                    "majority": task.majority_baseline("test")}))
+    return pd.concat(frames, ignore_index=True)
 
 
 def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head: str = "model",
@@ -132,20 +170,23 @@ def score_summary(scores: pd.DataFrame) -> pd.DataFrame:
 def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int,
                    epochs: float, seeds: Sequence[int] = (0,),
                    model_options: Mapping[str, Any] | None = None, preset: str = "cpu",
-                   n_heldout: int = HELD_OUT, progress: bool = True) -> pd.DataFrame:
+                   n_heldout: int = HELD_OUT, progress: bool = True,
+                   cached_only: bool = False) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
     as a whole, for each ``k`` and each fine-tuning seed; test accuracy per ``(k, seed)``
     (cached like every fine-tuning), with the mean training loss of the first and the last
-    epoch (did it converge?)."""
+    epoch (did it converge?). ``cached_only``: the runs the cache holds, nothing trained
+    (another profile's longer schedule)."""
     if not seeds:
         raise ValueError("truncated_runs needs at least one seed")
     options = random_options(model, model_options)
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)
-        grid = run_grid([folder], [task], list(seeds), n_train=n_train, epochs=epochs,
-                        preset=preset, n_heldout=n_heldout, progress=progress)
-        for seed in seeds:
+        kw = dict(n_train=n_train, epochs=epochs, preset=preset, n_heldout=n_heldout)
+        grid = (cached_grid([folder], [task], list(seeds), min_seeds=1, **kw) if cached_only
+                else run_grid([folder], [task], list(seeds), progress=progress, **kw))
+        for seed in ([] if grid is None else grid.seeds(folder, task)):
             result = grid.get(folder, task, seed)
             history = result.record["history"]
             rows.append({"layers_kept": k, "seed": seed,
@@ -365,3 +406,78 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
         else:
             out.append(decide(claim_id, evidence[claim_id]))
     return verdicts.table(out)
+
+
+@dataclass
+class Longer:
+    """The runs of a longer schedule (another profile's) that the cache holds, scored as
+    the page scores its own: UNTUNED per layer, its depth ablation, the cut-then-fine-tuned
+    runs, and the claims those answer (the rest read "not measured")."""
+
+    profile: str
+    runs: Runs
+    by_depth: pd.DataFrame
+    truncated: pd.DataFrame
+    findings: pd.DataFrame
+    steps: int
+
+
+def longer_schedule(values: Mapping[str, Any], profile: str = "larger") -> Longer | None:
+    """The training-length ablation of this page's claims: the fine-tuned and the
+    cut-then-fine-tuned runs of the profile whose parameters are ``values`` (its
+    ``ft_*``, ``model_options`` and ``truncate_layers``), read from the cache and never
+    trained, scored by :func:`untuned_scores`, :func:`untuned_by_depth` and
+    :func:`findings`. None when the cache does not hold two seeds of every fine-tuned run
+    (the profile has not been built)."""
+    grid = grid_parameters(values)
+    runs = cached_grid(**grid)
+    if runs is None:
+        return None
+    model, task = grid["models"][0], grid["tasks"][0]
+    scores = untuned_scores(runs, grid["models"], grid["tasks"])
+    truncated = truncated_runs(
+        model, task, values.get("truncate_layers", []), seeds=grid["seeds"],
+        n_train=grid["n_train"], epochs=grid["epochs"], preset=grid.get("preset", "cpu"),
+        n_heldout=grid.get("n_heldout", HELD_OUT), model_options=grid.get("model_options"),
+        cached_only=True, progress=False)
+    full = {s: runs.get(model, task, s).metrics["test"]["accuracy"]
+            for s in runs.seeds(model, task)}
+    steps = runs.get(model, task, runs.seeds(model, task)[0]).record["history"][-1]["steps"]
+    return Longer(profile, runs, untuned_by_depth(scores), truncated,
+                  findings(scores, truncated=truncated, full=full), int(steps))
+
+
+def schedule_sentence(by_depth: pd.DataFrame, longer: Longer | None,
+                      profile: str = "larger") -> str:
+    """What training length does to ``phang-untuned``'s statistic (two layers below the
+    top), this page's runs (``by_depth``) against the longer schedule's, in a sentence that
+    names whether the short run is the cause of a claim that does not show."""
+    if longer is None:
+        return missing_schedule(profile)
+
+    def at_claim(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame.dropped == min(2, int(frame.dropped.max()))]
+
+    both = at_claim(by_depth).merge(at_claim(longer.by_depth), on=["model", "task"],
+                                    suffixes=("", "_long"))
+    if not len(both):
+        return "not measured: the two schedules share no model and task"
+    shown = "; ".join(
+        f"{r.task} {r['full - UNTUNED_long']:+.3f} [{r.low_long:+.3f}, {r.high_long:+.3f}], "
+        f"{r.verdict_long} (this page's runs: {r['full - UNTUNED']:+.3f}, {r.verdict})"
+        for _, r in both.iterrows())
+    where = (f"after {longer.steps} optimizer steps per run (the `{longer.profile}` "
+             f"profile's schedule), full − UNTUNED two layers below the top is {shown}")
+    outcomes = set(both.verdict_long)
+    if outcomes == {"equivalent"}:
+        if set(both.verdict) == {"equivalent"}:
+            return f"{where}: the claim shows with both schedules"
+        return f"{where}: the claim shows with the longer schedule, so the short run was the cause"
+    if outcomes == {"opposite"}:
+        narrower = bool((both["full - UNTUNED_long"] < both["full - UNTUNED"]).all())
+        trend = ("the gap narrows with training, so a still longer run may close it" if narrower
+                 else "the gap does not narrow with training")
+        return (f"{where}: UNTUNED still falls short of the full model, so the short run is "
+                f"not the cause at this length ({trend})")
+    return (f"{where}: the verdicts are mixed or inconclusive, so training length is neither "
+            "confirmed nor ruled out as the cause")

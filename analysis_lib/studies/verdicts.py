@@ -289,6 +289,21 @@ def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     return frame.set_index("claim id") if len(frame) else frame
 
 
+def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -> pd.DataFrame:
+    """The same claims judged in several settings (``{"default schedule": findings, ...}``,
+    each a :func:`table`), one row per claim: what each setting shows and its verdict, in
+    columns named after the setting. A claim a table lacks is an error."""
+    rows = []
+    for cid in claim_ids:
+        row = {"claim id": cid, "claim": get(cid).claim}
+        for name, found in tables.items():
+            outcome_of(found, cid)
+            row[f"{name}: shows"] = found.loc[cid, "what this run shows"]
+            row[f"{name}: verdict"] = found.loc[cid, "verdict"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("claim id")
+
+
 def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
     """One line per named claim of a findings table, in the order named: the verdict, then
     the claim (a claim the table lacks is an error, not a silent omission)."""
