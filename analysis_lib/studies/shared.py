@@ -146,9 +146,14 @@ def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
             if model.startswith("zoo:") and not zoo.is_trained(model):
                 return None
             options = random_options(model, model_options)
-            here = {seed: lookup(model, task, settings(epochs, seed, preset, **changes),
-                                 **options) for seed in seeds}
-            here = {seed: result for seed, result in here.items() if result is not None}
+            here = {}
+            for k, seed in enumerate(seeds):
+                if len(here) + len(seeds) - k < min_seeds:
+                    return None  # too few seeds left to look up to reach min_seeds
+                result = lookup(model, task, settings(epochs, seed, preset, **changes),
+                                **options)
+                if result is not None:
+                    here[seed] = result
             if len(here) < min_seeds:
                 return None
             for seed, result in here.items():
