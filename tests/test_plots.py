@@ -63,6 +63,9 @@ def test_learning_curves_draw_one_panel_per_run_group_with_its_frozen_head():
     assert rules == [0.58, 0.41]
     seeds = {r["seed"] for data in spec["datasets"].values() for r in data if "seed" in r}
     assert seeds == {"0", "1"}  # one line per seed, coloured as categories
+    one = plots.learning_curves(curves, 0.5, reference="full model").to_dict()
+    rules = [r for data in one["datasets"].values() for r in data if "at" in r]
+    assert rules == [{"reference": "full model", "at": 0.5}]  # one dataset, drawn twice
 
 
 def test_matrix_frame_checks_labels():

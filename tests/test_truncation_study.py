@@ -220,3 +220,17 @@ def test_the_schedule_sentence_names_what_training_length_did():
     said = study.schedule_sentence(pd.concat([short.assign(task="a"), short.assign(task="b")]),
                                    _longer(mixed))
     assert "neither confirmed nor ruled out" in said
+
+
+def test_cut_curves_give_one_row_per_run_and_epoch():
+    truncated = pd.DataFrame({"layers_kept": [1, 1, 3], "seed": [0, 1, 0],
+                              "accuracy": [0.6, 0.62, 0.7],
+                              "curve": [[0.5, 0.6], [0.52, 0.61], [0.55, 0.65, 0.7]]})
+    curves = study.cut_curves(truncated, "t")
+    assert len(curves) == 7 and set(curves.task) == {"t"}
+    three = curves[curves.model == "cut after L3"]
+    assert three.epoch.tolist() == [1, 2, 3] and three.validation_accuracy.tolist() == \
+        [0.55, 0.65, 0.7]
+    assert curves[(curves.model == "cut after L1") & (curves.seed == 1)
+                  ].validation_accuracy.tolist() == [0.52, 0.61]
+    assert study.cut_curves(truncated.iloc[:0], "t").empty

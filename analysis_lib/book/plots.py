@@ -18,6 +18,7 @@ Every function takes plain numpy arrays and label lists and returns an ``altair.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 
 import altair as alt
@@ -153,17 +154,20 @@ def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
     return alt.layer(*layers).properties(width=width, height=height)
 
 
-def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float], *,
-                    columns: int = 2, title: str = "") -> alt.Chart:
+def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float] | float, *,
+                    columns: int = 2, title: str = "",
+                    reference: str = "frozen head (test split)") -> alt.Chart:
     """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
-    learning_curves`): validation accuracy after each epoch, one line per seed, with the
-    frozen head's test accuracy (``frozen[(model, task)]``) as a dashed rule."""
+    learning_curves`): validation accuracy after each epoch, one line per seed, with a
+    reference accuracy (``frozen[(model, task)]``, or one number for every panel; by
+    default the frozen head's on the test split, ``reference`` names it) as a dashed rule."""
     charts = []
     for (model, task), group in curves.groupby(["model", "task"], sort=False):
         charts.append(layer_lines(
             group.astype({"seed": str}), x="epoch", y="validation_accuracy", color="seed",
             title=f"{model} on {task}", y_title="validation accuracy",
-            rules={"frozen head (test split)": frozen[(model, task)]}))
+            rules={reference: frozen if isinstance(frozen, numbers.Real)
+                   else frozen[(model, task)]}))
     return panels(charts, columns=columns, title=title)
 
 

@@ -175,8 +175,9 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
     as a whole, for each ``k`` and each fine-tuning seed; test accuracy per ``(k, seed)``
     (cached like every fine-tuning), with the mean training loss of the first and the last
-    epoch (did it converge?). ``cached_only``: the runs the cache holds, nothing trained
-    (another profile's longer schedule)."""
+    epoch (did it converge?) and the validation accuracy after each epoch (``curve``, the
+    learning curve: :func:`cut_curves`). ``cached_only``: the runs the cache holds, nothing
+    trained (another profile's longer schedule)."""
     if not seeds:
         raise ValueError("truncated_runs needs at least one seed")
     options = random_options(model, model_options)
@@ -193,7 +194,9 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
                          "accuracy": result.metrics["test"]["accuracy"],
                          "n_test": len(grid.task(task).test),
                          "first_epoch_loss": history[0]["train_loss"],
-                         "last_epoch_loss": history[-1]["train_loss"]})
+                         "last_epoch_loss": history[-1]["train_loss"],
+                         "curve": [e["validation_accuracy"] for e in history
+                                   if "validation_accuracy" in e]})
     return pd.DataFrame(rows)
 
 
@@ -208,6 +211,18 @@ def cut_summary(truncated: pd.DataFrame) -> pd.DataFrame:
                      "n": len(group), "first_epoch_loss": group.first_epoch_loss.mean(),
                      "last_epoch_loss": group.last_epoch_loss.mean()})
     return pd.DataFrame(rows)
+
+
+def cut_curves(truncated: pd.DataFrame, task: str) -> pd.DataFrame:
+    """The learning curves of :func:`truncated_runs` in the long form of
+    :func:`~analysis_lib.studies.finetuning.learning_curves` (one row per run and epoch),
+    each cut model named ``"cut after L<k>"``, for a chart per number of layers kept."""
+    rows = [{"model": f"cut after L{run.layers_kept}", "task": task, "seed": run.seed,
+             "epoch": epoch, "validation_accuracy": accuracy}
+            for run in truncated.itertuples()
+            for epoch, accuracy in enumerate(run.curve, start=1)]
+    return pd.DataFrame(rows, columns=["model", "task", "seed", "epoch",
+                                       "validation_accuracy"])
 
 
 @profiled("heads", lambda result, *a, **k: "skipped spans")
