@@ -105,9 +105,28 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     calls = []
     real = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    grid = dict(models=["random:bert"], tasks=["tweets-sentiment"], n_train=48, epochs=0.5,
+                model_options=options)
+    assert study.cached_grid(seeds=[0, 1], **grid) is None and not calls
     first = study.run_grid(["random:bert"], ["tweets-sentiment"], [0, 1], n_train=48,
                            epochs=0.5, model_options=options, progress=False)
     assert len(calls) == 2 and not first.frame.from_cache.any()
+    # a page reads the runs another profile trained, and trains nothing
+    found = study.cached_grid(seeds=[0, 1, 2], **grid)  # seed 2 was never trained
+    assert len(calls) == 2 and found.seeds("random:bert", "tweets-sentiment") == [0, 1]
+    for seed in (0, 1):
+        assert found.get("random:bert", "tweets-sentiment", seed).path == \
+            first.get("random:bert", "tweets-sentiment", seed).path
+    columns = ["model", "task", "seed", "accuracy", "majority"]
+    pd.testing.assert_frame_equal(found.frame[columns], first.frame[columns])
+    assert found.task("tweets-sentiment").train.texts == \
+        first.task("tweets-sentiment").train.texts
+    # too few seeds cached, or another schedule: nothing to read
+    assert study.cached_grid(seeds=[0, 1, 2], min_seeds=3, **grid) is None
+    assert study.cached_grid(seeds=[0, 1], **{**grid, "epochs": 1.0}) is None
+    with pytest.raises(ValueError, match="min_seeds"):
+        study.cached_grid(seeds=[0], min_seeds=0, **grid)
+    assert len(calls) == 2
     # another study asks for the same models: loaded, no training step
     again = study.run_grid(["random:bert"], ["tweets-sentiment"], [1, 0], n_train=48,
                            epochs=0.5, model_options=options, progress=False)
@@ -284,36 +303,6 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
     old = study.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
         "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()}, 100)
     assert study.learning_curves(old).empty
-
-
-@pytest.mark.slow
-def test_cached_grid_reads_what_run_grid_trained_and_trains_nothing(monkeypatch, tmp_path):
-    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
-    options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
-    grid = dict(models=["random:bert"], tasks=["tweets-sentiment"], n_train=48, epochs=0.5,
-                model_options=options)
-    calls = []
-    real = loop.run
-    monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    assert study.cached_grid(seeds=[0, 1], **grid) is None and not calls
-    trained = study.run_grid(seeds=[0, 1], progress=False, **grid)
-    assert len(calls) == 2
-    found = study.cached_grid(seeds=[0, 1, 2], **grid)  # seed 2 was never trained
-    assert len(calls) == 2
-    assert found.seeds("random:bert", "tweets-sentiment") == [0, 1]
-    for seed in (0, 1):
-        assert found.get("random:bert", "tweets-sentiment", seed).path == \
-            trained.get("random:bert", "tweets-sentiment", seed).path
-    columns = ["model", "task", "seed", "accuracy", "majority"]
-    pd.testing.assert_frame_equal(found.frame[columns], trained.frame[columns])
-    assert found.n_train == 48 and found.task("tweets-sentiment").train.texts == \
-        trained.task("tweets-sentiment").train.texts
-    # too few seeds cached, or another schedule: nothing to read
-    assert study.cached_grid(seeds=[0, 1, 2], min_seeds=3, **grid) is None
-    assert study.cached_grid(seeds=[0, 1], **{**grid, "epochs": 1.0}) is None
-    assert len(calls) == 2
-    with pytest.raises(ValueError, match="min_seeds"):
-        study.cached_grid(seeds=[0], min_seeds=0, **grid)
 
 
 def test_grid_parameters_read_a_profiles_fine_tuning_grid():
