@@ -167,3 +167,25 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
                                                                    "what this run shows"]
     with pytest.raises(KeyError, match="holds no claim 'phang-tuned'"):
         verdicts.side_by_side({"default": short}, ["phang-tuned"])
+
+
+def test_schedule_cause_names_the_short_run_only_where_the_verdict_moves():
+    def found(values):
+        return verdicts.table([verdicts.decide("merchant-truncate", [
+            verdicts.Evidence.from_values("3 of 6 layers kept", values)])])
+
+    opposite = found([0.15, 0.16, 0.14])
+    shown = found([0.001, -0.001, 0.0])
+    unclear = found([0.10, -0.02, 0.04])
+    assert (opposite.loc["merchant-truncate", "verdict"], shown.loc["merchant-truncate",
+            "verdict"], unclear.loc["merchant-truncate", "verdict"]) == \
+        ("opposite", "equivalent", "inconclusive")
+    said = verdicts.schedule_cause(opposite, shown, "merchant-truncate", "larger")
+    assert "short run was the cause" in said and "with the larger schedule's" in said
+    assert "+0.150" in said  # the statistic of each setting is quoted
+    assert "a cause; more seeds" in verdicts.schedule_cause(opposite, unclear,
+                                                              "merchant-truncate")
+    assert "is not the cause" in verdicts.schedule_cause(opposite, opposite,
+                                                          "merchant-truncate")
+    assert "no cause to name" in verdicts.schedule_cause(shown, opposite,
+                                                          "merchant-truncate")

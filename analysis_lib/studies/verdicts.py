@@ -304,6 +304,28 @@ def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -
     return pd.DataFrame(rows).set_index("claim id")
 
 
+def schedule_cause(short: pd.DataFrame, longer: pd.DataFrame, claim_id: str,
+                   name: str = "longer") -> str:
+    """What a longer training schedule does to one claim's verdict (this run's findings
+    table and the longer schedule's), in a sentence that names whether the short schedule
+    is the cause of a claim that does not show."""
+    before, after = outcome_of(short, claim_id), outcome_of(longer, claim_id)
+    shown = (f"{before} with this page's runs ({short.loc[claim_id, 'what this run shows']}), "
+             f"{after} with the {name} schedule's "
+             f"({longer.loc[claim_id, 'what this run shows']})")
+    if before != "opposite":
+        return f"{shown}: this page's runs do not contradict the claim; there is no cause to name"
+    if after in ("holds", "equivalent"):
+        return (f"{shown}: the claim shows once the models are trained longer, so the short "
+                "run was the cause")
+    if after == "inconclusive":
+        return (f"{shown}: training longer takes the contradiction away without showing the "
+                "claim, so the short run is a cause; more seeds would say whether it is the "
+                "only one")
+    return (f"{shown}: training longer does not change the verdict, so the short run is not "
+            "the cause")
+
+
 def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
     """One line per named claim of a findings table, in the order named: the verdict, then
     the claim (a claim the table lacks is an error, not a silent omission)."""
