@@ -209,6 +209,8 @@ def test_the_schedule_sentence_names_what_training_length_did():
     wider = study.untuned_by_depth(_scores(untuned_drop=0.4, tuned_drop=0.0, gain=0.1))
     assert "not measured" in study.schedule_sentence(short, None, "larger")
     assert "--profile larger" in study.schedule_sentence(short, None, "larger")
+    assert study.schedule_sentence(short, None, "none") == \
+        "not read: `longer_profile` is `none`"
     said = study.schedule_sentence(short, _longer(shows))
     assert "short run was the cause" in said and "500 optimizer steps" in said
     assert "runs: +0.30" in said  # this page's statistic beside the longer schedule's

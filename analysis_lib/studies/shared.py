@@ -121,7 +121,10 @@ def grid_parameters(profile: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def missing_schedule(profile: str) -> str:
-    """What a page says where the cache holds no runs of another profile's schedule."""
+    """What a page says where the cache holds no runs of another profile's schedule (or,
+    for ``"none"``, where the page was asked to read none: a build of that profile itself)."""
+    if profile == "none":
+        return "not read: `longer_profile` is `none`"
     return (f"not measured: the cache holds no runs of the `{profile}` profile's schedule "
             f"(`python -m analysis_lib book --profile {profile}` trains them)")
 
