@@ -19,7 +19,7 @@ Each module is imported by its full path (``from analysis_lib.data import corpor
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import OfflineError  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Command line: ``python -m analysis_lib <command>``.
+"""Command line: ``analysis-lib <command>`` (installed with the package), the same as
+``python -m analysis_lib <command>``.
 
 ``book --profile NAME [--force]``
     Execute every notebook of the book with papermill under the profile's parameters
@@ -12,12 +13,26 @@
     process; write the result table (parquet and CSV) and report failed units.
 ``corpora`` / ``models``
     List the registered corpora / the offline model names.
+``--version``
+    Print the library's version.
+
+A command that needs an optional dependency the installation lacks (PyTorch and transformers
+for models, the book's tools, Dask) says which extra installs it, and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from . import __version__
+
+#: the extra that installs each optional top-level package a command may need
+EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
+          "safetensors": "models", "datasets": "models", "accelerate": "models",
+          "gguf": "models", "psutil": "models", "papermill": "book", "nbformat": "book",
+          "jupyter_book": "book", "altair": "book", "vl_convert": "book", "ipywidgets": "book",
+          "dask": "sweep", "distributed": "sweep", "dask_jobqueue": "sweep"}
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -104,7 +119,8 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis_lib")
+    parser = argparse.ArgumentParser(prog="analysis-lib")
+    parser.add_argument("--version", action="version", version=f"analysis_lib {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     book = sub.add_parser("book", help="run the notebooks under a profile and build the book")
     book.add_argument("--profile", default="default")
@@ -142,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("corpora", help="list the corpora").set_defaults(func=cmd_corpora)
     sub.add_parser("models", help="list the offline model names").set_defaults(func=cmd_models)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ModuleNotFoundError as error:
+        top = (error.name or "").split(".")[0]
+        if top not in EXTRAS:
+            raise
+        print(f"analysis-lib {args.command} needs {top}, which is not installed here; install "
+              f'it with pip install "analysis_lib[{EXTRAS[top]}]"', file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ class LayerTable:
     """One row per layer of a collection, in the collection's order.
 
     Build it with :meth:`for_model` per model and :meth:`concat`; read it as a DataFrame
-    (:attr:`frame`) or through the helpers that studies and plots use.
+    (``frame``) or through the helpers that studies and plots use.
     """
 
     def __init__(self, frame: pd.DataFrame):
@@ -79,6 +79,7 @@ class LayerTable:
 
     @classmethod
     def concat(cls, tables: Sequence[LayerTable]) -> LayerTable:
+        """One table of the layers of several tables, in their order."""
         return cls(pd.concat([t.frame for t in tables], ignore_index=True))
 
     def __len__(self) -> int:

@@ -332,7 +332,7 @@ def test_span_factors_of_several_layers_equal_one_by_one(backend):
     """The suite certifies and factorises every layer's z-scored G side by side (LAPACK, one
     thread each); each result is the one ``_cholesky_whitener`` gives alone, a refusal
     included, and the device route (torch's factorisations) agrees with the host's."""
-    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity import _backend, _backend_base, _torch_backend
     from analysis_lib.similarity._core import (
         RANK_RTOL,
         LayerStats,
@@ -355,11 +355,11 @@ def test_span_factors_of_several_layers_equal_one_by_one(backend):
             np.testing.assert_allclose(bk.host(s.span_cholesky), bk.host(alone), atol=1e-12)
     assert [s.span_cholesky is None for s in together] == [False, False, True, False]
     G = torch.from_numpy(np.asarray(LayerStats(raw[1]).standardized().G))
-    host = _backend._host_inverse_cholesky((G.numpy(), 1e-3))
-    device = _backend._device_inverse_cholesky(G, 1e-3)
+    host = _backend_base._host_inverse_cholesky((G.numpy(), 1e-3))
+    device = _torch_backend._device_inverse_cholesky(G, 1e-3)
     np.testing.assert_allclose(device.numpy(), host, rtol=1e-10, atol=1e-12)
-    assert _backend._device_inverse_cholesky(G, 1e3) is None  # shift above every eigenvalue
-    assert _backend._host_inverse_cholesky((G.numpy(), 1e3)) is None
+    assert _torch_backend._device_inverse_cholesky(G, 1e3) is None  # shift above every eigenvalue
+    assert _backend_base._host_inverse_cholesky((G.numpy(), 1e3)) is None
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
@@ -450,7 +450,7 @@ def test_leading_eigenvectors_equal_those_of_the_whole_decomposition(d, keep):
     """``_host_eigh`` returns every eigenvalue and the leading eigenvectors of ``eigh``
     (up to sign), in its order, and asks its count function with the descending,
     non-negative eigenvalues."""
-    from analysis_lib.similarity._backend import _host_eigh
+    from analysis_lib.similarity._backend_base import _host_eigh
 
     rng = np.random.default_rng(d)
     A = rng.standard_normal((d + 5, d)) * np.linspace(0.1, 2.0, d)

@@ -6,16 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..runtime import checks
-from ..runtime.device import resolve
-from ..runtime.threads import one_thread
+from ..runtime import device as devices
 from ..similarity import reference
 from ..similarity._core import check_pair, components_of
-from .flows import CouplingFlow, TrainSettings, mlp, train_map
 
 METHODS = ("identity", "linreg", "ridge", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
+#: the methods that train a network (:mod:`.flows`; they need PyTorch)
+NETWORKS = ("inn", "mlp")
 #: the ridges ``ridge`` chooses from (times the mean eigenvalue of X's covariance)
 RIDGES = tuple(10.0 ** k for k in np.arange(-3.0, 3.5, 0.5))
 #: options each method takes
@@ -178,39 +177,6 @@ def _fit_cca(X, Y, ridge: float = 0.0, variance: float | None = None, weighted: 
     return (lambda M: ((M - mx) @ A) * scale), (lambda M: ((M - my) @ B) * scale), info
 
 
-def _standardizer(M: np.ndarray):
-    mean, sd = M.mean(axis=0), M.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (lambda A: (A - mean) / sd), (lambda Z: Z * sd + mean)
-
-
-def _fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 128,
-                 epochs: int = 300, batch_size: int = 128, learning_rate: float = 2e-3,
-                 patience: int = 20, progress: bool = False, device=None, **_):
-    if kind == "inn" and X.shape[1] != Y.shape[1]:
-        raise ValueError(f"an invertible map needs equal widths; X has {X.shape[1]} columns "
-                         f"and Y {Y.shape[1]} (use linreg, cca or mlp for different widths)")
-    zx, _ = _standardizer(X)
-    zy, unzy = _standardizer(Y)
-    dev = resolve(device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = (CouplingFlow(X.shape[1], layers=layers, hidden=hidden, seed=seed)
-               if kind == "inn" else mlp(X.shape[1], Y.shape[1], hidden=hidden))
-    settings = TrainSettings(epochs=epochs, batch_size=batch_size,
-                             learning_rate=learning_rate, patience=patience)
-    info = train_map(net, zx(X), zy(Y), settings, seed=seed, progress=progress, desc=kind,
-                     device=dev)
-
-    def forward(A: np.ndarray) -> np.ndarray:
-        with torch.no_grad(), one_thread():
-            x = torch.as_tensor(zx(A), dtype=torch.float32, device=dev)
-            out = net(x).double().cpu().numpy()
-        return unzy(out)
-
-    return forward, _identity, {**info, "network": net}
-
-
 def rows_needed(method: str, x_columns: int, y_columns: int, ridge: float = 0.0) -> int:
     """The fewest rows :func:`fit` takes for ``method`` at these widths. Without a ridge, a
     linear fit (``linreg`` and the CCA family) needs more rows than columns: with fewer it
@@ -226,12 +192,24 @@ def fit_rows(n: int, test: float = 0.2) -> int:
     return int(round((1 - test) * n))
 
 
+def _check_device(method: str, device: Any) -> Any:
+    """``device`` resolved (a bad one refused before any work), or left as it is where torch
+    is not installed and it names the CPU or nothing: the closed-form maps need no torch, the
+    network maps refuse to start without it."""
+    if method in NETWORKS:
+        devices.require_torch(f"the {method} alignment")
+    if devices.torch_available() or not (device is None or devices.is_cpu(device)):
+        return devices.resolve(device)
+    return device
+
+
 def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         **options: Any) -> Alignment:
     """Fit an alignment of X (n, d1) to Y (n, d2) on these rows (see the package docs).
 
     ``device`` is where the network maps (``mlp``, ``inn``) train and run (default: CUDA
-    when available, else the CPU); the closed-form maps are solved with NumPy on the CPU.
+    when available, else the CPU); the closed-form maps are solved with NumPy on the CPU and
+    need no PyTorch (the network maps do: ``pip install "analysis_lib[torch]"``).
 
     Raises
     ------
@@ -241,6 +219,8 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         ``inn``.
     TypeError
         An option the method does not take.
+    ImportError
+        A network map (``inn``, ``mlp``) or a device other than the CPU without PyTorch.
     """
     checks.choice(method, "alignment method", METHODS)
     unknown = set(options) - OPTIONS[method]
@@ -249,7 +229,7 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
                         f"{sorted(OPTIONS[method]) or 'none'}")
     seed = checks.integer(seed, "seed", 0)
     options = {k: _OPTION_CHECKS[k](v) for k, v in options.items()}
-    dev = resolve(device)
+    device = _check_device(method, device)
     X, Y = check_pair(X, Y, 3)
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
     needed = rows_needed(method, X.shape[1], Y.shape[1], options.get("ridge", 0.0))
@@ -272,7 +252,9 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
         variance = options.pop("variance", 0.99) if method != "cca" else None
         fx, fy, info = _fit_cca(X, Y, variance=variance, weighted=method == "pwcca", **options)
     else:
-        fx, fy, info = _fit_network(X, Y, kind=method, seed=seed, device=dev, **options)
+        from .flows import fit_network
+
+        fx, fy, info = fit_network(X, Y, kind=method, seed=seed, device=device, **options)
     return Alignment(method, seed, fx, fy, info, (X.shape[1], Y.shape[1]))
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -153,3 +155,42 @@ def train_map(net: torch.nn.Module, X: np.ndarray, Y: np.ndarray, settings: Trai
     net.load_state_dict(best[2])
     net.eval()
     return {"validation_loss": best[0], "epoch": best[1]}
+
+
+def _standardizer(M: np.ndarray) -> tuple[Callable, Callable]:
+    """Z-scoring by M's columns (a constant column is only centred) and its inverse."""
+    mean, sd = M.mean(axis=0), M.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (lambda A: (A - mean) / sd), (lambda Z: Z * sd + mean)
+
+
+def fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 128,
+                 epochs: int = 300, batch_size: int = 128, learning_rate: float = 2e-3,
+                 patience: int = 20, progress: bool = False, device=None,
+                 **_: Any) -> tuple[Callable, Callable, dict[str, Any]]:
+    """Train an ``inn`` (:class:`CouplingFlow`) or ``mlp`` map from X to Y (both z-scored
+    per column on these rows) with :func:`train_map`; return the forward map, the identity
+    for Y and what the training recorded (``network``: the trained module). Called by
+    :func:`analysis_lib.alignment.fit`, which checks the options first."""
+    if kind == "inn" and X.shape[1] != Y.shape[1]:
+        raise ValueError(f"an invertible map needs equal widths; X has {X.shape[1]} columns "
+                         f"and Y {Y.shape[1]} (use linreg, cca or mlp for different widths)")
+    zx, _ = _standardizer(X)
+    zy, unzy = _standardizer(Y)
+    dev = resolve(device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = (CouplingFlow(X.shape[1], layers=layers, hidden=hidden, seed=seed)
+               if kind == "inn" else mlp(X.shape[1], Y.shape[1], hidden=hidden))
+    settings = TrainSettings(epochs=epochs, batch_size=batch_size,
+                             learning_rate=learning_rate, patience=patience)
+    info = train_map(net, zx(X), zy(Y), settings, seed=seed, progress=progress, desc=kind,
+                     device=dev)
+
+    def forward(A: np.ndarray) -> np.ndarray:
+        with torch.no_grad(), one_thread():
+            x = torch.as_tensor(zx(A), dtype=torch.float32, device=dev)
+            out = net(x).double().cpu().numpy()
+        return unzy(out)
+
+    return forward, lambda B: B, {**info, "network": net}

@@ -12,7 +12,7 @@ a Hugging Face hub id (``"bert-base-cased"``, ``"gpt2"``, ``"google/multiberts-s
 a local folder
     anything ``transformers`` can load with ``from_pretrained``.
 ``"zoo:<name>"``
-    a small model pretrained here (:mod:`.zoo`), read from the cache once trained
+    a small model pretrained here (:mod:`analysis_lib.models.zoo`), read from the cache once trained
     (:func:`analysis_lib.training.zoo.train`); ``"zoo:base@<step>"`` is the base
     model at an earlier step.
 ``"random:<family>"``

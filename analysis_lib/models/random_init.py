@@ -117,7 +117,7 @@ def canonical_ids(tokenizer, specials: list[str]):
     The ``tokenizers`` trainers of WordPiece and unigram number what they learn in the order
     of a randomly seeded hash map, so without this step the same vocabulary would get other
     token ids (and give other models) on another run. Added tokens other than ``specials``
-    (the WordPiece trainer's continuation tokens, see :func:`_untrained`) become ordinary
+    (the WordPiece trainer's continuation tokens, see ``_untrained``) become ordinary
     tokens of the vocabulary.
     """
     from tokenizers import Tokenizer
@@ -180,7 +180,7 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     template (``[CLS] x [SEP]`` for BERT-like models, ``<s> x </s>`` for RoBERTa and MPNet,
     nothing for GPT-2 and Llama, ``x <sep> <cls>`` for XLNet). Every process on every machine
     learns the same vocabulary with the same ids (for the same ``tokenizers`` version): the
-    WordPiece trainer gets its continuation tokens in a fixed order (:func:`_untrained`) and
+    WordPiece trainer gets its continuation tokens in a fixed order (``_untrained``) and
     the learnt ids are put in a fixed order (:func:`canonical_ids`). Trained once per cache
     (``TOKENIZER_SCHEME`` in the file name) and reused from there.
     """

@@ -341,7 +341,7 @@ def _rename_into_place(tmp: Path, final: Path, valid: Callable[[], bool]) -> Non
 def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[], bool]
                    ) -> Path:
     """Create the folder ``final`` atomically: ``write(tmp)`` fills a private temporary folder
-    beside it, which is then renamed into place (see :func:`_rename_into_place`). A reader
+    beside it, which is then renamed into place (see ``_rename_into_place``). A reader
     sees no folder or a whole one; a failed ``write`` leaves nothing behind."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"

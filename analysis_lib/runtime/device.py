@@ -9,6 +9,10 @@ cannot be used here. :func:`key` is the part of a cache key that names what chan
 numbers: the kind of device (not its index: two GPUs of one kind give the same numbers) and
 the precision.
 
+PyTorch is an optional dependency (``pip install "analysis_lib[torch]"``): this module imports
+it where a device is used, and :func:`require_torch` says how to install it when it is missing.
+The measures run without it, on NumPy (:func:`torch_available`).
+
 Precision (``precision``) is how a model's forward pass computes: ``"float32"`` (the default,
 the same numbers on every device up to rounding), or ``"bfloat16"`` / ``"float16"`` autocast on
 a GPU, faster there and further from the float32 numbers (``benchmarks/bench_extract.py
@@ -18,10 +22,17 @@ a GPU, faster there and further from the float32 numbers (``benchmarks/bench_ext
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from collections.abc import Iterator
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+#: how to install the optional PyTorch dependency
+INSTALL_TORCH = 'pip install "analysis_lib[torch]"'
 
 #: precisions a forward pass can run in
 PRECISIONS = ("float32", "bfloat16", "float16")
@@ -32,12 +43,49 @@ ENV = "ANALYSIS_LIB_DEVICE"
 _default: str | torch.device | None = None
 
 
+@lru_cache(maxsize=1)
+def torch_available() -> bool:
+    """Whether PyTorch can be imported here (it is found without importing it)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # an import hook that refuses it, a broken entry
+        return False
+
+
+def require_torch(purpose: str) -> Any:
+    """The ``torch`` module, or an :class:`ImportError` that says ``purpose`` needs PyTorch
+    and how to install it.
+
+    Parameters
+    ----------
+    purpose : str
+        What needs torch, in words (``"device='cuda'"``, ``"the inn alignment"``).
+    """
+    if not torch_available():
+        raise ImportError(f"{purpose} needs PyTorch, which is not installed here; install it "
+                          f"with {INSTALL_TORCH} (the measures also run without it, on NumPy "
+                          "on the CPU)")
+    import torch
+
+    return torch
+
+
+def is_cpu(device: str | torch.device | None) -> bool:
+    """Whether ``device`` names the CPU (``"cpu"`` or a CPU :class:`torch.device`), decided
+    without importing torch. ``None`` is not the CPU here: it means the process default."""
+    if device is None:
+        return False
+    if isinstance(device, str):
+        return device.strip().lower() == "cpu"
+    return getattr(device, "type", None) == "cpu"
+
+
 def set_default(device: str | torch.device | None) -> None:
     """Make ``device`` what ``device=None`` means everywhere in this process (``None``
     restores the automatic choice). Also settable before start-up with the
     ``ANALYSIS_LIB_DEVICE`` environment variable; this call takes precedence."""
     global _default
-    if device is not None:
+    if device is not None and not is_cpu(device):
         resolve(device)  # refuse a bad device now, not at first use
     _default = device
 
@@ -68,6 +116,7 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
     """
     if device is None:
         device = _default if _default is not None else (os.environ.get(ENV) or None)
+    torch = require_torch("a device" if device is None else f"device={device!r}")
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = _parse(device)
@@ -86,6 +135,8 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
 
 def _parse(device: str | torch.device) -> torch.device:
     """A device string or :class:`torch.device` as a :class:`torch.device`."""
+    import torch
+
     if isinstance(device, torch.device):
         return device
     if not isinstance(device, str):
@@ -100,6 +151,8 @@ def _parse(device: str | torch.device) -> torch.device:
 
 def _check_cuda(dev: torch.device, asked) -> torch.device:
     """``dev`` when this machine has that CUDA device; else an error naming what it has."""
+    import torch
+
     if not torch.cuda.is_available():
         raise ValueError(f"device {asked!r}: this torch build or machine has no CUDA GPU "
                          f"(torch {torch.__version__}); use device='cpu' or None, or "
@@ -112,8 +165,12 @@ def _check_cuda(dev: torch.device, asked) -> torch.device:
 
 
 def available() -> list[str]:
-    """The devices torch can use on this machine, CPU first."""
+    """The devices torch can use on this machine, CPU first (only the CPU without torch)."""
     names = ["cpu"]
+    if not torch_available():
+        return names
+    import torch
+
     if torch.cuda.is_available():
         names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     if hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
@@ -151,6 +208,8 @@ def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]
     if precision == "float32":
         yield
         return
+    import torch
+
     with torch.autocast(device_type=device.type, dtype=getattr(torch, precision)):
         yield
 
@@ -158,6 +217,8 @@ def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]
 def fork_rng(device: torch.device):
     """``torch.random.fork_rng`` over the CPU generator and, on a GPU, that GPU's: seeding
     inside the block leaves the caller's random state as it was."""
+    import torch
+
     gpus = [device.index if device.index is not None else torch.cuda.current_device()] \
         if device.type == "cuda" else []
     return torch.random.fork_rng(devices=gpus)
@@ -165,6 +226,8 @@ def fork_rng(device: torch.device):
 
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device a model's parameters are on (the CPU for a model without any)."""
+    import torch
+
     for p in model.parameters():
         return p.device
     return torch.device("cpu")

@@ -9,7 +9,8 @@ and puts the records together into ``profile.csv`` beside the executed notebooks
   processes it waited for during the step (all threads: a step on two busy cores shows about
   twice its wall time);
 * ``peak_rss_mb``: the process's peak resident memory so far (Linux: ``ru_maxrss``), so the
-  largest value of a notebook is that notebook's peak;
+  largest value of a notebook is that notebook's peak (NaN where the system has no
+  ``resource`` module; CPU time there is this process's own);
 * ``written_mb``: bytes this process wrote to disk during the step (``/proc/self/io``; NaN
   where the system does not say);
 * ``depth``: 1 for a step that no other step encloses; totals add up the depth-1 steps only.
@@ -23,12 +24,16 @@ import contextlib
 import contextvars
 import json
 import os
-import resource
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+try:  # POSIX only; elsewhere CPU time is this process's own and the peak memory unknown
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
 
 ENV = "ANALYSIS_LIB_PROFILE"
 #: the depth of the step a process was started in: a worker process's steps sit inside it
@@ -51,12 +56,16 @@ def _written() -> float:
 
 
 def _cpu() -> float:
+    if resource is None:  # pragma: no cover - Windows
+        return time.process_time()
     me = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _peak_mb() -> float:
+    if resource is None:  # pragma: no cover - Windows
+        return float("nan")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / _MB if sys.platform == "darwin" else peak / 1024  # bytes vs kilobytes
 

@@ -9,7 +9,7 @@ Per-neuron and per-direction values: :func:`neuron_correlations`, :func:`mixed_c
 :func:`pairwise_suite` (several at once from shared cross-products), :func:`localization`.
 Uncertainty: :func:`bootstrap`, :func:`permutation_test`, :func:`leave_out_matrices` (a
 grouped jackknife's matrices). Every measure is one record of
-:data:`REGISTRY` (:mod:`.registry`), and is defined once more, plainly, in
+:data:`REGISTRY` (``similarity/registry.py``), and is defined once more, plainly, in
 :mod:`.reference`: one short float64 function per measure in its paper's notation, which the
 fast paths here are tested against.
 """

@@ -2,8 +2,10 @@
 
 The kernels in :mod:`._core` and :mod:`.measures` are written once against the array API
 (through ``array_api_compat``), so the same lines run on NumPy arrays and on torch tensors.
-The torch backend (the default) uses every CPU thread torch has and a GPU when there is one;
-the NumPy backend is the reference the torch path is tested against. Inputs are NumPy arrays
+The torch backend (:mod:`._torch_backend`, the default when PyTorch is installed) uses every
+CPU thread torch has and a GPU when there is one; the NumPy backend is the reference the torch
+path is tested against, and what the measures run on when PyTorch is not installed (the
+library's core does not need it). Inputs are NumPy arrays
 (or anything :func:`numpy.asarray` reads) and results come back as NumPy arrays and floats:
 the device only matters inside.
 
@@ -14,139 +16,14 @@ element-by-element reads.
 
 from __future__ import annotations
 
-import warnings
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from typing import Any
-
 import array_api_compat.numpy as xnp
-import array_api_compat.torch as xtorch
 import numpy as np
-import torch
 
-from ..runtime.device import resolve
+from ..runtime import device as devices
+from ._backend_base import Backend, blas
 
-BACKENDS = ("torch", "numpy")
-
-
-class Backend:
-    """Where the kernels' arrays live: an array namespace ``xp``, a device, and the few
-    operations whose best form differs between NumPy and torch. The two implementations are
-    :class:`NumpyBackend` (the reference) and :class:`TorchBackend`; everything here is
-    written once on top of them."""
-
-    name: str
-    xp: Any
-    device: Any
-    #: whether the arrays live in host memory (NumPy, or torch on the CPU)
-    on_host: bool = True
-
-    def dtype(self, dt) -> Any:
-        """The backend's float32/float64 for a NumPy dtype."""
-        return self.xp.float32 if np.dtype(dt) == np.float32 else self.xp.float64
-
-    # each implementation's own forms
-    def asarray(self, x, dtype=None):
-        """``x`` (NumPy or backend array) on this backend's device, optionally cast."""
-        raise NotImplementedError
-
-    def host(self, x) -> np.ndarray:
-        """A NumPy copy (or view, on the CPU) of ``x``."""
-        raise NotImplementedError
-
-    def empty(self, shape, dt):
-        raise NotImplementedError
-
-    def subtract_into(self, X, mean, out) -> None:
-        """``out[...] = X - mean`` (broadcast over rows) without a temporary."""
-        raise NotImplementedError
-
-    def qr_r(self, A):
-        """The triangular factor ``R`` of the reduced QR factorisation ``A = Q R`` (``Q`` is
-        not formed)."""
-        raise NotImplementedError
-
-    def contiguous(self, x):
-        """``x`` with its rows laid out one after another in memory (a copy when needed)."""
-        raise NotImplementedError
-
-    def col_sq_norms(self, X):
-        """Sum of squares of every column, accumulated in float64 without a float64 copy."""
-        raise NotImplementedError
-
-    def row_sq_norms(self, X):
-        """Sum of squares of every row, accumulated in float64."""
-        raise NotImplementedError
-
-    def threads(self) -> int:
-        """CPU threads this backend computes with."""
-        raise NotImplementedError
-
-    # written once, on the host (NumPy's BLAS and LAPACK) whenever the arrays live there
-    def grams(self, mats: list) -> list:
-        """``X' X`` of several matrices, in float64 (each product in its matrix's dtype).
-
-        On the CPU through NumPy, one after another: its matmul recognises the product of a
-        matrix with its own transpose and computes one triangle (BLAS ``syrk``), about 0.6x
-        the time of torch's general product. No torch operation runs between them: torch's
-        OpenMP threads keep spinning for a while after each operation, and a BLAS call in
-        that window shares the cores with them (at 2 threads, 28 ms instead of 20 for a
-        5,000 x 768 layer)."""
-        found = []
-        for X in mats:
-            host = self.host(X)
-            found.append((host.T @ host).astype(np.float64, copy=False))
-        return [self.asarray(G) for G in found]
-
-    def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
-        """``eigh`` (ascending eigenvalues, eigenvectors) of several symmetric matrices.
-
-        On the CPU they run side by side, each on one LAPACK thread of NumPy's library (the
-        threads this backend has, shared out), and come back on this backend: LAPACK's
-        symmetric eigensolver gains little from more threads (its reduction to tridiagonal
-        form is memory-bound), so whole decompositions in parallel use the cores better (at 2
-        threads, 25 of 768 x 768: 1.13 s against 1.56 s one after another). On a GPU they run
-        one after another on the device.
-
-        ``vectors`` (one entry per matrix, optional): a function of the descending
-        eigenvalues giving how many leading eigenvectors are needed, or None for all. On
-        the CPU only those are kept; every eigenvalue is still returned, and the
-        eigenvectors are the last columns, as ``eigh`` orders them."""
-        if not mats:
-            return []
-        vectors = vectors or [None] * len(mats)
-        if len(mats) == 1 and vectors[0] is None:
-            return [self.xp.linalg.eigh(mats[0])]
-        work = [(self.host(G), want) for G, want in zip(mats, vectors)]
-        found = (self._side_by_side(_host_eigh, work) if len(work) > 1 else
-                 [_host_eigh(work[0])])
-        return [(self.asarray(lam), self.asarray(V)) for lam, V in found]
-
-    def certified_inverse_choleskys(self, mats: list, shifts: list[float]) -> list:
-        """For each symmetric float64 ``G`` and shift ``t``: ``L^-1`` for the Cholesky
-        factor ``G = L L'`` when both ``G`` and ``G - t I`` are numerically positive definite
-        (have Cholesky factors), else None.
-
-        On the CPU they run side by side, one LAPACK thread each, as :meth:`eighs` does
-        (NumPy's Cholesky factorisation releases the interpreter lock); on a GPU one after
-        another on the device."""
-        if not mats:
-            return []
-        work = list(zip([self.host(G) for G in mats], shifts))
-        found = (self._side_by_side(_host_inverse_cholesky, work) if len(work) > 1 else
-                 [_host_inverse_cholesky(work[0])])
-        return [None if Linv is None else self.asarray(Linv) for Linv in found]
-
-    def _side_by_side(self, fn, items: list) -> list:
-        """``[fn(x) for x in items]`` in a pool of as many workers as this backend has
-        threads (at most one per item), the BLAS threads shared out between them."""
-        threads = self.threads()
-        workers = min(len(items), threads)
-        with _blas().limit(limits=max(1, threads // workers), user_api="blas"):
-            if workers == 1:
-                return [fn(x) for x in items]
-            with ThreadPoolExecutor(workers) as pool:
-                return list(pool.map(fn, items))
+#: the backends a measure call can ask for; ``"auto"`` is torch when it is installed, else NumPy
+BACKENDS = ("auto", "torch", "numpy")
 
 
 class NumpyBackend(Backend):
@@ -190,159 +67,53 @@ class NumpyBackend(Backend):
 
     def threads(self) -> int:
         """The most threads the loaded BLAS libraries use."""
-        return max([lib["num_threads"] for lib in _blas().info()
+        return max([lib["num_threads"] for lib in blas().info()
                     if lib["user_api"] == "blas"] or [1])
-
-
-class TorchBackend(Backend):
-    """Torch tensors on one device (a GPU, or the CPU with torch's threads)."""
-
-    name, xp = "torch", xtorch
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.on_host = device.type == "cpu"
-
-    def __repr__(self) -> str:
-        return f"TorchBackend({self.device})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, TorchBackend) and other.device == self.device
-
-    def __hash__(self) -> int:
-        return hash(("torch", str(self.device)))
-
-    def asarray(self, x, dtype=None):
-        t = x if isinstance(x, torch.Tensor) else _as_tensor(np.asarray(x))
-        # one plain copy to the device: pinning a layer first would copy it on the host too
-        t = t.to(self.device)
-        return t if dtype is None else t.to(self.dtype(dtype))
-
-    def host(self, x) -> np.ndarray:
-        return x.detach().cpu().numpy()
-
-    def empty(self, shape, dt):
-        return torch.empty(shape, dtype=self.dtype(dt), device=self.device)
-
-    def subtract_into(self, X, mean, out) -> None:
-        torch.sub(X, mean, out=out)
-
-    def qr_r(self, A):
-        return torch.linalg.qr(A, mode="r")[1]
-
-    def contiguous(self, x):
-        return x.contiguous()
-
-    def col_sq_norms(self, X):
-        return sum(torch.sum(block.double() ** 2, dim=0) for block in _row_blocks(X))
-
-    def row_sq_norms(self, X):
-        return torch.cat([torch.sum(block.double() ** 2, dim=1) for block in _row_blocks(X)])
-
-    def threads(self) -> int:
-        """Torch's intra-op threads."""
-        return torch.get_num_threads()
-
-    def grams(self, mats: list) -> list:
-        if self.on_host and not any(X.requires_grad for X in mats):
-            return super().grams(mats)
-        return [(X.T @ X).double() for X in mats]
-
-    def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
-        if self.on_host:
-            return super().eighs(mats, vectors)
-        return [torch.linalg.eigh(G) for G in mats]
-
-    def certified_inverse_choleskys(self, mats: list, shifts: list[float]) -> list:
-        if self.on_host:
-            return super().certified_inverse_choleskys(mats, shifts)
-        return [_device_inverse_cholesky(G, t) for G, t in zip(mats, shifts)]
-
-
-@lru_cache(maxsize=1)
-def _blas():
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def _host_eigh(item) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`Backend.eighs` of one NumPy matrix and its eigenvector count function: NumPy's
-    ``eigh`` (LAPACK's ``syevd``, which releases the interpreter lock, so several run side
-    by side), keeping the leading eigenvectors that ``want(descending eigenvalues)`` asks
-    for, laid out as ``eigh`` orders them (the last columns)."""
-    G, want = item
-    lam, V = np.linalg.eigh(G)
-    if want is None:
-        return lam, V
-    k = int(want(np.clip(lam[::-1], 0.0, None)))
-    return lam, np.ascontiguousarray(V[:, G.shape[0] - k:])
-
-
-def _host_inverse_cholesky(item) -> np.ndarray | None:
-    """:meth:`Backend.certified_inverse_choleskys` of one NumPy matrix and shift."""
-    from scipy.linalg import solve_triangular
-
-    G, shift = item
-    d = G.shape[0]
-    try:
-        np.linalg.cholesky(G - shift * np.eye(d))
-        L = np.linalg.cholesky(G)
-    except np.linalg.LinAlgError:
-        return None
-    Linv = solve_triangular(L, np.eye(d), lower=True)
-    return Linv if np.isfinite(Linv).all() else None
-
-
-def _device_inverse_cholesky(G: torch.Tensor, shift: float) -> torch.Tensor | None:
-    """:meth:`Backend.certified_inverse_choleskys` of one matrix on a GPU."""
-    eye = torch.eye(G.shape[0], dtype=G.dtype, device=G.device)
-    if int(torch.linalg.cholesky_ex(G - shift * eye)[1]) != 0:
-        return None
-    L, info = torch.linalg.cholesky_ex(G)
-    if int(info) != 0:
-        return None
-    Linv = torch.linalg.solve_triangular(L, eye, upper=False)
-    return Linv if bool(torch.all(torch.isfinite(Linv))) else None
-
-
-def _row_blocks(X: torch.Tensor):
-    """Blocks of rows of ``X`` whose float64 copies stay near 4 MB: small enough for the
-    allocator to reuse one block's memory for the next (a fresh large array pays a page
-    fault per 4 kB page, which costs more than the arithmetic)."""
-    step = max(1, (1 << 19) // max(1, X.shape[1]))
-    return (X[k:k + step] for k in range(0, X.shape[0], step))
-
-
-def _as_tensor(a: np.ndarray) -> torch.Tensor:
-    """A tensor sharing ``a``'s memory. Read-only arrays (memory-mapped files, cached
-    extractions) are shared too: the measures only read their inputs. Views with negative
-    strides (``Y[:, ::-1]``), which torch cannot share, are copied."""
-    if any(stride < 0 for stride in a.strides):
-        a = np.ascontiguousarray(a)
-    if a.flags.writeable:
-        return torch.from_numpy(a)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(a)
 
 
 NUMPY = NumpyBackend()
 
 
-def get(device=None, backend: str = "torch") -> Backend:
-    """The backend for a measure call: ``backend="torch"`` on ``device`` (default CUDA when
-    available, else CPU), or ``backend="numpy"`` (CPU only)."""
+def get(device=None, backend: str = "auto") -> Backend:
+    """The backend for a measure call.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+        Where torch computes (default: the process default, else CUDA when available, else
+        the CPU); see :mod:`analysis_lib.runtime.device`.
+    backend : {'auto', 'torch', 'numpy'}
+        ``'torch'`` on ``device``; ``'numpy'`` on the CPU only; ``'auto'`` (the default) is
+        ``'torch'`` when PyTorch is installed and ``'numpy'`` otherwise.
+
+    Raises
+    ------
+    ValueError
+        An unknown backend, a GPU asked of the NumPy backend, or MPS (no float64 there).
+    ImportError
+        ``backend='torch'``, or a device other than the CPU, without PyTorch installed; the
+        message says how to install it.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        if devices.torch_available():
+            backend = "torch"
+        elif device is None or devices.is_cpu(device):
+            backend = "numpy"
+        else:
+            devices.require_torch(f"device={device!r}")
     if backend == "numpy":
-        if device is not None and resolve(device).type != "cpu":
+        if device is not None and not devices.is_cpu(device) and (
+                not devices.torch_available() or devices.resolve(device).type != "cpu"):
             raise ValueError(f"backend='numpy' runs on the CPU only, got device={device!r}; "
                              "use backend='torch' for a GPU")
         return NUMPY
-    dev = resolve(device)
+    devices.require_torch("backend='torch'")
+    from ._torch_backend import TorchBackend
+
+    dev = devices.resolve(device)
     if dev.type == "mps":
         raise ValueError("the measures accumulate in float64, which MPS does not support; use "
                          "device='cpu' for the measures (models still run on 'mps')")
     return TorchBackend(dev)
-

@@ -90,14 +90,14 @@ class AttentionLayer:
 
     @cached_property
     def mask(self) -> np.ndarray:
-        """(total words, max columns): which entries are real columns."""
+        """Which entries are real columns, shape (total words, max columns)."""
         width = self.padded.shape[2]
         columns = np.repeat([c for _, c in self.shapes], [t for t, _ in self.shapes])
         return np.arange(width)[None, :] < columns[:, None]
 
     @cached_property
     def entropy(self) -> np.ndarray:
-        """Shannon entropy (nats) of every row: (heads, total words)."""
+        """The Shannon entropy (in nats) of every row, shape (heads, total words)."""
         P = self.padded
         return -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), axis=2)
 

@@ -17,7 +17,7 @@ Measures read this way: :data:`FROM_MOMENTS` (biased linear CKA and neuronsim, w
 cost little beside the products). Any other measure (Procrustes and the CCA family spend their
 time in a decomposition per pair and per group, which moments do not save), debiased CKA, or a
 layer with a neuron that is constant on some leave-out set but not on all rows (whose rounding
-rule needs the rows themselves) takes the plain path: :func:`leave_out_matrices_plain`, which
+rule needs the rows themselves) takes the plain path: ``leave_out_matrices_plain``, which
 recomputes :func:`~.pairwise.pairwise` on each subset and is the reference the moment path is
 tested against.
 """
@@ -66,7 +66,7 @@ def leave_out_matrices(layers: Sequence, groups, measure: str = "linear_cka",
                        **options: Any) -> list[np.ndarray]:
     """The matrix of one measure over the layers with each group of rows left out in turn,
     in the order of the sorted group labels; equal (to rounding) to
-    :func:`leave_out_matrices_plain`, from one pass over the rows where the measure allows
+    ``leave_out_matrices_plain``, from one pass over the rows where the measure allows
     (see the module notes).
 
     Parameters

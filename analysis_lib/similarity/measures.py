@@ -10,9 +10,9 @@ the two layers' :class:`~._core.LayerStats` and their centred cross-product ``C 
 the single-pair functions and the all-pairs matrices agree to rounding.
 
 The kernels are written once against the array API: every cross-product measure takes
-``device`` (default CUDA when available, else the CPU) and ``backend`` (``"torch"``, the
-default, or ``"numpy"``, the reference path); see :mod:`._backend`. Inputs and results are
-NumPy.
+``device`` (default CUDA when available, else the CPU) and ``backend`` (``"auto"``, the
+default: torch when PyTorch is installed, else NumPy; ``"torch"``; or ``"numpy"``, the
+reference path); see :mod:`._backend`. Inputs and results are NumPy.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .kernels import (
 # --------------------------------------------------------------------------- public measures
 
 
-def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend="torch"):
+def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend="auto"):
     X, Y = check_pair(X, Y, min_rows)
     dt = work_dtype(X, Y, dtype=dtype)
     bk = _backend.get(device, backend)
@@ -59,7 +59,7 @@ def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend
 
 
 def neuron_correlations(X, Y, *, dtype=None,
-        device=None, backend: str = "torch") -> np.ndarray:
+        device=None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
@@ -67,7 +67,7 @@ def neuron_correlations(X, Y, *, dtype=None,
 
 
 def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
-        device=None, backend: str = "torch") -> float:
+        device=None, backend: str = "auto") -> float:
     """Neuron-level similarity (Wu et al. 2020 §3.1, App. A.1; after Bau et al. 2019).
 
     For each neuron (column) k of X, the largest absolute Pearson correlation with any neuron
@@ -89,7 +89,7 @@ def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
 
 
 def mixed_correlations(X, Y, *, dtype=None,
-        device=None, backend: str = "torch") -> np.ndarray:
+        device=None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
@@ -97,7 +97,7 @@ def mixed_correlations(X, Y, *, dtype=None,
 
 
 def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
-        device=None, backend: str = "torch") -> float:
+        device=None, backend: str = "auto") -> float:
     """Mixed neuron-representation similarity (Wu et al. 2020 §3.2, App. A.2).
 
     For each (centred) neuron x_k of X, the r-value of its least-squares regression on all of
@@ -118,7 +118,7 @@ def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
 
 def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
                            cut: str = "reach", dtype=None,
-        device=None, backend: str = "torch") -> np.ndarray:
+        device=None, backend: str = "auto") -> np.ndarray:
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
     check_variance(variance)
@@ -129,7 +129,7 @@ def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: 
 
 def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
           top_k: int | None = None, dtype=None,
-        device=None, backend: str = "torch") -> float:
+        device=None, backend: str = "auto") -> float:
     """SVCCA similarity (Raghu et al. 2017; Wu et al. 2020's svsim, App. A.3).
 
     Each side is reduced to the orthonormal basis of its top principal directions (left singular
@@ -163,7 +163,7 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
 
 def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
           cut: str = "reach", dtype=None,
-        device=None, backend: str = "torch") -> float:
+        device=None, backend: str = "auto") -> float:
     """Projection-weighted CCA (Morcos et al. 2018; Wu et al. 2020's pwsim, App. A.3).
 
     With the canonical variates ``H_X = X0 u`` of the SVCCA computation (``u`` the left singular
@@ -189,7 +189,7 @@ class CCAResult:
 
 
 def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
-        backend: str = "torch") -> CCAResult:
+        backend: str = "auto") -> CCAResult:
     """Canonical correlation analysis over the full spaces of X and Y.
 
     Returns the mean canonical correlation and R^2_CCA (Ren et al. 2023 use the latter).
@@ -223,7 +223,7 @@ def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
 
 
 def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
-        device=None, backend: str = "torch") -> float:
+        device=None, backend: str = "auto") -> float:
     """Linear centred kernel alignment (Kornblith et al. 2019; Wu et al. 2020's ckasim).
 
     ``||Xc.T Yc||_F^2 / (||Xc.T Xc||_F ||Yc.T Yc||_F)`` (feature form), equal to
@@ -316,10 +316,12 @@ def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
 
 
 def procrustes(X, Y, *, dtype=None,
-        device=None, backend: str = "torch") -> float:
-    """Normalised orthogonal Procrustes similarity: ``||Xc.T Yc||_* / (||Xc||_F ||Yc||_F)``
-    (nuclear norm), in [0, 1]; ``2 - 2 * similarity`` is the squared Procrustes distance of the
-    centred, unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower
-    side). Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
+        device=None, backend: str = "auto") -> float:
+    """Normalised orthogonal Procrustes similarity, in [0, 1].
+
+    ``||Xc.T Yc||_* / (||Xc||_F ||Yc||_F)`` (``||.||_*``: the nuclear norm);
+    ``2 - 2 * similarity`` is the squared Procrustes distance of the centred,
+    unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower side).
+    Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return procrustes_value(a, b, C)

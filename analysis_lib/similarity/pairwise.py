@@ -43,7 +43,7 @@ __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairw
 @profiled("measure", lambda *a, **k: str(k.get("measure", a[2] if len(a) > 2 else "linear_cka")))
 def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
              measure: str = "linear_cka", *, progress: bool | None = None, device=None,
-             backend: str = "torch", **options: Any) -> np.ndarray:
+             backend: str = "auto", **options: Any) -> np.ndarray:
     """Layer x layer similarity matrix of one measure.
 
     Parameters
@@ -61,9 +61,10 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
         Where the cross-product measures compute (default: CUDA when available, else the
         CPU); see :mod:`analysis_lib.runtime.device`. RSA, RBF CKA and the attention
         methods run on the CPU.
-    backend : {'torch', 'numpy'}
-        ``'torch'`` (default) runs the cross-product measures on torch tensors on ``device``;
-        ``'numpy'`` runs the same kernels on NumPy arrays (CPU), the reference path.
+    backend : {'auto', 'torch', 'numpy'}
+        ``'torch'`` runs the cross-product measures on torch tensors on ``device``;
+        ``'numpy'`` runs the same kernels on NumPy arrays (CPU), the reference path;
+        ``'auto'`` (default) is ``'torch'`` when PyTorch is installed, else ``'numpy'``.
     **options
         The measure's options (see :mod:`.registry`): ``variance``, ``standardize``, ``cut``
         (SVCCA/PWCCA), ``debiased`` (CKA), ``top_k`` (neuronsim/mixedsim/SVCCA), ``kernel``,
@@ -87,7 +88,7 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
 @profiled("measure suite", lambda *a, **k: ", ".join(k.get("measures") or ["default"]))
 def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
                    measures: Sequence[str] = ("linear_cka",), *, progress: bool | None = None,
-                   device=None, backend: str = "torch", **options: Any) -> dict[str, np.ndarray]:
+                   device=None, backend: str = "auto", **options: Any) -> dict[str, np.ndarray]:
     """The matrices of several measures from one pass: ``{canonical name: matrix}``.
 
     Arguments as :func:`pairwise`; each option must be taken by at least one of the measures

@@ -153,7 +153,7 @@ def _unbiased_hsic(K, L) -> float:
 
 def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
                     method: str = "exact", debiased: bool = False, device=None,
-                    backend: str = "torch") -> np.ndarray:
+                    backend: str = "auto") -> np.ndarray:
     """Layer x layer matrix of one measure from batches of rows of every layer.
 
     Parameters
@@ -172,7 +172,8 @@ def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
         'exact' linear CKA only: the debiased estimator (as ``linear_cka(debiased=True)``).
     device, backend
         Where the moments accumulate (in float64): torch on ``device`` (default CUDA when
-        available, else the CPU), or NumPy (``backend="numpy"``); see
+        available, else the CPU), or NumPy (``backend="numpy"``, and the default when PyTorch
+        is not installed); see
         :func:`~.pairwise.pairwise`. Each batch is sent to the device once.
 
     Returns

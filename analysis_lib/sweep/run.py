@@ -254,8 +254,9 @@ def run_sweep(spec: SweepSpec | str | Path | dict, *, workers: int | str | None 
     client : distributed.Client, optional
         A client of any Dask cluster (a ``dask_jobqueue.SLURMCluster``, say).
     cache_dir : path, optional
-        The cache every unit reads and writes (default: :func:`default_root`); on a cluster,
-        a folder every worker sees.
+        The cache every unit reads and writes (default:
+        :func:`~analysis_lib.runtime.cache.default_root`); on a cluster, a folder every
+        worker sees.
     out : path, optional
         Also write the tables there (see :meth:`SweepResult.write`).
     """

@@ -232,7 +232,7 @@ class Variant:
 
     @property
     def slug(self) -> str:
-        """The label as a cache-key-safe word: ``random-bert_s0``."""
+        """The label as a cache-key-safe word, such as ``random-bert_s0``."""
         parts = [self.model.replace(":", "-").replace("/", "-")]
         if self.task:
             parts.append(self.task)

@@ -89,8 +89,8 @@ def sentences(data: str) -> tuple[list[str], list[str]]:
 
 
 def token_blocks(tok, texts: list[str], block: int) -> np.ndarray:
-    """Every text as ``[CLS] ... [SEP]``, concatenated and cut into rows of ``block`` token
-    ids (the incomplete last row dropped)."""
+    """Every text between ``[CLS]`` and ``[SEP]``, concatenated and cut into rows of
+    ``block`` token ids (the incomplete last row dropped)."""
     if hasattr(tok, "backend_tokenizer"):  # the fast tokenizer's own batch call, no offsets
         ids = (e.ids for e in tok.backend_tokenizer.encode_batch_fast(texts))
     else:

@@ -37,8 +37,8 @@ def is_shared(model: torch.nn.Module) -> bool:
 
 def layer_list(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The ModuleList of transformer layers of a (task or base) model. For ALBERT, the list of
-    its layer *groups* (one group applied ``L`` times); use :func:`shared_layers` to change
-    how many times it is applied."""
+    its layer *groups* (one group applied ``L`` times; :func:`removed_layers` changes how
+    many times)."""
     base = _base(model)
     n = n_transformer_layers(model)
     if is_shared(model):
