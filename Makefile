@@ -1,6 +1,6 @@
 # The two entry points of the project (see README):
 #   make book   install into .venv (once) and build the book on the offline default profile
-#   make test   install into .venv (once), lint, and run the test suite
+#   make test   install into .venv (once), lint (ruff, mypy), and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -20,6 +20,7 @@ book: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check analysis_lib tests benchmarks notebooks
+	$(VENV)/bin/mypy
 
 # the browser test needs Debian's chromium; install it when missing (needs root)
 chromium:

@@ -143,19 +143,21 @@ class Extraction:
                   "last": self.sentence_last, "mean": self.sentence_mean}
         if kind not in source:
             raise ValueError(f"kind must be one of {sorted(source)}, got {kind!r}")
-        if source[kind] is None:
+        found = source[kind]
+        if found is None:
             kept = ", ".join(self.sentences) or "none"
             raise ValueError(f"this extraction kept no {kind!r} sentence vectors (kept: {kept}); "
                              f"extract with sentences=[{kind!r}] or without sentences=...")
-        return list(source[kind])
+        return list(found)
 
     def layer(self, layer: int, kind: str = "words") -> np.ndarray:
         """One layer's array (``0`` = embeddings, ``1..L``) of ``kind`` (see :meth:`layers`)."""
         layer = check_layer(layer, self.info.n_layers - 1)
-        found = np.flatnonzero(self.layer_ids == layer)
+        ids = np.asarray(self.layer_ids)  # set by __post_init__
+        found = np.flatnonzero(ids == layer)
         if not len(found):
             raise ValueError(f"layer {layer} was not kept: this extraction keeps layers "
-                             f"{self.layer_ids.tolist()}; extract without keep_layers=... for all")
+                             f"{ids.tolist()}; extract without keep_layers=... for all")
         return self.layers(kind)[int(found[0])]
 
     def attention_layer(self, layer: int) -> list[np.ndarray]:
@@ -525,8 +527,11 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
               "word_sentence": np.repeat(np.arange(n_sent), counts),
               "word_position": np.concatenate([np.arange(c) for c in counts]).astype(np.int64)}
     if attention:
-        arrays["attention_flat"] = np.concatenate([m.ravel() for m in maps])
-        arrays["attention_shapes"] = np.array([m.shape for m in maps], dtype=np.int64)
+        filled = [m for m in maps if m is not None]
+        if len(filled) != n_sent:
+            raise RuntimeError(f"attention maps of {n_sent - len(filled)} sentences are missing")
+        arrays["attention_flat"] = np.concatenate([m.ravel() for m in filled])
+        arrays["attention_shapes"] = np.array([m.shape for m in filled], dtype=np.int64)
     return arrays, {"n_truncated": n_cut, "model": info.to_dict(), "corpus": corpus.meta}
 
 
@@ -624,9 +629,12 @@ def _pool_plan(batch: np.ndarray, tokens: list, starts: np.ndarray, pooling: str
 def _mean_groups(gathered: torch.Tensor, plan: _PoolPlan, out: np.ndarray) -> None:
     """Mean pooling: average each word's subword rows (every layer, float64 sums) and write
     them to the word's rows of ``out``."""
+    starts = plan.group_starts
+    if starts is None:
+        raise ValueError("mean pooling needs the first token of each word (a mean plan)")
     g = gathered.numpy()  # (L, tokens, D)
-    sizes = np.diff(np.r_[plan.group_starts, g.shape[1]])
-    sums = np.add.reduceat(g.astype(np.float64), plan.group_starts, axis=1)
+    sizes = np.diff(np.r_[starts, g.shape[1]])
+    sums = np.add.reduceat(g.astype(np.float64), starts, axis=1)
     out[:, plan.rows] = (sums / sizes[None, :, None]).astype(out.dtype)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 KINDS = ("words", "first", "last", "mean", "attention")
 COLUMNS = ["model", "family", "pretrained", "layer", "depth", "kind", "label"]
@@ -112,7 +113,7 @@ class LayerTable:
         owners = self.owners
         return owners[:, None] == owners[None, :]
 
-    def attach(self, values: Sequence[float], name: str = "value") -> pd.DataFrame:
+    def attach(self, values: ArrayLike, name: str = "value") -> pd.DataFrame:
         """The table with one more column (a value per layer), for charts and tables."""
         frame = self.frame.copy()
         values = np.asarray(values)

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..runtime import checks
 from ..runtime import device as devices
+from ..runtime.device import DeviceLike
 from ..similarity import reference
 from ..similarity._core import check_pair, components_of
 
@@ -203,7 +205,8 @@ def _check_device(method: str, device: Any) -> Any:
     return device
 
 
-def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
+def fit(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, seed: int = 0,
+        device: DeviceLike = None,
         **options: Any) -> Alignment:
     """Fit an alignment of X (n, d1) to Y (n, d2) on these rows (see the package docs).
 
@@ -258,8 +261,9 @@ def fit(X, Y, method: str = "linreg", *, seed: int = 0, device=None,
     return Alignment(method, seed, fx, fy, info, (X.shape[1], Y.shape[1]))
 
 
-def held_out(X, Y, method: str = "linreg", *, test: float = 0.2, seed: int = 0,
-             groups=None, **options: Any) -> dict[str, float]:
+def held_out(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, test: float = 0.2,
+             seed: int = 0,
+             groups: ArrayLike | None = None, **options: Any) -> dict[str, float]:
     """Fit on a random share ``1 - test`` of the rows (whole ``groups``, e.g. sentences, when
     given) and return the distance on the fitted rows and on the held-out rows."""
     test = checks.number(test, "test", 0.0, 1.0, open_low=True, open_high=True)

@@ -21,27 +21,29 @@ import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..runtime.device import fork_rng, resolve
+from ..runtime.device import DeviceLike, fork_rng, resolve
 from ..runtime.threads import one_thread
 
 
 class Coupling(torch.nn.Module):
     """One affine coupling layer with a fixed mask (1 = kept)."""
 
+    mask: torch.Tensor
+
     def __init__(self, mask: torch.Tensor, hidden: int):
         super().__init__()
         d = mask.numel()
         self.register_buffer("mask", mask.float())
-        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(),
-                                       torch.nn.Linear(hidden, 2 * d))
-        torch.nn.init.zeros_(self.net[-1].weight)  # starts as the identity map
-        torch.nn.init.zeros_(self.net[-1].bias)
+        last = torch.nn.Linear(hidden, 2 * d)
+        torch.nn.init.zeros_(last.weight)  # starts as the identity map
+        torch.nn.init.zeros_(last.bias)
+        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(), last)
 
     def _st(self, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         s, t = self.net(kept).chunk(2, dim=-1)
@@ -65,26 +67,30 @@ class CouplingFlow(torch.nn.Module):
         if dim < 2:
             raise ValueError(f"a coupling flow needs at least 2 dimensions, got {dim}")
         rng = np.random.default_rng(seed)
-        blocks = []
+        blocks: list[Coupling] = []
         for k in range(layers):
             if k % 2 == 0:
                 chosen = rng.permutation(dim)[: dim // 2]
                 mask = torch.zeros(dim)
                 mask[torch.as_tensor(chosen)] = 1.0
             else:
-                mask = 1.0 - blocks[-1].mask
+                mask = 1 - blocks[-1].mask
             blocks.append(Coupling(mask, hidden))
         self.blocks = torch.nn.ModuleList(blocks)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
+        for block in self.couplings():
             x = block(x)
         return x
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        for block in reversed(self.blocks):
+        for block in reversed(self.couplings()):
             y = block.inverse(y)
         return y
+
+    def couplings(self) -> list[Coupling]:
+        """The coupling layers, first to last."""
+        return [cast(Coupling, block) for block in self.blocks]
 
 
 def mlp(d_in: int, d_out: int, hidden: int = 256, layers: int = 2) -> torch.nn.Module:
@@ -164,9 +170,10 @@ def _standardizer(M: np.ndarray) -> tuple[Callable, Callable]:
     return (lambda A: (A - mean) / sd), (lambda Z: Z * sd + mean)
 
 
-def fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 128,
+def fit_network(X: np.ndarray, Y: np.ndarray, *, kind: str, seed: int, layers: int = 4,
+                hidden: int = 128,
                  epochs: int = 300, batch_size: int = 128, learning_rate: float = 2e-3,
-                 patience: int = 20, progress: bool = False, device=None,
+                 patience: int = 20, progress: bool = False, device: DeviceLike = None,
                  **_: Any) -> tuple[Callable, Callable, dict[str, Any]]:
     """Train an ``inn`` (:class:`CouplingFlow`) or ``mlp`` map from X to Y (both z-scored
     per column on these rows) with :func:`train_map`; return the forward map, the identity
@@ -175,7 +182,7 @@ def fit_network(X, Y, *, kind: str, seed: int, layers: int = 4, hidden: int = 12
     if kind == "inn" and X.shape[1] != Y.shape[1]:
         raise ValueError(f"an invertible map needs equal widths; X has {X.shape[1]} columns "
                          f"and Y {Y.shape[1]} (use linreg, cca or mlp for different widths)")
-    zx, _ = _standardizer(X)
+    zx = _standardizer(X)[0]
     zy, unzy = _standardizer(Y)
     dev = resolve(device)
     with torch.random.fork_rng(devices=[]):

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": list,
-         "dict": dict}
+TYPES: dict[str, type | tuple[type, ...]] = {
+    "int": int, "float": (int, float), "str": str, "bool": bool, "list": list, "dict": dict}
 _LINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<type>\w+)\s*=\s*(?P<rest>.*)$")
 _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 

@@ -18,8 +18,8 @@ Every function takes plain numpy arrays and label lists and returns an ``altair.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 import altair as alt
 import numpy as np
@@ -27,7 +27,11 @@ import pandas as pd
 
 from ..layers import LayerTable
 
-SCHEME = "viridis"
+#: the colour scheme of every heatmap
+SCHEME: Final = "viridis"
+#: what a function of this module returns: a chart, or charts layered, faceted or arranged
+ChartLike = (alt.Chart | alt.LayerChart | alt.FacetChart | alt.ConcatChart | alt.HConcatChart
+             | alt.VConcatChart)
 
 
 def matrix_frame(M: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None = None,
@@ -66,7 +70,7 @@ def _rect(data, rows, cols, title, domain, size, facet=None):
 
 def heatmap(M: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None = None, *,
             title: str = "", domain: tuple[float, float] | None = (0, 1),
-            size: int = 280) -> alt.Chart:
+            size: int = 280) -> ChartLike:
     """Layer x layer heatmap. ``M[i, j]`` is drawn at row ``rows[i]``, column ``cols[j]``."""
     cols = rows if cols is None else cols
     return _rect(matrix_frame(M, rows, cols), rows, cols, title, domain, size)
@@ -75,7 +79,7 @@ def heatmap(M: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None = Non
 def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mapping,
                  cols: Sequence[str] | Mapping | None = None, *, columns: int = 3,
                  domain: tuple[float, float] | None = (0, 1), size: int = 200,
-                 title: str = "") -> alt.Chart:
+                 title: str = "") -> ChartLike:
     """Several matrices on one colour scale, one panel per entry of ``matrices`` (its name
     in the data's ``panel`` column). NaN cells (undefined similarities) are left blank.
 
@@ -92,7 +96,7 @@ def heatmap_grid(matrices: Mapping[str, np.ndarray], rows: Sequence[str] | Mappi
 
 def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, table: LayerTable, *,
                       title: str = "", size: int = 420,
-                      domain: tuple[float, float] | None = (0, 1)) -> alt.Chart:
+                      domain: tuple[float, float] | None = (0, 1)) -> ChartLike:
     """Heatmap of every layer of a collection of models against every other (the layers of
     ``table``, in its order), with lines at the boundaries between models. Given several
     matrices (``{measure: M}``) a dropdown in the chart switches between them."""
@@ -120,7 +124,7 @@ def collection_matrix(matrices: Mapping[str, np.ndarray] | np.ndarray, table: La
     return alt.layer(base, vertical, horizontal)
 
 
-def panels(charts: Sequence[alt.Chart], *, columns: int = 2, title: str = "") -> alt.Chart:
+def panels(charts: Sequence[ChartLike], *, columns: int = 2, title: str = "") -> ChartLike:
     """Several charts in a grid of ``columns`` columns."""
     if not charts:
         raise ValueError("no charts to arrange")
@@ -131,7 +135,7 @@ def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
                 color: str | None = "model", low: str | None = "low", high: str | None = "high",
                 title: str = "", width: int = 380, height: int = 240,
                 y_title: str | None = None, rules: Mapping[str, float] | None = None
-                ) -> alt.Chart:
+                ) -> ChartLike:
     """Per-layer lines (one per ``color`` group) with a band from ``low`` to ``high`` where
     those columns exist (e.g. bootstrap intervals), and dashed horizontal ``rules``
     (``{"majority": 0.43}``) labelled in the tooltip."""
@@ -156,7 +160,7 @@ def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
 
 def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float] | float, *,
                     columns: int = 2, title: str = "",
-                    reference: str = "frozen head (test split)") -> alt.Chart:
+                    reference: str = "frozen head (test split)") -> ChartLike:
     """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
     learning_curves`): validation accuracy after each epoch, one line per seed, with a
     reference accuracy (``frozen[(model, task)]``, or one number for every panel; by
@@ -166,13 +170,13 @@ def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float
         charts.append(layer_lines(
             group.astype({"seed": str}), x="epoch", y="validation_accuracy", color="seed",
             title=f"{model} on {task}", y_title="validation accuracy",
-            rules={reference: frozen if isinstance(frozen, numbers.Real)
-                   else frozen[(model, task)]}))
+            rules={reference: frozen[(model, task)] if isinstance(frozen, Mapping)
+                   else float(frozen)}))
     return panels(charts, columns=columns, title=title)
 
 
 def span_heatmap(frame: pd.DataFrame, *, value: str = "accuracy", title: str = "",
-                 size: int = 240) -> alt.Chart:
+                 size: int = 240) -> ChartLike:
     """Scores of skipped spans: row ``first``, column ``last`` skipped layer (upper triangle
     only); single-layer skips (the diagonal) are outlined and the score is in each cell."""
     layers = sorted(set(frame["first"]) | set(frame["last"]))
@@ -192,7 +196,7 @@ def span_heatmap(frame: pd.DataFrame, *, value: str = "accuracy", title: str = "
 
 
 def scatter(frame: pd.DataFrame, *, x: str, y: str, color: str | None = None,
-            title: str = "", width: int = 360, height: int = 240) -> alt.Chart:
+            title: str = "", width: int = 360, height: int = 240) -> ChartLike:
     """Points of ``y`` against ``x`` (coloured by ``color``), every column in the tooltip."""
     enc_color = alt.Color(f"{color}:N") if color else alt.Undefined
     return alt.Chart(frame, title=title).mark_circle(size=70).encode(
@@ -203,7 +207,7 @@ def scatter(frame: pd.DataFrame, *, x: str, y: str, color: str | None = None,
 
 def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
                  color: str = "measure", title: str = "", width: int = 380, height: int = 240,
-                 x_title: str | None = None) -> alt.Chart:
+                 x_title: str | None = None) -> ChartLike:
     """Lines of ``y`` against ``x`` for the setting of ``slider`` picked with a slider.
 
     ``frame`` holds every setting: the slider only filters the rows that are drawn, so the
@@ -223,7 +227,7 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
     ).properties(width=width, height=height)
 
 
-def attention_explorer(frame: pd.DataFrame, *, size: int = 210) -> alt.Chart:
+def attention_explorer(frame: pd.DataFrame, *, size: int = 210) -> ChartLike:
     """Pick a sentence, a layer and a head (controls under the chart) and see its word x word
     attention (rows: from, columns: to) beside its best-matching head. Every map is in the
     data (one row per map, unpacked in the page only for the map on show), so the static

@@ -83,7 +83,9 @@ def write_bundle(folder: str | Path) -> Path:
     major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     versions = vlc.get_vegalite_versions()
     version = major_minor if major_minor in versions else versions[-1]
-    code = vlc.javascript_bundle(vl_version=version)
+    # the snippet is optional (the default puts the libraries on ``window``); the package's
+    # type stub marks it required
+    code = vlc.javascript_bundle(vl_version=version)  # type: ignore[call-arg]
     text = f"/* vega, vega-lite {version} and vega-embed, from vl-convert-python */\n" \
            f"(function () {{\n{code}\n}})();\n"
     path = Path(folder) / BUNDLE_NAME

@@ -34,12 +34,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import OfflineError, offline_message
 from ..runtime import checks
+
+if TYPE_CHECKING:
+    import datasets
+    import pandas as pd
 
 _WORD = re.compile(
     r"https?://\S+?(?=[,.;:!?)\]]*(?:\s|$))"  # a URL, without trailing punctuation
@@ -150,7 +154,7 @@ class Corpus:
             meta={**self.meta, "subset_of": self.fingerprint(), "n": len(idx)},
         )
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """A pandas DataFrame with one row per sentence (text, label, n_words)."""
         import pandas as pd
 
@@ -238,7 +242,7 @@ class HubSource:
 
 def _glue(config: str, columns: tuple[str, ...], label_names: tuple[str, ...],
           split: str = "validation") -> HubSource:
-    text, pair = (columns[0], None) if len(columns) == 1 else (None, columns)
+    text, pair = (columns[0], None) if len(columns) == 1 else (None, (columns[0], columns[1]))
     return HubSource("nyu-mll/glue", config, split, text=text, pair=pair, label="label",
                      label_names=label_names or None,
                      description=f"GLUE {config.upper()}, {split.replace('_', ' ')} set")
@@ -276,7 +280,8 @@ HUB_CORPORA: dict[str, HubSource] = {
 }
 
 
-def hub_dataset(source: HubSource, name: str, split: str | None = None):
+def hub_dataset(source: HubSource, name: str,
+                split: str | None = None) -> datasets.Dataset:
     """Load a hub dataset through ``datasets``; :class:`OfflineError` when it cannot be
     reached (with the offline switch on, it is not tried at all)."""
     if _offline():
@@ -386,6 +391,9 @@ def load_corpus(
     if unit not in ("sentence", "headline", "article"):
         raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
     pairs = None
+    texts: Sequence[str]
+    labels: Sequence[int] | None
+    label_names: Sequence[str] | None
     if name == "tweets":
         texts, labels = read_tweets()
         label_names = TWEET_LABELS

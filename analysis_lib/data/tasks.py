@@ -15,11 +15,14 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .corpora import GLUE, Corpus, from_sentences, hub_dataset, load_corpus
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -33,7 +36,7 @@ class Split:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def subset(self, idx: Sequence[int]) -> Split:
+    def subset(self, idx: Sequence[int] | np.ndarray) -> Split:
         idx = list(idx)
         return Split([self.texts[i] for i in idx], self.labels[idx],
                      None if self.pairs is None else [self.pairs[i] for i in idx])
@@ -170,7 +173,8 @@ def task_from_corpus(corpus: Corpus, *, name: str | None = None, n_train: int | 
                       "sizes": [n_train, n_val, n_test], "seed": seed})
 
 
-def task_from_frame(frame, *, text: str = "text", label: str = "label", pair: str | None = None,
+def task_from_frame(frame: pd.DataFrame, *, text: str = "text", label: str = "label",
+                    pair: str | None = None,
                     name: str = "custom", **sizes: Any) -> Task:
     """A task from a pandas DataFrame with a text column (and optionally a second text column
     for pairs) and a label column."""

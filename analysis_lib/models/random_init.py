@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import tokenizers
 import torch
@@ -19,6 +21,9 @@ from .. import __version__
 from ..runtime import checks
 from ..runtime.cache import atomic_write_text, default_root
 from .info import LoadedModel, model_info
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 FAMILIES = ("bert", "gpt2", "roberta", "albert", "electra", "distilbert", "xlnet", "mpnet",
             "llama")
@@ -51,7 +56,7 @@ def _training_text(limit: int = 12000) -> list[str]:
 
 
 def _special_tokens(family: str) -> dict[str, str | None]:
-    sp = dict(_SPECIALS[TOKENIZER_KIND[family]])
+    sp: dict[str, str | None] = dict(_SPECIALS[TOKENIZER_KIND[family]])
     if family in ("gpt2", "llama"):
         sp = dict(pad="<|endoftext|>", unk="<|endoftext|>", cls=None, sep=None, mask=None,
                   eos="<|endoftext|>")
@@ -63,7 +68,7 @@ def _special_tokens(family: str) -> dict[str, str | None]:
 
 
 def _untrained(kind: str, sp: dict, specials: list[str], vocab_size: int,
-               text: list[str] = ()):
+               text: Sequence[str] = ()):
     """An empty tokenizer of ``kind`` and its trainer for ``text``.
 
     The WordPiece trainer is given every continuation token (``##`` and a character that
@@ -109,7 +114,7 @@ def _continuations(tokenizer, text, prefix: str = "##") -> list[str]:
     return [prefix + c for c in sorted(inside)]
 
 
-def canonical_ids(tokenizer, specials: list[str]):
+def canonical_ids(tokenizer: tokenizers.Tokenizer, specials: list[str]) -> tokenizers.Tokenizer:
     """The same tokenizer with its ids put in a fixed order: special tokens first (in the
     given order), then WordPiece tokens sorted by text, unigram pieces by score (rounded to
     six decimals) then text.
@@ -173,7 +178,7 @@ def _coverage_tail(scores: dict[str, float], specials: list[str]) -> list[str]:
 
 
 def train_tokenizer(family: str, vocab_size: int = 8000,
-                    cache_dir: str | os.PathLike | None = None):
+                    cache_dir: str | os.PathLike | None = None) -> PreTrainedTokenizerFast:
     """Train (or load from the cache) an offline tokenizer of ``family``'s kind.
 
     Returns a ``transformers.PreTrainedTokenizerFast`` with the family's special tokens and
@@ -212,13 +217,13 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
             single="$A <sep> <cls>", special_tokens=[("<sep>", ids["<sep>"]),
                                                       ("<cls>", ids["<cls>"])])
     elif family not in ("gpt2", "llama"):
+        cls, sep = str(sp["cls"]), str(sp["sep"])  # every other family has both
         tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{sp['cls']} $A {sp['sep']}",
-            special_tokens=[(sp["cls"], ids[sp["cls"]]), (sp["sep"], ids[sp["sep"]])])
-    named = {k + "_token": v for k, v in sp.items() if v and k in ("pad", "unk", "cls", "sep",
+            single=f"{cls} $A {sep}", special_tokens=[(cls, ids[cls]), (sep, ids[sep])])
+    named = {k + "_token": str(v) for k, v in sp.items() if v and k in ("pad", "unk", "cls", "sep",
                                                                    "mask", "eos")}
     if family in ("gpt2", "llama"):
-        named["bos_token"] = sp["eos"]
+        named["bos_token"] = str(sp["eos"])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=512, **named)
 
 

@@ -35,10 +35,15 @@ the zoo and what is trained.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .zoo_store import PretrainConfig, Pretrained, cached
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the configuration every zoo model varies one setting of
 BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both", seed=0,
@@ -158,7 +163,8 @@ def folder(name: str, *, cache_dir: str | os.PathLike | None = None) -> tuple[Pa
     return path, f"zoo-{name}-{result.path.name}"
 
 
-def table(names=None, *, cache_dir: str | os.PathLike | None = None):
+def table(names: Sequence[str] | None = None, *,
+          cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per zoo model: its settings and, when trained, its held-out perplexity, the
     unigram baseline's, their ratio and whether it learned (checkpoints of the base included).
     Models not trained yet have empty numbers."""

@@ -10,6 +10,7 @@ entry made by other training code is not served.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, fields
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key
-from ..runtime.device import key_parts, resolve
+from ..runtime.device import DeviceLike, key_parts, resolve
 from .random_init import TOKENIZER_SCHEME
 
 #: the module that trains zoo models; its code (and what it imports) is part of every key
@@ -144,7 +145,7 @@ class Pretrained:
         return folder
 
 
-def key_of(config: PretrainConfig, device=None) -> str:
+def key_of(config: PretrainConfig, device: DeviceLike = None) -> str:
     """The cache key of ``config`` trained on ``device`` (default: CUDA when available, else
     the CPU; a GPU's weights differ by rounding, so they are kept apart)."""
     dev = resolve(device)
@@ -154,7 +155,8 @@ def key_of(config: PretrainConfig, device=None) -> str:
                     cpu_threads=CPU_THREADS if dev.type == "cpu" else None, **key_parts(dev))
 
 
-def cached(config: PretrainConfig, cache_dir=None, device=None) -> Pretrained | None:
+def cached(config: PretrainConfig, cache_dir: str | os.PathLike | None = None,
+           device: DeviceLike = None) -> Pretrained | None:
     """The trained ``config`` if the cache holds it whole, else None (never trains)."""
     return read_saved(default_root(cache_dir) / "pretrain" / key_of(config, device),
                        quiet=True)

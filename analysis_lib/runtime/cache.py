@@ -81,7 +81,7 @@ def code_digest(*modules: str) -> str:
     not run). A cache key that includes it follows the code that computed the entry:
     editing a measure changes the digest of the measures and not that of extraction, and an
     entry computed by older code is recomputed instead of served."""
-    files = set()
+    files: set[Path] = set()
     for module in modules:
         files |= _closure(module)
     digest = hashlib.sha256()

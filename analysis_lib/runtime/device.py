@@ -26,10 +26,14 @@ import importlib.util
 import os
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
     import torch
+
+#: what a ``device`` argument takes: a name (``"cpu"``, ``"cuda:1"``), a
+#: :class:`torch.device`, or None for the process default
+DeviceLike = Union[str, "torch.device", None]  # noqa: UP007 - a forward reference to torch
 
 #: how to install the optional PyTorch dependency
 INSTALL_TORCH = 'pip install "analysis_lib[torch]"'
@@ -214,7 +218,7 @@ def autocast(device: torch.device, precision: str = "float32") -> Iterator[None]
         yield
 
 
-def fork_rng(device: torch.device):
+def fork_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """``torch.random.fork_rng`` over the CPU generator and, on a GPU, that GPU's: seeding
     inside the block leaves the caller's random state as it was."""
     import torch

@@ -26,14 +26,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 try:  # POSIX only; elsewhere CPU time is this process's own and the peak memory unknown
     import resource
 except ImportError:  # pragma: no cover - Windows
     resource = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: a function that :func:`profiled` wraps
+F = TypeVar("F", bound=Callable[..., Any])
 
 ENV = "ANALYSIS_LIB_PROFILE"
 #: the depth of the step a process was started in: a worker process's steps sit inside it
@@ -102,7 +108,7 @@ def step(kind: str, name: str, **fields: Any) -> Iterator[None]:
             f.write(line)
 
 
-def read(path: str | os.PathLike):
+def read(path: str | os.PathLike) -> pd.DataFrame:
     """The records of one profile file as a table (empty when the file is missing); a line
     that is not a JSON object (a write cut short) is skipped, not fatal."""
     import pandas as pd
@@ -120,7 +126,7 @@ def read(path: str | os.PathLike):
     return pd.DataFrame(rows)
 
 
-def by_kind(records) -> Any:
+def by_kind(records: pd.DataFrame) -> pd.DataFrame:
     """Totals per (notebook, kind) of the depth-1 steps: steps, wall, CPU, written, and the
     largest peak memory."""
     if records.empty:
@@ -133,20 +139,20 @@ def by_kind(records) -> Any:
             .round(1).reset_index())
 
 
-def profiled(kind: str, name=None):
+def profiled(kind: str, name: Callable[..., str] | None = None) -> Callable[[F], F]:
     """Decorator: each call of the function is one :func:`step` of ``kind``, named by
     ``name(*args, **kwargs)`` (default: the function's name)."""
     import functools
 
-    def wrap(function):
+    def wrap(function: F) -> F:
         @functools.wraps(function)
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             if not os.environ.get(ENV):
                 return function(*args, **kwargs)
             label = name(*args, **kwargs) if name else function.__name__
             with step(kind, label):
                 return function(*args, **kwargs)
-        return call
+        return cast(F, call)
     return wrap
 
 

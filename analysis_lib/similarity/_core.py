@@ -19,6 +19,7 @@ the decompositions and every sum are float64. The arrays live on a
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -193,10 +194,16 @@ class LayerStats:
 
     #: the quantities another function may compute for several layers at once
     PROVIDED = ("G", "eig", "top_eig", "span_cholesky")
+    n: int
+    d: int
+    dtype: np.dtype
+    #: the centred data (a backend array), None for a layer made from a Gram matrix alone
+    Xc: Any
 
     def __init__(self, X: np.ndarray | None, dtype=None, name: str = "X", out=None,
                  backend: Backend = NUMPY, *, gram_of: LayerStats | None = None):
-        self.name, self.bk, self._whiteners = name, backend, {}
+        self.name, self.bk = name, backend
+        self._whiteners: dict[tuple, Any] = {}
         if gram_of is not None:  # the z-scored layer: statistics of a Gram matrix, no data
             scale = gram_of.scales
             self.n, self.d, self.dtype, self.Xc = gram_of.n, gram_of.d, gram_of.dtype, None
@@ -225,6 +232,13 @@ class LayerStats:
         del dev
         _zero_rounding_columns(X, out, backend)
         self.Xc = out
+
+    def centred(self) -> Any:
+        """The centred data (n, d) on the backend; an error for a layer made from a Gram
+        matrix alone (:meth:`standardized`), which has none."""
+        if self.Xc is None:
+            raise ValueError(f"{self.name} was made from a Gram matrix and has no rows")
+        return self.Xc
 
     def has(self, quantity: str) -> bool:
         """Whether ``quantity`` (a cached property's name) is already known."""

@@ -157,7 +157,13 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
-def head_matches(A, B, method: str = "js", *, base: float = 2.0) -> np.ndarray:
+#: what the attention measures take for a layer: one (heads, t, c) array per sentence, or an
+#: :class:`AttentionLayer` holding them
+AttentionInput = Sequence[np.ndarray] | AttentionLayer
+
+
+def head_matches(A: AttentionInput, B: AttentionInput, method: str = "js", *,
+                 base: float = 2.0) -> np.ndarray:
     """For each head of layer A, the similarity of its best-matching head in layer B (the
     values :func:`attention_similarity` averages). Arguments as there."""
     a = A if isinstance(A, AttentionLayer) else AttentionLayer(check_maps(A, "A"))
@@ -167,7 +173,8 @@ def head_matches(A, B, method: str = "js", *, base: float = 2.0) -> np.ndarray:
     return head_similarity(a, b, method, base).max(axis=1)
 
 
-def attention_similarity(A, B, method: str = "js", *, base: float = 2.0) -> float:
+def attention_similarity(A: AttentionInput, B: AttentionInput, method: str = "js", *,
+                         base: float = 2.0) -> float:
     """Localized attention similarity of layer A to layer B (Wu et al. §3.4, App. A.4).
 
     Parameters
@@ -188,7 +195,7 @@ def attention_similarity(A, B, method: str = "js", *, base: float = 2.0) -> floa
     return float(head_matches(A, B, method, base=base).mean())
 
 
-def attention_representation(A) -> np.ndarray:
+def attention_representation(A: AttentionInput) -> np.ndarray:
     """The distributed view of a layer (Wu et al. §3.5): a (word pairs x heads) matrix.
 
     Row ``(s, i, j)`` holds the attention of every head from word i to column j of sentence s,

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace
 
+from ._backend import NUMPY
 from ._core import LayerStats, in_range, span_sq_norms, standardize_pair
 from .reference import tied_runs
 
@@ -124,7 +125,7 @@ def canonical_svds(items, variance, cut) -> list[CanonicalSVD]:
     (:meth:`~._backend.Backend.eighs`), which uses the cores better than one small
     decomposition after another. ``items`` may be a generator: only the small matrices
     ``T`` of the pairs are kept, not their cross-products."""
-    prepared, bk = [], None
+    prepared, bk = [], NUMPY
     for a, b, C in items:
         prepared.append(_whitened_cross(a, b, C, variance, cut))
         bk = a.bk

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..runtime.profile import profiled
 from ._core import LayerStats, work_dtype
@@ -62,7 +63,7 @@ def leave_out_matrices_plain(layers: Sequence, groups, measure: str = "linear_ck
 
 
 @profiled("resampling", lambda layers, groups, measure="linear_cka", **k: f"leave-out {measure}")
-def leave_out_matrices(layers: Sequence, groups, measure: str = "linear_cka",
+def leave_out_matrices(layers: Sequence, groups: ArrayLike | None, measure: str = "linear_cka",
                        **options: Any) -> list[np.ndarray]:
     """The matrix of one measure over the layers with each group of rows left out in turn,
     in the order of the sorted group labels; equal (to rounding) to

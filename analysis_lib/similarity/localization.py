@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def localization(neuron_matrix, svcca_matrix, *, standardize: bool = False) -> np.ndarray:
+def localization(neuron_matrix: ArrayLike, svcca_matrix: ArrayLike, *,
+                 standardize: bool = False) -> np.ndarray:
     """Per-layer localization: mean neuronsim minus mean svsim to the other layers.
 
     For every layer j (a column of the square matrices, ``M[i, j] = measure(layer_i,

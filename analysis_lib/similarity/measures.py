@@ -21,7 +21,9 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
+from ..runtime.device import DeviceLike
 from . import _backend
 from ._core import (
     LayerStats,
@@ -58,16 +60,17 @@ def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend
     return standardize_pair(a, b, C) if standardize else (a, b, C)
 
 
-def neuron_correlations(X, Y, *, dtype=None,
-        device=None, backend: str = "auto") -> np.ndarray:
+def neuron_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return a.bk.host(neuron_best(a, b, C))
 
 
-def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
-        device=None, backend: str = "auto") -> float:
+def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
+              dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """Neuron-level similarity (Wu et al. 2020 §3.1, App. A.1; after Bau et al. 2019).
 
     For each neuron (column) k of X, the largest absolute Pearson correlation with any neuron
@@ -88,16 +91,17 @@ def neuronsim(X, Y, *, top_k: int | None = None, dtype=None,
                      top_k)
 
 
-def mixed_correlations(X, Y, *, dtype=None,
-        device=None, backend: str = "auto") -> np.ndarray:
+def mixed_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return a.bk.host(mixed_values(a, b, C))
 
 
-def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
-        device=None, backend: str = "auto") -> float:
+def mixedsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
+             dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """Mixed neuron-representation similarity (Wu et al. 2020 §3.2, App. A.2).
 
     For each (centred) neuron x_k of X, the r-value of its least-squares regression on all of
@@ -116,9 +120,10 @@ def mixedsim(X, Y, *, top_k: int | None = None, dtype=None,
                      top_k)
 
 
-def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
-                           cut: str = "reach", dtype=None,
-        device=None, backend: str = "auto") -> np.ndarray:
+def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *,
+                           standardize: bool = False,
+                           cut: str = "reach", dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
     check_variance(variance)
@@ -127,9 +132,10 @@ def canonical_correlations(X, Y, variance: float | None = 0.99, *, standardize: 
     return a.bk.host(canonical_values_of(a, b, C, variance, cut))
 
 
-def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut: str = "reach",
-          top_k: int | None = None, dtype=None,
-        device=None, backend: str = "auto") -> float:
+def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
+          cut: str = "reach",
+          top_k: int | None = None, dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """SVCCA similarity (Raghu et al. 2017; Wu et al. 2020's svsim, App. A.3).
 
     Each side is reduced to the orthonormal basis of its top principal directions (left singular
@@ -161,9 +167,9 @@ def svcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False, cut
                                             dtype=dtype, device=device, backend=backend), top_k)
 
 
-def pwcca(X, Y, variance: float | None = 0.99, *, standardize: bool = False,
-          cut: str = "reach", dtype=None,
-        device=None, backend: str = "auto") -> float:
+def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
+          cut: str = "reach", dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """Projection-weighted CCA (Morcos et al. 2018; Wu et al. 2020's pwsim, App. A.3).
 
     With the canonical variates ``H_X = X0 u`` of the SVCCA computation (``u`` the left singular
@@ -188,7 +194,8 @@ class CCAResult:
     correlations: np.ndarray
 
 
-def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
+def cca(X: ArrayLike, Y: ArrayLike, *, reg: float = 0.0, dtype: DTypeLike | None = None,
+        warn: bool = True, device: DeviceLike = None,
         backend: str = "auto") -> CCAResult:
     """Canonical correlation analysis over the full spaces of X and Y.
 
@@ -222,8 +229,9 @@ def cca(X, Y, *, reg: float = 0.0, dtype=None, warn: bool = True, device=None,
     return CCAResult(float(rho.mean()), float((rho ** 2).mean()), rho)
 
 
-def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
-        device=None, backend: str = "auto") -> float:
+def linear_cka(X: ArrayLike, Y: ArrayLike, *, debiased: bool = False, form: str = "auto",
+               dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """Linear centred kernel alignment (Kornblith et al. 2019; Wu et al. 2020's ckasim).
 
     ``||Xc.T Yc||_F^2 / (||Xc.T Xc||_F ||Yc.T Yc||_F)`` (feature form), equal to
@@ -251,8 +259,9 @@ def linear_cka(X, Y, *, debiased: bool = False, form: str = "auto", dtype=None,
         dt, bk = work_dtype(X, Y, dtype=dtype), _backend.get(device, backend)
         a = LayerStats(X, dtype=dt, name="X", backend=bk)
         b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
-        K = bk.host(a.Xc @ a.Xc.T).astype(np.float64)
-        L = bk.host(b.Xc @ b.Xc.T).astype(np.float64)
+        Xc, Yc = a.centred(), b.centred()
+        K = bk.host(Xc @ Xc.T).astype(np.float64)
+        L = bk.host(Yc @ Yc.T).astype(np.float64)
         return cka_from_grams(K, L, debiased, centred=True)
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     return linear_cka_value(a, b, C, debiased)
@@ -290,16 +299,16 @@ def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool =
     return in_range(np.sum(K * L) / den, 0.0, "CKA")
 
 
-def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
+def rbf_gram(X: ArrayLike, threshold: float = 1.0) -> np.ndarray:
     """RBF Gram matrix ``exp(-D / (2 s^2))`` of squared distances D, with
     ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
     convention)."""
-    X = as_matrix(X, "X", 2).astype(np.float64)
-    X = X - X.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
+    A = as_matrix(X, "X", 2).astype(np.float64)
+    Xc = A - A.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
     if threshold <= 0:
         raise ValueError(f"threshold must be positive, got {threshold}")
-    sq = np.einsum("ij,ij->i", X, X)
-    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
+    sq = np.einsum("ij,ij->i", Xc, Xc)
+    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Xc @ Xc.T), 0.0)
     med = np.median(D)
     if med == 0:
         raise ValueError("the median squared distance between stimuli is 0 (most rows are "
@@ -307,7 +316,7 @@ def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
     return np.exp(-D / (2.0 * threshold ** 2 * med))
 
 
-def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
+def rbf_cka(X: ArrayLike, Y: ArrayLike, threshold: float = 1.0, *, debiased: bool = False) -> float:
     """CKA with RBF kernels (Kornblith et al. 2019), bandwidth ``threshold`` times the square
     root of the median squared distance. Costs O(n^2) memory and O(n^2 d) time. Symmetric;
     invariant to orthogonal transforms, translation and isotropic scaling."""
@@ -315,8 +324,8 @@ def rbf_cka(X, Y, threshold: float = 1.0, *, debiased: bool = False) -> float:
     return cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
 
 
-def procrustes(X, Y, *, dtype=None,
-        device=None, backend: str = "auto") -> float:
+def procrustes(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
+        device: DeviceLike = None, backend: str = "auto") -> float:
     """Normalised orthogonal Procrustes similarity, in [0, 1].
 
     ``||Xc.T Yc||_* / (||Xc||_F ||Yc||_F)`` (``||.||_*``: the nuclear norm);

@@ -12,12 +12,13 @@ Which measure builds from what, and which options it takes, is the table in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..runtime.device import DeviceLike
 from ..runtime.profile import profiled
 from . import _backend
 from . import measures as m
@@ -42,7 +43,8 @@ __all__ = ["CROSS_PRODUCT_MEASURES", "MEASURES", "canonical", "pairwise", "pairw
 
 @profiled("measure", lambda *a, **k: str(k.get("measure", a[2] if len(a) > 2 else "linear_cka")))
 def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
-             measure: str = "linear_cka", *, progress: bool | None = None, device=None,
+             measure: str = "linear_cka", *, progress: bool | None = None,
+             device: DeviceLike = None,
              backend: str = "auto", **options: Any) -> np.ndarray:
     """Layer x layer similarity matrix of one measure.
 
@@ -88,7 +90,8 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
 @profiled("measure suite", lambda *a, **k: ", ".join(k.get("measures") or ["default"]))
 def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
                    measures: Sequence[str] = ("linear_cka",), *, progress: bool | None = None,
-                   device=None, backend: str = "auto", **options: Any) -> dict[str, np.ndarray]:
+                   device: DeviceLike = None, backend: str = "auto", **options: Any) -> dict[str,
+                   np.ndarray]:
     """The matrices of several measures from one pass: ``{canonical name: matrix}``.
 
     Arguments as :func:`pairwise`; each option must be taken by at least one of the measures
@@ -223,13 +226,13 @@ def _decompose(SA, SB, same, names, opts) -> None:
     layer whose span the Cholesky route cannot take. SVCCA/PWCCA read only the leading
     eigenvectors that their variance threshold keeps, so only those are formed."""
     layers = list(dict.fromkeys(SA + SB))
-    wanted, vectors = [], []
+    wanted: list[LayerStats] = []
+    vectors: list[Callable[[np.ndarray], int] | None] = []
     if {"svcca", "pwcca"} & set(names):
         variance, cut = opts.get("variance", 0.99), opts.get("cut", "reach")
         for s in ([s.standardized() for s in layers] if opts.get("standardize") else layers):
             wanted.append(s)
-            vectors.append(lambda lam, s=s: components_of(lam, RANK_RTOL[s.dtype], variance,
-                                                          cut))
+            vectors.append(_principal_count(RANK_RTOL[s.dtype], variance, cut))
     if "cca" in names:
         wanted += layers
         vectors += [None] * len(layers)
@@ -385,3 +388,10 @@ def _attention_matrix(A, B, same, pairs, M, method, options, show):
         M[i, j] = S.max(axis=1).mean()
         if same:
             M[j, i] = S.max(axis=0).mean()
+
+
+def _principal_count(rtol: float, variance: float | None, cut: str
+                     ) -> Callable[[np.ndarray], int]:
+    """How many principal directions SVCCA and PWCCA keep of a layer, as a function of its
+    descending eigenvalues (what :meth:`~._backend_base.Backend.eighs` asks)."""
+    return lambda lam: components_of(lam, rtol, variance, cut)

@@ -14,6 +14,8 @@ every column centred. Asymmetric measures average over X's neurons (or heads).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 #: Directions whose variance is below this share of the largest count as zero (float64).
@@ -31,7 +33,7 @@ def rounding(n: int) -> float:
     return 4.0 * (1.0 + np.log2(max(n, 2))) * np.finfo(np.float64).eps
 
 
-def centred(X) -> np.ndarray:
+def centred(X: np.ndarray) -> np.ndarray:
     """``X`` in float64 with every column's mean subtracted; a column that is constant up
     to rounding (e.g. one row repeated) becomes exactly zero instead of rounding noise."""
     X = np.asarray(X, dtype=np.float64)
@@ -50,7 +52,7 @@ def _nonconstant(Xc: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------- neurons (Wu et al. §3.1-3.2)
 
-def neuronsim(X, Y, top_k: int | None = None) -> float:
+def neuronsim(X: np.ndarray, Y: np.ndarray, top_k: int | None = None) -> float:
     """Wu et al. 2020 §3.1 (after Bau et al. 2019): for every neuron x_k of X,
     ``max_k' |corr(x_k, y_k')|``, averaged over X's neurons (or its ``top_k`` best).
     Constant neurons of X are left out; constant neurons of Y match nothing."""
@@ -62,7 +64,7 @@ def neuronsim(X, Y, top_k: int | None = None) -> float:
     return _mean_of_best(np.minimum(best, 1.0), top_k)
 
 
-def mixedsim(X, Y, top_k: int | None = None) -> float:
+def mixedsim(X: np.ndarray, Y: np.ndarray, top_k: int | None = None) -> float:
     """Wu et al. 2020 §3.2: for every neuron x_k of X, the r-value of its least-squares
     regression on all of Y's neurons, ``||P_Y x_k|| / ||x_k||`` (``P_Y`` the projection onto
     the column space of ``Yc``), averaged over X's neurons. The column space is spanned by the
@@ -85,7 +87,7 @@ def _mean_of_best(values: np.ndarray, top_k: int | None) -> float:
 
 # ----------------------------------------------------------------- the CCA family
 
-def principal_basis(X, variance: float | None = 0.99, cut: str = "reach",
+def principal_basis(X: np.ndarray, variance: float | None = 0.99, cut: str = "reach",
                     standardize: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """SVCCA's first step (Raghu et al. 2017): the SVD ``Xc = U S V'`` and how many of its
     directions to keep: those above the rank cut, and of those the fewest whose share of the
@@ -112,7 +114,8 @@ def principal_basis(X, variance: float | None = 0.99, cut: str = "reach",
     return U[:, :k], s[:k], Vt[:k].T
 
 
-def canonical_correlations(X, Y, variance: float | None = 0.99, cut: str = "reach",
+def canonical_correlations(X: np.ndarray, Y: np.ndarray, variance: float | None = 0.99,
+                           cut: str = "reach",
                            standardize: bool = False) -> np.ndarray:
     """The canonical correlations of SVCCA (Raghu et al. 2017; Wu et al. App. A.3): the
     singular values of ``U_x' U_y`` of the two principal bases, descending. With
@@ -122,14 +125,15 @@ def canonical_correlations(X, Y, variance: float | None = 0.99, cut: str = "reac
     return np.clip(np.linalg.svd(Ux.T @ Uy, compute_uv=False), 0.0, 1.0)
 
 
-def svcca(X, Y, variance: float | None = 0.99, cut: str = "reach", standardize: bool = False,
+def svcca(X: np.ndarray, Y: np.ndarray, variance: float | None = 0.99, cut: str = "reach",
+          standardize: bool = False,
           top_k: int | None = None) -> float:
     """SVCCA (Raghu et al. 2017; Wu et al.'s svsim): the mean canonical correlation of the
     two principal bases (or of the ``top_k`` largest)."""
     return _mean_of_best(canonical_correlations(X, Y, variance, cut, standardize), top_k)
 
 
-def pwcca(X, Y, variance: float | None = 0.99, cut: str = "reach",
+def pwcca(X: np.ndarray, Y: np.ndarray, variance: float | None = 0.99, cut: str = "reach",
           standardize: bool = False) -> float:
     """Projection-weighted CCA (Morcos et al. 2018; Wu et al.'s pwsim).
 
@@ -161,7 +165,7 @@ def tied_runs(rho: np.ndarray, tol: float = TIE_TOL) -> list[tuple[int, int]]:
     return [(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:]) if e - s > 1]
 
 
-def cca(X, Y, reg: float = 0.0) -> tuple[float, float, np.ndarray]:
+def cca(X: np.ndarray, Y: np.ndarray, reg: float = 0.0) -> tuple[float, float, np.ndarray]:
     """CCA over the whole spaces (Hotelling 1936; Ren et al. 2023 report R^2_CCA): the
     singular values ``rho`` of ``Gx^-1/2 Xc' Yc Gy^-1/2``, with ``G = Xc' Xc`` taken over the
     directions above the rank cut, or ridge-regularised as ``G + reg mean(eig G) I``.
@@ -205,14 +209,14 @@ def cka_of_grams(K: np.ndarray, L: np.ndarray, debiased: bool = False) -> float:
     return float(np.sum(Kc * Lc) / (np.linalg.norm(Kc) * np.linalg.norm(Lc)))
 
 
-def linear_cka(X, Y, debiased: bool = False) -> float:
+def linear_cka(X: np.ndarray, Y: np.ndarray, debiased: bool = False) -> float:
     """Linear CKA (Kornblith et al. 2019; Wu et al.'s ckasim): CKA of ``K = Xc Xc'`` and
     ``L = Yc Yc'``."""
     Xc, Yc = centred(X), centred(Y)
     return cka_of_grams(Xc @ Xc.T, Yc @ Yc.T, debiased)
 
 
-def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
+def rbf_gram(X: np.ndarray, threshold: float = 1.0) -> np.ndarray:
     """``K_ij = exp(-|x_i - x_j|^2 / (2 s^2))`` with ``s^2 = threshold^2 median_ij |x_i - x_j|^2``
     (Kornblith et al.'s bandwidth: the median over all n^2 entries)."""
     X = np.asarray(X, dtype=np.float64)
@@ -220,12 +224,12 @@ def rbf_gram(X, threshold: float = 1.0) -> np.ndarray:
     return np.exp(-D / (2.0 * threshold ** 2 * np.median(D)))
 
 
-def rbf_cka(X, Y, threshold: float = 1.0, debiased: bool = False) -> float:
+def rbf_cka(X: np.ndarray, Y: np.ndarray, threshold: float = 1.0, debiased: bool = False) -> float:
     """CKA with RBF kernels (Kornblith et al. 2019)."""
     return cka_of_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
 
 
-def procrustes(X, Y) -> float:
+def procrustes(X: np.ndarray, Y: np.ndarray) -> float:
     """Normalised orthogonal Procrustes similarity: ``||Xc' Yc||_* / (||Xc||_F ||Yc||_F)``,
     so that ``min_Q ||Xc/|Xc| - Yc/|Yc| Q||_F^2 = 2 - 2 procrustes`` over orthogonal Q
     (Schönemann 1966; Ding et al. 2021)."""
@@ -236,7 +240,7 @@ def procrustes(X, Y) -> float:
 
 # ----------------------------------------------------------------- RSA (Merchant et al. §5.1)
 
-def similarity_matrix(X, kernel: str = "cosine") -> np.ndarray:
+def similarity_matrix(X: np.ndarray, kernel: str = "cosine") -> np.ndarray:
     """The n x n stimulus similarity matrix less its diagonal value: cosine of rows, Pearson
     correlation of rows (cosine after centring each row), or minus the Euclidean distance.
     The cosine of unit rows is written ``1 - |h_i - h_j|^2 / 2`` and returned without the 1:
@@ -251,7 +255,8 @@ def similarity_matrix(X, kernel: str = "cosine") -> np.ndarray:
     return -D if kernel == "euclidean" else -D ** 2 / 2.0
 
 
-def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", weights=None) -> float:
+def rsa(X: np.ndarray, Y: np.ndarray, kernel: str = "cosine", compare: str = "pearson",
+        weights: np.ndarray | None = None) -> float:
     """RSA (Kriegeskorte et al. 2008; Merchant et al. 2020 §5.1): the Pearson (or Spearman)
     correlation of the upper triangles (i < j) of the two similarity matrices.
 
@@ -273,7 +278,7 @@ def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", weights=None) ->
 
 # ----------------------------------------------------------------- attention (Wu et al. §3.4)
 
-def attention_head_similarity(P: np.ndarray, Q: np.ndarray, method: str = "js",
+def attention_head_similarity(P: Sequence[np.ndarray], Q: Sequence[np.ndarray], method: str = "js",
                               base: float = 2.0) -> float:
     """Similarity of two heads' attention over the same sentences: P and Q are lists of
     (t, c) row-stochastic maps, one per sentence.
@@ -308,7 +313,8 @@ def _js(p: np.ndarray, q: np.ndarray) -> float:
     return max(0.0, (kl(p) + kl(q)) / 2.0)
 
 
-def attention_similarity(A, B, method: str = "js", base: float = 2.0) -> float:
+def attention_similarity(A: Sequence[np.ndarray], B: Sequence[np.ndarray], method: str = "js",
+                         base: float = 2.0) -> float:
     """Wu et al. 2020 §3.4: for every head of layer A, the similarity of its best-matching
     head in layer B, averaged over A's heads. ``A``, ``B``: lists of (heads, t, c) maps."""
     heads_a, heads_b = np.asarray(A[0]).shape[0], np.asarray(B[0]).shape[0]
@@ -317,7 +323,7 @@ def attention_similarity(A, B, method: str = "js", base: float = 2.0) -> float:
     return float(np.mean(best))
 
 
-def attention_representation(A) -> np.ndarray:
+def attention_representation(A: Sequence[np.ndarray]) -> np.ndarray:
     """Wu et al. 2020 §3.5: the (word pairs x heads) matrix, row (s, i, j) the attention of
     every head from word i to column j of sentence s."""
     return np.concatenate([np.asarray(a, dtype=np.float64).reshape(len(a), -1).T for a in A])
@@ -325,7 +331,7 @@ def attention_representation(A) -> np.ndarray:
 
 # ----------------------------------------------------------------- localization (Wu et al. §5.1)
 
-def localization(neuron_matrix, svcca_matrix) -> np.ndarray:
+def localization(neuron_matrix: np.ndarray, svcca_matrix: np.ndarray) -> np.ndarray:
     """Wu et al. 2020 §5.1: for every layer (column), the mean neuronsim to the other layers
     minus the mean SVCCA to them."""
     N, S = np.asarray(neuron_matrix, float), np.asarray(svcca_matrix, float)
@@ -334,20 +340,20 @@ def localization(neuron_matrix, svcca_matrix) -> np.ndarray:
     return np.array([N[off[:, j], j].mean() - S[off[:, j], j].mean() for j in range(L)])
 
 
-def mean_cca(X, Y, reg: float = 0.0) -> float:
+def mean_cca(X: np.ndarray, Y: np.ndarray, reg: float = 0.0) -> float:
     """The registry's ``cca``: the mean canonical correlation of :func:`cca`."""
     return cca(X, Y, reg)[0]
 
 
-def attention_js(A, B, base: float = 2.0) -> float:
+def attention_js(A: Sequence[np.ndarray], B: Sequence[np.ndarray], base: float = 2.0) -> float:
     return attention_similarity(A, B, "js", base)
 
 
-def attention_pearson(A, B) -> float:
+def attention_pearson(A: Sequence[np.ndarray], B: Sequence[np.ndarray]) -> float:
     return attention_similarity(A, B, "pearson")
 
 
-def attention_frobenius(A, B) -> float:
+def attention_frobenius(A: Sequence[np.ndarray], B: Sequence[np.ndarray]) -> float:
     return attention_similarity(A, B, "frobenius")
 
 

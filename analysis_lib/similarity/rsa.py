@@ -21,6 +21,7 @@ Euclidean distances and Spearman comparison need the n(n-1)/2 entries themselves
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
@@ -102,7 +103,8 @@ def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) 
                     slack=1e-9)
 
 
-def rsa(X, Y, kernel: str = "cosine", compare: str = "pearson", *, weights=None) -> float:
+def rsa(X: ArrayLike, Y: ArrayLike, kernel: str = "cosine", compare: str = "pearson", *,
+        weights: ArrayLike | None = None) -> float:
     """RSA between X (n, d1) and Y (n, d2). Symmetric.
 
     Parameters
@@ -155,7 +157,7 @@ def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
                             Stimuli(normalized_rows(Y[keep], kernel, "Y")), w[keep])
 
 
-def upper_triangle(X, kernel: str = "cosine") -> np.ndarray:
+def upper_triangle(X: ArrayLike, kernel: str = "cosine") -> np.ndarray:
     """The n(n-1)/2 upper-triangle entries (row-major, i < j) of X's similarity matrix."""
     tri = shifted_triangle(X, kernel)
     return tri + 1.0 if kernel in ("cosine", "correlation") else tri

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from ..runtime import checks
@@ -83,8 +84,10 @@ def _compute(A, B, measure, options):
 
 
 @profiled("resampling", lambda *a, **k: f"bootstrap {k.get('measure', 'linear_cka')}")
-def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
-              level: float = 0.95, seed: int = 0, groups=None, progress: bool = False,
+def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_cka", *,
+              n_boot: int = 1000,
+              level: float = 0.95, seed: int = 0, groups: ArrayLike | None = None,
+              progress: bool = False,
               interval: str = "percentile", **options: Any) -> BootstrapResult:
     """Bootstrap interval of a similarity, resampling stimuli with replacement.
 
@@ -146,8 +149,9 @@ def bootstrap(X, Y=None, measure: str = "linear_cka", *, n_boot: int = 1000,
 
 
 @profiled("resampling", lambda *a, **k: f"permutations {k.get('measure', 'linear_cka')}")
-def permutation_test(X, Y=None, measure: str = "linear_cka", *, n_perm: int = 1000,
-                     seed: int = 0, groups=None, progress: bool = False,
+def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_cka", *,
+                     n_perm: int = 1000,
+                     seed: int = 0, groups: ArrayLike | None = None, progress: bool = False,
                      **options: Any) -> PermutationResult:
     """Permutation test of "no relation": the rows of the second side are shuffled (the same
     shuffle for all its layers), breaking the stimulus correspondence.

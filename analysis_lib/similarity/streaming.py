@@ -26,6 +26,7 @@ import numpy as np
 from array_api_compat import array_namespace
 from array_api_compat import device as array_device
 
+from ..runtime.device import DeviceLike
 from . import _backend
 from ._backend import NUMPY, Backend
 from ._core import as_matrix
@@ -128,7 +129,8 @@ def _cka(a: _Layer, b: _Layer, p: _Pair | None, debiased: bool) -> float:
         ryy = _centred_row_product(b, b, b.as_pair())
         rxy = rxx if p is None else _centred_row_product(a, b, p)
         rows = (rxy, rxx, ryy, np.trace(Gx), np.trace(Gy))
-    return cka_from_sums(a.n, np.sum(Cc ** 2), (np.linalg.norm(Gx), np.linalg.norm(Gy)),
+    return cka_from_sums(a.n, np.sum(Cc ** 2),
+                         (float(np.linalg.norm(Gx)), float(np.linalg.norm(Gy))),
                           (np.sum(Gx ** 2), np.sum(Gy ** 2)), rows)
 
 
@@ -152,7 +154,7 @@ def _unbiased_hsic(K, L) -> float:
 
 
 def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
-                    method: str = "exact", debiased: bool = False, device=None,
+                    method: str = "exact", debiased: bool = False, device: DeviceLike = None,
                     backend: str = "auto") -> np.ndarray:
     """Layer x layer matrix of one measure from batches of rows of every layer.
 
@@ -268,7 +270,7 @@ class _Exact(_Widths):
         if self.layers is None:
             self.layers = [_Layer(d, self.bk) for d in widths]
         shifted, rows = zip(*[layer.add(x, self.bk) for layer, x in zip(self.layers, arrays)])
-        for i, j in zip(*np.triu_indices(len(arrays), k=1)):
+        for i, j in zip(*(ix.tolist() for ix in np.triu_indices(len(arrays), k=1))):
             self.pairs.setdefault((i, j), _Pair(widths[i], widths[j], self.bk)).add(
                 shifted[i], shifted[j], rows[i], rows[j])
 
@@ -279,7 +281,7 @@ class _Exact(_Widths):
         pairs = {k: p.host(self.bk) for k, p in self.pairs.items()}
         M = np.full((len(layers), len(layers)), np.nan)
         for i, j in zip(*np.triu_indices(len(layers))):
-            p = None if i == j else pairs[(i, j)]
+            p = None if i == j else pairs[(int(i), int(j))]
             if self.measure == "linear_cka":
                 M[i, j] = M[j, i] = _cka(layers[i], layers[j], p, self.debiased)
             else:

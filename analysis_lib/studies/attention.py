@@ -135,7 +135,7 @@ def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.D
             S = head_similarity(layer_a, layer_b, method)
             g = S.argmax(axis=1)
             better = S[np.arange(layer_a.heads), g] > best
-            for h in np.flatnonzero(better):
+            for h in np.flatnonzero(better).tolist():
                 best[h], where[h], heads_at[h] = S[h, g[h]], b, int(g[h])
         for h in range(layer_a.heads):
             found = where[h] >= 0

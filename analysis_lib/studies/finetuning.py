@@ -98,7 +98,7 @@ def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -
     """Linear CKA of every layer of A against every layer of B (A itself when None), with the
     rows and columns of constant layers set to NaN (undefined)."""
     same = B is None
-    B = A if same else B
+    B = A if B is None else B
     bad_a, bad_b = constant_layers(A), constant_layers(B)
     keep_a = [i for i, bad in enumerate(bad_a) if not bad]
     keep_b = [j for j, bad in enumerate(bad_b) if not bad]
@@ -162,7 +162,7 @@ def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
     mask = _off_diagonal(S)
     values = S[mask]
     total = np.sum((values - values.mean()) ** 2)
-    best = None
+    best: tuple[float, tuple[int, ...], np.ndarray, np.ndarray] | None = None
     for cuts in itertools.combinations(range(1, n), k - 1):
         label = np.searchsorted(np.array(cuts), np.arange(n), side="right")
         pair = label[:, None] * k + label[None, :]
@@ -174,6 +174,8 @@ def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
         if best is None or sse < best[0] - 1e-15:
             same = label[:, None] == label[None, :]
             best = (sse, cuts, S[mask & same], S[mask & ~same])
+    if best is None:  # pragma: no cover - the loop runs at least once for 1 <= k <= n
+        raise ValueError(f"no way to cut {n} layers into {k} blocks")
     sse, cuts, inside, across = best
     return {"k": k, "r2": float(1 - sse / total) if total > 0 else float("nan"),
             "starts": [defined[0]] + [defined[c] for c in cuts],

@@ -192,8 +192,12 @@ class PairKey(NamedTuple):
         return f"{self.kind}: {self.a} - {self.b}"
 
 
+#: a key of :func:`summary`: a named group of cells (``"within_model"``) or a pair of models
+SummaryKey = str | PairKey
+
+
 def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None = None
-            ) -> dict[str, float]:
+            ) -> dict[SummaryKey, float]:
     """Means of one collection matrix over the cells each observation is about.
 
     ``within_model``: different layers of one model; ``across_models``: layers of different
@@ -229,7 +233,7 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
     low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
     high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
     causal = np.isin(fam, sorted(CAUSAL_FAMILIES))
-    cells = {
+    cells: dict[SummaryKey, np.ndarray] = {
         "within_model": same & off,
         "across_models": ~same,
         "same_family": ~same & (fam[:, None] == fam[None, :]),
@@ -278,8 +282,8 @@ def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarra
     return mask
 
 
-def factor_table(summaries: Mapping[str, Mapping[str, float]],
-                 intervals: Mapping[str, Mapping[str, tuple[float, float]]],
+def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
+                 intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]],
                  factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
                  not_learned: Sequence[str] = ()) -> pd.DataFrame:
     """One row per pair of models that differ in one factor: the mean similarity of their
@@ -372,13 +376,13 @@ def first_word_share(collection: Collection, top: int = 3) -> pd.DataFrame:
         first_word_norm=first_norm, other_words_norm=other_norm)
 
 
-def pair_table(summaries: Mapping[str, Mapping[str, float]],
-               intervals: Mapping[str, Mapping[str, tuple[float, float]]]) -> pd.DataFrame:
+def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
+               intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
     """One row per pair of models, one column per measure: the mean across the two models'
     layers (from :func:`summary`), with its interval where one was computed."""
     out = {}
     for measure, values in summaries.items():
-        column = {}
+        column: dict[str, str] = {}
         for key, value in values.items():
             if not (isinstance(key, PairKey) and key.kind == "pair"):
                 continue
@@ -420,16 +424,16 @@ class Jackknife:
     replicates (``replicates``: one row per left-out fold of sentences, one column per
     summary key), from :func:`summary_jackknife`."""
 
-    estimate: dict[str, float]
+    estimate: dict[SummaryKey, float]
     replicates: pd.DataFrame
 
-    def se(self, key: str) -> float:
+    def se(self, key: SummaryKey) -> float:
         """The jackknife standard error of one summary number."""
         values = self.replicates[key].to_numpy()
         k = len(values)
         return float(np.sqrt((k - 1) / k * np.sum((values - values.mean()) ** 2)))
 
-    def intervals(self, level: float = 0.95) -> dict[str, tuple[float, float]]:
+    def intervals(self, level: float = 0.95) -> dict[SummaryKey, tuple[float, float]]:
         """``estimate +- z * se`` of every summary number."""
         from scipy.stats import norm
 
@@ -477,7 +481,7 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
 def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
                       level: float = 0.95, seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None
-                      ) -> dict[str, tuple[float, float]]:
+                      ) -> dict[SummaryKey, tuple[float, float]]:
     """Intervals of every :func:`summary` number of one measure: ``estimate +- z * se``
     with the grouped-jackknife standard error of :func:`summary_jackknife`
     (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
@@ -523,7 +527,7 @@ def _relative(summaries, jackknives, rep, neuron) -> Evidence:
     return Evidence.from_jackknife(unit, estimate, reps)
 
 
-def findings(summaries: Mapping[str, Mapping[str, float]],
+def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
              jackknives: Mapping[str, Jackknife], measures: Sequence[str]) -> pd.DataFrame:
     """Wu et al.'s five observations (:data:`CLAIM_IDS`) judged by the book's verdict rule,
     one row per claim id, from :func:`summary` numbers (``summaries[measure]``) and the

@@ -31,6 +31,7 @@ from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..similarity import attention_representation
+from ..training.finetune import FineTuned
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
 from .shared import seed_interval
@@ -51,8 +52,9 @@ def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndar
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         g = CouplingFlow(d, layers=4, hidden=32, seed=seed + 1)
-        for block in g.blocks:  # a clearly nonlinear map: non-zero output layers
-            torch.nn.init.normal_(block.net[-1].weight, std=0.5)
+        for block in g.couplings():  # a clearly nonlinear map: non-zero output layers
+            last: Any = block.net[-1]
+            torch.nn.init.normal_(last.weight, std=0.5)
         with torch.no_grad():
             Y = g(torch.as_tensor(X, dtype=torch.float32)).double().numpy()
     return X, Y
@@ -185,7 +187,8 @@ INJECTION_BASELINES = ("own", "random", "random label", "identity")
 
 
 @profiled("alignment", lambda *a, **k: "injection")
-def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[str, object],
+def injection(features: Mapping[str, Mapping[str, np.ndarray]],
+              heads: Mapping[str, torch.nn.Module],
               labels: Mapping[str, np.ndarray], methods: Sequence[str], *,
               seed: int = 0) -> pd.DataFrame:
     """Table 5: for every ordered pair of models (1, 2), map model 1's last-layer first-token
@@ -226,7 +229,7 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]], heads: Mapping[s
     return pd.DataFrame(rows)
 
 
-def heads_of(results: Mapping[str, object]) -> dict[str, FirstTokenHead]:
+def heads_of(results: Mapping[str, FineTuned]) -> dict[str, FirstTokenHead]:
     """Each fine-tuned model's own head on first-token vectors."""
     return {name: FirstTokenHead(result.model) for name, result in results.items()}
 

@@ -149,7 +149,7 @@ def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
             if model.startswith("zoo:") and not zoo.is_trained(model):
                 return None
             options = random_options(model, model_options)
-            here = {}
+            here: dict[int, FineTuned] = {}
             for k, seed in enumerate(seeds):
                 if len(here) + len(seeds) - k < min_seeds:
                     return None  # too few seeds left to look up to reach min_seeds

@@ -184,10 +184,13 @@ def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **options)
-        kw = dict(n_train=n_train, epochs=epochs, preset=preset, n_heldout=n_heldout)
+        kw: dict[str, Any] = dict(n_train=n_train, epochs=epochs, preset=preset,
+                                  n_heldout=n_heldout)
         grid = (cached_grid([folder], [task], list(seeds), min_seeds=1, **kw) if cached_only
                 else run_grid([folder], [task], list(seeds), progress=progress, **kw))
-        for seed in ([] if grid is None else grid.seeds(folder, task)):
+        if grid is None:
+            continue
+        for seed in grid.seeds(folder, task):
             result = grid.get(folder, task, seed)
             history = result.record["history"]
             rows.append({"layers_kept": k, "seed": seed,
@@ -233,7 +236,8 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None, *,
     ``single`` marks the single-layer skips (the diagonal); ``single_only`` scores those
     alone (what the claims read, in a fraction of the time). ``n_test``: score on the first
     ``n_test`` test examples only (each span is a forward pass over them)."""
-    n = result.model.config.num_hidden_layers
+    config: Any = result.model.config  # a transformers configuration
+    n = config.num_hidden_layers
     if n_test is not None:
         task = Task(task.name, task.train, task.validation,
                     task.test.subset(range(min(n_test, len(task.test)))), task.label_names,

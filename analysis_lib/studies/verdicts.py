@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from .claims import Claim, get
@@ -154,7 +155,7 @@ def _cdf(z: np.ndarray, df: np.ndarray) -> np.ndarray:
     return out
 
 
-def holm(p: Sequence[float]) -> np.ndarray:
+def holm(p: ArrayLike) -> np.ndarray:
     """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count)."""
     p = np.asarray(p, dtype=np.float64)
     out = np.full_like(p, np.nan)

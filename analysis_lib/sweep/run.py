@@ -206,7 +206,7 @@ def run_unit(unit: Unit, cache_dir: str, *deps: dict[str, Any]) -> dict[str, Any
     """Run one unit (after the units it needs, whose outcomes are ``deps``) and return its
     outcome: ``{key, stage, ok, computed, value, error, attempts, seconds, host}``. Never
     raises: a failure is an outcome with ``ok=False`` and the error's last lines."""
-    outcome = {"key": unit.key, "stage": unit.stage, "ok": False, "computed": False,
+    outcome: dict[str, Any] = {"key": unit.key, "stage": unit.stage, "ok": False, "computed": False,
                "value": None, "error": "", "attempts": 0, "seconds": 0.0,
                "host": f"{platform.node()}:{os.getpid()}"}
     failed = [d["key"] for d in deps if not d["ok"]]
@@ -324,7 +324,7 @@ def _run_dask(units: list[Unit], cache: str, spec: SweepSpec, workers: int | str
             link = getattr(client, "dashboard_link", None)
             print(f"Dask: {len(client.scheduler_info().get('workers', {}))} workers; "
                   f"dashboard {link or 'not available (install bokeh)'}")
-        futures = {}
+        futures: dict[str, Any] = {}
         run = uuid.uuid4().hex[:8]
         for unit in units:
             # one Dask task per unit; a unit's futures resolve to its dependencies' outcomes

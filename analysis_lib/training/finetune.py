@@ -31,7 +31,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -45,12 +45,15 @@ from ..models.info import model_info
 from ..models.loading import TRAINABLE_WEIGHTS
 from ..runtime import checks
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
-from ..runtime.device import fork_rng, key_parts, model_device, resolve
+from ..runtime.device import DeviceLike, fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.profile import label, profiled
 from ..runtime.threads import torch_threads
 from . import loop
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 # --------------------------------------------------------------------------- settings
 
@@ -170,7 +173,7 @@ class FineTuned:
     from_cache: bool = False
 
     @property
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, dict[str, float]]:
         return self.record["metrics"]
 
     def load(self) -> LoadedModel:
@@ -178,16 +181,19 @@ class FineTuned:
         for a run that kept only its trained weights, a copy of the one in memory."""
         if not (self.path / TRAINABLE).is_file():
             return load(str(self.path))
-        encoder = copy.deepcopy(self.model.base_model).eval()
+        trained: Any = self.model  # a transformers task model
+        encoder = copy.deepcopy(trained.base_model).eval()
         info = model_info(encoder, self.tokenizer, str(self.path), "local",
                           f"finetune-{self.path.name}")
         return LoadedModel(encoder, self.tokenizer, info)
 
 
-def task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
+def task_model(base: LoadedModel, num_labels: int, regression: bool,
+               seed: int) -> torch.nn.Module:
     from transformers import AutoModelForSequenceClassification
 
-    config = base.model.config.__class__.from_dict(base.model.config.to_dict())
+    encoder: Any = base.model  # a transformers model
+    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
     config.num_labels = num_labels
     config.problem_type = "regression" if regression else "single_label_classification"
     if config.pad_token_id is None:
@@ -204,7 +210,8 @@ def task_model(base: LoadedModel, num_labels: int, regression: bool, seed: int):
     return model
 
 
-def encode_split(tokenizer, split: Split, max_length: int) -> list[list[int]]:
+def encode_split(tokenizer: PreTrainedTokenizerBase, split: Split,
+                 max_length: int) -> list[list[int]]:
     """Token ids of every example of a split (pairs joined by the tokenizer's template)."""
     if split.pairs is None:
         enc = tokenizer(split.texts, truncation=True, max_length=max_length)
@@ -213,8 +220,9 @@ def encode_split(tokenizer, split: Split, max_length: int) -> list[list[int]]:
     return enc["input_ids"]
 
 
-def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[str] = frozenset(),
-          progress: bool = True, device=None) -> list[dict[str, float]]:
+def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task,
+          config: FinetuneConfig, *, frozen: set[str] | frozenset[str] = frozenset(),
+          progress: bool = True, device: DeviceLike = None) -> list[dict[str, float]]:
     """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
     (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history: the training loss and the validation scores after each epoch (the
@@ -251,7 +259,8 @@ def train(model, tokenizer, task: Task, config: FinetuneConfig, *, frozen: set[s
                     on_epoch=held_out if len(task.validation) else None)
 
 
-def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size: int = 64,
+def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: Split, *,
+            max_length: int = 128, batch_size: int = 64,
             layer: int | None = None, skip: tuple[int, int] | None = None) -> np.ndarray:
     """Logits (n x num_labels) of a task model on a split, optionally with layers removed.
 
@@ -271,7 +280,7 @@ def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size
     lengths = np.array([len(x) for x in ids])
     order = np.argsort(-lengths, kind="stable")
     pad = pad_token_id(tokenizer)
-    out = None
+    out: np.ndarray | None = None
     dev = model_device(model)
     training = model.training
     model.eval()  # dropout off: predictions are deterministic
@@ -286,10 +295,13 @@ def predict(model, tokenizer, split: Split, *, max_length: int = 128, batch_size
                 out[rows] = logits.float().cpu().numpy()
     finally:
         model.train(training)
+    if out is None:  # an empty split
+        return np.empty((0, 0), dtype=np.float32)
     return out
 
 
-def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_options: Any
+def evaluate(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task,
+             split: str = "test", **predict_options: Any
              ) -> dict[str, float]:
     """Accuracy and macro-F1 (regression: Pearson and Spearman) with the majority baseline."""
     from scipy.stats import pearsonr, spearmanr
@@ -310,7 +322,7 @@ def evaluate(model, tokenizer, task: Task, split: str = "test", **predict_option
 @profiled("finetune", lambda model, task, *a, **k: f"{label(model)} on {label(task)}")
 def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
              cache: bool = True, cache_dir: str | os.PathLike | None = None,
-             progress: bool = True, device=None, store: str = "full",
+             progress: bool = True, device: DeviceLike = None, store: str = "full",
              **load_options: Any) -> FineTuned:
     """Fine-tune ``model`` on ``task``, or load the result of an identical earlier run.
 
@@ -377,7 +389,8 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
 
 
 def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
-           cache_dir: str | os.PathLike | None = None, device=None, store: str = "full",
+           cache_dir: str | os.PathLike | None = None, device: DeviceLike = None,
+           store: str = "full",
            **load_options: Any) -> FineTuned | None:
     """The cached result of :func:`finetune` with the same arguments, or None when the cache
     does not hold it: nothing is trained. A page uses it to read the runs of a longer
@@ -386,7 +399,9 @@ def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *
     return _load_saved(_run_path(base, task, config, dev, store, cache_dir), base)
 
 
-def _arguments(model, task, config, device, store, load_options):
+def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, device: DeviceLike,
+               store: str, load_options: dict[str, Any]
+               ) -> tuple[FinetuneConfig, Task, LoadedModel, torch.device]:
     """The checked settings, the task, the base model and the device of a run."""
     config = check_config(preset(config) if isinstance(config, str) else config)
     checks.choice(store, "store", STORES)

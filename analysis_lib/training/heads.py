@@ -13,6 +13,7 @@ token, XLNet's summary) are refused with a pointer to the logistic-regression pr
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,14 +30,15 @@ class FirstTokenHead(torch.nn.Module):
 
     def __init__(self, task_model: torch.nn.Module, copy_weights: bool = True):
         super().__init__()
-        family = task_model.config.model_type
+        config: Any = task_model.config  # a transformers configuration
+        family = config.model_type
         if family not in FIRST_TOKEN_FAMILIES:
             raise ValueError(
                 f"the {family} task head does not read the first token; re-fit a probe on "
                 "the layer instead (training.probes.linear_probe, head='probe')")
         take = copy.deepcopy if copy_weights else (lambda m: m)
         self.family = family
-        base = task_model.base_model
+        base: Any = task_model.base_model
         if family == "bert":
             self.pool = take(base.pooler)
         elif family == "albert":

@@ -35,7 +35,8 @@ def bucketed_batches(lengths: np.ndarray, batch_size: int, bucket: int,
 def param_groups(model: torch.nn.Module, frozen: set[str], weight_decay: float) -> list[dict]:
     """AdamW groups: weight decay on matrices only; ``frozen`` parameters left out (and their
     ``requires_grad`` turned off)."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if name in frozen:
             p.requires_grad_(False)

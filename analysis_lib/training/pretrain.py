@@ -31,13 +31,14 @@ import contextlib
 import functools
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -56,15 +57,19 @@ from ..models.zoo_store import (
     read_saved,
 )
 from ..runtime.cache import default_root, folder_checksums, publish_folder
-from ..runtime.device import fork_rng, model_device, resolve
+from ..runtime.device import DeviceLike, fork_rng, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.profile import profiled
 from ..runtime.quiet import quiet_transformers
 from ..runtime.threads import torch_threads, usable_cores
 from . import loop
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-def tokenizer(vocab_size: int = 8000, cache_dir=None):
+
+def tokenizer(vocab_size: int = 8000,
+              cache_dir: str | os.PathLike | None = None) -> PreTrainedTokenizerFast:
     """The zoo's shared tokenizer: the library's WordPiece of the BERT family, trained once
     per cache on the packaged text, the same in every process
     (:func:`~analysis_lib.models.random_init.train_tokenizer`)."""
@@ -88,7 +93,7 @@ def sentences(data: str) -> tuple[list[str], list[str]]:
     return train, held
 
 
-def token_blocks(tok, texts: list[str], block: int) -> np.ndarray:
+def token_blocks(tok: PreTrainedTokenizerBase, texts: list[str], block: int) -> np.ndarray:
     """Every text between ``[CLS]`` and ``[SEP]``, concatenated and cut into rows of
     ``block`` token ids (the incomplete last row dropped)."""
     if hasattr(tok, "backend_tokenizer"):  # the fast tokenizer's own batch call, no offsets
@@ -109,13 +114,14 @@ def _data_blocks(vocab_size: int, root: str, data: str, block: int
     the zoo trained in this process: the tokenizer is the same in every process, so they
     depend on nothing else."""
     tok = tokenizer(vocab_size, root)
-    blocks = tuple(token_blocks(tok, texts, block) for texts in sentences(data))
-    for b in blocks:
+    train, held = (token_blocks(tok, texts, block) for texts in sentences(data))
+    for b in (train, held):
         b.flags.writeable = False
-    return blocks
+    return train, held
 
 
-def mask_tokens(ids: torch.Tensor, rate: float, tok, generator: torch.Generator
+def mask_tokens(ids: torch.Tensor, rate: float, tok: PreTrainedTokenizerBase,
+                generator: torch.Generator
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking: ``(inputs, labels)`` with labels -100 where nothing is predicted.
     Special tokens are never chosen; of the chosen, 80% become ``[MASK]``, 10% a random
@@ -153,7 +159,8 @@ def _model(config: PretrainConfig, tok):
     return cls(bert)
 
 
-def held_out_loss(model, blocks: np.ndarray, config: PretrainConfig, tok,
+def held_out_loss(model: torch.nn.Module, blocks: np.ndarray, config: PretrainConfig,
+                  tok: PreTrainedTokenizerBase,
                   batch_size: int = 64) -> float:
     """Mean loss (nats) per predicted held-out token; the masks are drawn from a fixed seed,
     the same for every model."""
@@ -177,7 +184,7 @@ def held_out_loss(model, blocks: np.ndarray, config: PretrainConfig, tok,
 
 
 def unigram_loss(train: np.ndarray, held: np.ndarray, vocab: int, config: PretrainConfig,
-                 tok) -> float:
+                 tok: PreTrainedTokenizerBase) -> float:
     """Held-out loss (nats per token) of predicting every token from its training frequency
     (add-one smoothing), over the tokens the objective predicts."""
     counts = np.bincount(train.ravel(), minlength=vocab).astype(np.float64) + 1.0
@@ -195,8 +202,9 @@ def unigram_loss(train: np.ndarray, held: np.ndarray, vocab: int, config: Pretra
 
 
 @profiled("pretrain", lambda config, **k: k.get("name") or "model")
-def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
-             name: str = "zoo", device=None) -> Pretrained:
+def pretrain(config: PretrainConfig, *, cache_dir: str | os.PathLike | None = None,
+             progress: bool = True,
+             name: str = "zoo", device: DeviceLike = None) -> Pretrained:
     """Train ``config`` (or read it from the cache) on ``device`` (default: CUDA when
     available, else the CPU, with :data:`CPU_THREADS` threads): see the module docs. The
     initial weights, the batches and the masks are drawn on the CPU, so they are the same on
@@ -212,8 +220,8 @@ def pretrain(config: PretrainConfig, *, cache_dir=None, progress: bool = True,
 
 
 @profiled("pretrain", lambda configs, **k: f"{len(configs)} models side by side")
-def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir=None,
-                  progress: bool = True, device=None, workers: int | None = None
+def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.PathLike | None = None,
+                  progress: bool = True, device: DeviceLike = None, workers: int | None = None
                   ) -> dict[str, Pretrained]:
     """:func:`pretrain` every named config, the ones not in the cache side by side in
     ``workers`` worker processes when they train on the CPU; the weights are the same as

@@ -9,7 +9,9 @@ truncating and skipping stay well defined (fewer applications of the shared laye
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -17,7 +19,9 @@ from ..layers import check_layer
 from ..models.info import DEPTH_KEYS
 
 
-def _base(model: torch.nn.Module) -> torch.nn.Module:
+def _base(model: torch.nn.Module) -> Any:
+    """The encoder of a task model (a transformers model: its ``config`` and layers are read
+    by name), or the model itself."""
     return getattr(model, "base_model", model)
 
 
@@ -156,7 +160,8 @@ def truncate(model: torch.nn.Module, layer: int) -> torch.nn.Module:
     return model
 
 
-def truncated_copy(model: str, layer: int, *, cache_dir=None, **load_options) -> str:
+def truncated_copy(model: str, layer: int, *, cache_dir: str | os.PathLike | None = None,
+                   **load_options: Any) -> str:
     """A saved copy of ``model`` cut to its transformer layers ``1..layer`` (Merchant et
     al.'s truncated models, fine-tuned afterwards), made once in the cache; returns the
     folder, which :func:`analysis_lib.models.load` and fine-tuning take like any model."""

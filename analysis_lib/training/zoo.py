@@ -8,13 +8,15 @@ code digest in each zoo model's cache key: adding a model to the catalog retrain
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ..models import zoo
 from ..models.zoo_store import Pretrained
 from .pretrain import pretrain_many
 
 
-def train(names=None, *, cache_dir: str | os.PathLike | None = None, progress: bool = True
+def train(names: Sequence[str] | None = None, *, cache_dir: str | os.PathLike | None = None,
+          progress: bool = True
           ) -> dict[str, Pretrained]:
     """Train the zoo models ``names`` (``"base"`` or ``"zoo:base"``; default: the whole zoo) that
     the cache does not hold yet, side by side on the CPU's cores
@@ -26,7 +28,7 @@ def train(names=None, *, cache_dir: str | os.PathLike | None = None, progress: b
                          progress=progress)
 
 
-def ensure(models, *, cache_dir: str | os.PathLike | None = None) -> None:
+def ensure(models: Sequence[str], *, cache_dir: str | os.PathLike | None = None) -> None:
     """Train the ``zoo:`` models among ``models`` (any model names, or loaded models) that the
     cache does not hold yet; every other model is left alone. Loading a ``zoo:`` name reads
     the cache and never trains, so a step that loads models by name calls this first."""
