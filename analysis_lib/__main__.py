@@ -53,7 +53,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
     corpus = corpora.load_corpus(args.corpus, n=args.n, seed=args.seed)
     result = extract.extract(args.model, corpus, attention=args.attention)
-    sentences = result.layers("mean")[0].shape if result.sentence_mean is not None else "none"
+    sentences = result.sentence_mean.shape if result.sentence_mean is not None else "none"
     print(f"{args.model} on {args.corpus} (n={len(corpus)}): words {result.words.shape}, "
           f"sentences {sentences}, truncated {result.n_truncated}")
     return 0

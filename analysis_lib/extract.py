@@ -527,11 +527,7 @@ def _run(loaded: LoadedModel, corpus: Corpus, limit: int, pooling: str, attentio
               "word_sentence": np.repeat(np.arange(n_sent), counts),
               "word_position": np.concatenate([np.arange(c) for c in counts]).astype(np.int64)}
     if attention:
-        filled = [m for m in maps if m is not None]
-        if len(filled) != n_sent:
-            raise RuntimeError(f"attention maps of {n_sent - len(filled)} sentences are missing")
-        arrays["attention_flat"] = np.concatenate([m.ravel() for m in filled])
-        arrays["attention_shapes"] = np.array([m.shape for m in filled], dtype=np.int64)
+        arrays["attention_flat"], arrays["attention_shapes"] = _stacked_maps(maps)
     return arrays, {"n_truncated": n_cut, "model": info.to_dict(), "corpus": corpus.meta}
 
 
@@ -624,6 +620,16 @@ def _pool_plan(batch: np.ndarray, tokens: list, starts: np.ndarray, pooling: str
         rows.append(np.arange(starts[s], starts[s + 1]))
     return _PoolPlan(torch.from_numpy(np.concatenate(token_index)), np.concatenate(rows),
                      np.concatenate(group_start) if pooling == "mean" else None)
+
+
+def _stacked_maps(maps: list[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Every sentence's word attention maps as one flat array and their shapes (how the
+    cache keeps them)."""
+    filled = [m for m in maps if m is not None]
+    if len(filled) != len(maps):
+        raise RuntimeError(f"attention maps of {len(maps) - len(filled)} sentences are missing")
+    return (np.concatenate([m.ravel() for m in filled]),
+            np.array([m.shape for m in filled], dtype=np.int64))
 
 
 def _mean_groups(gathered: torch.Tensor, plan: _PoolPlan, out: np.ndarray) -> None:

@@ -538,6 +538,37 @@ def test_exercises_render_through_sphinx_exercise(built_book):
     assert "teacher" in course.lower() and "papermill" in course
 
 
+def test_the_api_reference_lists_every_public_function(built_book):
+    """The book's API reference documents every public name of the modules it covers (the
+    similarity package's functions among them), the measures page links each measure to its
+    entry, and the book shows the library's version."""
+    import importlib
+
+    import analysis_lib
+    from analysis_lib import similarity
+    from analysis_lib.book.sphinx_ext import API_PAGES, public_names
+
+    index = built_book[0]
+    api = index.parent / "book" / "api"
+    similarity_page = (api / "similarity.html").read_text()
+    functions = [n for n in similarity.__all__ if callable(getattr(similarity, n))]
+    assert len(functions) > 25
+    for name in functions:
+        assert f'id="analysis_lib.similarity.{name}"' in similarity_page, name
+    assert 'class="autosummary' in similarity_page  # the summary table
+    for page, modules in API_PAGES.items():
+        html = (api / f"{page}.html").read_text()
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            for name in public_names(module):
+                assert f'id="{module_name}.{name}"' in html, (page, module_name, name)
+    measures = (index.parent / "book" / "measures.html").read_text()
+    for name in ("neuronsim", "svcca", "pwcca", "linear_cka", "rsa", "procrustes"):
+        assert f'href="api/similarity.html#analysis_lib.similarity.{name}"' in measures, name
+    intro = (index.parent / "book" / "intro.html").read_text()
+    assert f"version {analysis_lib.__version__} of the library" in intro
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -40,10 +40,10 @@ class Coupling(torch.nn.Module):
         super().__init__()
         d = mask.numel()
         self.register_buffer("mask", mask.float())
-        last = torch.nn.Linear(hidden, 2 * d)
+        first, last = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, 2 * d)
         torch.nn.init.zeros_(last.weight)  # starts as the identity map
         torch.nn.init.zeros_(last.bias)
-        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.GELU(), last)
+        self.net = torch.nn.Sequential(first, torch.nn.GELU(), last)
 
     def _st(self, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         s, t = self.net(kept).chunk(2, dim=-1)

@@ -18,8 +18,9 @@ Every function takes plain numpy arrays and label lists and returns an ``altair.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import altair as alt
 import numpy as np
@@ -158,7 +159,14 @@ def layer_lines(frame: pd.DataFrame, *, x: str = "layer", y: str = "value",
     return alt.layer(*layers).properties(width=width, height=height)
 
 
-def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float] | float, *,
+def _reference(frozen: Any, model: str, task: str) -> float:
+    """The reference accuracy of one panel: one number for all, or the (model, task) entry of
+    a mapping or a Series indexed by (model, task)."""
+    return float(frozen) if isinstance(frozen, numbers.Real) else float(frozen[(model, task)])
+
+
+def learning_curves(curves: pd.DataFrame,
+                    frozen: Mapping[tuple[str, str], float] | pd.Series | float, *,
                     columns: int = 2, title: str = "",
                     reference: str = "frozen head (test split)") -> ChartLike:
     """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
@@ -170,8 +178,7 @@ def learning_curves(curves: pd.DataFrame, frozen: Mapping[tuple[str, str], float
         charts.append(layer_lines(
             group.astype({"seed": str}), x="epoch", y="validation_accuracy", color="seed",
             title=f"{model} on {task}", y_title="validation accuracy",
-            rules={reference: frozen[(model, task)] if isinstance(frozen, Mapping)
-                   else float(frozen)}))
+            rules={reference: _reference(frozen, model, task)}))
     return panels(charts, columns=columns, title=title)
 
 

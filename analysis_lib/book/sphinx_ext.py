@@ -99,19 +99,16 @@ def _assigned(modname: str) -> dict[str, int]:
     return found
 
 
-def _constant_docs(modname: str) -> dict[str, tuple[int, list[str]]]:
-    """The module-level names of ``modname`` documented with ``#:`` comments: name ->
-    (line, the comment's lines)."""
+def _constant_docs(modname: str) -> dict[str, list[str]]:
+    """The module-level names of ``modname`` documented with ``#:`` comments, with the
+    comment's lines."""
     from sphinx.pycode import ModuleAnalyzer, PycodeError
 
     try:
-        analyzer = ModuleAnalyzer.for_module(modname)
-        docs = analyzer.find_attr_docs()
+        docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
     except PycodeError:
         return {}
-    tags = analyzer.tagorder
-    return {name: (tags.get(name, 0), list(lines)) for (scope, name), lines in docs.items()
-            if scope == ""}
+    return {name: list(lines) for (scope, name), lines in docs.items() if scope == ""}
 
 
 def _data_doc(module: ModuleType, name: str) -> list[str]:
@@ -122,7 +119,7 @@ def _data_doc(module: ModuleType, name: str) -> list[str]:
     for place in places:
         doc = _constant_docs(place).get(name)
         if doc:
-            return doc[1]
+            return doc
     return []
 
 
@@ -213,6 +210,12 @@ def _lookup(dotted: str) -> Any:
     return _MISSING
 
 
+def _external(name: str) -> bool:
+    """Whether ``name`` belongs to another project whose types a signature may show (no
+    inventory of theirs is fetched offline): shown unlinked."""
+    return name.split(".")[0] in ("numpy", "pandas", "scipy", "torch", "transformers")
+
+
 def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     """A reference to a library object by a name it is not listed under (the package that
     re-exports it, a name imported into the docstring's module, a module path relative to
@@ -222,6 +225,12 @@ def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"].lstrip(".~")
+    # a name from an annotation left as written (``autodoc_type_aliases`` spells it in full)
+    aliases = getattr(app.config, "autodoc_type_aliases", None) or {}
+    if target in aliases:
+        target = aliases[target]
+        if _external(target):
+            return contnode
     parents = (node.get("py:module") or "").split(".")
     candidates = [".".join(parents[:k] + [target]) for k in range(len(parents), 0, -1)]
     for candidate in [target] + candidates:
@@ -231,8 +240,14 @@ def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
         listed = documented().get(_key(obj, candidate.rsplit(".", 1)[-1]))
         if listed is None:
             return contnode
-        return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder,
-                                                  node["reftype"], listed, node, contnode)
+        # by its own role, else by any (a type alias in a signature is documented as data)
+        domain = env.get_domain("py")
+        for role in (node["reftype"], "obj"):
+            found = domain.resolve_xref(env, node["refdoc"], app.builder, role, listed, node,
+                                        contnode)
+            if found is not None:
+                return found
+        return None
     return None
 
 

@@ -38,8 +38,8 @@ except ImportError:  # pragma: no cover - Windows
 if TYPE_CHECKING:
     import pandas as pd
 
-#: a function that :func:`profiled` wraps
-F = TypeVar("F", bound=Callable[..., Any])
+# a function that profiled() wraps
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 ENV = "ANALYSIS_LIB_PROFILE"
 #: the depth of the step a process was started in: a worker process's steps sit inside it
@@ -139,12 +139,12 @@ def by_kind(records: pd.DataFrame) -> pd.DataFrame:
             .round(1).reset_index())
 
 
-def profiled(kind: str, name: Callable[..., str] | None = None) -> Callable[[F], F]:
+def profiled(kind: str, name: Callable[..., str] | None = None) -> Callable[[_F], _F]:
     """Decorator: each call of the function is one :func:`step` of ``kind``, named by
     ``name(*args, **kwargs)`` (default: the function's name)."""
     import functools
 
-    def wrap(function: F) -> F:
+    def wrap(function: _F) -> _F:
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             if not os.environ.get(ENV):
@@ -152,7 +152,7 @@ def profiled(kind: str, name: Callable[..., str] | None = None) -> Callable[[F],
             label = name(*args, **kwargs) if name else function.__name__
             with step(kind, label):
                 return function(*args, **kwargs)
-        return cast(F, call)
+        return cast(_F, call)
     return wrap
 
 
