@@ -12,6 +12,13 @@ class OfflineError(ValueError):
     """
 
 
+class UndefinedMeasure(ValueError):
+    """A measure is not defined for its input: a layer without variance (every neuron
+    constant, or every row the same) or a constant similarity matrix. A ValueError; resampling
+    loops catch this one case by name (a resample that drew copies of one stimulus only),
+    and let every other error through."""
+
+
 def offline_message(kind: str, name: str, error: BaseException | None = None) -> str:
     """The text of an :class:`OfflineError` for a ``kind`` ('model', 'corpus') named ``name``."""
     reason = f" ({type(error).__name__}: {str(error).splitlines()[0][:200]})" if error else ""

@@ -513,10 +513,53 @@ def from_sentences(
     return corpus
 
 
-def from_file(path: str | Path, *, name: str | None = None) -> Corpus:
-    """A corpus from a UTF-8 text file with one sentence per line (blank lines skipped)."""
-    path = checks.existing_file(path, "corpus file", "pass a UTF-8 text file with one sentence "
+def from_file(path: str | Path, *, name: str | None = None, encoding: str = "utf-8") -> Corpus:
+    r"""A corpus from a text file with one sentence per line (blank lines skipped).
+
+    The file must decode in ``encoding`` (UTF-8 by default; a byte-order mark is dropped): a
+    byte it cannot decode is an error that names the line and the fix, never a replacement
+    character. Lines end at ``\n`` (with or without ``\r``); the other characters that
+    :meth:`str.splitlines` would break at (U+2028, U+2029, NEL, form feed, vertical tab,
+    ...) are spaces inside their sentence.
+    """
+    path = checks.existing_file(path, "corpus file", "pass a text file with one sentence "
                                 "per line (for a folder of files, read each and join them)")
-    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
-             if line.strip()]
+    try:
+        "".encode(encoding)
+    except LookupError as error:
+        raise ValueError(f"unknown encoding {encoding!r}; use a Python codec name such as "
+                         "'utf-8', 'utf-16' or 'latin-1'") from error
+    data = path.read_bytes()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ValueError(f"corpus file {path} is not valid {encoding}: byte "
+                         f"{data[error.start:error.start + 1]!r} at offset {error.start} (line "
+                         f"{line}) cannot be decoded; {_decoding_hint(data)}") from error
+    if "\x00" in text:
+        raise ValueError(f"corpus file {path} holds NUL characters, which text does not: it "
+                         f"is binary or in another encoding than {encoding} (UTF-16? pass "
+                         "encoding='utf-16')")
+    text = text.removeprefix("\ufeff")
+    lines = [_LINE_BREAKS.sub(" ", line.removesuffix("\r")) for line in text.split("\n")]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise ValueError(f"corpus file {path} has no text: pass a file with one sentence per "
+                         "line")
     return from_sentences(lines, name=name or path.stem)
+
+
+def _decoding_hint(data: bytes) -> str:
+    """What a file that does not decode probably is, and the fix."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data.count(b"\x00") > len(data) // 4:
+        return "it looks like UTF-16 (a byte-order mark or NUL bytes): pass encoding='utf-16'"
+    control = sum(data.count(bytes([b])) for b in (*range(0, 9), *range(14, 32)))
+    if control > len(data) // 20:
+        return "it does not look like text (many control bytes): pass a text file"
+    return ("pass its encoding (encoding='latin-1', 'cp1252', ...) or convert it to UTF-8 "
+            "(iconv -f LATIN1 -t UTF-8 in.txt > out.txt)")
+
+
+#: characters that str.splitlines() breaks at besides \n and \r: a space inside a sentence
+_LINE_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")

@@ -68,6 +68,11 @@ def check_name(name: object) -> str:
     else."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"model name must be a non-empty string, got {name!r}")
+    if name != name.strip() or not name.isprintable():
+        clean = name.strip()
+        guess = f"; did you mean {clean!r}?" if clean and clean.isprintable() else ""
+        raise ValueError(f"model name {name!r} has whitespace or control characters around or "
+                         f"in it (read from a file or a command line?){guess}")
     if name in PACKAGED:
         return "package"
     if name.startswith("zoo:"):
@@ -84,7 +89,7 @@ def check_name(name: object) -> str:
         return "random"
     if _is_local_folder(name):
         return "local"
-    if not _HUB_ID.match(name) or name.startswith("random"):
+    if not _HUB_ID.fullmatch(name) or name.startswith("random"):
         raise ValueError(
             f"unknown model {name!r}: not a folder, not a hub id, not a registered name. "
             f"Offline names: {', '.join(OFFLINE_MODELS)}; otherwise a hub id such as "

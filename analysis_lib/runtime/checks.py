@@ -9,7 +9,10 @@ otherwise become seed 1 under another cache key).
 from __future__ import annotations
 
 import difflib
+import errno
 import math
+import os
+import stat
 from collections.abc import Iterable
 from numbers import Integral, Real
 from pathlib import Path
@@ -73,14 +76,31 @@ def _within(value: int, name: str, low: int | None, high: int | None) -> None:
 
 
 def existing_file(path: Any, what: str, fix: str) -> Path:
-    """``path`` as a Path if it names a file; an error that says what is there instead (a
-    folder, or nothing) and ``fix``."""
+    """``path`` as a Path if it names a regular file (or a link to one); else an error that
+    says what is there instead and ``fix``: a folder, a named pipe, a device or a socket (not
+    something to read whole), a link that loops or points nowhere, or nothing."""
     path = Path(path).expanduser()
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(f"{what} {path} is a symbolic link that loops back on itself; "
+                          f"{fix}") from error
+        if path.is_symlink():
+            raise FileNotFoundError(f"{what} {path} is a symbolic link to "
+                                    f"{os.readlink(path)!r}, which does not exist; {fix}"
+                                    ) from error
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise FileNotFoundError(f"{what} {path} does not exist; {fix}") from error
+        raise OSError(f"{what} {path} cannot be read ({error.strerror}); {fix}") from error
+    if stat.S_ISREG(mode):
         return path
-    if path.is_dir():
+    if stat.S_ISDIR(mode):
         raise IsADirectoryError(f"{what} {path} is a folder, not a file; {fix}")
-    raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    raise ValueError(f"{what} {path} is {kind}, not a regular file; {fix}")
 
 
 def real_array(value: Any, name: str) -> np.ndarray:

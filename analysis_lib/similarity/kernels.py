@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from array_api_compat import array_namespace
 
+from ..runtime import checks
 from ._backend import NUMPY
 from ._core import LayerStats, in_range, span_sq_norms, standardize_pair
 from .reference import tied_runs
@@ -75,8 +76,7 @@ def top_mean(values, top_k: int | None) -> float:
     xp = array_namespace(values)
     if top_k is None:
         return float(xp.mean(values))
-    if not isinstance(top_k, (int, np.integer)) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    top_k = checks.integer(top_k, "top_k (a positive integer, or None for all)", 1)
     return float(xp.mean(xp.sort(values, descending=True)[:top_k]))
 
 
@@ -269,6 +269,7 @@ def procrustes_value(a: LayerStats, b: LayerStats, C) -> float:
 
 def full_canonical_values(a: LayerStats, b: LayerStats, C, reg: float):
     """Canonical correlations over the full spaces, ridge-regularised when ``reg > 0``."""
+    reg = checks.number(reg, "reg", 0.0)
     if reg == 0:
         return canonical_values(a, b, C, None, "reach")
     xp = a.xp

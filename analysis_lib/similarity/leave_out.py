@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..errors import UndefinedMeasure
 from ..runtime.profile import profiled
 from ._core import LayerStats, work_dtype
 from .kernels import KERNELS
@@ -133,8 +134,8 @@ class _LayerMoments:
             X = np.asarray(X)
             Xs = LayerStats(X, dtype=dt, name=f"layers[{i}]").Xc[order]
             if not Xs.any():
-                raise ValueError(f"layers[{i}] has no variance (every neuron constant), so no "
-                                 f"measure is defined for it; leave that layer out")
+                raise UndefinedMeasure(f"layers[{i}] has no variance (every neuron constant), so "
+                                       f"no measure is defined for it; leave that layer out")
             blocks = [Xs[bounds[k]:bounds[k + 1]] for k in range(len(labels))]
             if _constant_somewhere(X, blocks, counts):
                 return None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from ..runtime import checks
 from ..runtime.device import DeviceLike
 from . import _backend
 from ._core import (
@@ -214,8 +215,7 @@ def cca(X: ArrayLike, Y: ArrayLike, *, reg: float = 0.0, dtype: DTypeLike | None
     ``n < 5 * max(d1, d2)`` and ``reg == 0``; use ``reg``, fewer dimensions (:func:`svcca`),
     or more stimuli.
     """
-    if reg < 0:
-        raise ValueError(f"reg must be >= 0, got {reg}")
+    reg = checks.number(reg, "reg", 0.0)
     a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
     fill_eigs([a, b])
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..errors import UndefinedMeasure
 from ..runtime.device import DeviceLike
 from ..runtime.profile import profiled
 from . import _backend
@@ -170,9 +171,9 @@ def _cross_product_suite(A, B, same, pairs, names, out, options, show, bk):
                          f"{sorted(n_rows)}")
     for s in SA + SB:
         if s.total_var == 0:
-            raise ValueError(f"{s.name} has no variance (every neuron constant, or every row "
-                             f"the same), so no measure is defined for it; leave that layer "
-                             f"out or check how it was made")
+            raise UndefinedMeasure(f"{s.name} has no variance (every neuron constant, or every "
+                                   f"row the same), so no measure is defined for it; leave that "
+                                   f"layer out or check how it was made")
     check_variance(options.get("variance", 0.99))
     # PWCCA's kernel fills the shared decomposition first, so SVCCA reads the same correlations
     order = sorted(names, key=lambda x: x != "pwcca")

@@ -25,12 +25,13 @@ from numpy.typing import ArrayLike
 from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
+from ..errors import UndefinedMeasure
 from ._core import as_matrix, check_pair, in_range
 
 KERNELS = ("cosine", "correlation", "euclidean")
 
 
-class ConstantSimilarity(ValueError):
+class ConstantSimilarity(UndefinedMeasure):
     """A similarity matrix is constant (every stimulus alike, as the first token at the
     embedding layer, or a resample that drew copies of one stimulus only), so RSA is
     undefined. A ValueError: callers that resample may catch this one case by name."""

@@ -15,6 +15,8 @@ conditions) and :func:`p_greater` (the one-sided p-value every test here reports
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
+from ..errors import UndefinedMeasure
 from ..runtime import checks
 from ..runtime.profile import profiled
 from .pairwise import pairwise
@@ -38,6 +41,9 @@ class BootstrapResult:
     high: np.ndarray | float
     samples: np.ndarray
     level: float
+    #: resamples on which the measure was undefined (drew copies of too few stimuli): NaN in
+    #: ``samples`` and left out of the interval
+    undefined: int = 0
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,18 @@ class PermutationResult:
 
 
 def _as_layers(X, Y):
+    """``(single, A, B)``: one array each (``single``) or lists of layers. A list is read as
+    layers, so a list whose items are numbers or 1-D rows is refused: it is one layer's rows."""
     single = not isinstance(X, (list, tuple))
     A = [X] if single else list(X)
     B = None if Y is None else ([Y] if single else list(Y))
     if single and B is None:
         raise ValueError("give Y when X is a single array")
+    for name, side in (("X", A), ("Y", B or [])):
+        if not single and side and np.ndim(side[0]) < 2:
+            raise ValueError(f"{name} is a list of {len(side)} rows of numbers, but a list means "
+                             f"layers (a matrix of results); for one layer pass an array: "
+                             f"np.asarray({name}) (stimuli x neurons)")
     return single, A, B
 
 
@@ -136,16 +149,41 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
         else:
             rows = np.concatenate([index[g] for g in rng.integers(0, len(index), len(index))])
         take = [np.asarray(x)[rows] for x in A]
-        samples[k] = _compute(take, None if B is None else [np.asarray(x)[rows] for x in B],
-                              name, options)
+        try:
+            samples[k] = _compute(take, None if B is None else [np.asarray(x)[rows] for x in B],
+                                  name, options)
+        except UndefinedMeasure:  # the resample drew copies of too few stimuli
+            samples[k] = np.nan
+    undefined = _check_undefined(samples, n_boot)
     alpha = (1 - level) / 2
-    low, high = np.quantile(samples, [alpha, 1 - alpha], axis=0)
+    low, high = np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
     if interval == "basic":
         low, high = 2 * estimate - high, 2 * estimate - low
     if single:
         return BootstrapResult(float(estimate[0, 0]), float(low[0, 0]), float(high[0, 0]),
-                               samples[:, 0, 0], level)
-    return BootstrapResult(estimate, low, high, samples, level)
+                               samples[:, 0, 0], level, undefined)
+    return BootstrapResult(estimate, low, high, samples, level, undefined)
+
+
+#: the largest share of resamples that may be undefined before a bootstrap refuses to answer
+MAX_UNDEFINED = 0.05
+
+
+def _check_undefined(samples: np.ndarray, n_boot: int) -> int:
+    """How many resamples were undefined: a warning when a few were (they are left out of
+    the interval), an error when more than :data:`MAX_UNDEFINED` of them were (an interval
+    from the rest would describe a different sampling scheme)."""
+    undefined = int(np.isnan(samples.reshape(n_boot, -1)).all(axis=1).sum())
+    if undefined > MAX_UNDEFINED * n_boot:
+        raise UndefinedMeasure(
+            f"the measure is undefined on {undefined} of {n_boot} resamples (they drew copies "
+            "of too few distinct stimuli, e.g. rows without variance): the data are too few or "
+            "too repetitive for a bootstrap; use more stimuli, or resample whole groups")
+    if undefined:
+        warnings.warn(f"the measure is undefined on {undefined} of {n_boot} resamples (copies "
+                      "of too few distinct stimuli); they are left out of the interval "
+                      "(BootstrapResult.undefined)", RuntimeWarning, stacklevel=3)
+    return undefined
 
 
 @profiled("resampling", lambda *a, **k: f"permutations {k.get('measure', 'linear_cka')}")
@@ -169,6 +207,8 @@ def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "l
     second = A if B is None else B
     n = _n_rows(A + second)
     index = _group_index(groups, n)
+    if index is not None:
+        _check_shuffles(index, n_perm)
     rng = np.random.default_rng(seed)
     observed = _compute(A, second, name, options)
     null = np.empty((n_perm,) + observed.shape)
@@ -179,6 +219,26 @@ def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "l
     if single:
         return PermutationResult(float(observed[0, 0]), float(p[0, 0]), null[:, 0, 0])
     return PermutationResult(observed, p, null)
+
+
+def _check_shuffles(index: list[np.ndarray], n_perm: int) -> None:
+    """Refuse groups that leave the shuffle no freedom, and warn when they leave little.
+    Whole groups swap only with groups of the same size, so the distinct shuffles number the
+    product of ``count!`` over the sizes: 1 when every group has its own size (the null is
+    the observed value and p would be 1 whatever the data)."""
+    counts = np.unique([len(g) for g in index], return_counts=True)[1]
+    distinct = math.prod(math.factorial(int(c)) for c in counts)
+    if distinct == 1:
+        raise ValueError(
+            f"no group of rows can swap with another: the {len(index)} groups all have "
+            "different sizes, and whole groups only swap with groups of their size, so the "
+            "shuffle can only return the observed order (p would be 1); use groups of equal "
+            "sizes (e.g. the same number of words per sentence) or shuffle rows (groups=None)")
+    if distinct < 1 / 0.05:
+        warnings.warn(f"the groups allow only {distinct} distinct shuffles (whole groups swap "
+                      f"only with groups of their size), so no p-value can fall below "
+                      f"{1 / distinct:.2f}; use more groups of each size", RuntimeWarning,
+                      stacklevel=3)
 
 
 def _shuffle_groups(index, rng, n):

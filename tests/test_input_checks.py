@@ -1,0 +1,187 @@
+"""Input checked where it enters: text files that must decode, paths that are not regular
+files, model names with stray whitespace, measure options, and resampling designs that cannot
+answer (a permutation null without freedom, resamples on which the measure is undefined)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from analysis_lib import similarity
+from analysis_lib.data import corpora
+from analysis_lib.errors import UndefinedMeasure
+from analysis_lib.models.loading import check_name
+from analysis_lib.runtime import checks
+
+# --------------------------------------------------------------------------- text files
+
+
+def test_a_latin1_file_is_refused_with_its_encoding_named_and_read_when_given(tmp_path):
+    path = tmp_path / "latin.txt"
+    path.write_bytes("café au lait\nsecond line\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"not valid utf-8.*line 1.*encoding='latin-1'"):
+        corpora.from_file(path)
+    corpus = corpora.from_file(path, encoding="latin-1")
+    assert corpus.texts == ["café au lait", "second line"]
+    assert not any("\ufffd" in t for t in corpus.texts)
+
+
+def test_random_bytes_are_not_a_corpus(tmp_path):
+    path = tmp_path / "noise.txt"
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ValueError, match="not valid utf-8.*does not look like text"):
+        corpora.from_file(path)
+
+
+def test_a_utf16_file_is_named_as_such_and_read_with_its_encoding(tmp_path):
+    path = tmp_path / "wide.txt"
+    path.write_bytes("first sentence\nsecond one\n".encode("utf-16"))
+    with pytest.raises(ValueError, match="UTF-16.*encoding='utf-16'"):
+        corpora.from_file(path)
+    assert corpora.from_file(path, encoding="utf-16").texts == ["first sentence", "second one"]
+
+
+def test_only_newlines_end_a_sentence(tmp_path):
+    """U+2028, NEL and form feed (which str.splitlines() breaks at) stay inside their line."""
+    path = tmp_path / "seps.txt"
+    path.write_text("one\u2028two\x85three\x0cfour\r\nfive\n\n", encoding="utf-8")
+    assert corpora.from_file(path).texts == ["one two three four", "five"]
+
+
+def test_a_byte_order_mark_is_dropped_and_an_unknown_encoding_named(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffhello there\n".encode())
+    assert corpora.from_file(path).texts == ["hello there"]
+    with pytest.raises(ValueError, match="unknown encoding 'nope'"):
+        corpora.from_file(path, encoding="nope")
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    with pytest.raises(ValueError, match="has no text"):
+        corpora.from_file(tmp_path / "blank.txt")
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def test_a_fifo_a_device_and_a_link_loop_are_named_for_what_they_are(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="named pipe"):
+        corpora.from_file(fifo)
+    with pytest.raises(ValueError, match="is a device"):
+        corpora.from_file("/dev/null")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    with pytest.raises(OSError, match="loops back"):
+        corpora.from_file(a)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    with pytest.raises(FileNotFoundError, match="symbolic link to .*gone.*does not exist"):
+        corpora.from_file(dangling)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        checks.existing_file(tmp_path / "missing", "file", "fix")
+
+
+# --------------------------------------------------------------------------- model names
+
+
+@pytest.mark.parametrize("name", ["minilm\n", " minilm", "minilm ", "bert-base-cased\t"])
+def test_a_model_name_with_stray_whitespace_is_refused_with_the_clean_name(name):
+    with pytest.raises(ValueError, match=f"did you mean {name.strip()!r}"):
+        check_name(name)
+
+
+def test_a_hub_id_must_match_whole():
+    assert check_name("bert-base-cased") == "hub"
+    assert check_name("google/multiberts-seed_0") == "hub"
+    with pytest.raises(ValueError):
+        check_name("org/model\x00")
+
+
+# --------------------------------------------------------------------------- measure options
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((60, 5))
+Y = X @ RNG.standard_normal((5, 4)) + 0.5 * RNG.standard_normal((60, 4))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: similarity.neuronsim(X, Y, top_k=True),
+    lambda: similarity.svcca(X, Y, top_k=True),
+    lambda: similarity.pairwise([X, Y], measure="mixedsim", top_k=True),
+])
+def test_top_k_true_is_not_one(call):
+    with pytest.raises(TypeError, match="top_k.*integer.*True"):
+        call()
+
+
+@pytest.mark.parametrize("reg", [float("nan"), float("inf"), -1.0])
+def test_cca_reg_is_checked_before_any_work(reg):
+    with pytest.raises(ValueError, match="reg must"):
+        similarity.cca(X, Y, reg=reg)
+    with pytest.raises(ValueError, match="reg must"):
+        similarity.pairwise([X, Y], measure="cca", reg=reg)
+
+
+# --------------------------------------------------------------------------- resampling
+
+
+def test_a_permutation_null_without_freedom_is_refused():
+    """Groups of all different sizes can only map onto themselves: the null would be the
+    observed value and p = 1 whatever the data (the ungrouped test finds the relation)."""
+    groups = np.repeat(np.arange(10), [1, 2, 3, 4, 5, 6, 7, 8, 9, 15])
+    with pytest.raises(ValueError, match="all have different sizes.*groups=None"):
+        similarity.permutation_test(X, Y, groups=groups, n_perm=50)
+    assert similarity.permutation_test(X, Y, n_perm=50).p_value < 0.05
+
+
+def test_a_permutation_null_with_little_freedom_warns():
+    groups = np.repeat(np.arange(10), [2, 2, 3, 4, 5, 6, 7, 8, 9, 14])  # one pair can swap
+    with pytest.warns(RuntimeWarning, match="only 2 distinct shuffles"):
+        similarity.permutation_test(X, Y, groups=groups, n_perm=20)
+
+
+def test_equal_groups_shuffle_freely():
+    groups = np.repeat(np.arange(12), 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = similarity.permutation_test(X, Y, groups=groups, n_perm=50)
+    assert result.p_value < 0.05
+
+
+def test_a_rare_undefined_resample_does_not_abort_the_bootstrap():
+    """Six of ten rows are copies of one stimulus: a resample draws only those with
+    probability 0.6^10 (about 1 in 170), and then the layer has no variance. Those resamples
+    are left out and counted (with a warning) instead of aborting the other ones."""
+    rng = np.random.default_rng(3)
+    C = rng.standard_normal((10, 2))
+    C[:6] = C[0]
+    D = rng.standard_normal((10, 2))
+    with pytest.warns(RuntimeWarning, match="left out of the interval"):
+        result = similarity.bootstrap(C, D, n_boot=300, seed=1)
+    assert 0 < result.undefined <= 15
+    assert np.isnan(result.samples).sum() == result.undefined
+    defined = result.samples[~np.isnan(result.samples)]
+    assert result.low == pytest.approx(np.quantile(defined, 0.025))
+    assert result.high == pytest.approx(np.quantile(defined, 0.975))
+
+
+def test_a_bootstrap_mostly_undefined_is_refused_with_the_reason():
+    A = np.zeros((8, 3))
+    A[0] = 1.0
+    with pytest.raises(UndefinedMeasure, match="undefined on .* resamples"):
+        similarity.bootstrap(A, RNG.standard_normal((8, 3)), n_boot=200)
+
+
+def test_one_layer_given_as_a_list_of_rows_is_named():
+    rows_x = X.tolist()
+    rows_y = Y.tolist()
+    for call in (similarity.bootstrap, similarity.permutation_test):
+        with pytest.raises(ValueError, match=r"X is a list of 60 rows.*np.asarray\(X\)"):
+            call(rows_x, rows_y, n_boot=5) if call is similarity.bootstrap else \
+                call(rows_x, rows_y, n_perm=5)
+    matrix = similarity.bootstrap([X, X], [Y, Y], n_boot=5)
+    assert matrix.low.shape == (2, 2)
