@@ -185,3 +185,54 @@ def test_one_layer_given_as_a_list_of_rows_is_named():
                 call(rows_x, rows_y, n_perm=5)
     matrix = similarity.bootstrap([X, X], [Y, Y], n_boot=5)
     assert matrix.low.shape == (2, 2)
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+@pytest.mark.parametrize("notebook, values, message", [
+    ("finetuning", {"ft_seeds": [0, 0, 0]}, r"holds \[0\] more than once"),
+    ("attention", {"duplicate_threshold": float("nan")}, "must be finite"),
+    ("finetuning", {"ft_epochs": float("nan")}, "must be finite"),
+    ("truncation", {"ft_epochs": float("inf")}, "must be finite"),
+    ("seeds", {"model_options": {"layers": 1000000}}, r"layers must lie in \[1, 128\]"),
+    ("seeds", {"model_options": {"layers": 2, "hidden": 33, "heads": 2}},
+     "hidden=33 must be divisible by heads=2"),
+    ("representation", {"model_options": {"layers": 128, "hidden": 16384, "heads": 16}},
+     "parameters, more than"),
+    ("seeds", {"table_layers": [-1]}, r"items \[-1\] are below 0"),
+    ("measures_primer", {"n_stimuli": 10 ** 9}, "at most"),
+    ("measures_primer", {"book_rows": 10 ** 9}, "at most"),
+    ("truncation", {"skip_examples": 10 ** 9}, "at most"),
+    ("seeds", {"synthetic_sizes": [3]}, "below 10"),
+    ("representation", {"models": ["minilm", "minilm"]}, "more than once"),
+    ("representation", {"seed": -1}, "at least|below|needs"),
+])
+def test_profile_values_are_checked_for_finiteness_bounds_repeats_and_consistency(
+        notebook, values, message):
+    from analysis_lib.book import params
+
+    with pytest.raises(params.ParameterError, match=message):
+        params.validate(values, params.declared(notebook), partial=True)
+
+
+def test_every_shipped_profile_passes_the_checks():
+    from pathlib import Path
+
+    from analysis_lib.book import builder, params
+
+    for profile in ("smoke", "default", "larger", "paper", "paper-shape"):
+        values = builder.load_profile(profile)
+        for notebook in sorted(Path(builder.ROOT, "notebooks").glob("*.ipynb")):
+            spec = params.declared(notebook)
+            params.validate({k: v for k, v in values.items() if k in spec}, spec,
+                            partial=True)
+
+
+def test_an_empty_profile_is_refused(tmp_path):
+    from analysis_lib.book import builder
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "empty.yml").write_text("# nothing set\n")
+    with pytest.raises(ValueError, match="profile empty.yml is empty"):
+        builder.load_profile("empty", tmp_path)

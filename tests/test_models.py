@@ -77,7 +77,7 @@ def test_local_folder_round_trip(tmp_path, tiny_models):
                               again.model(**ids).last_hidden_state)
 
 
-@pytest.mark.parametrize("bad, message", [(dict(layers=0), "layers must be at least 1"),
+@pytest.mark.parametrize("bad, message", [(dict(layers=0), r"layers must lie in \[1, 128\]"),
                                           (dict(heads=5), "divisible by heads=5")])
 def test_bad_sizes(bad, message):
     with pytest.raises(ValueError, match=message):

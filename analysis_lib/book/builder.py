@@ -50,7 +50,10 @@ def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
     if not isinstance(name, str) or not path.is_file() or path.parent != root / "profiles":
         valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
         raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}")
-    values = params.read_yaml(path.read_text(encoding="utf-8"), f"profile {path.name}") or {}
+    values = params.read_yaml(path.read_text(encoding="utf-8"), f"profile {path.name}")
+    if values is None:
+        raise ValueError(f"profile {path.name} is empty: a profile sets at least one parameter "
+                         "(copy profiles/default.yml and change what you need)")
     if not isinstance(values, dict):
         raise ValueError(f"profile {path.name} must be a mapping of parameter names to values")
     return values

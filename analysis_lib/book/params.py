@@ -23,6 +23,7 @@ that holds it, before anything reaches a notebook.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,10 +40,13 @@ _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 #: number's value or a list's length), each item's type, range and allowed values (``items``,
 #: ``item_min``, ``item_max``, ``choices``), names that must resolve (``model``, ``corpus``,
 #: ``task``), for a dict its allowed keys (``keys``; a dict's other rules apply to its values),
-#: and for layer counts the model they must fit (``depth: 'ft_models'``: every item at most
-#: the number of transformer layers of the first model that parameter names)
+#: for layer counts the model they must fit (``depth: 'ft_models'``: every item at most
+#: the number of transformer layers of the first model that parameter names), and for a
+#: random model's sizes their ranges and consistency (``sizes``:
+#: :func:`analysis_lib.models.random_init.size_problems`). Every number must be finite, and a
+#: list holds no item twice.
 RULES = ("min", "max", "choices", "items", "item_min", "item_max", "model", "corpus", "task",
-         "keys", "depth")
+         "keys", "depth", "sizes")
 
 
 class ParameterError(ValueError):
@@ -199,11 +203,40 @@ def _problems(name: str, value: Any, param: Parameter) -> list[str]:
                                        and isinstance(value, bool)):
         return [f"{name}={value!r}: must be {_type_name(kind)}, got {type(value).__name__}"]
     if isinstance(value, dict):  # names of tasks are its keys; every other rule, its values
-        value_rules = {k: v for k, v in param.rules.items() if k != "task"}
-        return (_key_problems(name, value, param.rules)
-                + _item_problems(name, list(value.values()), value_rules))
+        value_rules = {k: v for k, v in param.rules.items() if k not in ("task", "sizes")}
+        problems = (_key_problems(name, value, param.rules) + _finite_problems(
+            name, list(value.values())) + _item_problems(name, list(value.values()),
+                                                         value_rules))
+        if param.rules.get("sizes") and not problems:
+            from ..models.random_init import size_problems
+
+            problems += [f"{name}: {p}" for p in size_problems(value)]
+        return problems
     items = list(value) if isinstance(value, (list, tuple)) else [value]
-    return _size_problems(name, value, param.rules) + _item_problems(name, items, param.rules)
+    finite = _finite_problems(name, items)
+    if finite:
+        return finite
+    return (_size_problems(name, value, param.rules) + _repeat_problems(name, value)
+            + _item_problems(name, items, param.rules))
+
+
+def _finite_problems(name: str, items: list) -> list[str]:
+    """NaN and infinities, which pass every comparison of a range rule."""
+    bad = [v for v in items if isinstance(v, float) and not math.isfinite(v)]
+    return [f"{name}: {bad!r} must be finite numbers"] if bad else []
+
+
+def _repeat_problems(name: str, value: Any) -> list[str]:
+    """Items a list holds twice (two seeds 0 are one seed counted twice)."""
+    if not isinstance(value, (list, tuple)):
+        return []
+    seen: list = []
+    twice = []
+    for item in value:
+        if item in seen and item not in twice:
+            twice.append(item)
+        seen.append(item)
+    return [f"{name}={value!r}: holds {twice!r} more than once; list each once"] if twice else []
 
 
 def _key_problems(name: str, value: dict, rules: dict) -> list[str]:

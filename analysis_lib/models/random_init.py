@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tokenizers
 import torch
@@ -272,6 +272,45 @@ def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,
                        d_inner=intermediate, pad_token_id=pad)
 
 
+#: the range of each size of a random model (``model_options``)
+SIZE_LIMITS = {"layers": (1, 128), "hidden": (2, 16384), "heads": (1, 256),
+               "intermediate": (1, 65536), "vocab_size": (16, 500_000)}
+#: the most parameters a random model may have (4 GB of float32 weights)
+MAX_PARAMETERS = 1_000_000_000
+
+
+def size_problems(sizes: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a random model's sizes (``layers``, ``hidden``, ``heads``,
+    ``intermediate``, ``vocab_size``; those absent take the defaults of the families), each
+    with the fix: a size that is not an integer or lies outside :data:`SIZE_LIMITS`, a width
+    that the heads do not divide, a model of more than :data:`MAX_PARAMETERS` parameters."""
+    problems = []
+    for key, value in sizes.items():
+        if key not in SIZE_LIMITS:
+            continue
+        low, high = SIZE_LIMITS[key]
+        try:
+            checks.integer(value, key, low, high)
+        except (TypeError, ValueError) as error:
+            problems.append(str(error))
+    if problems:
+        return problems
+    hidden, heads = sizes.get("hidden"), sizes.get("heads")
+    if hidden is not None and heads is not None and hidden % heads:
+        problems.append(f"hidden={hidden} must be divisible by heads={heads} (each head gets "
+                        f"hidden / heads dimensions); use e.g. hidden={hidden // heads * heads}")
+    if hidden is not None:
+        layers = sizes.get("layers", 1)
+        inner = sizes.get("intermediate") or 4 * hidden
+        count = layers * (4 * hidden * hidden + 2 * hidden * inner) + \
+            sizes.get("vocab_size", 0) * hidden
+        if count > MAX_PARAMETERS:
+            problems.append(f"a random model of these sizes has about {count:,.0f} parameters, "
+                            f"more than {MAX_PARAMETERS:,}; use fewer layers or a smaller "
+                            f"hidden size")
+    return problems
+
+
 def random_model(family: str, *, seed: int, layers: int, hidden: int, heads: int,
                   intermediate: int | None, vocab_size: int,
                   cache_dir: str | os.PathLike | None) -> LoadedModel:
@@ -283,14 +322,12 @@ def random_model(family: str, *, seed: int, layers: int, hidden: int, heads: int
             f"{', '.join(FAMILIES)}"
         )
     seed = checks.integer(seed, "seed", 0)
-    for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads),
-                         ("vocab_size", vocab_size)):
-        checks.integer(value, label, 1)
-    if hidden % heads:
-        raise ValueError(f"hidden={hidden} must be divisible by heads={heads}")
     if intermediate is None:
         intermediate = 4 * hidden
-    intermediate = checks.integer(intermediate, "intermediate", 1)
+    problems = size_problems(dict(layers=layers, hidden=hidden, heads=heads,
+                                  intermediate=intermediate, vocab_size=vocab_size))
+    if problems:
+        raise ValueError("; ".join(problems))
     tokenizer = train_tokenizer(family, vocab_size, cache_dir)
     if len(tokenizer) > vocab_size:
         raise ValueError(f"vocab_size={vocab_size} is smaller than the {family} tokenizer's "
