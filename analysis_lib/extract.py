@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +43,7 @@ from .models import LoadedModel, ModelInfo, load, weights_digest
 from .models.batching import pad_batch, pad_token_id
 from .runtime import checks
 from .runtime.cache import ArrayCache, code_digest, make_key
-from .runtime.device import autocast, check_precision, key_parts, resolve
+from .runtime.device import PRECISIONS, autocast, check_precision, key_parts, resolve
 from .runtime.profile import label, profiled
 
 _CPU = torch.device("cpu")
@@ -170,6 +170,57 @@ class Extraction:
         return [a[layer - 1] for a in self.attention]
 
 
+#: the options of :func:`extract` that a declared grid (a sweep spec) may set, with their
+#: check; the cache, the device and the progress bar belong to whoever runs the grid, and
+#: code from a model's folder runs only on an explicit opt-in in Python
+#: (``models.load(name, trust_remote_code=True)``), never from a file
+SPEC_OPTIONS: dict[str, Callable[[Any, str], Any]] = {
+    "word_pooling": lambda v, n: checks.choice(v, n, WORD_POOLING),
+    "special_tokens": lambda v, n: checks.choice(v, n, SPECIAL_TOKENS),
+    "storage": lambda v, n: checks.choice(v, n, STORAGE),
+    "precision": lambda v, n: checks.choice(v, n, PRECISIONS),
+    "batch_size": lambda v, n: checks.integer(v, n, low=1),
+    "max_length": lambda v, n: None if v is None else checks.integer(v, n, low=3),
+    "attention": lambda v, n: checks.boolean(v, n),
+    "sort_by_length": lambda v, n: checks.boolean(v, n),
+    "revision": lambda v, n: _optional_text(v, n),
+    "local_files_only": lambda v, n: None if v is None else checks.boolean(v, n),
+}
+
+
+def check_spec_options(options: Mapping[str, Any], where: str = "extract_options") -> None:
+    """Check extraction options read from a file (a sweep spec) before any work, by the rules
+    :func:`extract` applies: an unknown option (the closest known one named), an option a
+    file may not give (``trust_remote_code``, ``cache_dir``, ``device``, ...) or a bad value
+    is a ``ValueError``/``TypeError`` that names it."""
+    import difflib
+
+    for name, value in options.items():
+        if name == "trust_remote_code":
+            raise ValueError(f"{where}: trust_remote_code cannot be set from a file: a model "
+                             "folder's own code runs only when Python code asks for it "
+                             "(models.load(name, trust_remote_code=True))")
+        if name not in SPEC_OPTIONS:
+            close = difflib.get_close_matches(str(name), list(SPEC_OPTIONS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{where}: unknown option {name!r}{hint}; a spec may set "
+                             f"{', '.join(SPEC_OPTIONS)}")
+        SPEC_OPTIONS[name](value, f"{where}: {name}")
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a string (a branch, tag or commit) or null, got "
+                        f"{value!r}")
+    return value
+
+
+def _check_run_options(**options: Any) -> None:
+    """The checks of :data:`SPEC_OPTIONS` on :func:`extract`'s own arguments."""
+    for name, value in options.items():
+        SPEC_OPTIONS[name](value, name)
+
+
 @profiled("extract", lambda loaded, corpus, *a, **k: label(loaded))
 def extract(
     model: str | LoadedModel,
@@ -255,13 +306,10 @@ def extract(
                         "wrap a list of sentences with corpora.from_sentences(...)")
     if len(corpus) == 0 or corpus.n_words == 0:
         raise ValueError("the corpus is empty: load at least one sentence with words")
-    checks.choice(word_pooling, "word_pooling", WORD_POOLING)
-    checks.choice(special_tokens, "special_tokens", SPECIAL_TOKENS)
-    checks.choice(storage, "storage", STORAGE)
-    checks.integer(batch_size, "batch_size", low=1)
-    if max_length is not None:
-        checks.integer(max_length, "max_length", low=3)
-    for flag in ("attention", "sort_by_length", "cache", "progress"):
+    _check_run_options(word_pooling=word_pooling, special_tokens=special_tokens,
+                       storage=storage, batch_size=batch_size, max_length=max_length,
+                       attention=attention, sort_by_length=sort_by_length)
+    for flag in ("cache", "progress"):
         checks.boolean(locals()[flag], flag)
     dev = resolve(device)
     check_precision(precision, dev)

@@ -236,3 +236,79 @@ def test_an_empty_profile_is_refused(tmp_path):
     (tmp_path / "profiles" / "empty.yml").write_text("# nothing set\n")
     with pytest.raises(ValueError, match="profile empty.yml is empty"):
         builder.load_profile("empty", tmp_path)
+
+
+# --------------------------------------------------------------------------- specs and cache
+
+
+GRID = {"name": "checks", "corpus": "tweets", "n_sentences": 8, "max_words": 40,
+        "models": ["random:bert", "random:gpt2"], "measures": ["linear_cka"],
+        "model_options": {"layers": 2, "hidden": 32, "heads": 2, "vocab_size": 2000}}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"trust_remote_code": True}, "trust_remote_code cannot be set from a file"),
+    ({"word_poolng": "mean"}, "unknown option 'word_poolng' .did you mean 'word_pooling'"),
+    ({"batch_size": 0}, "batch_size must be at least 1"),
+    ({"attention": "yes"}, "attention must be True or False"),
+    ({"cache_dir": "/elsewhere"}, "unknown option 'cache_dir'"),
+    ({"precision": "float8"}, "precision"),
+])
+def test_a_sweeps_extraction_options_are_checked_before_any_unit_runs(options, message):
+    from analysis_lib import sweep
+
+    with pytest.raises(ValueError, match=message):
+        sweep.load_spec({**GRID, "extract_options": options})
+
+
+def test_valid_extraction_options_pass():
+    from analysis_lib import sweep
+
+    spec = sweep.load_spec({**GRID, "extract_options": {"word_pooling": "mean",
+                                                        "batch_size": 4}})
+    assert spec.extract_options == {"word_pooling": "mean", "batch_size": 4}
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", ".hidden", "/abs", "x y"])
+def test_a_sweep_name_stays_one_folder_under_sweeps(name):
+    from analysis_lib import sweep
+
+    with pytest.raises(ValueError, match="becomes the folder sweeps/<name>"):
+        sweep.load_spec({**GRID, "name": name})
+
+
+def test_a_manifest_cannot_name_a_file_outside_its_entry(tmp_path):
+    from analysis_lib.runtime.cache import ArrayCache
+
+    cache = ArrayCache("probe", tmp_path)
+    entry = cache.save("k", {"a": np.arange(3)}, {"m": 1})
+    outside = tmp_path / "secret.npy"
+    np.save(outside, np.arange(5))
+    manifest = (entry / "manifest.json").read_text()
+    info = '{"dtype": "int64", "sha256": "%s", "shape": [5]}' % __import__(
+        "analysis_lib.runtime.cache", fromlist=["sha256_file"]).sha256_file(outside)
+    (entry / "manifest.json").write_text(
+        manifest.replace('"arrays": {', '"arrays": {"../../secret": ' + info + ", ", 1))
+    with pytest.warns(RuntimeWarning, match="outside its entry"):
+        assert cache.load("k") is None  # damaged: removed, to be recomputed
+    assert not entry.exists() and outside.exists()
+
+
+def test_a_relative_cache_variable_is_one_folder_for_every_process(tmp_path, monkeypatch):
+    """The book's kernels work in notebooks/: a relative ANALYSIS_LIB_CACHE is pinned to the
+    folder the build started in, so every process writes one cache."""
+    import subprocess
+    import sys
+
+    from analysis_lib.runtime import cache
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cache.ENV_VAR, "rel-cache")
+    assert cache.default_root() == tmp_path / "rel-cache"
+    cache.pin_root()
+    assert os.environ[cache.ENV_VAR] == str(tmp_path / "rel-cache")
+    (tmp_path / "sub").mkdir()
+    seen = subprocess.run([sys.executable, "-c", "from analysis_lib.runtime import cache; "
+                           "print(cache.default_root())"], cwd=tmp_path / "sub",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert seen == str(tmp_path / "rel-cache")

@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import __version__
 from ..runtime import profile
-from ..runtime.cache import default_root, disk_usage
+from ..runtime.cache import default_root, disk_usage, pin_root
 from . import params, render
 from .paths import LIBRARY, ROOT
 
@@ -412,6 +412,7 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
           echo=print, cell_timeout: int = 1800) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book."""
+    pin_root()  # the kernels run in the notebooks' folder: one cache for all of them
     profile = load_profile(profile_name, root)
     out_dir = root / "_build" / "executed" / profile_name
     total = time.perf_counter()

@@ -49,16 +49,27 @@ def disk_usage(root: str | os.PathLike | None = None) -> int:
 
 
 def default_root(root: str | os.PathLike | None = None) -> Path:
-    """The cache's root folder: ``root`` if given, else ``$ANALYSIS_LIB_CACHE``, else the
-    platform's user cache folder."""
+    """The cache's root folder, absolute: ``root`` if given, else ``$ANALYSIS_LIB_CACHE``,
+    else the platform's user cache folder. A relative folder is taken from the working
+    folder of the process that first reads it: :func:`pin_root` makes the environment
+    variable absolute for the processes it starts (notebook kernels, sweep workers), which
+    would otherwise each read it from their own working folder."""
     if root is not None:
-        return Path(root).expanduser()
+        return Path(root).expanduser().absolute()
     env = os.environ.get(ENV_VAR)
     if env:
-        return Path(env).expanduser()
+        return Path(env).expanduser().absolute()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("analysis_lib"))
+
+
+def pin_root() -> None:
+    """Make a relative ``$ANALYSIS_LIB_CACHE`` absolute (from this process's working folder),
+    so that the processes this one starts, whatever folder they work in, share one cache."""
+    env = os.environ.get(ENV_VAR)
+    if env and not Path(env).expanduser().is_absolute():
+        os.environ[ENV_VAR] = str(Path(env).expanduser().absolute())
 
 
 def make_key(**parts: Any) -> str:
@@ -216,6 +227,8 @@ class ArrayCache:
                 and isinstance(manifest.get("meta"), dict)):
             raise ValueError("the manifest does not hold 'arrays' and 'meta' mappings")
         for name, info in manifest["arrays"].items():
+            if not _valid_name(name):  # "../x" would read a file outside the entry
+                raise ValueError(f"the manifest names an array {name!r} outside its entry")
             if not (isinstance(info, dict) and {"shape", "dtype", "sha256"} <= set(info)):
                 raise ValueError(f"the manifest entry of {name!r} is incomplete")
         arrays = {}

@@ -27,7 +27,14 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..runtime.cache import ArrayCache, check_writable, code_digest, default_root, make_key
+from ..runtime.cache import (
+    ArrayCache,
+    check_writable,
+    code_digest,
+    default_root,
+    make_key,
+    pin_root,
+)
 from .spec import SweepSpec, Unit, load_spec, plan
 
 #: Errors that describe bad input: retrying cannot help.
@@ -267,6 +274,7 @@ def run_sweep(spec: SweepSpec | str | Path | dict, *, workers: int | str | None 
         raise ValueError(f"workers must be a positive integer or 'auto', got {workers!r}")
     if sum(x is not None for x in (workers, scheduler, client)) > 1:
         raise ValueError("give at most one of workers, scheduler and client")
+    pin_root()
     cache = str(default_root(cache_dir).resolve())
     check_writable(Path(cache))
     units = _with_retries(plan(spec), spec.retries)

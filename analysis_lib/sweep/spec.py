@@ -153,6 +153,10 @@ def _check_names(spec: SweepSpec, where: str) -> None:
     """The name, the lists of models, measures and tasks, and the corpus."""
     if not isinstance(spec.name, str) or not spec.name.strip():
         raise ValueError(f"{where}: name must be a non-empty string")
+    if not _safe_name(spec.name):
+        raise ValueError(f"{where}: name {spec.name!r} becomes the folder sweeps/<name>, so it "
+                         "may hold letters, digits, '.', '_' and '-' only (no '/', no leading "
+                         "'.'); e.g. 'wu-grid'")
     for m in _str_list(spec.models, "models", where):
         if m.startswith(("random:", "zoo:")):
             try:
@@ -188,6 +192,12 @@ def _check_numbers(spec: SweepSpec, where: str) -> None:
                          f"(0 = embeddings), got {spec.layers!r}")
 
 
+def _safe_name(name: str) -> bool:
+    """Whether ``name`` is one plain folder name (nothing that climbs or nests folders)."""
+    return (name[0] != "." and len(name) <= 100
+            and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))
+
+
 def _index(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -197,6 +207,12 @@ def _check_settings(spec: SweepSpec, where: str) -> None:
     for name in ("model_options", "finetune", "task_options", "extract_options",
                  "measure_options"):
         _mapping(getattr(spec, name), name, where)
+    from ..extract import check_spec_options
+
+    try:
+        check_spec_options(spec.extract_options)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: {error}") from None
     measures = {canonical(x) for x in spec.measures}
     for m, opts in spec.measure_options.items():
         if canonical(m) not in measures:
