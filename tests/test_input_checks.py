@@ -278,17 +278,18 @@ def test_a_sweep_name_stays_one_folder_under_sweeps(name):
 
 
 def test_a_manifest_cannot_name_a_file_outside_its_entry(tmp_path):
-    from analysis_lib.runtime.cache import ArrayCache
+    import json
+
+    from analysis_lib.runtime.cache import ArrayCache, sha256_file
 
     cache = ArrayCache("probe", tmp_path)
     entry = cache.save("k", {"a": np.arange(3)}, {"m": 1})
     outside = tmp_path / "secret.npy"
     np.save(outside, np.arange(5))
-    manifest = (entry / "manifest.json").read_text()
-    info = '{"dtype": "int64", "sha256": "%s", "shape": [5]}' % __import__(
-        "analysis_lib.runtime.cache", fromlist=["sha256_file"]).sha256_file(outside)
-    (entry / "manifest.json").write_text(
-        manifest.replace('"arrays": {', '"arrays": {"../../secret": ' + info + ", ", 1))
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["arrays"]["../../secret"] = {"dtype": "int64", "shape": [5],
+                                          "sha256": sha256_file(outside)}
+    (entry / "manifest.json").write_text(json.dumps(manifest))
     with pytest.warns(RuntimeWarning, match="outside its entry"):
         assert cache.load("k") is None  # damaged: removed, to be recomputed
     assert not entry.exists() and outside.exists()
