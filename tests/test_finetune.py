@@ -374,3 +374,29 @@ def test_a_record_of_the_wrong_shape_is_retrained(task, tmp_path, damage):
         again = _train(task, replace(FAST, epochs=1), cache_dir=tmp_path)
     assert not again.from_cache and again.metrics == first.metrics
     assert _train(task, replace(FAST, epochs=1), cache_dir=tmp_path).from_cache
+
+
+def test_a_folder_replaced_by_another_checkpoint_of_the_same_sizes_is_trained_again(
+        task, tmp_path):
+    """The cache key holds the base model's weights: a folder overwritten (``cp -rp``) by
+    another checkpoint with the same file names, sizes and times is another model, never
+    served the first one's fine-tuned weights."""
+    import os
+    import shutil
+
+    first, second = tmp_path / "seed0", tmp_path / "seed1"
+    for seed, folder in ((0, first), (1, second)):
+        loaded = models.load("random:bert", seed=seed, **TINY)
+        loaded.model.save_pretrained(folder)
+        loaded.tokenizer.save_pretrained(folder)
+    for a in first.iterdir():  # the same times too, as cp -p leaves them
+        b = second / a.name
+        assert a.stat().st_size == b.stat().st_size
+        os.utime(b, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns))
+    model = tmp_path / "model"
+    shutil.copytree(first, model)
+    trained = finetune.finetune(str(model), task, FAST, progress=False, cache_dir=tmp_path)
+    shutil.rmtree(model)
+    shutil.copytree(second, model)
+    again = finetune.finetune(str(model), task, FAST, progress=False, cache_dir=tmp_path)
+    assert not again.from_cache and again.path != trained.path

@@ -313,3 +313,23 @@ def test_a_relative_cache_variable_is_one_folder_for_every_process(tmp_path, mon
                            "print(cache.default_root())"], cwd=tmp_path / "sub",
                           capture_output=True, text=True, check=True).stdout.strip()
     assert seen == str(tmp_path / "rel-cache")
+
+
+# --------------------------------------------------------------------------- model folders
+
+
+def test_a_model_folder_without_its_tokenizer_is_refused(tmp_path):
+    """Weights saved with save_pretrained alone used to load with a 5-entry default tokenizer
+    that made every word [UNK]."""
+    from analysis_lib import models
+    from tests.conftest import TINY
+
+    loaded = models.load("random:bert", **TINY)
+    folder = tmp_path / "weights-only"
+    loaded.model.save_pretrained(folder)
+    with pytest.raises(ValueError, match="has no tokenizer files.*tokenizer.save_pretrained"):
+        models.load(str(folder))
+    loaded.tokenizer.save_pretrained(folder)
+    again = models.load(str(folder))
+    assert len(again.tokenizer) == len(loaded.tokenizer)
+    assert "[UNK]" not in again.tokenizer.tokenize("the film was good")

@@ -333,6 +333,30 @@ def _folder_fingerprint(path: Path) -> str:
     return f"local-{digest.hexdigest()[:20]}"
 
 
+#: the files one of which a model folder holds its tokenizer in
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model")
+
+
+def _check_tokenizer(tokenizer: Any, config: Any, name: str, folder: str | None) -> None:
+    """Refuse a model whose tokenizer is missing: a folder saved with the model's
+    ``save_pretrained`` alone loads with a default tokenizer of a handful of entries, which
+    turns every word into ``[UNK]`` without a warning."""
+    fix = ("save the tokenizer beside the weights (tokenizer.save_pretrained(folder)), or "
+           "copy its files (tokenizer.json, or vocab.txt / vocab.json and merges.txt, ...) "
+           "from the model it came from")
+    if folder is not None:
+        present = [f for f in TOKENIZER_FILES if (Path(folder) / f).is_file()]
+        if not present:
+            raise ValueError(f"model folder {folder} has no tokenizer files (none of "
+                             f"{', '.join(TOKENIZER_FILES)}); {fix}")
+    vocab = getattr(config, "vocab_size", None)
+    size = len(tokenizer)
+    if isinstance(vocab, int) and vocab > 0 and size < vocab / 2:
+        raise ValueError(f"model {name!r}: its tokenizer has {size} entries but the model's "
+                         f"embedding has {vocab}: the tokenizer is not this model's; {fix}")
+
+
 def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
                      local_files_only: bool, revision: str | None,
                      trust_remote_code: bool) -> LoadedModel:
@@ -351,6 +375,7 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
             raise OfflineError(offline_message("model", name, error)) from error
         raise ValueError(f"could not load model {name!r} from {path}: {error}") from error
     _prefix_space(tokenizer)
+    _check_tokenizer(tokenizer, config, name, path if source != "hub" else None)
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(
             f"model {name!r} has no fast tokenizer; word alignment needs one "

@@ -41,7 +41,7 @@ from ..data.tasks import Split, Task, load_task
 from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
-from ..models.info import model_info
+from ..models.info import model_info, weights_digest
 from ..models.loading import TRAINABLE_WEIGHTS
 from ..runtime import checks
 from ..runtime.cache import code_digest, default_root, folder_checksums, make_key, publish_folder
@@ -412,9 +412,11 @@ def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, devic
 
 def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store: str,
               cache_dir) -> Path:
-    """The cache folder of a run: every setting, the data, the code and the device in its
-    key."""
-    key = make_key(kind="finetune", base=base.info.fingerprint, task=task.name,
+    """The cache folder of a run: every setting, the data, the code, the device and the base
+    model's weights themselves in its key (a folder replaced by another checkpoint of the same
+    file sizes and times is another model)."""
+    key = make_key(kind="finetune", base=base.info.fingerprint,
+                   weights=weights_digest(base.model), task=task.name,
                    code=code_digest(__name__),
                    task_data=task.fingerprint(), config=asdict(config),
                    cpu_threads=CPU_THREADS if dev.type == "cpu" else None,
