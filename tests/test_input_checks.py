@@ -333,3 +333,51 @@ def test_a_model_folder_without_its_tokenizer_is_refused(tmp_path):
     again = models.load(str(folder))
     assert len(again.tokenizer) == len(loaded.tokenizer)
     assert "[UNK]" not in again.tokenizer.tokenize("the film was good")
+
+
+OFFLINE_LOAD = """
+import socket, sys
+attempts = []
+def refuse(address, *args, **kwargs):
+    attempts.append(address)
+    raise OSError("no network in this test")
+socket.create_connection = refuse
+socket.socket.connect = lambda self, address: refuse(address)
+from analysis_lib import models
+from analysis_lib.errors import OfflineError
+try:
+    models.load("nobody/not-cached")
+except OfflineError as error:
+    assert "offline switch is on" in str(error), error
+loaded = models.load("org/tiny")
+print(loaded.info.source, len(loaded.tokenizer), attempts)
+"""
+
+
+def test_the_offline_switch_opens_no_connection(tmp_path):
+    """With ANALYSIS_LIB_OFFLINE=1 a hub model is read from the Hugging Face cache, and one
+    that is not there is refused, without a single connection attempt."""
+    import subprocess
+    import sys
+
+    from analysis_lib import models
+    from tests.conftest import TINY
+
+    commit = "0" * 40
+    repo = tmp_path / "hub" / "models--org--tiny"
+    snapshot = repo / "snapshots" / commit
+    loaded = models.load("random:bert", **TINY)
+    loaded.model.save_pretrained(snapshot)
+    loaded.tokenizer.save_pretrained(snapshot)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    env = {**os.environ, "ANALYSIS_LIB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "HF_HOME": str(tmp_path / "hf-home")}
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("TRANSFORMERS_OFFLINE", None)
+    ran = subprocess.run([sys.executable, "-c", OFFLINE_LOAD], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    source, size, attempts = ran.stdout.split(maxsplit=2)
+    assert source == "hub" and int(size) == len(loaded.tokenizer)
+    assert attempts.strip() == "[]"

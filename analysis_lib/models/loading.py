@@ -28,12 +28,13 @@ Every model comes back in eval mode with eager attention, so attention weights a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -292,12 +293,36 @@ def load(
                                 local_files_only=True, revision=None,
                                 trust_remote_code=trust_remote_code)
     offline = _offline_requested(local_files_only)
-    if not offline and not in_hub_cache(name, revision) and not hub_reachable():
+    cached = in_hub_cache(name, revision)
+    if offline and not cached:  # nothing to read, and no connection may be opened
+        raise OfflineError(offline_message("model", name, ConnectionError(
+            "the offline switch is on and the model is not in the local Hugging Face cache")))
+    if not offline and not cached and not hub_reachable():
         raise OfflineError(offline_message("model", name, ConnectionError(
             "the hub cannot be reached from this machine")))
-    return _from_pretrained(name, name, "hub", f"{name}@{revision or 'main'}",
-                            local_files_only=offline or not hub_reachable(),
-                            revision=revision, trust_remote_code=trust_remote_code)
+    local = offline or not hub_reachable()
+    with _hub_offline(local):
+        return _from_pretrained(name, name, "hub", f"{name}@{revision or 'main'}",
+                                local_files_only=local, revision=revision,
+                                trust_remote_code=trust_remote_code)
+
+
+@contextlib.contextmanager
+def _hub_offline(offline: bool) -> Iterator[None]:
+    """Inside the block, ``huggingface_hub`` opens no connection when ``offline``: reading
+    from its cache with ``local_files_only`` alone still asks the network for other things
+    (a registry of user agents, when building request headers)."""
+    if not offline:
+        yield
+        return
+    from huggingface_hub import constants
+
+    before = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
 
 
 def _prefix_space(tokenizer) -> None:
