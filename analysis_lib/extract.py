@@ -315,7 +315,8 @@ def extract(
     check_precision(precision, dev)
     word_rows = _kept_rows(word_rows, corpus.n_words)
     pools = _kept_poolings(sentences)
-    loaded = model if isinstance(model, LoadedModel) else load(model, **load_options)
+    loaded = (model if isinstance(model, LoadedModel)
+              else load(model, cache_dir=cache_dir, **load_options))
     info = loaded.info
     layers = _kept_layers(keep_layers, info.n_layers)
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)

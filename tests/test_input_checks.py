@@ -381,3 +381,29 @@ def test_the_offline_switch_opens_no_connection(tmp_path):
     source, size, attempts = ran.stdout.split(maxsplit=2)
     assert source == "hub" and int(size) == len(loaded.tokenizer)
     assert attempts.strip() == "[]"
+
+
+def test_cache_dir_reaches_model_loading_and_nothing_goes_to_the_home_cache(
+        tmp_path, monkeypatch):
+    """extract(cache_dir=...), finetune(cache_dir=...) and truncated copies keep everything
+    a run writes (the random models' tokenizers among it) under that folder."""
+    from analysis_lib import extract
+    from analysis_lib.runtime import cache
+    from analysis_lib.training import finetune, surgery
+    from tests.conftest import TINY
+    from tests.test_finetune import FAST, keyword_task
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv(cache.ENV_VAR, raising=False)
+    mine = tmp_path / "mine"
+    options = {**TINY, "vocab_size": 1234}  # a tokenizer no other test trained
+    corpus = corpora.from_sentences(["the film was good", "this car is bad"])
+    extract.extract("random:bert", corpus, cache_dir=str(mine), progress=False, **options)
+    finetune.finetune("random:gpt2", keyword_task(), FAST, cache_dir=mine, progress=False,
+                      **options)
+    surgery.truncated_copy("random:roberta", 1, cache_dir=mine, **options)
+    assert not list(home.rglob("*")), list(home.rglob("*"))[:5]
+    assert len(list(mine.rglob("*tokenizer*"))) >= 3

@@ -348,7 +348,8 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         Its ``record`` holds every setting, the per-epoch loss, validation and test metrics
         with the majority baseline, the training time and the library version.
     """
-    config, task, base, dev = _arguments(model, task, config, device, store, load_options)
+    config, task, base, dev = _arguments(model, task, config, device, store, cache_dir,
+                                         load_options)
     settings = asdict(config)
     where = device_key(dev)
     on_cpu = dev.type == "cpu"
@@ -395,19 +396,21 @@ def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *
     """The cached result of :func:`finetune` with the same arguments, or None when the cache
     does not hold it: nothing is trained. A page uses it to read the runs of a longer
     schedule (another profile) when they have been trained, at no cost when they have not."""
-    config, task, base, dev = _arguments(model, task, config, device, store, load_options)
+    config, task, base, dev = _arguments(model, task, config, device, store, cache_dir,
+                                         load_options)
     return _load_saved(_run_path(base, task, config, dev, store, cache_dir), base)
 
 
 def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, device: DeviceLike,
-               store: str, load_options: dict[str, Any]
+               store: str, cache_dir: str | os.PathLike | None, load_options: dict[str, Any]
                ) -> tuple[FinetuneConfig, Task, LoadedModel, torch.device]:
-    """The checked settings, the task, the base model and the device of a run."""
+    """The checked settings, the task, the base model (loaded through the run's cache) and
+    the device of a run."""
     config = check_config(preset(config) if isinstance(config, str) else config)
     checks.choice(store, "store", STORES)
     if isinstance(task, str):
         task = load_task(task)
-    return config, task, load(model, **load_options), resolve(device)
+    return config, task, load(model, cache_dir=cache_dir, **load_options), resolve(device)
 
 
 def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store: str,

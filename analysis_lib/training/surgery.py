@@ -167,13 +167,13 @@ def truncated_copy(model: str, layer: int, *, cache_dir: str | os.PathLike | Non
     folder, which :func:`analysis_lib.models.load` and fine-tuning take like any model."""
     import copy
 
-    from ..models import load
+    from ..models import load, weights_digest
     from ..runtime.cache import code_digest, default_root, make_key, publish_folder
 
-    base = load(model, **load_options)
+    base = load(model, cache_dir=cache_dir, **load_options)
     layer = check_layer(layer, base.info.n_attention_layers, "layer", allow_embeddings=False)
-    key = make_key(kind="truncated", base=base.info.fingerprint, layer=layer,
-                   code=code_digest(__name__))
+    key = make_key(kind="truncated", base=base.info.fingerprint,
+                   weights=weights_digest(base.model), layer=layer, code=code_digest(__name__))
     path = default_root(cache_dir) / "truncated" / key
 
     def write(tmp):
