@@ -184,6 +184,7 @@ def test_weights_changed_in_memory_are_not_served_from_the_cache(tmp_path):
 
 @pytest.mark.parametrize("failure", [OSError("Not enough free space to write 96 bytes after "
                                              "offset 128"),
+                                     OSError("61824 requested and 3040 written"),
                                      OSError(28, "No space left on device"),
                                      RuntimeError("Error while serializing: IoError(Os { code: "
                                                   "28, kind: StorageFull })")])

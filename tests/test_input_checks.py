@@ -4,6 +4,7 @@ answer (a permutation null without freedom, resamples on which the measure is un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -407,3 +408,92 @@ def test_cache_dir_reaches_model_loading_and_nothing_goes_to_the_home_cache(
     surgery.truncated_copy("random:roberta", 1, cache_dir=mine, **options)
     assert not list(home.rglob("*")), list(home.rglob("*"))[:5]
     assert len(list(mine.rglob("*tokenizer*"))) >= 3
+
+
+# --------------------------------------------------------------------------- left behind
+
+
+def test_temporary_folders_of_killed_writers_are_swept_and_live_ones_kept(tmp_path):
+    from analysis_lib.runtime import cache
+
+    store = cache.ArrayCache("x", tmp_path)
+    store.save("first", {"a": np.arange(3)}, {})
+    dead = _dead_pid()
+    folder = tmp_path / "x"
+    killed = folder / f".tmp-entry-{cache._HOST}-{dead}-0123abcd"
+    killed.mkdir()
+    (killed / "half.npy").write_bytes(b"\x00" * 1000)
+    live = folder / f".tmp-other-{cache._HOST}-{os.getpid()}-89abcdef"
+    live.mkdir()
+    elsewhere = folder / f".tmp-far-otherhost-{dead}-0badcafe"
+    elsewhere.mkdir()
+    old = folder / ".results.csv.otherhost.12.deadbeef.tmp"
+    old.write_text("half")
+    os.utime(old, (1, 1))  # written long ago
+    store.save("second", {"a": np.arange(4)}, {})
+    assert not killed.exists() and not old.exists()
+    assert live.exists() and elsewhere.exists()  # a writer that may still be at work
+    assert store.load("first") is not None and store.load("second") is not None
+
+
+def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path):
+    from analysis_lib.runtime import cache
+
+    def full(path):
+        path.write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        cache.atomic_write(tmp_path / "table.csv", full)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+WORKERS_OF_A_KILLED_PARENT = """
+import sys
+from analysis_lib.models.zoo_store import PretrainConfig
+from analysis_lib.training import pretrain
+configs = {f"m{s}": PretrainConfig(layers=1, hidden=32, heads=2, data="tweets", steps=100000,
+                                   batch_size=4, block=16, vocab_size=2000, seed=s)
+           for s in range(2)}
+pretrain.pretrain_many(configs, cache_dir=sys.argv[1], progress=False, workers=2)
+"""
+
+
+@pytest.mark.slow
+def test_pretraining_workers_end_with_their_parent(tmp_path):
+    """SIGTERM to a process that trains models side by side (``zoo --train``) ends its
+    workers too, instead of leaving them training."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    workers: list = []
+    parent = subprocess.Popen([sys.executable, "-c", WORKERS_OF_A_KILLED_PARENT,
+                               str(tmp_path)])
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and len(workers) < 2:
+            workers = [p for p in psutil.Process(parent.pid).children()
+                       if "_pretrain_worker" in " ".join(p.cmdline())]
+            time.sleep(0.2)
+        assert len(workers) == 2, "the workers did not start"
+        time.sleep(1.0)
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=30)
+        gone, alive = psutil.wait_procs(workers, timeout=20)
+        assert not alive, f"{len(alive)} workers kept running after their parent ended"
+    finally:  # nothing of this test keeps running, whatever it found
+        for process in [*psutil.Process().children(recursive=True), *workers]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()

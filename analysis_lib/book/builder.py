@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import __version__
 from ..runtime import profile
-from ..runtime.cache import default_root, disk_usage, pin_root
+from ..runtime.cache import atomic_write, default_root, disk_usage, pin_root
 from . import params, render
 from .paths import LIBRARY, ROOT
 
@@ -365,9 +365,7 @@ def write_profile(out_dir: Path, runs: list[Executed]):
         if not steps.empty:
             frames.append(steps.assign(notebook=run.name))
     table = pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
-    tmp = out_dir / ".profile.csv.tmp"
-    table.to_csv(tmp, index=False)
-    tmp.replace(out_dir / "profile.csv")
+    atomic_write(out_dir / "profile.csv", lambda tmp: table.to_csv(tmp, index=False))
     return table
 
 
@@ -403,9 +401,7 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
     projected = projection.project(
         table, {p.stem: notebook_parameters(p, shape, profile_name) for p in paths},
         {p.stem: notebook_parameters(p, full, full_name) for p in paths})
-    tmp = out_dir / ".projection.csv.tmp"
-    projected.to_csv(tmp, index=False)
-    tmp.replace(out_dir / "projection.csv")
+    atomic_write(out_dir / "projection.csv", lambda tmp: projected.to_csv(tmp, index=False))
     return projection.summary(projected, full_name)
 
 

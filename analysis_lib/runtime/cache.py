@@ -23,7 +23,10 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -357,7 +360,8 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
     beside it, which is then renamed into place (see ``_rename_into_place``). A reader
     sees no folder or a whole one; a failed ``write`` leaves nothing behind."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    sweep_stale(final.parent)
+    tmp = final.parent / f".tmp-{final.name}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         try:
@@ -381,13 +385,69 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
 
 def _out_of_space(error: Exception) -> bool:
     """Whether a write failed for want of disk space (or of quota). NumPy reports a short
-    write as an OSError without an errno, and safetensors as its own error type, so the
-    message is checked too."""
+    write as an OSError without an errno ("61824 requested and 3040 written"), and
+    safetensors as its own error type, so the message is checked too."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(error)
-    return any(words in text for words in ("Not enough free space", "No space left on device",
-                                           "StorageFull", "Disk quota exceeded"))
+    return bool(re.search(r"\d+ requested and \d+ written", text)) or any(
+        words in text for words in ("Not enough free space", "No space left on device",
+                                    "StorageFull", "Disk quota exceeded"))
+
+
+#: this machine's name in temporary names, so that a sweep on a shared cluster folder only
+#: judges the processes of its own machine
+_HOST = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40] or "host"
+#: how old another machine's (or an unreadable) temporary file must be to count as left over
+STALE_SECONDS = 24 * 3600
+
+
+def sweep_stale(folder: Path) -> int:
+    """Remove the temporary files and folders (``.tmp-*``, ``.*.tmp``) that a process killed
+    while writing left in ``folder``: those of this machine whose process is gone, and any
+    older than :data:`STALE_SECONDS`. Returns how many went. A write in progress is never
+    touched (its process is alive)."""
+    removed = 0
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return 0
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(".tmp-") or (name.startswith(".") and name.endswith(".tmp"))):
+            continue
+        owner = _owner(name)
+        try:
+            age = now - entry.lstat().st_mtime
+        except OSError:
+            continue
+        gone = owner is not None and owner[0] == _HOST and not _alive(owner[1])
+        if gone or age > STALE_SECONDS:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+            removed += 1
+    return removed
+
+
+def _owner(name: str) -> tuple[str, int] | None:
+    """(machine, process id) of a temporary name this module made, or None."""
+    match = re.search(r"-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$", name) or \
+        re.search(r"\.(?P<host>[A-Za-z0-9_]+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$", name)
+    return (match["host"], int(match["pid"])) if match else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but belongs to someone else
+        return True
+    return True
 
 
 def folder_checksums(folder: Path, files: str | list[str]) -> dict[str, str]:
@@ -397,9 +457,23 @@ def folder_checksums(folder: Path, files: str | list[str]) -> dict[str, str]:
     return {name: sha256_file(folder / name) for name in names}
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a text file atomically (temporary file in the same folder, then rename)."""
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """Write the file ``path`` atomically: ``write(tmp)`` fills a temporary file in the same
+    folder, which is then renamed into place. A failed write (a full disk, an interrupt)
+    leaves no temporary file behind, and one left by a killed process is swept by the next
+    write into the folder (:func:`sweep_stale`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    sweep_stale(path.parent)
+    tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a text file atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -13,6 +13,7 @@ rest of the grid finishes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import time
@@ -29,6 +30,7 @@ import pandas as pd
 from .. import __version__
 from ..runtime.cache import (
     ArrayCache,
+    atomic_write,
     check_writable,
     code_digest,
     default_root,
@@ -79,13 +81,15 @@ class SweepResult:
         for name, path in paths.items():
             frame = {"parquet": self.table, "csv": self.table, "units": self.units,
                      "failures": self.failures}[name]
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            if name == "parquet":
-                frame.to_parquet(tmp, index=False)
-            else:
-                frame.to_csv(tmp, index=False)
-            os.replace(tmp, path)
+            atomic_write(path, functools.partial(_write_table, frame, name == "parquet"))
         return paths
+
+
+def _write_table(frame: pd.DataFrame, parquet: bool, path: Path) -> None:
+    if parquet:
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -219,6 +220,11 @@ def pretrain(config: PretrainConfig, *, cache_dir: str | os.PathLike | None = No
         return _train(config, cache_dir, progress, name, dev, path)
 
 
+#: the environment variable that tells a worker of :func:`pretrain_many` its parent's process
+#: id, so that it ends with its parent even if the parent is gone before the worker starts
+WORKER_PARENT_ENV = "ANALYSIS_LIB_WORKER_PARENT"
+
+
 @profiled("pretrain", lambda configs, **k: f"{len(configs)} models side by side")
 def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.PathLike | None = None,
                   progress: bool = True, device: DeviceLike = None, workers: int | None = None
@@ -242,19 +248,42 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
         for size in {c.vocab_size for c in configs.values()}:
             tokenizer(size, root)  # once, before the workers read it
         # each worker is a fresh interpreter that imports only the library (never the
-        # caller's script or notebook) and trains one model into the cache
+        # caller's script or notebook) and trains one model into the cache; it ends when
+        # this process does
         commands = {n: [sys.executable, "-m", "analysis_lib.training._pretrain_worker",
                         json.dumps({"name": n, "config": asdict(configs[n])}), root]
                     for n in todo}
+        started: list[subprocess.Popen] = []
+        stopping = threading.Event()
+
+        def run(command: list[str]) -> tuple[int, str]:
+            if stopping.is_set():
+                return 1, "stopped"
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True,
+                                       env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
+            started.append(process)
+            if stopping.is_set():
+                process.terminate()
+            errors = process.communicate()[1]
+            return process.returncode, errors
+
         with ThreadPoolExecutor(workers) as pool:
-            runs = {n: pool.submit(subprocess.run, cmd, capture_output=True, text=True)
-                    for n, cmd in commands.items()}
-            for n, run in tqdm(runs.items(), desc="pretrain", unit="model",
-                               disable=not progress):
-                done = run.result()
-                if done.returncode:
-                    raise RuntimeError(f"pretraining {n!r} failed in its worker process "
-                                       f"(exit {done.returncode}):\n{done.stderr[-3000:]}")
+            runs = {n: pool.submit(run, cmd) for n, cmd in commands.items()}
+            try:
+                for n, future in tqdm(runs.items(), desc="pretrain", unit="model",
+                                      disable=not progress):
+                    code, errors = future.result()
+                    if code:
+                        raise RuntimeError(f"pretraining {n!r} failed in its worker process "
+                                           f"(exit {code}):\n{errors[-3000:]}")
+            finally:  # an error or an interrupt here stops the other workers too
+                stopping.set()
+                for future in runs.values():
+                    future.cancel()
+                for process in started:
+                    if process.poll() is None:
+                        process.terminate()
     return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
             for n, c in configs.items()}
 
