@@ -519,7 +519,7 @@ def from_file(path: str | Path, *, name: str | None = None, encoding: str = "utf
     The file must decode in ``encoding`` (UTF-8 by default; a byte-order mark is dropped): a
     byte it cannot decode is an error that names the line and the fix, never a replacement
     character. Lines end at ``\n`` (with or without ``\r``); the other characters that
-    :meth:`str.splitlines` would break at (U+2028, U+2029, NEL, form feed, vertical tab,
+    ``str.splitlines()`` would break at (U+2028, U+2029, NEL, form feed, vertical tab,
     ...) are spaces inside their sentence.
     """
     path = checks.existing_file(path, "corpus file", "pass a text file with one sentence "

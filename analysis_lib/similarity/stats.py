@@ -41,8 +41,8 @@ class BootstrapResult:
     high: np.ndarray | float
     samples: np.ndarray
     level: float
-    #: resamples on which the measure was undefined (drew copies of too few stimuli): NaN in
-    #: ``samples`` and left out of the interval
+    #: how many resamples the measure was undefined on, because they drew copies of too few
+    #: stimuli; they are NaN in ``samples`` and left out of the interval
     undefined: int = 0
 
 

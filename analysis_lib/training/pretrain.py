@@ -253,39 +253,47 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
         commands = {n: [sys.executable, "-m", "analysis_lib.training._pretrain_worker",
                         json.dumps({"name": n, "config": asdict(configs[n])}), root]
                     for n in todo}
-        started: list[subprocess.Popen] = []
-        stopping = threading.Event()
-
-        def run(command: list[str]) -> tuple[int, str]:
-            if stopping.is_set():
-                return 1, "stopped"
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, text=True,
-                                       env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
-            started.append(process)
-            if stopping.is_set():
-                process.terminate()
-            errors = process.communicate()[1]
-            return process.returncode, errors
-
-        with ThreadPoolExecutor(workers) as pool:
-            runs = {n: pool.submit(run, cmd) for n, cmd in commands.items()}
-            try:
-                for n, future in tqdm(runs.items(), desc="pretrain", unit="model",
-                                      disable=not progress):
-                    code, errors = future.result()
-                    if code:
-                        raise RuntimeError(f"pretraining {n!r} failed in its worker process "
-                                           f"(exit {code}):\n{errors[-3000:]}")
-            finally:  # an error or an interrupt here stops the other workers too
-                stopping.set()
-                for future in runs.values():
-                    future.cancel()
-                for process in started:
-                    if process.poll() is None:
-                        process.terminate()
+        _run_workers(commands, workers, progress)
     return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
             for n, c in configs.items()}
+
+
+
+def _run_workers(commands: dict[str, list[str]], workers: int, progress: bool) -> None:
+    """Run each named worker command, ``workers`` at a time; the first failure is an error
+    that stops the others, and so is an interrupt. Each worker knows this process's id, so it
+    ends when this process does (even killed)."""
+    started: list[subprocess.Popen] = []
+    stopping = threading.Event()
+
+    def run(command: list[str]) -> tuple[int, str]:
+        if stopping.is_set():
+            return 1, "stopped"
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
+        started.append(process)
+        if stopping.is_set():
+            process.terminate()
+        errors = process.communicate()[1]
+        return process.returncode, errors
+
+    with ThreadPoolExecutor(workers) as pool:
+        runs = {n: pool.submit(run, cmd) for n, cmd in commands.items()}
+        try:
+            for n, future in tqdm(runs.items(), desc="pretrain", unit="model",
+                                  disable=not progress):
+                code, errors = future.result()
+                if code:
+                    raise RuntimeError(f"pretraining {n!r} failed in its worker process "
+                                       f"(exit {code}):\n{errors[-3000:]}")
+        finally:  # an error or an interrupt here stops the other workers too
+            stopping.set()
+            for future in runs.values():
+                future.cancel()
+            for process in started:
+                if process.poll() is None:
+                    process.terminate()
 
 
 def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, path: Path
