@@ -497,3 +497,18 @@ def test_pretraining_workers_end_with_their_parent(tmp_path):
         for process in [*psutil.Process().children(recursive=True), *workers]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+
+
+def test_the_size_check_knows_the_loaders_defaults():
+    """A partial model_options ({"hidden": 100}) is checked with the sizes the loader fills
+    in (12 heads do not divide 100)."""
+    import inspect
+
+    from analysis_lib.models.loading import load
+    from analysis_lib.models.random_init import DEFAULT_SIZES, size_problems
+
+    defaults = {k: p.default for k, p in inspect.signature(load).parameters.items()
+                if k in DEFAULT_SIZES}
+    assert defaults == DEFAULT_SIZES
+    assert any("divisible by heads=12" in p for p in size_problems({"hidden": 100}))
+    assert size_problems({"hidden": 96}) == []

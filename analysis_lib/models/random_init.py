@@ -277,13 +277,16 @@ SIZE_LIMITS = {"layers": (1, 128), "hidden": (2, 16384), "heads": (1, 256),
                "intermediate": (1, 65536), "vocab_size": (16, 500_000)}
 #: the most parameters a random model may have (4 GB of float32 weights)
 MAX_PARAMETERS = 1_000_000_000
+#: the sizes a random model takes when none are given (``models.load``'s defaults)
+DEFAULT_SIZES = {"layers": 6, "hidden": 384, "heads": 12, "vocab_size": 8000}
 
 
 def size_problems(sizes: Mapping[str, Any]) -> list[str]:
     """What is wrong with a random model's sizes (``layers``, ``hidden``, ``heads``,
-    ``intermediate``, ``vocab_size``; those absent take the defaults of the families), each
-    with the fix: a size that is not an integer or lies outside :data:`SIZE_LIMITS`, a width
-    that the heads do not divide, a model of more than :data:`MAX_PARAMETERS` parameters."""
+    ``intermediate``, ``vocab_size``; those absent are :data:`DEFAULT_SIZES`), each with the
+    fix: a size that is not an integer or lies outside :data:`SIZE_LIMITS`, a width that the
+    heads do not divide, a model of more than :data:`MAX_PARAMETERS` parameters."""
+    sizes = {**DEFAULT_SIZES, **{k: v for k, v in sizes.items() if v is not None}}
     problems = []
     for key, value in sizes.items():
         if key not in SIZE_LIMITS:
@@ -295,19 +298,18 @@ def size_problems(sizes: Mapping[str, Any]) -> list[str]:
             problems.append(str(error))
     if problems:
         return problems
-    hidden, heads = sizes.get("hidden"), sizes.get("heads")
-    if hidden is not None and heads is not None and hidden % heads:
+    hidden, heads = sizes["hidden"], sizes["heads"]
+    if hidden % heads:
         problems.append(f"hidden={hidden} must be divisible by heads={heads} (each head gets "
-                        f"hidden / heads dimensions); use e.g. hidden={hidden // heads * heads}")
-    if hidden is not None:
-        layers = sizes.get("layers", 1)
-        inner = sizes.get("intermediate") or 4 * hidden
-        count = layers * (4 * hidden * hidden + 2 * hidden * inner) + \
-            sizes.get("vocab_size", 0) * hidden
-        if count > MAX_PARAMETERS:
-            problems.append(f"a random model of these sizes has about {count:,.0f} parameters, "
-                            f"more than {MAX_PARAMETERS:,}; use fewer layers or a smaller "
-                            f"hidden size")
+                        f"hidden / heads dimensions); use e.g. "
+                        f"hidden={max(heads, hidden // heads * heads)}")
+    inner = sizes.get("intermediate") or 4 * hidden
+    count = sizes["layers"] * (4 * hidden * hidden + 2 * hidden * inner) + \
+        sizes["vocab_size"] * hidden
+    if count > MAX_PARAMETERS:
+        problems.append(f"a random model of these sizes has about {count:,.0f} parameters, "
+                        f"more than {MAX_PARAMETERS:,}; use fewer layers or a smaller hidden "
+                        "size")
     return problems
 
 
