@@ -102,7 +102,7 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     """
     from analysis_lib.similarity import kernels as m
     from analysis_lib.similarity._core import LayerStats, span_sq_norms
-    from analysis_lib.similarity.pairwise import _decompose
+    from analysis_lib.similarity.pairwise import LAYER_QUANTITIES
 
     backend = _backend.get("cpu")
 
@@ -113,7 +113,8 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
         return out
 
     def factorise(S):
-        _decompose(S, S, True, SUITE, {})
+        for quantity in ("principal", "span"):  # what SVCCA/PWCCA and mixedsim declare
+            LAYER_QUANTITIES[quantity](S, S, True, {})
         for s in S:
             s.span_whitener(np.float32)
 

@@ -15,16 +15,12 @@ fast paths here are tested against.
 """
 
 from . import reference
-from .attention import (
-    AttentionLayer,
-    attention_representation,
-    attention_similarity,
-    head_matches,
-)
+from .attention import AttentionLayer, attention_representation, head_matches
 from .leave_out import leave_out_matrices
 from .localization import localization
 from .measures import (
     CCAResult,
+    attention_similarity,
     canonical_correlations,
     cca,
     linear_cka,
@@ -36,11 +32,12 @@ from .measures import (
     pwcca,
     rbf_cka,
     rbf_gram,
+    rsa,
     svcca,
 )
 from .pairwise import pairwise, pairwise_suite
 from .registry import MEASURES, REGISTRY, SYMMETRIC, Measure, canonical
-from .rsa import rsa, upper_triangle
+from .rsa import upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
 from .streaming import stream_pairwise
 

@@ -66,7 +66,9 @@ class Backend:
 
     # written once, on the host (NumPy's BLAS and LAPACK) whenever the arrays live there
     def grams(self, mats: list) -> list:
-        """``X' X`` of several matrices, in float64 (each product in its matrix's dtype).
+        """``X' X`` of several matrices, computed in float64 whatever their dtype: the
+        layers' spectra, and so every rank decision, are read in float64, so that a float32
+        copy of a layer keeps the directions that its float64 original has.
 
         On the CPU through NumPy, one after another: its matmul recognises the product of a
         matrix with its own transpose and computes one triangle (BLAS ``syrk``), about 0.6x
@@ -76,15 +78,15 @@ class Backend:
         5,000 x 768 layer)."""
         found = []
         for X in mats:
-            host = self.host(X)
-            found.append((host.T @ host).astype(np.float64, copy=False))
+            host = self.host(X).astype(np.float64, copy=False)
+            found.append(host.T @ host)
         return [self.asarray(G) for G in found]
 
     def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
         """``eigh`` (ascending eigenvalues, eigenvectors) of several symmetric matrices.
 
-        On the CPU they run side by side, each on one LAPACK thread of NumPy's library (the
-        threads this backend has, shared out), and come back on this backend: LAPACK's
+        On the CPU they run side by side, each on one LAPACK thread of NumPy's library (as
+        many at once as this backend has threads), and come back on this backend: LAPACK's
         symmetric eigensolver gains little from more threads (its reduction to tridiagonal
         form is memory-bound), so whole decompositions in parallel use the cores better (at 2
         threads, 25 of 768 x 768: 1.13 s against 1.56 s one after another). On a GPU they run
@@ -97,11 +99,8 @@ class Backend:
         if not mats:
             return []
         vectors = vectors or [None] * len(mats)
-        if len(mats) == 1 and vectors[0] is None:
-            return [self.xp.linalg.eigh(mats[0])]
         work = [(self.host(G), want) for G, want in zip(mats, vectors)]
-        found = (self._side_by_side(_host_eigh, work) if len(work) > 1 else
-                 [_host_eigh(work[0])])
+        found = self._side_by_side(_host_eigh, work)
         return [(self.asarray(lam), self.asarray(V)) for lam, V in found]
 
     def certified_inverse_choleskys(self, mats: list, shifts: list[float]) -> list:
@@ -115,16 +114,16 @@ class Backend:
         if not mats:
             return []
         work = list(zip([self.host(G) for G in mats], shifts))
-        found = (self._side_by_side(_host_inverse_cholesky, work) if len(work) > 1 else
-                 [_host_inverse_cholesky(work[0])])
+        found = self._side_by_side(_host_inverse_cholesky, work)
         return [None if Linv is None else self.asarray(Linv) for Linv in found]
 
     def _side_by_side(self, fn, items: list) -> list:
         """``[fn(x) for x in items]`` in a pool of as many workers as this backend has
-        threads (at most one per item), the BLAS threads shared out between them."""
-        threads = self.threads()
-        workers = min(len(items), threads)
-        with blas().limit(limits=max(1, threads // workers), user_api="blas"):
+        threads (at most one per item), each item on one BLAS thread: a factorisation then
+        gives the same bits however many run beside it, so a layer's numbers do not depend
+        on the other layers of a call."""
+        workers = min(len(items), self.threads())
+        with blas().limit(limits=1, user_api="blas"):
             if workers == 1:
                 return [fn(x) for x in items]
             with ThreadPoolExecutor(workers) as pool:

@@ -18,6 +18,7 @@ the decompositions and every sum are float64. The arrays live on a
 
 from __future__ import annotations
 
+import hashlib
 from functools import cached_property
 from typing import Any
 
@@ -25,10 +26,17 @@ import numpy as np
 
 from ..runtime import checks
 from ._backend import NUMPY, Backend
-from .reference import rounding
+from .reference import RANK_RTOL, rounding
 
-#: Relative eigenvalue cut-off below which a direction counts as zero variance, per work dtype.
-RANK_RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
+
+def digest(*arrays) -> bytes:
+    """A SHA-1 digest of arrays' shapes, dtypes and bytes."""
+    h = hashlib.sha1()
+    for x in arrays:
+        x = np.ascontiguousarray(x)
+        h.update(repr((x.shape, x.dtype.str)).encode())
+        h.update(x.data)
+    return h.digest()
 
 
 def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
@@ -90,14 +98,11 @@ def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: A float32 layer is computed in float64 when one neuron's range of values is more than this
-#: many times the median neuron's (a decoder's massive activations). float32 products keep
-#: about seven digits relative to the largest neuron, and their rank cut
-#: (``RANK_RTOL[float32]``) counts directions below 1e-5 of the largest variance as noise; a
-#: neuron past ``RANK_RTOL[float32] ** -0.5`` (about 316) times the median range puts the
-#: ordinary neurons' variance under that cut, where SVCCA, PWCCA, CCA and debiased CKA would
-#: lose them.
-WIDE_RANGE = RANK_RTOL[np.dtype(np.float32)] ** -0.5
-
+#: many times the median neuron's (a decoder's massive activations). A float32 product keeps
+#: about seven digits relative to its largest terms: past this ratio the ordinary neurons'
+#: share of a cross-product involving the huge one falls to the last few of them, and the
+#: measures that whiten (SVCCA, PWCCA, CCA, mixedsim) would read rounding as signal.
+WIDE_RANGE = 316.0
 
 def wide_ranging(A: np.ndarray) -> bool:
     """Whether a neuron's range (max - min over stimuli) exceeds :data:`WIDE_RANGE` times the
@@ -230,6 +235,8 @@ class LayerStats:
         else:
             backend.subtract_into(xp.astype(dev, xp.float64), mean, out)
         del dev
+        self._summary = digest(np.asarray(self.bk.host(mean), dtype=np.float64),
+                               np.array([self.n, self.d, self.dtype.itemsize]))
         _zero_rounding_columns(X, out, backend)
         self.Xc = out
 
@@ -304,8 +311,25 @@ class LayerStats:
 
     @cached_property
     def eig(self):
-        """Eigenvalues (descending, clipped at 0) and eigenvectors of G."""
-        return self._ordered(*self.xp.linalg.eigh(self.G))
+        """Eigenvalues (descending, clipped at 0) and eigenvectors of G (the same routine
+        whether one layer asks or many at once, :func:`fill_eigs`)."""
+        return self._ordered(*self.bk.eighs([self.G])[0])
+
+    @cached_property
+    def row_gram(self) -> np.ndarray:
+        """``Xc Xc'`` (n x n, float64 on the host; the product in the work dtype): linear
+        CKA's Gram form."""
+        Xc = self.centred()
+        return self.bk.host(Xc @ Xc.T).astype(np.float64)
+
+    def summary(self) -> bytes:
+        """A digest of the layer's shape, work dtype and column means: cheap, and enough to
+        order two different layers (:class:`~.pairwise.Pair`)."""
+        return self._summary
+
+    def digest(self) -> bytes:
+        """A digest of the centred data itself (every measure reads only it)."""
+        return digest(self.bk.host(self.centred()))
 
     def _ordered(self, lam, V):
         xp = self.xp
@@ -335,7 +359,7 @@ class LayerStats:
     @cached_property
     def rank(self) -> int:
         """Number of directions with non-negligible variance."""
-        return rank_of(self.lam_host, RANK_RTOL[self.dtype])
+        return rank_of(self.lam_host, RANK_RTOL)
 
     def n_components(self, variance: float | None, cut: str = "reach") -> int:
         """How many principal directions SVCCA keeps.
@@ -345,7 +369,7 @@ class LayerStats:
         ``cut="below"`` (Wu et al.'s released code) keeps those whose cumulative variance stays
         below it, which is one fewer unless the threshold is hit exactly; at least one is kept.
         """
-        return components_of(self.lam_host, RANK_RTOL[self.dtype], variance, cut)
+        return components_of(self.lam_host, RANK_RTOL, variance, cut)
 
     def span_whitener(self, dtype=np.float64):
         """A d x r matrix ``W`` with ``W W' = S G_unit^+ S`` (``S`` the neuron scales,
@@ -414,7 +438,7 @@ class LayerStats:
         """The Cholesky route of :meth:`span_whitener` (float64, before the neuron scales),
         or None when the z-scored layer is not safely full rank and the span needs its
         eigendecomposition (several layers at once: :func:`fill_span_choleskys`)."""
-        return _cholesky_whitener(self.standardized().G, RANK_RTOL[self.dtype], self.bk)
+        return _cholesky_whitener(self.standardized().G, RANK_RTOL, self.bk)
 
     def whitener(self, k: int, dtype=np.float64):
         """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
@@ -466,7 +490,7 @@ def fill_span_choleskys(layers) -> None:
     if not todo:
         return
     for s, W in zip(todo, _cholesky_whiteners([s.standardized().G for s in todo],
-                                              RANK_RTOL[todo[0].dtype], todo[0].bk)):
+                                              RANK_RTOL, todo[0].bk)):
         s.provide("span_cholesky", W)
 
 
@@ -509,11 +533,13 @@ def standardize_pair(a: LayerStats, b: LayerStats, C):
     return a.standardized(), b.standardized(), C * xp.astype(scale, C.dtype)
 
 
-def cross(a: LayerStats, b: LayerStats):
-    """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) in the work dtype."""
+def cross(a: LayerStats, b: LayerStats, dtype=None):
+    """Centred cross-product ``a.Xc.T @ b.Xc`` (d1 x d2) in the pair's work dtype (the wider
+    of the two layers'), or in ``dtype``."""
     if a.n != b.n:
         raise ValueError(f"layers must have the same rows (stimuli): {a.n} vs {b.n}")
-    xp, dt = a.xp, a.bk.dtype(np.promote_types(a.dtype, b.dtype))
+    xp = a.xp
+    dt = a.bk.dtype(np.promote_types(a.dtype, b.dtype) if dtype is None else dtype)
     return xp.astype(a.Xc, dt, copy=False).T @ xp.astype(b.Xc, dt, copy=False)
 
 

@@ -66,7 +66,7 @@ class TorchBackend(Backend):
     def grams(self, mats: list) -> list:
         if self.on_host and not any(X.requires_grad for X in mats):
             return super().grams(mats)
-        return [(X.T @ X).double() for X in mats]
+        return [X.double().T @ X.double() for X in mats]
 
     def eighs(self, mats: list, vectors: list | None = None) -> list[tuple[Any, Any]]:
         if self.on_host:

@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from ..runtime import checks
+from ._core import digest
 
 METHODS = ("js", "pearson", "frobenius")
 
@@ -66,6 +67,12 @@ class AttentionLayer:
     """One layer's attention, padded into (heads, words, columns) with per-layer work cached."""
 
     maps: list[np.ndarray]
+
+    def summary(self) -> bytes:
+        """A digest of the maps (:class:`~.pairwise.Pair` orders a pair by it)."""
+        return digest(*self.maps)
+
+    digest = summary
 
     @cached_property
     def shapes(self) -> list[tuple[int, int]]:
@@ -173,26 +180,20 @@ def head_matches(A: AttentionInput, B: AttentionInput, method: str = "js", *,
     return head_similarity(a, b, method, base).max(axis=1)
 
 
-def attention_similarity(A: AttentionInput, B: AttentionInput, method: str = "js", *,
-                         base: float = 2.0) -> float:
-    """Localized attention similarity of layer A to layer B (Wu et al. §3.4, App. A.4).
+def check_base(options) -> None:
+    base = options.get("base", 2.0)
+    if not base > 1:
+        raise ValueError(f"base must be > 1, got {base}")
 
-    Parameters
-    ----------
-    A, B : list of arrays (heads, t, c), one per sentence; or :class:`AttentionLayer`
-    method : {'js', 'pearson', 'frobenius'}
-        See the module docs for each definition and its range.
-    base : float
-        Logarithm base of the JS divergence: 2 (bits, the paper) or ``np.e`` (nats, the
-        released code).
 
-    Returns
-    -------
-    float
-        Mean over A's heads of the best match in B (:func:`head_matches`); 1 for identical
-        layers under every method.
-    """
-    return float(head_matches(A, B, method, base=base).mean())
+def attention_kernel(method: str):
+    """The pair kernel of the attention measure of ``method``: every head pair's
+    similarity, each head's best match averaged, in both directions."""
+    def kernel(a: AttentionLayer, b: AttentionLayer, pair, options, directions):
+        S = head_similarity(a, b, method, options.get("base", 2.0))
+        return (float(S.max(axis=1).mean()) if directions[0] else None,
+                float(S.max(axis=0).mean()) if directions[1] else None)
+    return kernel
 
 
 def attention_representation(A: AttentionInput) -> np.ndarray:

@@ -1,34 +1,28 @@
-"""The pair kernels of the cross-product measures, written once for every path.
+"""The estimators of the cross-product measures, written once for every path.
 
 A kernel computes a measure of two layers from their :class:`~._core.LayerStats` (centred
-data, Gram matrix, eigendecomposition, each computed once per layer) and their centred
-cross-product ``C = Xc' Yc``. The single-pair functions of :mod:`.measures`, the all-pairs
-matrices of :mod:`.pairwise` and the streamed measures of :mod:`.streaming` call the same
-kernels, so they agree to rounding; :mod:`.reference` defines every measure once more, plainly,
-and the tests hold the kernels to it.
-
-Each cross-product measure's pair kernel is registered in :data:`KERNELS` under the measure's
-name (a test checks that every cross-product measure of the registry has one)::
-
-    kernel(a, b, C, both, options, shared) -> (value of (a, b), value of (b, a) or None)
-
-``both`` asks an asymmetric measure for the reverse direction too (None for a symmetric one);
-``shared`` is one dict per pair that the kernels of one suite share (SVCCA reads the canonical
-correlations that PWCCA's decomposition found). Kernels are written against the array API
+data, Gram matrix, eigendecomposition, each computed once per layer) and what their
+:class:`~.pairwise.Pair` shares: the centred cross-product ``C = Xc' Yc`` and the canonical
+decomposition. Each measure's record in :mod:`.registry` names its kernel; the all-pairs
+engine (:mod:`.pairwise`), and through it the single-pair functions of :mod:`.measures`,
+call them, the streamed and leave-out matrices (:mod:`.streaming`, :mod:`.leave_out`) call
+the same estimators on moments, and :mod:`.reference` defines every measure once more,
+plainly, for the tests to hold these to. Kernels are written against the array API
 (:mod:`._backend`), so the same lines run on NumPy arrays and torch tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 from array_api_compat import array_namespace
+from array_api_compat import device as array_device
+from numpy.typing import ArrayLike
 
 from ..runtime import checks
 from ._backend import NUMPY
-from ._core import LayerStats, in_range, span_sq_norms, standardize_pair
+from ._core import LayerStats, as_matrix, in_range, span_sq_norms, standardize_pair
 from .reference import tied_runs
 
 
@@ -145,11 +139,12 @@ def _whitened_cross(a: LayerStats, b: LayerStats, C, variance, cut):
     ka, kb = a.n_components(variance, cut), b.n_components(variance, cut)
     if ka == 0 or kb == 0:
         raise ValueError("X or Y has no variance (all neurons constant); CCA is undefined")
-    # the two products run in the work dtype (float32 for float32 layers), as the
-    # cross-products themselves do; the decomposition of T is float64
-    xp, dt = a.xp, np.promote_types(a.dtype, b.dtype)
+    # the two products run in C's dtype (float32 for float32 layers, unless the measure asked
+    # for float64 cross-products), as the cross-products themselves do; the decomposition of
+    # T is float64
+    xp = a.xp
+    dt = np.dtype(np.float32 if C.dtype == a.bk.dtype(np.float32) else np.float64)
     Wa, Wb = a.whitener(ka, dt), b.whitener(kb, dt)
-    C = xp.astype(C, a.bk.dtype(dt), copy=False)
     # the cheaper order: k_a d_b (d_a + k_b) against k_b d_a (d_b + k_a) multiply-adds
     if ka * C.shape[1] * (C.shape[0] + kb) <= kb * C.shape[0] * (C.shape[1] + ka):
         T = (Wa.T @ C) @ Wb
@@ -230,33 +225,88 @@ def linear_cka_value(a: LayerStats, b: LayerStats, C, debiased: bool) -> float:
 
 
 def cka_from_sums(n: int, cross_sq: float, norms: tuple[float, float],
-                   gram_sqs: tuple[float, float], rows: tuple | None) -> float:
+                  gram_sqs: tuple[float, float], rows: tuple | None) -> float:
     """Linear CKA from ``||Xc'Yc||_F^2``, the Gram norms ``||Xc'Xc||_F``, ``||Yc'Yc||_F``
     and their squares; debiased (Song et al. 2012) when ``rows`` holds the sums over the
     centred rows' squared norms ``(rx.ry, rx.rx, ry.ry, sum rx, sum ry)``. Shared by the
-    whole-array measure and the streamed one (:mod:`.streaming`)."""
+    whole-array measure, the streamed one (:mod:`.streaming`) and the leave-out matrices."""
     if rows is None:
-        den = norms[0] * norms[1]
-        if den == 0:
-            raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-        return in_range(cross_sq / den, 0.0, "linear CKA")
+        return cka_ratio(cross_sq, norms[0], norms[1], False)
     if n < 4:
         raise ValueError(f"debiased CKA needs at least 4 stimuli, got {n}")
     rxy, rxx, ryy, sx, sy = rows
-    xy = _debias(cross_sq, rxy, sx, sy, n)
-    xx = _debias(gram_sqs[0], rxx, sx, sx, n)
-    yy = _debias(gram_sqs[1], ryy, sy, sy, n)
-    if xx <= 0 or yy <= 0:
-        raise ValueError("debiased HSIC of X or Y with itself is not positive (too few stimuli "
-                         "or no variance); use more stimuli or the biased estimator")
-    return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased linear CKA")
+    return cka_ratio(unbiased_hsic(*linear_hsic_sums(cross_sq, rxy, sx, sy), n),
+                     unbiased_hsic(*linear_hsic_sums(gram_sqs[0], rxx, sx, sx), n),
+                     unbiased_hsic(*linear_hsic_sums(gram_sqs[1], ryy, sy, sy), n), True)
 
 
-def _debias(xty: float, rr: float, sx: float, sy: float, n: int) -> float:
-    """Unbiased HSIC (Song et al. 2012) of linear kernels of centred data, up to the factor
-    1/(n(n-3)) that cancels in CKA: ||X'Y||^2 - n/(n-2) rx.ry + |X|^2 |Y|^2 / ((n-1)(n-2)),
-    from ``rr = rx.ry`` and the sums ``sx``, ``sy`` of the row squared norms."""
-    return float(xty - n / (n - 2.0) * rr + sx * sy / ((n - 1.0) * (n - 2.0)))
+def cka_ratio(xy: float, xx: float, yy: float, debiased: bool) -> float:
+    """CKA from its three HSIC terms: ``xy / sqrt(xx yy)`` for the debiased estimator (each
+    term an unbiased HSIC), ``xy / (xx yy)`` for the biased one, whose ``xx`` and ``yy`` are
+    already the norms ``||K~||_F``, ``||L~||_F`` of the centred kernels. Checked to lie in
+    its range (:func:`~._core.in_range`)."""
+    if debiased:
+        if xx <= 0 or yy <= 0:
+            raise ValueError("debiased HSIC of X or Y with itself is not positive (too few "
+                             "stimuli or no variance); use more stimuli or the biased "
+                             "estimator")
+        return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased CKA")
+    den = xx * yy
+    if den == 0:
+        raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
+    return in_range(xy / den, 0.0, "CKA")
+
+
+def unbiased_hsic(kl: float, k1: float, l1: float, kl1: float, n: int) -> float:
+    """Song et al. (2012)'s unbiased HSIC, times ``n(n-3)``, from four sums of the kernel
+    matrices with zeroed diagonals ``K~``, ``L~``: ``kl = sum(K~ * L~)``, ``k1 = 1'K~1``,
+    ``l1 = 1'L~1`` and ``kl1 = (K~1).(L~1)``. The one definition of the estimator outside
+    :func:`.reference.hsic_unbiased`; its sums come from Gram matrices
+    (:func:`gram_hsic_sums`) or, for linear kernels, from the data's moments
+    (:func:`linear_hsic_sums`)."""
+    return float(kl + k1 * l1 / ((n - 1.0) * (n - 2.0)) - 2.0 / (n - 2.0) * kl1)
+
+
+def gram_hsic_sums(K, L) -> tuple[float, float, float, float]:
+    """:func:`unbiased_hsic`'s sums of two n x n kernel matrices (any backend)."""
+    xp = array_namespace(K)
+    off = 1.0 - xp.eye(K.shape[0], dtype=K.dtype, device=array_device(K))
+    K, L = K * off, L * off
+    k_rows, l_rows = xp.sum(K, axis=0), xp.sum(L, axis=0)
+    return (float(xp.sum(K * L)), float(xp.sum(k_rows)), float(xp.sum(l_rows)),
+            float(k_rows @ l_rows))
+
+
+def linear_hsic_sums(cross_sq: float, rr: float, sx: float, sy: float
+                     ) -> tuple[float, float, float, float]:
+    """:func:`unbiased_hsic`'s sums for the linear kernels ``K = Xc Xc'``, ``L = Yc Yc'`` of
+    centred data, from ``||Xc'Yc||_F^2``, ``rr = rx.ry`` (the rows' squared norms, the
+    kernels' diagonals) and their sums ``sx``, ``sy``: centring makes ``K 1 = 0``, so
+    ``K~ 1 = -rx``."""
+    return cross_sq - rr, -sx, -sy, rr
+
+
+def cka_of_grams(K, L, debiased: bool, centred: bool = False) -> float:
+    """CKA of two n x n kernel matrices (Kornblith et al. 2019), biased or debiased;
+    ``centred`` says that ``K`` and ``L`` are already double-centred (the biased
+    estimator's ``HKH``)."""
+    if debiased:
+        n = K.shape[0]
+        return cka_ratio(unbiased_hsic(*gram_hsic_sums(K, L), n),
+                         unbiased_hsic(*gram_hsic_sums(K, K), n),
+                         unbiased_hsic(*gram_hsic_sums(L, L), n), True)
+    if not centred:
+        K, L = center_gram(K), center_gram(L)
+    xp = array_namespace(K)
+    return cka_ratio(float(xp.sum(K * L)), float(xp.sqrt(xp.sum(K * K))),
+                     float(xp.sqrt(xp.sum(L * L))), False)
+
+
+def center_gram(K):
+    """``H K H``: a kernel matrix with its rows' and columns' means removed."""
+    xp = array_namespace(K)
+    K = K - xp.mean(K, axis=0, keepdims=True)
+    return K - xp.mean(K, axis=1, keepdims=True)
 
 
 def procrustes_value(a: LayerStats, b: LayerStats, C) -> float:
@@ -291,69 +341,126 @@ def check_variance(variance) -> None:
 
 
 # --------------------------------------------------------------------------- pair kernels
-
-#: every cross-product measure's pair kernel, by the measure's canonical name
-KERNELS: dict[str, Callable] = {}
-
-
-def _registered(name: str):
-    def register(fn):
-        KERNELS[name] = fn
-        return fn
-    return register
+#
+# ``kernel(a, b, pair, options, directions) -> (value of (a, b), value of (b, a))``: ``a`` and
+# ``b`` are the two prepared layers, ``pair`` the :class:`~.pairwise.Pair` that computes and
+# holds what the pair's measures share (its cross-products, its canonical decomposition),
+# ``directions`` which of the two values are wanted (a symmetric measure returns one value
+# twice). A value is computed the same way whichever else is asked for, so that a measure's
+# number never depends on the other measures of a suite.
 
 
-@_registered("neuronsim")
-def _neuronsim(a, b, C, both, options, shared):
-    ab, ba = neuron_best_both(a, b, C)
+def neuronsim_pair(a, b, pair, options, directions):
+    ab, ba = neuron_best_both(a, b, pair.cross())
     top_k = options.get("top_k")
-    return top_mean(ab, top_k), top_mean(ba, top_k) if both else None
+    return (top_mean(ab, top_k) if directions[0] else None,
+            top_mean(ba, top_k) if directions[1] else None)
 
 
-@_registered("mixedsim")
-def _mixedsim(a, b, C, both, options, shared):
-    top_k = options.get("top_k")
-    return (top_mean(mixed_values(a, b, C), top_k),
-            top_mean(mixed_values(b, a, C.T), top_k) if both else None)
+def mixedsim_pair(a, b, pair, options, directions):
+    top_k, C = options.get("top_k"), pair.cross()
+    return (top_mean(mixed_values(a, b, C), top_k) if directions[0] else None,
+            top_mean(mixed_values(b, a, C.T), top_k) if directions[1] else None)
 
 
-@_registered("linear_cka")
-def _linear_cka(a, b, C, both, options, shared):
-    return linear_cka_value(a, b, C, options.get("debiased", False)), None
-
-
-@_registered("procrustes")
-def _procrustes(a, b, C, both, options, shared):
-    return procrustes_value(a, b, C), None
-
-
-@_registered("cca")
-def _cca(a, b, C, both, options, shared):
-    return float(a.xp.mean(full_canonical_values(a, b, C, options.get("reg", 0.0)))), None
-
-
-def _svcca_inputs(a, b, C, options):
-    """The layers and cross-product SVCCA and PWCCA decompose (z-scored with
-    ``standardize=True``), with their variance threshold and cut."""
-    sa, sb, Cs = standardize_pair(a, b, C) if options.get("standardize") else (a, b, C)
-    return sa, sb, Cs, options.get("variance", 0.99), options.get("cut", "reach")
-
-
-@_registered("pwcca")
-def _pwcca(a, b, C, both, options, shared):
-    if "svd" not in shared:
-        sa, sb, Cs, variance, cut = _svcca_inputs(a, b, C, options)
-        shared["svd"] = (sa, sb, canonical_svd(sa, sb, Cs, variance, cut))
-    sa, sb, (u, rho, vt, ka, kb) = shared["svd"]
-    return (float(pw_weights(sa, ka, u, rho) @ rho),
-            float(pw_weights(sb, kb, vt.T, rho) @ rho) if both else None)
-
-
-@_registered("svcca")
-def _svcca(a, b, C, both, options, shared):
-    if "svd" in shared:  # PWCCA's decomposition: both measures read the same correlations
-        rho = shared["svd"][2].rho
+def linear_cka_pair(a, b, pair, options, directions):
+    debiased = options.get("debiased", False)
+    if gram_form(a.n, a.d, b.d, options.get("form", "auto")):
+        value = cka_of_grams(a.row_gram, b.row_gram, debiased, centred=True)
     else:
-        sa, sb, Cs, variance, cut = _svcca_inputs(a, b, C, options)
-        rho = canonical_values(sa, sb, Cs, variance, cut)
-    return top_mean(rho, options.get("top_k")), None
+        value = linear_cka_value(a, b, pair.cross(), debiased)
+    return value, value
+
+
+CKA_FORMS = ("auto", "feature", "gram")
+
+
+def check_cka_options(options) -> None:
+    if options.get("form", "auto") not in CKA_FORMS:
+        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {options['form']!r}")
+
+
+def gram_form(n: int, d1: int, d2: int, form: str) -> bool:
+    """Whether linear CKA is computed from the n x n Gram matrices (``form='gram'``, or
+    ``'auto'`` when they are the cheaper route: n small against the widths) rather than
+    from the d1 x d2 cross-product."""
+    if form not in CKA_FORMS:
+        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
+    return form == "gram" or (form == "auto" and n * (d1 + d2) < d1 * d2 + d1 * d1 + d2 * d2)
+
+
+def procrustes_pair(a, b, pair, options, directions):
+    value = procrustes_value(a, b, pair.cross())
+    return value, value
+
+
+def cca_pair(a, b, pair, options, directions):
+    rho = full_canonical_values(a, b, pair.cross(np.float64), options.get("reg", 0.0))
+    value = float(a.xp.mean(rho))
+    return value, value
+
+
+def pwcca_pair(a, b, pair, options, directions):
+    sa, sb, (u, rho, vt, ka, kb) = pair.get("canonical")
+    return (float(pw_weights(sa, ka, u, rho) @ rho) if directions[0] else None,
+            float(pw_weights(sb, kb, vt.T, rho) @ rho) if directions[1] else None)
+
+
+def svcca_pair(a, b, pair, options, directions):
+    value = top_mean(pair.get("canonical")[2].rho, options.get("top_k"))
+    return value, value
+
+
+def canonical_inputs(a: LayerStats, b: LayerStats, C, options):
+    """The layers and cross-product SVCCA and PWCCA decompose (z-scored with
+    ``standardize=True``)."""
+    return standardize_pair(a, b, C) if options.get("standardize") else (a, b, C)
+
+
+def canonical_of_pairs(pairs, options) -> list:
+    """The pair quantity ``canonical`` of several pairs (one row of a matrix) at once:
+    ``(a, b, CanonicalSVD)`` of SVCCA's inputs (:func:`canonical_inputs`), the
+    decompositions side by side (:func:`canonical_svds`). The cross-products in float64
+    when SVCCA keeps every direction (``variance=None``: plain CCA, whose smallest
+    directions float32 products would not resolve), else in the work dtype."""
+    variance, cut = options.get("variance", 0.99), options.get("cut", "reach")
+    dtype = np.float64 if variance is None else None
+    sides = [canonical_inputs(p.a, p.b, p.cross(dtype), options) for p in pairs]
+    # a generator: each pair's (z-scored) cross-product is dropped once its T is formed
+    found = canonical_svds(((sa, sb, C) for sa, sb, C in sides), variance, cut)
+    return [(sa, sb, svd) for (sa, sb, _), svd in zip(sides, found)]
+
+
+def check_canonical_options(options) -> None:
+    check_variance(options.get("variance", 0.99))
+    if options.get("cut", "reach") not in ("reach", "below"):
+        raise ValueError(f"cut must be 'reach' or 'below', got {options.get('cut')!r}")
+
+
+def check_reg(reg) -> None:
+    checks.number(reg, "reg", 0.0)
+
+
+def cka_of_prepared_grams(a, b, pair, options, directions):
+    """RBF CKA's kernel: the CKA of two layers' prepared Gram matrices (double-centred
+    already unless debiased)."""
+    debiased = options.get("debiased", False)
+    value = cka_of_grams(a.K, b.K, debiased, centred=not debiased)
+    return value, value
+
+
+def rbf_gram(X: ArrayLike, threshold: float = 1.0) -> np.ndarray:
+    """RBF Gram matrix ``exp(-D / (2 s^2))`` of squared distances D, with
+    ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
+    convention)."""
+    A = as_matrix(X, "X", 2).astype(np.float64)
+    Xc = A - A.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
+    if threshold <= 0:
+        raise ValueError(f"threshold must be positive, got {threshold}")
+    sq = np.einsum("ij,ij->i", Xc, Xc)
+    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Xc @ Xc.T), 0.0)
+    med = np.median(D)
+    if med == 0:
+        raise ValueError("the median squared distance between stimuli is 0 (most rows are "
+                         "identical); the RBF bandwidth is undefined")
+    return np.exp(-D / (2.0 * threshold ** 2 * med))

@@ -7,14 +7,14 @@ two layers over the rows outside group k is
 
     C_k = sum_{f != k} X_f' Y_f  -  s_x s_y' / n_k,      s_x = sum of X's rows outside k,
 
-the same identity for each layer's own Gram matrix, and then the measure's own kernel
-(:data:`.kernels.KERNELS`) runs on those moments. ``X_f' Y_f`` over the K groups together cost
-one product of the whole layers, so the K matrices cost about what one does, where recomputing
-costs K. The rows of each group are centred on the global mean, so the correction term is small
-and no digits are lost to large activation offsets.
+the same identity for each layer's own Gram matrix, and then the measure's own kernel (its
+record's in :mod:`.registry`) runs on those moments. ``X_f' Y_f`` over the K groups together
+cost one product of the whole layers, so the K matrices cost about what one does, where
+recomputing costs K. The rows of each group are centred on the global mean, so the
+correction term is small and no digits are lost to large activation offsets.
 
-Measures read this way: :data:`FROM_MOMENTS` (biased linear CKA and neuronsim, whose kernels
-cost little beside the products). Any other measure (Procrustes and the CCA family spend their
+Measures read this way: :data:`~.registry.FROM_MOMENTS` (biased linear CKA and neuronsim,
+whose kernels cost little beside the products). Any other measure (Procrustes and the CCA family spend their
 time in a decomposition per pair and per group, which moments do not save), debiased CKA, or a
 layer with a neuron that is constant on some leave-out set but not on all rows (whose rounding
 rule needs the rows themselves) takes the plain path: ``leave_out_matrices_plain``, which
@@ -33,15 +33,11 @@ from numpy.typing import ArrayLike
 from ..errors import UndefinedMeasure
 from ..runtime.profile import profiled
 from ._core import LayerStats, work_dtype
-from .kernels import KERNELS
 from .pairwise import _layer_list, pairwise
 from .reference import rounding
-from .registry import canonical, check_options
+from .registry import FROM_MOMENTS, REGISTRY, canonical, check_options, options_of
 
-__all__ = ["FROM_MOMENTS", "leave_out_matrices", "leave_out_matrices_plain"]
-
-#: measures whose leave-out matrices are read from per-group moments
-FROM_MOMENTS = ("linear_cka", "neuronsim")
+__all__ = ["leave_out_matrices", "leave_out_matrices_plain"]
 
 
 class _Moments:
@@ -52,6 +48,18 @@ class _Moments:
 
     def __init__(self, n: int, sq_norms: np.ndarray, gram_sq: float, name: str):
         self.n, self.sq_norms, self.gram_sq, self.name = n, sq_norms, gram_sq, name
+        self.d = sq_norms.shape[0]
+
+
+class _MomentPair:
+    """What a kernel reads of a pair (:class:`~.pairwise.Pair`), from moments: the
+    cross-product of the rows outside one group."""
+
+    def __init__(self, C):
+        self.C = C
+
+    def cross(self, dtype=None):
+        return self.C
 
 
 def leave_out_matrices_plain(layers: Sequence, groups, measure: str = "linear_cka",
@@ -87,14 +95,14 @@ def leave_out_matrices(layers: Sequence, groups: ArrayLike | None, measure: str 
     if moments is None:
         return leave_out_matrices_plain(layers, groups, name, **options)
     L = len(layers)
+    kernel = REGISTRY[name].kernel
+    taken = {**options_of(name, options), "form": "feature"}  # moments: the feature form
     out = [np.eye(L) for _ in labels]  # every measure here is 1 for a layer with itself
     for i in range(L):
         for j in range(i + 1, L):
             for k, C in enumerate(moments[i].cross_leave_outs(moments[j])):
                 a, b = moments[i].stats[k], moments[j].stats[k]
-                v_ij, v_ji = KERNELS[name](a, b, C, True, options, {})
-                out[k][i, j] = v_ij
-                out[k][j, i] = v_ij if v_ji is None else v_ji
+                out[k][i, j], out[k][j, i] = kernel(a, b, _MomentPair(C), taken, (True, True))
     return out
 
 

@@ -4,15 +4,15 @@ Conventions: ``X`` is (n, d1), ``Y`` is (n, d2), rows are the same n stimuli in 
 Every function returns a similarity (higher = more similar). Asymmetric measures average over
 the neurons (or canonical directions) of ``X``, the *first* argument.
 
-Each cross-product measure is a thin wrapper around its kernel in :mod:`.kernels`, which takes
-the two layers' :class:`~._core.LayerStats` and their centred cross-product ``C = Xc.T @ Yc``;
-:func:`~.pairwise.pairwise` calls the same kernels while computing every cross-product once, so
-the single-pair functions and the all-pairs matrices agree to rounding.
+Each measure here is the all-pairs engine (:mod:`.pairwise`) run on one pair: the same
+kernels, the same per-layer statistics, the same order of the two layers, so a single-pair
+value and the entry of a matrix over the same layers are the same number to the last bit.
+The functions that return per-neuron or per-direction values read the same pair.
 
-The kernels are written once against the array API: every cross-product measure takes
-``device`` (default CUDA when available, else the CPU) and ``backend`` (``"auto"``, the
-default: torch when PyTorch is installed, else NumPy; ``"torch"``; or ``"numpy"``, the
-reference path); see :mod:`._backend`. Inputs and results are NumPy.
+The measures on activations take ``device`` (default CUDA when available, else the CPU) and
+``backend`` (``"auto"``, the default: torch when PyTorch is installed, else NumPy;
+``"torch"``; or ``"numpy"``, the reference path); see :mod:`._backend`. Inputs and results
+are NumPy.
 """
 
 from __future__ import annotations
@@ -26,47 +26,40 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..runtime import checks
 from ..runtime.device import DeviceLike
 from . import _backend
-from ._core import (
-    LayerStats,
-    as_matrix,
-    check_pair,
-    cross,
-    fill_eigs,
-    in_range,
-    standardize_pair,
-    work_dtype,
-)
-from .kernels import canonical_values as canonical_values_of
+from ._core import check_pair
+from .attention import METHODS, AttentionInput
 from .kernels import (
+    canonical_of_pairs,
     check_variance,
     full_canonical_values,
-    linear_cka_value,
     mixed_values,
-    neuron_best,
-    procrustes_value,
-    pwcca_both,
-    top_mean,
+    neuron_best_both,
 )
+from .kernels import rbf_gram as rbf_gram
+from .pairwise import Pair, one_pair, prepare_layers
+from .rsa import check_kernel_compare, weighted_rsa
 
 # --------------------------------------------------------------------------- public measures
 
 
-def _stats(X, Y, dtype=None, standardize=False, min_rows=2, device=None, backend="auto"):
-    X, Y = check_pair(X, Y, min_rows)
-    dt = work_dtype(X, Y, dtype=dtype)
-    bk = _backend.get(device, backend)
-    a = LayerStats(X, dtype=dt, name="X", backend=bk)
-    b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
-    C = cross(a, b)
-    return standardize_pair(a, b, C) if standardize else (a, b, C)
+def _pair(X, Y, dtype, device, backend) -> Pair:
+    """The engine's :class:`~.pairwise.Pair` of X and Y (prepared, in its fixed order)."""
+    a, b = prepare_layers([X, Y], ["X", "Y"], "activations", {"dtype": dtype},
+                          _backend.get(device, backend))
+    return Pair.of(a, b)
+
+
+def _first(p: Pair, values: tuple):
+    """Of a pair's values ``(of a, of b)``, the one that belongs to X (the first argument)."""
+    return values[1] if p.flipped else values[0]
 
 
 def neuron_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return a.bk.host(neuron_best(a, b, C))
+    p = _pair(X, Y, dtype, device, backend)
+    return p.a.bk.host(_first(p, neuron_best_both(p.a, p.b, p.cross())))
 
 
 def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
@@ -88,16 +81,16 @@ def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
-    return top_mean(neuron_correlations(X, Y, dtype=dtype, device=device, backend=backend),
-                     top_k)
+    return one_pair("neuronsim", X, Y, {"top_k": top_k, "dtype": dtype}, device, backend)
 
 
 def mixed_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return a.bk.host(mixed_values(a, b, C))
+    p = _pair(X, Y, dtype, device, backend)
+    x, y, C = (p.b, p.a, p.cross().T) if p.flipped else (p.a, p.b, p.cross())
+    return x.bk.host(mixed_values(x, y, C))
 
 
 def mixedsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
@@ -117,8 +110,7 @@ def mixedsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    return top_mean(mixed_correlations(X, Y, dtype=dtype, device=device, backend=backend),
-                     top_k)
+    return one_pair("mixedsim", X, Y, {"top_k": top_k, "dtype": dtype}, device, backend)
 
 
 def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *,
@@ -128,9 +120,9 @@ def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
     check_variance(variance)
-    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
-    fill_eigs([a, b])
-    return a.bk.host(canonical_values_of(a, b, C, variance, cut))
+    p = _pair(X, Y, dtype, device, backend)
+    options = {"variance": variance, "standardize": standardize, "cut": cut}
+    return p.a.bk.host(canonical_of_pairs([p], options)[0][2].rho)
 
 
 def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
@@ -164,8 +156,9 @@ def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
     repeated directions are dropped before the CCA.
     """
-    return top_mean(canonical_correlations(X, Y, variance, standardize=standardize, cut=cut,
-                                            dtype=dtype, device=device, backend=backend), top_k)
+    return one_pair("svcca", X, Y, {"variance": variance, "standardize": standardize,
+                                     "cut": cut, "top_k": top_k, "dtype": dtype},
+                    device, backend)
 
 
 def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
@@ -179,10 +172,8 @@ def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     much of X each canonical direction accounts for. Works whichever side has more neurons.
     Options as :func:`svcca`.
     """
-    check_variance(variance)
-    a, b, C = _stats(X, Y, dtype, standardize, min_rows=2, device=device, backend=backend)
-    fill_eigs([a, b])
-    return pwcca_both(a, b, C, variance, cut)[0]
+    return one_pair("pwcca", X, Y, {"variance": variance, "standardize": standardize,
+                                     "cut": cut, "dtype": dtype}, device, backend)
 
 
 @dataclass(frozen=True)
@@ -216,17 +207,19 @@ def cca(X: ArrayLike, Y: ArrayLike, *, reg: float = 0.0, dtype: DTypeLike | None
     or more stimuli.
     """
     reg = checks.number(reg, "reg", 0.0)
-    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    fill_eigs([a, b])
+    p = _pair(X, Y, dtype, device, backend)
+    a, b = p.a, p.b
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
         warnings.warn(
             f"CCA with n={a.n} stimuli and {a.d}/{b.d} neurons over-fits (correlations are "
             "biased towards 1); pass reg>0, reduce dimensions with svcca(), or use more stimuli",
             UserWarning, stacklevel=2)
-    rho = a.bk.host(full_canonical_values(a, b, C, reg))
-    if rho.size == 0:
+    rho = full_canonical_values(a, b, p.cross(np.float64), reg)
+    if rho.shape[0] == 0:
         raise ValueError("X or Y has no variance; CCA is undefined")
-    return CCAResult(float(rho.mean()), float((rho ** 2).mean()), rho)
+    mean = 1.0 if p.alike and not reg else float(a.xp.mean(rho))  # as the registered cca
+    rho = a.bk.host(rho)
+    return CCAResult(mean, float((rho ** 2).mean()), rho)
 
 
 def linear_cka(X: ArrayLike, Y: ArrayLike, *, debiased: bool = False, form: str = "auto",
@@ -251,77 +244,15 @@ def linear_cka(X: ArrayLike, Y: ArrayLike, *, debiased: bool = False, form: str 
     estimate is about ``d/(n - 1 + d)`` (d = d1 = d2), not 0 - compare against it, or use
     ``debiased=True``, whose expectation is about 0.
     """
-    X, Y = check_pair(X, Y, 4 if debiased else 2)
-    n, d1, d2 = X.shape[0], X.shape[1], Y.shape[1]
-    if form not in ("auto", "feature", "gram"):
-        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
-    if form == "gram" or (form == "auto" and n * (d1 + d2) < d1 * d2 + d1 * d1 + d2 * d2):
-        dt, bk = work_dtype(X, Y, dtype=dtype), _backend.get(device, backend)
-        a = LayerStats(X, dtype=dt, name="X", backend=bk)
-        b = LayerStats(Y, dtype=dt, name="Y", backend=bk)
-        Xc, Yc = a.centred(), b.centred()
-        K = bk.host(Xc @ Xc.T).astype(np.float64)
-        L = bk.host(Yc @ Yc.T).astype(np.float64)
-        return cka_from_grams(K, L, debiased, centred=True)
-    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return linear_cka_value(a, b, C, debiased)
-
-
-def center_gram(K: np.ndarray) -> np.ndarray:
-    K = K - K.mean(axis=0, keepdims=True)
-    return K - K.mean(axis=1, keepdims=True)
-
-
-def _hsic_u(K: np.ndarray, L: np.ndarray) -> float:
-    """Unbiased HSIC of two Gram matrices (Song et al. 2012), times n(n-3)."""
-    n = K.shape[0]
-    Kt, Lt = K.copy(), L.copy()
-    np.fill_diagonal(Kt, 0.0)
-    np.fill_diagonal(Lt, 0.0)
-    k1, l1 = Kt.sum(axis=1), Lt.sum(axis=1)
-    return float(np.sum(Kt * Lt) + k1.sum() * l1.sum() / ((n - 1.0) * (n - 2.0))
-                 - 2.0 / (n - 2.0) * (k1 @ l1))
-
-
-def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool, centred: bool = False
-                    ) -> float:
-    if debiased:
-        xy, xx, yy = _hsic_u(K, L), _hsic_u(K, K), _hsic_u(L, L)
-        if xx <= 0 or yy <= 0:
-            raise ValueError("debiased HSIC of X or Y with itself is not positive (too few "
-                             "stimuli or no variance); use more stimuli or debiased=False")
-        return in_range(xy / np.sqrt(xx * yy), -1.0, "debiased CKA")
-    if not centred:
-        K, L = center_gram(K), center_gram(L)
-    den = np.linalg.norm(K) * np.linalg.norm(L)
-    if den == 0:
-        raise ValueError("X or Y has no variance (all neurons constant); CKA is undefined")
-    return in_range(np.sum(K * L) / den, 0.0, "CKA")
-
-
-def rbf_gram(X: ArrayLike, threshold: float = 1.0) -> np.ndarray:
-    """RBF Gram matrix ``exp(-D / (2 s^2))`` of squared distances D, with
-    ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
-    convention)."""
-    A = as_matrix(X, "X", 2).astype(np.float64)
-    Xc = A - A.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
-    if threshold <= 0:
-        raise ValueError(f"threshold must be positive, got {threshold}")
-    sq = np.einsum("ij,ij->i", Xc, Xc)
-    D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Xc @ Xc.T), 0.0)
-    med = np.median(D)
-    if med == 0:
-        raise ValueError("the median squared distance between stimuli is 0 (most rows are "
-                         "identical); the RBF bandwidth is undefined")
-    return np.exp(-D / (2.0 * threshold ** 2 * med))
+    return one_pair("linear_cka", X, Y, {"debiased": debiased, "form": form, "dtype": dtype},
+                    device, backend)
 
 
 def rbf_cka(X: ArrayLike, Y: ArrayLike, threshold: float = 1.0, *, debiased: bool = False) -> float:
     """CKA with RBF kernels (Kornblith et al. 2019), bandwidth ``threshold`` times the square
     root of the median squared distance. Costs O(n^2) memory and O(n^2 d) time. Symmetric;
     invariant to orthogonal transforms, translation and isotropic scaling."""
-    X, Y = check_pair(X, Y, 4 if debiased else 2)
-    return cka_from_grams(rbf_gram(X, threshold), rbf_gram(Y, threshold), debiased)
+    return one_pair("rbf_cka", X, Y, {"threshold": threshold, "debiased": debiased})
 
 
 def procrustes(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
@@ -332,5 +263,59 @@ def procrustes(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
     ``2 - 2 * similarity`` is the squared Procrustes distance of the centred,
     unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower side).
     Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
-    a, b, C = _stats(X, Y, dtype, min_rows=2, device=device, backend=backend)
-    return procrustes_value(a, b, C)
+    return one_pair("procrustes", X, Y, {"dtype": dtype}, device, backend)
+
+
+def rsa(X: ArrayLike, Y: ArrayLike, kernel: str = "cosine", compare: str = "pearson", *,
+        weights: ArrayLike | None = None) -> float:
+    """RSA between X (n, d1) and Y (n, d2). Symmetric.
+
+    Parameters
+    ----------
+    kernel : {'cosine', 'correlation', 'euclidean'}
+        Stimulus similarity within each side: cosine similarity (Merchant et al.), Pearson
+        correlation across neurons, or (negated) Euclidean distance.
+    compare : {'pearson', 'spearman'}
+        Correlation of the two upper triangles (diagonal excluded).
+    weights : array of n non-negative integers, optional
+        Multiplicities of the stimuli, as a bootstrap resample draws them (cosine or
+        correlation kernel with Pearson only). The RSA of the resampled multiset, with the
+        pairs of two copies of one stimulus left out: those pairs are identical on both sides
+        (similarity 1 and 1), so keeping them would raise RSA for no reason.
+
+    Notes
+    -----
+    Invariant to orthogonal transforms and isotropic scaling of either side (all kernels), and
+    with the correlation kernel also to adding a constant to every neuron of a stimulus.
+    Needs at least 3 stimuli. A constant similarity matrix raises ValueError.
+    """
+    check_kernel_compare(kernel, compare)
+    if weights is not None:
+        X, Y = check_pair(X, Y, 3)
+        return weighted_rsa(X, Y, kernel, compare, weights)
+    return one_pair("rsa", X, Y, {"kernel": kernel, "compare": compare})
+
+
+def attention_similarity(A: AttentionInput, B: AttentionInput, method: str = "js", *,
+                         base: float = 2.0) -> float:
+    """Localized attention similarity of layer A to layer B (Wu et al. §3.4, App. A.4).
+
+    Parameters
+    ----------
+    A, B : list of arrays (heads, t, c), one per sentence; or :class:`AttentionLayer`
+    method : {'js', 'pearson', 'frobenius'}
+        See the module docs for each definition and its range.
+    base : float
+        Logarithm base of the JS divergence: 2 (bits, the paper) or ``np.e`` (nats, the
+        released code).
+
+    Returns
+    -------
+    float
+        Mean over A's heads of the best match in B (:func:`head_matches`); 1 for identical
+        layers under every method.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return one_pair(f"attention_{method}", A, B, {"base": base} if method == "js" else {},
+                    names=("A", "B"))

@@ -355,12 +355,3 @@ def attention_pearson(A: Sequence[np.ndarray], B: Sequence[np.ndarray]) -> float
 
 def attention_frobenius(A: Sequence[np.ndarray], B: Sequence[np.ndarray]) -> float:
     return attention_similarity(A, B, "frobenius")
-
-
-#: The reference function of every measure in :data:`~.registry.REGISTRY`.
-REFERENCE = {
-    "neuronsim": neuronsim, "mixedsim": mixedsim, "svcca": svcca, "pwcca": pwcca,
-    "linear_cka": linear_cka, "procrustes": procrustes, "cca": mean_cca, "rsa": rsa,
-    "rbf_cka": rbf_cka, "attention_js": attention_js, "attention_pearson": attention_pearson,
-    "attention_frobenius": attention_frobenius,
-}

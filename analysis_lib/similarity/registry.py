@@ -1,71 +1,179 @@
-"""One record per measure: what it is called, what it computes from, the options it takes.
+"""One record per measure: everything the library knows about it, in one place.
 
-Adding a measure is one :class:`Measure` record here (and its kernel in
-:data:`.kernels.KERNELS`, its definition in :mod:`.reference`): :func:`pairwise`, the
-bootstrap, the permutation test and the parameter checks read this table. An option passed to
-a measure that does not take it is refused by name instead of being ignored.
+A measure is one :class:`Measure` record: its name and options (with their defaults), its
+symmetry and invariances, what a layer is prepared as, which per-layer and per-pair
+quantities it reads, whether it streams or can be read from moments, its reference
+definition (:mod:`.reference`) and its fast pair kernel. The all-pairs engine
+(:mod:`.pairwise`) plans from these declarations and never names a measure; the single-pair
+functions, the bootstrap, the permutation test, the leave-out matrices, the streamed
+matrices and the parameter checks read this table too. Adding a measure is one record here,
+its kernel and its reference function. An option passed to a measure that does not take it
+is refused by name instead of being ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from . import kernels as k
+from . import reference as ref
+from .attention import attention_kernel, check_base
+from .rsa import check_rsa_options, rsa_pair
+
+#: the invariances a measure may declare: what may be done to the second layer (Y; its rows
+#: are the stimuli, its columns the neurons) without changing the value. For a symmetric
+#: measure the same holds of the first.
+INVARIANCES = {
+    "permutation": "reordering the neurons",
+    "translation": "adding a constant vector to every stimulus",
+    "isotropic_scaling": "multiplying every activation by one positive number",
+    "orthogonal": "rotating or reflecting the neurons (an orthogonal map)",
+    "invertible_linear": "any invertible linear map of the neurons",
+    "neuron_scaling": "multiplying each neuron by its own positive number",
+}
+
+
+def _nothing(options: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+def _always(options: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _never(options: Mapping[str, Any]) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A similarity measure.
+    """A similarity measure, declared.
 
     Attributes
     ----------
     name : str
         The canonical name.
-    family : {'cross_product', 'rsa', 'gram', 'attention'}
-        What the all-pairs computation builds from: the centred cross-products of two layers
-        (shared by every measure of the family), row-normalised stimulus matrices (RSA), Gram
-        matrices (RBF CKA), or per-sentence attention maps.
     symmetric : bool
         ``measure(X, Y) == measure(Y, X)``. Asymmetric measures average over the first
         argument's neurons (or heads).
-    options : tuple of str
-        Keyword options it accepts (besides ``dtype`` where the family computes products).
-    held_out : bool
-        Whether it needs rows not used to fit it (alignments do; none of these measures).
+    layer : {'activations', 'stimuli', 'rbf_gram', 'attention'}
+        What a layer is prepared as, once per layer (:data:`.pairwise.LAYER_KINDS`): its
+        centred activations and their statistics, row-normalised stimuli (RSA), an RBF Gram
+        matrix, or per-sentence attention maps.
+    kernel : callable
+        The pair kernel, ``kernel(a, b, pair, options, directions) -> (value of (a, b),
+        value of (b, a))`` (see :mod:`.kernels`).
+    reference : callable
+        The plain definition in :mod:`.reference`, ``reference(X, Y, **options)``.
+    options : mapping
+        The keyword options it takes and their defaults.
+    invariances : tuple of str
+        Keys of :data:`INVARIANCES`: the changes of the second layer that leave the value
+        unchanged (with the default options); :func:`invariant_to` asks.
+    layer_needs : callable
+        ``layer_needs(options)``: the per-layer quantities it reads, computed for every layer
+        at once before any pair (:data:`.pairwise.LAYER_QUANTITIES`).
+    pair_needs : tuple of str
+        The per-pair quantities it reads beyond the cross-products, computed for a row of
+        pairs at once and shared by every measure that names them
+        (:data:`.pairwise.PAIR_QUANTITIES`).
+    exact_products : callable
+        ``exact_products(options)``: whether its cross-products must be float64 whatever
+        the inputs' dtype (full-space CCA resolves directions that float32 products lose).
+    one_with_itself : callable
+        ``one_with_itself(options)``: whether a layer compared with itself is 1 by
+        definition (so no work is done for it).
+    streams : bool
+        Computed from batches of rows by :func:`~.streaming.stream_pairwise`.
+    from_moments : bool
+        Read from a pair's centred second moments alone (the leave-out matrices use this).
+    rows : bool
+        A layer is an (n, d) array of rows (stimuli), which the bootstrap and the
+        permutation test resample; False for per-sentence attention maps.
+    check : callable or None
+        ``check(options)`` raises on an invalid option value before any work.
     aliases : tuple of str
         Other names for it (Wu et al.'s ``ckasim``, ``svsim``, ``pwsim``).
     """
 
     name: str
-    family: str
     symmetric: bool
-    options: tuple[str, ...] = ()
-    held_out: bool = False
+    layer: str
+    kernel: Callable
+    reference: Callable
+    options: Mapping[str, Any] = field(default_factory=dict)
+    invariances: tuple[str, ...] = ()
+    layer_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] = _nothing
+    pair_needs: tuple[str, ...] = ()
+    exact_products: Callable[[Mapping[str, Any]], bool] = _never
+    one_with_itself: Callable[[Mapping[str, Any]], bool] = _always
+    streams: bool = False
+    from_moments: bool = False
+    rows: bool = True
+    check: Callable[[Mapping[str, Any]], None] | None = None
     aliases: tuple[str, ...] = ()
 
 
-_CP = "cross_product"
+_ROTATION = ("permutation", "translation", "isotropic_scaling", "orthogonal")
+_NEURONS = ("permutation", "translation", "isotropic_scaling", "neuron_scaling")
+_CANONICAL = {"variance": 0.99, "standardize": False, "cut": "reach"}
+_WORK = {"dtype": None}  # the work dtype of the cross-products (see _core.work_dtype)
+_ATTENTION = ("permutation",)  # of the heads
+
 MEASURE_TABLE: tuple[Measure, ...] = (
-    Measure("neuronsim", _CP, False, ("top_k", "dtype")),
-    Measure("mixedsim", _CP, False, ("top_k", "dtype")),
-    Measure("svcca", _CP, True, ("variance", "standardize", "cut", "top_k", "dtype"),
-            aliases=("svsim",)),
-    Measure("pwcca", _CP, False, ("variance", "standardize", "cut", "dtype"),
-            aliases=("pwsim",)),
-    Measure("linear_cka", _CP, True, ("debiased", "dtype"), aliases=("ckasim", "cka")),
-    Measure("procrustes", _CP, True, ("dtype",)),
-    Measure("cca", _CP, True, ("reg", "dtype")),
-    Measure("rsa", "rsa", True, ("kernel", "compare")),
-    Measure("rbf_cka", "gram", True, ("threshold", "debiased")),
-    Measure("attention_js", "attention", False, ("base",), aliases=("attn_js",)),
-    Measure("attention_pearson", "attention", False, (), aliases=("attn_pearson",)),
-    Measure("attention_frobenius", "attention", False, (), aliases=("attn_frobenius",)),
+    Measure("neuronsim", False, "activations", k.neuronsim_pair, ref.neuronsim,
+            {"top_k": None, **_WORK}, _NEURONS, streams=True, from_moments=True),
+    # every neuron of X regressed on all of Y: any invertible map of Y keeps its span
+    Measure("mixedsim", False, "activations", k.mixedsim_pair, ref.mixedsim,
+            {"top_k": None, **_WORK}, _NEURONS + ("orthogonal", "invertible_linear"),
+            layer_needs=lambda options: ("G", "span")),
+    Measure("svcca", True, "activations", k.svcca_pair, ref.svcca,
+            {**_CANONICAL, "top_k": None, **_WORK}, _ROTATION,
+            layer_needs=lambda options: ("G", "principal"), pair_needs=("canonical",),
+            check=k.check_canonical_options, aliases=("svsim",)),
+    # the weights sum |<h_i, x_k>| over X's own neurons: a rotation of X changes them, one
+    # of Y does not
+    Measure("pwcca", False, "activations", k.pwcca_pair, ref.pwcca,
+            {**_CANONICAL, **_WORK}, _ROTATION,
+            layer_needs=lambda options: ("G", "principal"), pair_needs=("canonical",),
+            check=k.check_canonical_options, aliases=("pwsim",)),
+    Measure("linear_cka", True, "activations", k.linear_cka_pair, ref.linear_cka,
+            {"debiased": False, "form": "auto", **_WORK}, _ROTATION,
+            layer_needs=lambda options: ("G",) if options.get("form") == "feature" else (),
+            streams=True, from_moments=True,
+            check=k.check_cka_options,
+            aliases=("ckasim", "cka")),
+    Measure("procrustes", True, "activations", k.procrustes_pair, ref.procrustes, dict(_WORK),
+            _ROTATION),
+    Measure("cca", True, "activations", k.cca_pair, ref.mean_cca, {"reg": 0.0, **_WORK},
+            _ROTATION + ("invertible_linear", "neuron_scaling"),
+            layer_needs=lambda options: ("G", "eig"), exact_products=_always,
+            one_with_itself=lambda options: not options.get("reg", 0.0),
+            check=lambda options: k.check_reg(options.get("reg", 0.0))),
+    Measure("rsa", True, "stimuli", rsa_pair, ref.rsa,
+            {"kernel": "cosine", "compare": "pearson"},
+            ("permutation", "isotropic_scaling", "orthogonal"), check=check_rsa_options),
+    Measure("rbf_cka", True, "rbf_gram", k.cka_of_prepared_grams, ref.rbf_cka,
+            {"threshold": 1.0, "debiased": False}, _ROTATION),
+    Measure("attention_js", False, "attention", attention_kernel("js"), ref.attention_js,
+            {"base": 2.0}, _ATTENTION, rows=False, check=check_base, aliases=("attn_js",)),
+    Measure("attention_pearson", False, "attention", attention_kernel("pearson"),
+            ref.attention_pearson, {}, _ATTENTION, rows=False, aliases=("attn_pearson",)),
+    Measure("attention_frobenius", False, "attention", attention_kernel("frobenius"),
+            ref.attention_frobenius, {}, _ATTENTION, rows=False, aliases=("attn_frobenius",)),
 )
 REGISTRY: dict[str, Measure] = {m.name: m for m in MEASURE_TABLE}
 ALIASES: dict[str, str] = {a: m.name for m in MEASURE_TABLE for a in m.aliases}
 MEASURES: tuple[str, ...] = tuple(REGISTRY)
-CROSS_PRODUCT_MEASURES = tuple(m.name for m in MEASURE_TABLE if m.family == _CP)
+#: the measure the all-pairs functions compute when none is named
+DEFAULT = "linear_cka"
 SYMMETRIC = {m.name for m in MEASURE_TABLE if m.symmetric}
+#: the measures :func:`~.streaming.stream_pairwise` computes from batches of rows
+STREAM_MEASURES: tuple[str, ...] = tuple(m.name for m in MEASURE_TABLE if m.streams)
+#: the measures whose leave-out matrices are read from per-group moments
+FROM_MOMENTS: tuple[str, ...] = tuple(m.name for m in MEASURE_TABLE if m.from_moments)
 
 
 def canonical(name: str) -> str:
@@ -79,8 +187,17 @@ def canonical(name: str) -> str:
     return key
 
 
+def invariant_to(name: str, invariance: str) -> bool:
+    """Whether measure ``name`` declares itself unchanged by ``invariance`` (a key of
+    :data:`INVARIANCES`)."""
+    if invariance not in INVARIANCES:
+        raise ValueError(f"unknown invariance {invariance!r}; valid: {', '.join(INVARIANCES)}")
+    return invariance in REGISTRY[canonical(name)].invariances
+
+
 def check_options(names: Sequence[str], options: Mapping[str, Any]) -> None:
-    """Refuse any option that none of the chosen measures takes, naming who would take it."""
+    """Refuse any option that none of the chosen measures takes, naming who would take it;
+    then each measure's own check of its options' values."""
     taken = {o for n in names for o in REGISTRY[n].options}
     for option in options:
         if option in taken:
@@ -90,3 +207,13 @@ def check_options(names: Sequence[str], options: Mapping[str, Any]) -> None:
                  f"no measure takes it; options are "
                  f"{sorted({o for m in MEASURE_TABLE for o in m.options})}")
         raise TypeError(f"option {option!r} is not taken by {', '.join(names)}: {where}")
+    for n in names:
+        record = REGISTRY[n]
+        if record.check is not None:
+            record.check({o: v for o, v in options.items() if o in record.options})
+
+
+def options_of(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a measure takes, from those given, with its defaults filled in."""
+    record = REGISTRY[name]
+    return {o: options.get(o, default) for o, default in record.options.items()}

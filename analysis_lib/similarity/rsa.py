@@ -26,7 +26,7 @@ from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from ..errors import UndefinedMeasure
-from ._core import as_matrix, check_pair, in_range
+from ._core import as_matrix, digest, in_range
 
 KERNELS = ("cosine", "correlation", "euclidean")
 
@@ -104,46 +104,57 @@ def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) 
                     slack=1e-9)
 
 
-def rsa(X: ArrayLike, Y: ArrayLike, kernel: str = "cosine", compare: str = "pearson", *,
-        weights: ArrayLike | None = None) -> float:
-    """RSA between X (n, d1) and Y (n, d2). Symmetric.
-
-    Parameters
-    ----------
-    kernel : {'cosine', 'correlation', 'euclidean'}
-        Stimulus similarity within each side: cosine similarity (Merchant et al.), Pearson
-        correlation across neurons, or (negated) Euclidean distance.
-    compare : {'pearson', 'spearman'}
-        Correlation of the two upper triangles (diagonal excluded).
-    weights : array of n non-negative integers, optional
-        Multiplicities of the stimuli, as a bootstrap resample draws them (cosine or
-        correlation kernel with Pearson only). The RSA of the resampled multiset, with the
-        pairs of two copies of one stimulus left out: those pairs are identical on both sides
-        (similarity 1 and 1), so keeping them would raise RSA for no reason.
-
-    Notes
-    -----
-    Invariant to orthogonal transforms and isotropic scaling of either side (all kernels), and
-    with the correlation kernel also to adding a constant to every neuron of a stimulus.
-    Needs at least 3 stimuli. A constant similarity matrix raises ValueError.
-    """
+def check_kernel_compare(kernel: str, compare: str) -> None:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if compare not in COMPARES:
         raise ValueError(f"compare must be one of {COMPARES}, got {compare!r}")
-    X, Y = check_pair(X, Y, 3)
-    if weights is not None:
-        return _rsa_weighted(X, Y, kernel, compare, weights)
-    if kernel != "euclidean" and compare == "pearson":
-        return pearson_of_upper(Stimuli(normalized_rows(X, kernel, "X")),
-                                Stimuli(normalized_rows(Y, kernel, "Y")))
-    a, b = shifted_triangle(X, kernel), shifted_triangle(Y, kernel)
-    if compare == "spearman":
-        a, b = rankdata(a), rankdata(b)
-    return pearson_vectors(a, b)
 
 
-def _rsa_weighted(X, Y, kernel, compare, weights) -> float:
+def check_rsa_options(options) -> None:
+    check_kernel_compare(options.get("kernel", "cosine"), options.get("compare", "pearson"))
+
+
+class PreparedStimuli:
+    """One layer's RSA work, done once: row-normalised stimuli and the upper triangle's
+    moments (:class:`Stimuli`; cosine or correlation kernel with Pearson comparison), or
+    the upper triangle itself (ranked for Spearman)."""
+
+    def __init__(self, X, name: str, kernel: str, compare: str):
+        X = as_matrix(X, name, min_rows=3)
+        self.n, self._source = X.shape[0], X
+        self.fast = kernel != "euclidean" and compare == "pearson"
+        if self.fast:
+            self.stimuli = Stimuli(normalized_rows(X, kernel, name))
+        else:
+            tri = shifted_triangle(X, kernel)
+            self.triangle = rankdata(tri) if compare == "spearman" else tri
+
+    def summary(self) -> bytes:
+        return digest(self._source)
+
+    digest = summary
+
+
+def prepare_stimuli(X, name: str, kernel: str = "cosine", compare: str = "pearson"
+                    ) -> PreparedStimuli:
+    """RSA's per-layer preparation (the ``stimuli`` kind of :mod:`.pairwise`)."""
+    check_kernel_compare(kernel, compare)
+    return PreparedStimuli(X, name, kernel, compare)
+
+
+def rsa_pair(a: PreparedStimuli, b: PreparedStimuli, pair, options, directions):
+    """RSA's pair kernel: the correlation of the two prepared layers' upper triangles."""
+    if a.fast:
+        value = pearson_of_upper(a.stimuli, b.stimuli)
+    else:
+        value = pearson_vectors(a.triangle, b.triangle)
+    return value, value
+
+
+def weighted_rsa(X: np.ndarray, Y: np.ndarray, kernel: str, compare: str, weights: ArrayLike
+                 ) -> float:
+    """:func:`~.measures.rsa` with ``weights`` (checked matrices ``X``, ``Y``)."""
     if kernel == "euclidean" or compare != "pearson":
         raise ValueError("weights need the cosine or correlation kernel with Pearson "
                          "comparison (the fast path); resample the rows instead")

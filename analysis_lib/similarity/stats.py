@@ -8,7 +8,7 @@ of every word row, ``Extraction.word_sentence``) to resample or shuffle whole se
 For statistics that are not one measure of two arrays (a curve over layers, a difference of
 two conditions, an average over fine-tuning seeds), the same resampling is offered on its own:
 :func:`group_weights` (a resample of whole groups as row multiplicities, for measures that take
-``weights``, such as :func:`~.rsa.rsa`), :func:`group_bootstrap` (the samples of any statistic
+``weights``, such as :func:`~.measures.rsa`), :func:`group_bootstrap` (the samples of any statistic
 of those weights), :func:`two_sample_permutation` (whole groups shuffled between two
 conditions) and :func:`p_greater` (the one-sided p-value every test here reports).
 """

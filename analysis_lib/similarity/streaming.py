@@ -23,18 +23,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from array_api_compat import array_namespace
-from array_api_compat import device as array_device
 
 from ..runtime.device import DeviceLike
 from . import _backend
 from ._backend import NUMPY, Backend
 from ._core import as_matrix
-from .kernels import best_correlations, cka_from_sums
+from .kernels import best_correlations, cka_from_sums, gram_hsic_sums, unbiased_hsic
+from .registry import STREAM_MEASURES
 
-__all__ = ["STREAM_MEASURES", "stream_pairwise"]
-
-STREAM_MEASURES = ("linear_cka", "neuronsim")
+__all__ = ["stream_pairwise"]
 
 
 class _Pair:
@@ -140,19 +137,6 @@ def _neuronsim(a: _Layer, b: _Layer, p: _Pair | None) -> tuple[float, float]:
     return float(ab.mean()), float(ba.mean())
 
 
-def _unbiased_hsic(K, L) -> float:
-    """Song et al. (2012)'s unbiased HSIC of two n x n kernel matrices (diagonals ignored),
-    on any backend."""
-    xp = array_namespace(K)
-    n = K.shape[0]
-    off = 1.0 - xp.eye(n, dtype=K.dtype, device=array_device(K))
-    K, L = K * off, L * off
-    one_K, one_L = xp.sum(K, axis=0), xp.sum(L, axis=0)
-    value = (float(xp.sum(K * L)) + float(xp.sum(one_K)) * float(xp.sum(one_L))
-             / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * float(one_K @ one_L))
-    return value / (n * (n - 3))
-
-
 def stream_pairwise(batches: Iterable[Sequence], measure: str = "linear_cka", *,
                     method: str = "exact", debiased: bool = False, device: DeviceLike = None,
                     backend: str = "auto") -> np.ndarray:
@@ -243,7 +227,9 @@ class _Minibatch(_Widths):
         if self.sums is None:
             self.sums = np.zeros((len(grams), len(grams)))
         for i, j in zip(*np.triu_indices(len(grams))):
-            self.sums[i, j] += _unbiased_hsic(grams[i], grams[j])
+            n = grams[i].shape[0]
+            self.sums[i, j] += unbiased_hsic(*gram_hsic_sums(grams[i], grams[j]), n) / (
+                n * (n - 3))
 
     def result(self) -> np.ndarray:
         if self.sums is None:
