@@ -14,10 +14,10 @@ recomputing costs K. The rows of each group are centred on the global mean, so t
 correction term is small and no digits are lost to large activation offsets.
 
 Measures read this way: :data:`~.registry.FROM_MOMENTS` (biased linear CKA and neuronsim,
-whose kernels cost little beside the products). Any other measure (Procrustes and the CCA family spend their
-time in a decomposition per pair and per group, which moments do not save), debiased CKA, or a
-layer with a neuron that is constant on some leave-out set but not on all rows (whose rounding
-rule needs the rows themselves) takes the plain path: ``leave_out_matrices_plain``, which
+whose kernels cost little beside the products). Any other measure (Procrustes and the CCA
+family spend their time in a decomposition per pair and per group, which moments do not
+save), debiased CKA, or a layer with a neuron that is constant on some leave-out set but not
+on all rows (whose rounding rule needs the rows themselves) takes the plain path: ``leave_out_matrices_plain``, which
 recomputes :func:`~.pairwise.pairwise` on each subset and is the reference the moment path is
 tested against.
 """
