@@ -17,9 +17,9 @@ Measures read this way: :data:`~.registry.FROM_MOMENTS` (biased linear CKA and n
 whose kernels cost little beside the products). Any other measure (Procrustes and the CCA
 family spend their time in a decomposition per pair and per group, which moments do not
 save), debiased CKA, or a layer with a neuron that is constant on some leave-out set but not
-on all rows (whose rounding rule needs the rows themselves) takes the plain path: ``leave_out_matrices_plain``, which
-recomputes :func:`~.pairwise.pairwise` on each subset and is the reference the moment path is
-tested against.
+on all rows (whose rounding rule needs the rows themselves) takes the plain path:
+``leave_out_matrices_plain``, which recomputes :func:`~.pairwise.pairwise` on each subset
+and is the reference the moment path is tested against.
 """
 
 from __future__ import annotations
