@@ -36,7 +36,7 @@ from .measures import (
     svcca,
 )
 from .pairwise import pairwise, pairwise_suite
-from .registry import MEASURES, REGISTRY, SYMMETRIC, Measure, canonical
+from .registry import INVARIANCES, MEASURES, REGISTRY, SYMMETRIC, Measure, canonical, invariant_to
 from .rsa import upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
 from .streaming import stream_pairwise
@@ -47,11 +47,13 @@ svsim = svcca
 pwsim = pwcca
 
 __all__ = [
-    "AttentionLayer", "BootstrapResult", "CCAResult", "MEASURES", "Measure", "PermutationResult",
+    "AttentionLayer", "BootstrapResult", "CCAResult", "INVARIANCES", "MEASURES", "Measure",
+    "PermutationResult",
     "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
     "reference",
     "canonical",
-    "canonical_correlations", "cca", "ckasim", "head_matches", "leave_out_matrices",
+    "canonical_correlations", "cca", "ckasim", "head_matches", "invariant_to",
+    "leave_out_matrices",
     "linear_cka", "localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
     "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",
