@@ -192,8 +192,6 @@ class LayerStats:
     X : array, shape (n, d)
     dtype : work dtype for the large products (see module docs).
     name : how errors name the layer.
-    out : a backend array (n, d) of the work dtype to hold the centred layer (a view into a
-        buffer shared by several layers), or None.
     backend : :class:`~._backend.Backend` the arrays live on (default NumPy).
     """
 
@@ -205,7 +203,7 @@ class LayerStats:
     #: the centred data (a backend array), None for a layer made from a Gram matrix alone
     Xc: Any
 
-    def __init__(self, X: np.ndarray | None, dtype=None, name: str = "X", out=None,
+    def __init__(self, X: np.ndarray | None, dtype=None, name: str = "X",
                  backend: Backend = NUMPY, *, gram_of: LayerStats | None = None):
         self.name, self.bk = name, backend
         self._whiteners: dict[tuple, Any] = {}
@@ -223,11 +221,7 @@ class LayerStats:
             mean = backend.asarray(np.add.reduce(X, axis=0, dtype=np.float64) / self.n)
         else:
             mean = xp.sum(dev, axis=0, dtype=xp.float64) / self.n
-        if out is None:
-            out = backend.empty(X.shape, self.dtype)
-        elif tuple(out.shape) != X.shape or out.dtype != backend.dtype(self.dtype):
-            raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; expected "
-                             f"{X.shape} and {self.dtype}")
+        out = backend.empty(X.shape, self.dtype)
         if self.dtype == np.float32 and X.dtype == np.float32:
             # subtracting the float64 mean rounded to float32 is exact for values near the
             # mean, and leaves a column offset of at most half a float32 ulp of the mean

@@ -281,8 +281,6 @@ def _is_row(x) -> bool:
         isinstance(v, (int, float, np.number)) for v in x)
 
 
-
-
 # ----------------------------------------------------------------------- layer kinds
 
 def _activations(layers: list, names: list[str], options: dict, bk) -> list[LayerStats]:
