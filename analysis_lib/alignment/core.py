@@ -12,7 +12,7 @@ from ..runtime import checks
 from ..runtime import device as devices
 from ..runtime.device import DeviceLike
 from ..similarity import reference
-from ..similarity._core import check_pair, components_of
+from ..similarity._core import LayerStats, check_pair
 
 METHODS = ("identity", "linreg", "ridge", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
 #: the methods that train a network (:mod:`.flows`; they need PyTorch)
@@ -101,15 +101,15 @@ def _center(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _whitener(Xc: np.ndarray, ridge: float, variance: float | None = None) -> np.ndarray:
     """Columns that whiten Xc within its principal directions above the rank cut, and of
-    those the ones SVCCA keeps for ``variance`` (the rule of
-    :func:`analysis_lib.similarity.reference.principal_basis`, shared with the measures)."""
-    lam, V = np.linalg.eigh(Xc.T @ Xc / len(Xc))
-    lam, V = np.clip(lam[::-1], 0.0, None), V[:, ::-1]
-    k = components_of(lam, reference.RANK_RTOL, variance)
+    those the ones SVCCA keeps for ``variance``: the measures' own whitener
+    (:meth:`analysis_lib.similarity._core.LayerStats.whitener`, the rules of
+    :func:`analysis_lib.similarity.reference.principal_basis` and, with a ridge, of
+    :func:`~analysis_lib.similarity.reference.cca`), for the covariance ``G / n``."""
+    stats = LayerStats(Xc)
+    k = stats.n_components(variance)
     if k == 0:
         raise ValueError("a representation has no variance; it cannot be aligned")
-    lam, V = lam[:k], V[:, :k]
-    return V / np.sqrt(lam + ridge * lam.mean())
+    return np.sqrt(len(Xc)) * stats.whitener(k, np.float64, ridge=ridge)
 
 
 def _fit_linreg(X, Y, ridge: float = 0.0, **_):

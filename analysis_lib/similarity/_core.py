@@ -434,15 +434,19 @@ class LayerStats:
         eigendecomposition (several layers at once: :func:`fill_span_choleskys`)."""
         return _cholesky_whitener(self.standardized().G, RANK_RTOL, self.bk)
 
-    def whitener(self, k: int, dtype=np.float64):
-        """``V_k diag(lam_k)^-1/2`` (d x k): maps the cross-product onto the orthonormal
-        basis of the top-k principal directions. Cached per (k, dtype)."""
-        key = (k, np.dtype(dtype))
+    def whitener(self, k: int, dtype=np.float64, ridge: float = 0.0):
+        """``V_k diag(lam_k + ridge mean(lam))^-1/2`` (d x k): maps the cross-product onto
+        the orthonormal basis of the top-k principal directions; with a ``ridge``, the
+        regularised form of :func:`.reference.cca` (the mean over every eigenvalue of G).
+        The CCA family of the measures and of :mod:`analysis_lib.alignment` whitens with
+        it. Cached per (k, dtype, ridge)."""
+        key = (k, np.dtype(dtype), float(ridge))
         cache = self._whiteners
         if key not in cache:
             lam, V = self.top_vectors(k)
             xp = self.xp
-            cache[key] = xp.astype(V / xp.sqrt(lam[:k]), self.bk.dtype(dtype),
+            shift = ridge * xp.mean(lam) if ridge else 0.0
+            cache[key] = xp.astype(V / xp.sqrt(lam[:k] + shift), self.bk.dtype(dtype),
                                    copy=False)
         return cache[key]
 

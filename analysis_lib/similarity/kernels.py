@@ -23,17 +23,13 @@ from numpy.typing import ArrayLike
 from ..runtime import checks
 from ._backend import NUMPY
 from ._core import LayerStats, as_matrix, in_range, span_sq_norms, standardize_pair
-from .reference import tied_runs
+from .reference import tied_runs, varying
 
 
 def valid_neurons(stats: LayerStats):
-    """Neurons with non-zero variance (constant neurons carry no signal)."""
-    return _varying(stats.sq_norms)
-
-
-def _varying(sq_norms):
-    xp = array_namespace(sq_norms)
-    return sq_norms > (xp.max(sq_norms) * 1e-20 if sq_norms.shape[0] else 0)
+    """Neurons with non-zero variance (constant neurons carry no signal): the rule of
+    :func:`.reference.varying`."""
+    return varying(stats.sq_norms)
 
 
 def neuron_best_both(a: LayerStats, b: LayerStats, C):
@@ -49,7 +45,7 @@ def best_correlations(C, sq_a, sq_b):
     neurons are left out on both sides. Shared by the in-memory and the streamed
     neuronsim."""
     xp = array_namespace(C)
-    va, vb = _varying(sq_a), _varying(sq_b)
+    va, vb = varying(sq_a), varying(sq_b)
     all_a, all_b = bool(xp.all(va)), bool(xp.all(vb))
     if not (all_a or bool(xp.any(va))) or not (all_b or bool(xp.any(vb))):
         raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
@@ -328,11 +324,10 @@ def full_canonical_values(a: LayerStats, b: LayerStats, C, reg: float):
 
 
 def _ridge_whitener(stats: LayerStats, reg: float):
-    lam, V = stats.eig
-    xp = stats.xp
-    if float(xp.sum(lam)) == 0:
+    """The ridge-regularised whitener over the layer's whole space (every direction)."""
+    if stats.rank == 0:
         raise ValueError("X or Y has no variance; CCA is undefined")
-    return V / xp.sqrt(lam + reg * xp.mean(lam))
+    return stats.whitener(stats.eig[1].shape[1], np.float64, ridge=reg)
 
 
 def check_variance(variance) -> None:

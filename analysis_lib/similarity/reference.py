@@ -44,10 +44,22 @@ def centred(X: np.ndarray) -> np.ndarray:
     return Xc
 
 
+#: a centred column whose norm is at most this share of its layer's largest column norm is
+#: constant (after :func:`centred` has zeroed the columns that are constant up to rounding)
+CONSTANT_RTOL = 1e-10
+
+
+def varying(sq_norms):
+    """Which columns vary, from their squared centred norms (NumPy or torch): the one rule
+    by which every measure leaves a constant neuron out."""
+    if not len(sq_norms):
+        return sq_norms > 0
+    return sq_norms > sq_norms.max() * CONSTANT_RTOL**2
+
+
 def _nonconstant(Xc: np.ndarray) -> np.ndarray:
-    """Which columns vary (a column is constant when its norm is negligible)."""
-    norms = np.linalg.norm(Xc, axis=0)
-    return norms > norms.max() * 1e-10 if norms.size else norms > 0
+    """Which columns of a centred layer vary (:func:`varying`)."""
+    return varying(np.sum(Xc * Xc, axis=0))
 
 
 # ----------------------------------------------------------------- neurons (Wu et al. §3.1-3.2)
