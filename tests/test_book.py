@@ -270,7 +270,7 @@ def test_domain_curves_are_sound(executed_domains):
 
 def test_seed_distributions_are_sound(executed_seeds):
     n_layers = SMOKE["model_options"]["layers"] + 1
-    n_pairs = len(SMOKE["ft_seeds"]) * (len(SMOKE["ft_seeds"]) - 1) // 2
+    n_pairs = len(SMOKE["finetune"]["seeds"]) * (len(SMOKE["finetune"]["seeds"]) - 1) // 2
     specs = _outputs(executed_seeds, "application/vnd.vegalite.v6+json")
     rows = [r for s in specs for data in s["datasets"].values() for r in data
             if "pairs" in r and "median" in r]

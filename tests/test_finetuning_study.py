@@ -1,11 +1,16 @@
 """The fine-tuning study's bookkeeping: block and band fits on planted structure, undefined
 layers, the four views, seed intervals, and the shared fine-tuning cache."""
 
+from dataclasses import fields
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib.book import prose
 from analysis_lib.studies import finetuning as study
+from analysis_lib.studies import shared
+from analysis_lib.studies.shared import FinetuneGrid
 from analysis_lib.training import loop
 
 
@@ -92,11 +97,11 @@ def test_comparisons_shapes_and_known_cells():
 
 
 def test_seed_interval_is_a_t_interval():
-    mean, low, high = study.seed_interval([1.0, 2.0, 3.0])
+    mean, low, high = shared.seed_interval([1.0, 2.0, 3.0])
     # t(0.975, 2) = 4.303; sd = 1; se = 1 / sqrt(3)
     assert mean == 2.0 and high - mean == pytest.approx(4.3027 / np.sqrt(3), rel=1e-4)
-    assert study.seed_interval([0.5]) == (0.5, 0.5, 0.5)
-    assert all(np.isnan(study.seed_interval([float("nan")])))
+    assert shared.seed_interval([0.5]) == (0.5, 0.5, 0.5)
+    assert all(np.isnan(shared.seed_interval([float("nan")])))
 
 
 @pytest.mark.slow
@@ -105,14 +110,13 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     calls = []
     real = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    grid = dict(models=["random:bert"], tasks=["tweets-sentiment"], n_train=48, epochs=0.5,
-                model_options=options)
-    assert study.cached_grid(seeds=[0, 1], **grid) is None and not calls
-    first = study.run_grid(["random:bert"], ["tweets-sentiment"], [0, 1], n_train=48,
-                           epochs=0.5, model_options=options, progress=False)
+    grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
+                            "seeds": [0, 1], "n_train": 48, "epochs": 0.5}, options)
+    assert shared.cached_grid(grid) is None and not calls
+    first = shared.run_grid(grid, progress=False)
     assert len(calls) == 2 and not first.frame.from_cache.any()
     # a page reads the runs another profile trained, and trains nothing
-    found = study.cached_grid(seeds=[0, 1, 2], **grid)  # seed 2 was never trained
+    found = shared.cached_grid(grid.only(seeds=[0, 1, 2]))  # seed 2 was never trained
     assert len(calls) == 2 and found.seeds("random:bert", "tweets-sentiment") == [0, 1]
     for seed in (0, 1):
         assert found.get("random:bert", "tweets-sentiment", seed).path == \
@@ -122,38 +126,59 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert found.task("tweets-sentiment").train.texts == \
         first.task("tweets-sentiment").train.texts
     # too few seeds cached, or another schedule: nothing to read
-    assert study.cached_grid(seeds=[0, 1, 2], min_seeds=3, **grid) is None
-    assert study.cached_grid(seeds=[0, 1], **{**grid, "epochs": 1.0}) is None
+    assert shared.cached_grid(grid.only(seeds=[0, 1, 2]), min_seeds=3) is None
+    assert shared.cached_grid(grid.only(epochs=1.0)) is None
     with pytest.raises(ValueError, match="min_seeds"):
-        study.cached_grid(seeds=[0], min_seeds=0, **grid)
+        shared.cached_grid(grid, min_seeds=0)
     assert len(calls) == 2
     # another study asks for the same models: loaded, no training step
-    again = study.run_grid(["random:bert"], ["tweets-sentiment"], [1, 0], n_train=48,
-                           epochs=0.5, model_options=options, progress=False)
+    again = shared.run_grid(grid.only(seeds=[1, 0]), progress=False)
     assert len(calls) == 2 and again.frame.from_cache.all()
     assert again.get("random:bert", "tweets-sentiment", 0).path == \
         first.get("random:bert", "tweets-sentiment", 0).path
     # a different setting is a different model
-    study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
-                   model_options=options, progress=False, freeze_bottom=1)
+    one = grid.only(seeds=[0])
+    shared.run_grid(one, progress=False, freeze_bottom=1)
     assert len(calls) == 3
     # and so is a different recipe: a paper's preset, with its own batch size and rate
-    wu = study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
-                        model_options=options, preset="wu2020", progress=False)
+    wu = shared.run_grid(one.only(preset="wu2020"), progress=False)
     assert len(calls) == 4 and not wu.frame.from_cache.any()
     config = wu.get("random:bert", "tweets-sentiment", 0).record["config"]
     assert (config["batch_size"], config["learning_rate"]) == (8, 5e-5)
     assert config["epochs"] == 0.5  # the study's schedule length, the paper's recipe
     # smaller held-out splits: the same training examples, another model and its own splits
-    small = study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
-                           model_options=options, n_heldout=40, progress=False)
-    assert len(calls) == 5 and small.n_heldout == 40
+    small = shared.run_grid(one.only(n_heldout=40), progress=False)
+    assert len(calls) == 5 and small.grid.n_heldout == 40
     task = small.task("tweets-sentiment")
     assert (len(task.train), len(task.validation), len(task.test)) == (48, 40, 40)
     assert task.train.texts == first.task("tweets-sentiment").train.texts
-    with pytest.raises(ValueError, match="unknown preset 'nope'; valid: wu2020"):
-        study.run_grid(["random:bert"], ["tweets-sentiment"], [0], n_train=48, epochs=0.5,
-                       model_options=options, preset="nope", progress=False)
+
+
+def test_the_fine_tuning_grid_is_declared_once_and_checked_by_its_own_rules():
+    """Every chapter that reads fine-tuned models declares the grid as one parameter with
+    the ``grid`` rule, and a value is checked against the rules the grid declares."""
+    from analysis_lib.book import load_profile, params
+
+    chapters = [name for name in ("finetuning", "truncation", "domains", "seeds")
+                if "finetune" in params.declared(name)]
+    assert chapters == ["finetuning", "truncation", "domains", "seeds"]
+    for name in chapters:
+        declared = params.declared(name)
+        assert declared["finetune"].rules == {"fields": FinetuneGrid.parameters()}
+        assert declared["finetune"].default == {}
+        assert not [k for k in declared if k.startswith("ft_") and k[3:] in
+                    {f.name for f in fields(FinetuneGrid)}]
+    assert FinetuneGrid.of() == FinetuneGrid()
+    larger = FinetuneGrid.from_profile(load_profile("larger"))
+    assert larger.n_train == 3000 and larger.seeds == (0, 1, 2, 3, 4)
+    assert larger.models == FinetuneGrid().models  # a field the profile leaves takes its default
+    with pytest.raises(params.ParameterError) as error:
+        FinetuneGrid.of({"seeds": [0], "epochs": 0.0, "preset": "nope", "batch": 8})
+    text = str(error.value)
+    for expected in ("finetune.seeds=[0]: needs at least 2 items", "finetune.epochs=0.0",
+                     "finetune.preset: ['nope'] not allowed", "unknown settings ['batch']"):
+        assert expected in text, expected
+    assert FinetuneGrid.of({"seeds": [3, 4]}).only(seeds=[5, 6]).seeds == (5, 6)
 
 
 def _noisy(M, rng, scale=0.01):
@@ -290,9 +315,9 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
                                         "train_loss": 1.0 / (k + 1), "validation_accuracy": a}
                                        for k, a in enumerate(accuracies)]}
 
-    runs = study.Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
+    runs = shared.Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
                                        ("m", "t", 1): Run([0.5, 0.7, 0.705]),
-                                       ("m", "t", 2): Run([0.8])}, 100)
+                                       ("m", "t", 2): Run([0.8])})
     curves = study.learning_curves(runs)
     assert len(curves) == 7 and list(curves.epoch[:3]) == [1, 2, 3]
     flagged = curves.groupby("seed").rising.agg(["min", "max"])
@@ -300,21 +325,9 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
     assert flagged["max"].to_dict() == {0: True, 1: False, 2: False}  # one epoch: no trend
     assert study.learning_curves(runs, still_rising=0.2).rising.sum() == 0
     # a record without a curve (made before curves were kept) gives no rows
-    old = study.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
-        "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()}, 100)
+    old = shared.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
+        "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()})
     assert study.learning_curves(old).empty
-
-
-def test_grid_parameters_read_a_profiles_fine_tuning_grid():
-    from analysis_lib.book import load_profile
-
-    larger = study.grid_parameters(load_profile("larger"))
-    assert larger["n_train"] == 3000 and larger["seeds"] == [0, 1, 2, 3, 4]
-    from analysis_lib.studies.shared import GRID_PARAMETERS
-
-    assert set(larger) == set(GRID_PARAMETERS.values())
-    with pytest.raises(ValueError, match="ft_epochs, ft_seeds missing"):
-        study.grid_parameters({"ft_models": ["m"], "ft_tasks": ["t"], "ft_train": 10})
 
 
 def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch):
@@ -329,12 +342,12 @@ def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch
             rows.append({"model": "m", "task": task, "seed": seed, "accuracy": accuracy,
                          "majority": 0.4})
             found[("m", task, seed)] = Run(75)
-    runs = study.Runs(pd.DataFrame(rows), found, 600)
+    runs = shared.Runs(pd.DataFrame(rows), found)
     monkeypatch.setattr(study, "frozen_head", lambda runs, models, tasks, **k: pd.DataFrame(
         {"model": "m", "task": tasks, "frozen_head": 0.7}))
     table = study.accuracy_table(runs)
     assert table.against_frozen.tolist() == ["above", "below", "overlaps"]
     assert table.steps.tolist() == [75] * 3 and table.majority.tolist() == [0.4] * 3
     np.testing.assert_allclose(table["mean"], [0.81, 0.51, 0.70])
-    said = study.frozen_sentence(table)
+    said = prose.accuracy_sentence(table)
     assert "m on below, 75 steps: 0.510" in said and "frozen head's 0.700 (below)" in said

@@ -137,3 +137,58 @@ def test_no_function_of_the_library_is_too_complex():
                              "--config", "lint.mccabe.max-complexity = 10", str(LIBRARY)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def _own_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _notebook_reads():
+    """``(notebook, module, name)`` for every ``alias.name`` a notebook's code reads from a
+    module of the studies or the book that it imports as ``alias``."""
+    import json
+
+    modules = _modules()
+    for path in sorted((LIBRARY.parent / "notebooks").glob("*.ipynb")):
+        cells = ["\n".join(line for line in "".join(c["source"]).splitlines()
+                           if not line.lstrip().startswith(("%", "!")))
+                 for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                 if c["cell_type"] == "code"]
+        trees = [ast.parse(c) for c in cells if "google.colab" not in c]
+        aliases = {}
+        for node in (n for tree in trees for n in ast.walk(tree)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    ("analysis_lib.studies", "analysis_lib.book")):
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" in modules:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for node in (n for tree in trees for n in ast.walk(tree)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases:
+                yield path.stem, aliases[node.value.id], node.attr
+
+
+def test_notebooks_read_each_name_from_the_module_that_defines_it():
+    """No study module re-exports another's names: a notebook that reads ``study.x`` reads
+    a function or table that the study defines, and takes shared ones from their home."""
+    modules = _modules()
+    reads = list(_notebook_reads())
+    assert {m for _, m, _ in reads} >= {"analysis_lib.studies.finetuning",
+                                        "analysis_lib.studies.shared"}  # the check sees them
+    foreign = sorted({(nb, m, name) for nb, m, name in reads
+                      if name not in _own_names(modules[m])})
+    assert not foreign, foreign
+
+
+def test_no_study_module_imports_names_for_others_to_read():
+    """A study imports only what it uses: no ``noqa: F401`` import kept for a notebook."""
+    for path in (LIBRARY / "studies").glob("*.py"):
+        assert "F401" not in path.read_text(encoding="utf-8"), path.name

@@ -192,10 +192,10 @@ def test_one_layer_given_as_a_list_of_rows_is_named():
 
 
 @pytest.mark.parametrize("notebook, values, message", [
-    ("finetuning", {"ft_seeds": [0, 0, 0]}, r"holds \[0\] more than once"),
+    ("finetuning", {"finetune": {"seeds": [0, 0, 0]}}, r"holds \[0\] more than once"),
     ("attention", {"duplicate_threshold": float("nan")}, "must be finite"),
-    ("finetuning", {"ft_epochs": float("nan")}, "must be finite"),
-    ("truncation", {"ft_epochs": float("inf")}, "must be finite"),
+    ("finetuning", {"finetune": {"epochs": float("nan")}}, "must be finite"),
+    ("truncation", {"finetune": {"epochs": float("inf")}}, "must be finite"),
     ("seeds", {"model_options": {"layers": 1000000}}, r"layers must lie in \[1, 128\]"),
     ("seeds", {"model_options": {"layers": 2, "hidden": 33, "heads": 2}},
      "hidden=33 must be divisible by heads=2"),

@@ -109,13 +109,13 @@ def test_every_study_with_models_accepts_packaged_and_zoo_names():
     from analysis_lib.book.params import ParameterError, check
     from analysis_lib.models.zoo import BASE
 
+    names = ["mpnet", "smollm2", "zoo:base", f"zoo:base@{BASE.checkpoints[0]}", "zoo:seed-1"]
     for notebook, key in (("representation", "models"), ("attention", "models"),
-                          ("seeds", "ft_models")):
+                          ("seeds", "finetune")):
         values = dict(check_defaults(notebook))
-        values[key] = ["mpnet", "smollm2", "zoo:base", f"zoo:base@{BASE.checkpoints[0]}",
-                       "zoo:seed-1"]
+        values[key] = {"models": names} if key == "finetune" else names
         check(values, notebook)  # no error
-        values[key] = ["zoo:nope"]
+        values[key] = {"models": ["zoo:nope"]} if key == "finetune" else ["zoo:nope"]
         with pytest.raises(ParameterError, match="no zoo model 'nope'"):
             check(values, notebook)
 
@@ -162,13 +162,18 @@ def test_every_parameter_with_names_or_ranges_is_checked_before_the_build():
 
     spec = params.declared(book.ROOT / "notebooks" / "domains.ipynb")
     values = {k: v.default for k, v in spec.items()}
-    values.update(ft_tasks=["nosuch-task"], ft_seeds=[-1],
+    values.update(finetune={"tasks": ["nosuch-task"], "seeds": [-1, 0], "epochs": "long",
+                            "n_train": 10**9, "preset": "fast", "batch": 8},
                   other_domains={"tweets-sentiment": "nosuch", "bad-task": "tweets"},
                   model_options={"layers": -1, "bogus": 3})
     with pytest.raises(params.ParameterError) as error:
         params.validate(values, spec)
     text = str(error.value)
-    for expected in ("unknown task ['nosuch-task']", "ft_seeds: items [-1] are below 0",
+    for expected in ("unknown task ['nosuch-task']", "finetune.seeds: items [-1] are below 0",
+                     "finetune.epochs='long': must be int or float",
+                     "finetune.n_train=1000000000: at most 500000",
+                     "finetune.preset: ['fast'] not allowed",
+                     "finetune: unknown settings ['batch']",
                      "unknown corpus ['nosuch']", "unknown task ['bad-task'] among the keys",
                      "unknown keys ['bogus']", "model_options: items [-1] are below 1"):
         assert expected in text, expected
@@ -191,12 +196,12 @@ def test_layer_counts_must_fit_the_model_they_apply_to(notebook, name):
     spec = params.declared(book.ROOT / "notebooks" / f"{notebook}.ipynb")
     with pytest.raises(params.ParameterError, match=rf"{name}: items \[7\] are above the 6 "
                                                     r"transformer layers of 'minilm'"):
-        params.validate({name: [2, 7], "ft_models": ["minilm"]}, spec, partial=True)
-    params.validate({name: [2, 6], "ft_models": ["minilm"]}, spec, partial=True)
-    small = {"ft_models": ["random:bert"], "model_options": {"layers": 3}}
+        params.validate({name: [2, 7], "finetune": {"models": ["minilm"]}}, spec, partial=True)
+    params.validate({name: [2, 6], "finetune": {"models": ["minilm"]}}, spec, partial=True)
+    small = {"finetune": {"models": ["random:bert"]}, "model_options": {"layers": 3}}
     with pytest.raises(params.ParameterError, match=r"\[4\] are above the 3"):
         params.validate({**small, name: [2, 4]}, spec, partial=True)
-    tiny = {"ft_models": ["random:bert"], "model_options": {"layers": 2}}
+    tiny = {"finetune": {"models": ["random:bert"]}, "model_options": {"layers": 2}}
     default = spec[name].default
     with pytest.raises(params.ParameterError, match=rf"\[{max(default)}\] are above the 2"):
         params.validate(tiny, spec, partial=True)  # the notebook's default counts on 2 layers

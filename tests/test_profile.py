@@ -98,13 +98,16 @@ def test_a_shape_build_projects_each_step_by_how_much_its_work_grows():
     """Known answer: twice the fine-tuning runs, ten times the steps and four times the
     rows scale each step's own time by its own factor; time outside steps stays."""
     from analysis_lib.book import projection
+    from analysis_lib.studies.shared import FinetuneGrid
 
-    shape = {"ft_models": ["a"], "ft_tasks": ["t"], "ft_seeds": [0], "ft_train": 32,
-             "ft_epochs": 1.0, "ft_preset": "cpu", "ft_heldout": 20, "skip_examples": 10}
-    full = {**shape, "ft_seeds": [0, 1], "ft_train": 320, "skip_examples": 40}
-    assert projection.optimizer_steps(shape) == 2 and projection.optimizer_steps(full) == 20
-    assert projection.optimizer_steps({**full, "ft_preset": "phang2021",
-                                       "ft_train": 10**6}) == 10_000  # its cap
+    grid = {"models": ["minilm"], "tasks": ["tweets-sentiment"], "seeds": [0, 1],
+            "n_train": 32, "epochs": 1.0, "preset": "cpu", "n_heldout": 20}
+    shape = {"finetune": grid, "skip_examples": 10}
+    full = {"finetune": {**grid, "seeds": [0, 1, 2, 3], "n_train": 320}, "skip_examples": 40}
+    steps = [projection.optimizer_steps(FinetuneGrid.from_profile(p)) for p in (shape, full)]
+    assert steps == [2, 20]
+    capped = FinetuneGrid.of({**grid, "preset": "phang2021", "n_train": 500_000})
+    assert projection.optimizer_steps(capped) == 10_000  # its cap
     table = _table([("truncation", "notebook", 0, 100.0), ("truncation", "extract", 2, 4.0),
                     ("truncation", "heads", 1, 10.0), ("truncation", "finetune", 1, 30.0)])
     out = projection.project(table, {"truncation": shape}, {"truncation": full}).iloc[0]

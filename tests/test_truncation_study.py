@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from analysis_lib import extract, models
+from analysis_lib.book import prose
 from analysis_lib.data import corpora, tasks
 from analysis_lib.studies import truncation as study
+from analysis_lib.studies import verdicts
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, head_logits
 from tests.conftest import TINY
@@ -126,12 +128,18 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
     # a sixth of 6 layers is one: the row that drops Phang et al.'s share of depth
     assert table.phang_share.tolist() == [True, False, False, False, False]
-    assert "equivalent" in study.depth_sentence(table)
-    assert "1 of 6 layers" in study.depth_sentence(table)
+    # the claim's units (two dropped) against the paper's share (one): depth is the cause
+    change = study.depth_change(table)
+    assert change.verdict_before.tolist() == ["opposite"]
+    assert change.verdict_after.tolist() == ["equivalent"]
+    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
     deep = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1,
                                           layers=12))
     assert deep[deep.phang_share].dropped.tolist() == [2]
-    assert "not what makes it collapse" in study.depth_sentence(deep)  # 2 of 12: opposite
+    change = study.depth_change(deep)  # 2 of 12 is both the claim's and the paper's share
+    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == \
+        "not the cause"
+    assert study.depth_change(deep.iloc[:0]).empty
 
 
 def test_findings_follow_planted_accuracies():
@@ -202,26 +210,28 @@ def _longer(by_depth, steps=500):
     return study.Longer("larger", None, by_depth, pd.DataFrame(), pd.DataFrame(), steps)
 
 
-def test_the_schedule_sentence_names_what_training_length_did():
+def test_the_schedule_change_names_what_training_length_did():
     short = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
     shows = study.untuned_by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
     narrower = study.untuned_by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
-    wider = study.untuned_by_depth(_scores(untuned_drop=0.4, tuned_drop=0.0, gain=0.1))
-    assert "not measured" in study.schedule_sentence(short, None, "larger")
-    assert "--profile larger" in study.schedule_sentence(short, None, "larger")
-    assert study.schedule_sentence(short, None, "none") == \
-        "not read: `longer_profile` is `none`"
-    said = study.schedule_sentence(short, _longer(shows))
-    assert "short run was the cause" in said and "500 optimizer steps" in said
-    assert "runs: +0.30" in said  # this page's statistic beside the longer schedule's
-    assert "both schedules" in study.schedule_sentence(shows, _longer(shows))
-    said = study.schedule_sentence(short, _longer(narrower))
-    assert "not the cause" in said and "narrows" in said
-    assert "does not narrow" in study.schedule_sentence(short, _longer(wider))
+
+    def cause(before, after):
+        change = study.schedule_change(before, _longer(after))
+        assert change.unit.tolist() == [", ".join(k) for k in
+                                        before[["model", "task"]].drop_duplicates().values]
+        return verdicts.setting_cause(change.verdict_before, change.verdict_after)
+
+    change = study.schedule_change(short, _longer(shows))
+    assert change.before.iloc[0] == pytest.approx(0.3, abs=0.01)  # two dropped layers
+    assert change.after.iloc[0] == pytest.approx(0.0, abs=0.01)
+    assert cause(short, shows) == "the cause"
+    assert cause(shows, shows) == "shows either way"
+    assert cause(short, narrower) == "not the cause"  # narrower, still beyond the effect
     mixed = pd.concat([shows.assign(task="a"), short.assign(task="b")])
-    said = study.schedule_sentence(pd.concat([short.assign(task="a"), short.assign(task="b")]),
-                                   _longer(mixed))
-    assert "neither confirmed nor ruled out" in said
+    assert cause(pd.concat([short.assign(task="a"), short.assign(task="b")]), mixed) == \
+        "undecided"
+    assert prose.missing_schedule("none") == "not read: `longer_profile` is `none`"
+    assert "--profile larger" in prose.missing_schedule("larger")
 
 
 def test_cut_curves_give_one_row_per_run_and_epoch():

@@ -169,7 +169,39 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
         verdicts.side_by_side({"default": short}, ["phang-tuned"])
 
 
-def test_schedule_cause_names_the_short_run_only_where_the_verdict_moves():
+@pytest.mark.parametrize("before, after, cause", [
+    (["opposite"], ["holds"], "the cause"),
+    (["inconclusive"], ["equivalent"], "the cause"),
+    (["opposite", "holds"], ["holds", "holds"], "the cause"),
+    (["holds"], ["equivalent"], "shows either way"),
+    (["opposite"], ["inconclusive"], "a cause"),
+    (["opposite", "opposite"], ["inconclusive", "holds"], "a cause"),
+    (["opposite"], ["opposite"], "not the cause"),
+    (["inconclusive"], ["opposite"], "not the cause"),
+    (["holds"], ["opposite"], "not the cause"),
+    (["inconclusive"], ["inconclusive"], "no contradiction"),
+    (["holds", "inconclusive"], ["holds", "inconclusive"], "no contradiction"),
+    (["opposite", "opposite"], ["opposite", "holds"], "undecided"),
+    (["opposite"], ["opposite", "inconclusive"], "undecided"),
+])
+def test_a_setting_is_named_the_cause_only_where_the_verdicts_move(before, after, cause):
+    assert verdicts.setting_cause(before, after) == cause
+    assert cause in verdicts.CAUSES
+
+
+def test_setting_cause_reads_verdicts_and_refuses_anything_else():
+    # an unchanged verdict never names the setting as the cause
+    for outcome in verdicts.OUTCOMES:
+        assert verdicts.setting_cause([outcome], [outcome]) not in ("the cause", "a cause")
+    with pytest.raises(ValueError, match="'0.3' is not a verdict"):
+        verdicts.setting_cause(["holds"], [0.3])
+    with pytest.raises(ValueError, match="at least one verdict"):
+        verdicts.setting_cause([], ["holds"])
+
+
+def test_claim_change_and_its_sentence_quote_both_settings():
+    from analysis_lib.book import prose
+
     def found(values):
         return verdicts.table([verdicts.decide("merchant-truncate", [
             verdicts.Evidence.from_values("3 of 6 layers kept", values)])])
@@ -180,12 +212,37 @@ def test_schedule_cause_names_the_short_run_only_where_the_verdict_moves():
     assert (opposite.loc["merchant-truncate", "verdict"], shown.loc["merchant-truncate",
             "verdict"], unclear.loc["merchant-truncate", "verdict"]) == \
         ("opposite", "equivalent", "inconclusive")
-    said = verdicts.schedule_cause(opposite, shown, "merchant-truncate", "larger")
-    assert "short run was the cause" in said and "with the larger schedule's" in said
-    assert "+0.150" in said  # the statistic of each setting is quoted
-    assert "a cause; more seeds" in verdicts.schedule_cause(opposite, unclear,
-                                                              "merchant-truncate")
-    assert "is not the cause" in verdicts.schedule_cause(opposite, opposite,
-                                                          "merchant-truncate")
-    assert "no cause to name" in verdicts.schedule_cause(shown, opposite,
-                                                          "merchant-truncate")
+
+    def said(before, after):
+        return prose.cause_sentence(verdicts.claim_change(before, after, "merchant-truncate"),
+                                    factor="the short schedule", varied="the longer schedule")
+
+    text = said(opposite, shown)
+    assert "so the short schedule is the cause" in text and "With the longer schedule" in text
+    assert "+0.150" in text and "as the page has it" in text  # each setting's statistic
+    assert "is a cause; more units" in said(opposite, unclear)
+    assert "is not the cause" in said(opposite, opposite)
+    assert "not the cause" in said(shown, opposite)
+    assert "no cause to name" in said(unclear, unclear)
+    with pytest.raises(KeyError, match="holds no claim"):
+        verdicts.claim_change(opposite.drop("merchant-truncate"), shown, "merchant-truncate")
+
+
+def test_changes_match_units_and_an_empty_change_is_not_measured():
+    from analysis_lib.book import prose
+
+    before = pd.DataFrame({"task": ["a", "b"], "x": [0.3, 0.2], "low": [0.2, 0.1],
+                           "high": [0.4, 0.3], "verdict": ["opposite", "opposite"]})
+    after = pd.DataFrame({"task": ["b", "a", "c"], "x": [0.0, 0.01, 0.5],
+                          "low": [-0.01, 0.0, 0.4], "high": [0.01, 0.02, 0.6],
+                          "verdict": ["equivalent", "equivalent", "opposite"]})
+    change = verdicts.changes(before, after, ["task"], "x")
+    assert change.unit.tolist() == ["a", "b"]  # c is judged on one side only
+    assert change.before.tolist() == [0.3, 0.2] and change.after.tolist() == [0.01, 0.0]
+    assert change.low.tolist() == [0.0, -0.01]
+    text = prose.cause_sentence(change, factor="depth", varied="more depth")
+    assert "a: +0.010 [+0.000, +0.020], equivalent (as the page has it: +0.300" in text
+    assert text.endswith("so depth is the cause.")
+    empty = verdicts.changes(before.iloc[:0], after, ["task"], "x")
+    assert empty.empty and "not measured" in prose.cause_sentence(empty, factor="depth",
+                                                                   varied="more depth")

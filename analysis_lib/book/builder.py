@@ -313,6 +313,8 @@ def check_models_available(chosen: dict[Path, dict[str, Any]], profile_name: str
             if param.rules.get("model") and name in values:
                 value = values[name]
                 names.update(value if isinstance(value, list) else [value])
+            if "fields" in param.rules and name in values:  # a fine-tuning grid's models
+                names.update(values[name].get("models", []))
     missing = unavailable(sorted(names))
     if missing:
         raise BuildError(

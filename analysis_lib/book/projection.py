@@ -49,21 +49,24 @@ def _count(value: Any) -> float:
     return float(len(value)) if isinstance(value, (list, tuple, dict)) else float(value)
 
 
-def optimizer_steps(parameters: Mapping[str, Any]) -> float:
-    """Optimizer steps of one fine-tuning run: ``ft_train`` examples for ``ft_epochs``
-    epochs in batches of the ``ft_preset`` recipe, capped at its ``max_steps``."""
+def optimizer_steps(grid) -> float:
+    """Optimizer steps of one fine-tuning run of a
+    :class:`~analysis_lib.studies.shared.FinetuneGrid`: ``n_train`` examples for ``epochs``
+    epochs in batches of the ``preset`` recipe, capped at its ``max_steps``."""
     from ..training.finetune import PRESETS
 
-    preset = PRESETS[parameters.get("ft_preset", "cpu")]
-    steps = math.ceil(math.ceil(parameters["ft_train"] / preset.batch_size)
-                      * parameters["ft_epochs"])
+    preset = PRESETS[grid.preset]
+    steps = math.ceil(math.ceil(grid.n_train / preset.batch_size) * grid.epochs)
     return float(min(steps, preset.max_steps) if preset.max_steps else steps)
 
 
 def sizes(notebook: str, parameters: Mapping[str, Any]) -> dict[str, float]:
     """The sizes of :data:`GROWS_WITH` for one notebook under one profile's parameters."""
+    from ..studies.shared import FinetuneGrid
+
     p = parameters
-    runs = math.prod(_count(p[k]) for k in ("ft_models", "ft_tasks", "ft_seeds") if k in p)
+    grid = FinetuneGrid.from_profile(p) if "finetune" in p else None
+    runs = (float(len(grid.models) * len(grid.tasks) * len(grid.seeds)) if grid else 1.0)
     models = _count(p["models"]) if notebook in ("representation", "attention") else runs
     resamples = {"representation": p.get("n_folds", 1),
                  "domains": _count(p.get("n_boot", 1)) + _count(p.get("n_perm", 1))}
@@ -72,8 +75,8 @@ def sizes(notebook: str, parameters: Mapping[str, Any]) -> dict[str, float]:
         "models": models,
         "pairs": models**2 if notebook in ("representation", "attention") else runs,
         "runs": runs,
-        "steps": optimizer_steps(p) if {"ft_train", "ft_epochs"} <= set(p) else 1.0,
-        "examples": p["ft_train"] + 2 * p.get("ft_heldout", 500) if "ft_train" in p else 1.0,
+        "steps": optimizer_steps(grid) if grid else 1.0,
+        "examples": float(grid.n_train + 2 * grid.n_heldout) if grid else 1.0,
         "resamples": float(resamples.get(notebook, 1)),
     }
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["glue", "listing", "values_line"]
+import pandas as pd
+
+__all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "glue", "listing",
+           "missing_schedule", "values_line"]
 
 
 def glue(name: str, value: Any) -> Any:
@@ -43,3 +46,76 @@ def listing(items: Iterable[str], none: str = "none", code: bool = True) -> str:
 def values_line(values: Mapping[str, float], digits: int = 2) -> str:
     """``neuronsim`` 0.35, ``mixedsim`` 0.51, ... for a mapping of measure to value."""
     return ", ".join(f"`{k}` {v:.{digits}f}" for k, v in values.items())
+
+
+def estimate(value: float, low: float | None = None, high: float | None = None,
+             digits: int = 3) -> str:
+    """A signed estimate with its interval: ``+0.123 [+0.101, +0.145]`` (no interval when
+    ``low`` or ``high`` is missing)."""
+    shown = f"{value:+.{digits}f}"
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return shown
+    return f"{shown} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+#: :func:`cause_sentence`'s reading of each finding of
+#: :func:`analysis_lib.studies.verdicts.setting_cause`; ``{factor}`` is the setting
+#: (``training length``), ``{change}`` what was done to it (``the longer schedule``)
+CAUSE_TEXT = {
+    "shows either way": "the claim shows both with and without {change}, so {factor} is not "
+                        "what it needs",
+    "the cause": "the claim shows with {change} and not without it, so {factor} is the cause",
+    "a cause": "{change} takes the contradiction away without showing the claim, so {factor} "
+               "is a cause; more units would say whether it is the only one",
+    "not the cause": "the claim is still contradicted with {change}, so {factor} is not the "
+                     "cause",
+    "no contradiction": "the page's own units do not contradict the claim, so there is no "
+                        "cause to name",
+    "undecided": "with {change} the units disagree or none is decided, so {factor} is neither "
+                 "confirmed nor ruled out as the cause",
+}
+
+
+def cause_sentence(change: pd.DataFrame, *, factor: str, varied: str) -> str:
+    """Whether ``factor`` is the cause of a claim that does not show, in a sentence: each
+    unit's estimate and verdict with the setting changed (``varied`` names the change, e.g.
+    ``the longer schedule``) and as the page has it, then the finding of
+    :func:`analysis_lib.studies.verdicts.setting_cause` on those verdicts. ``change``: a
+    table of :func:`~analysis_lib.studies.verdicts.changes` or
+    :func:`~analysis_lib.studies.verdicts.claim_change`; an empty one is "not measured"."""
+    from ..studies.verdicts import setting_cause
+
+    if not len(change):
+        return "not measured: no unit is judged both as the page has it and changed"
+
+    def shown(row, side: str) -> str:
+        if f"shown_{side}" in row and isinstance(row[f"shown_{side}"], str):
+            return row[f"shown_{side}"]
+        if side == "after":
+            return estimate(row["after"], row.get("low"), row.get("high"))
+        return estimate(row["before"])
+
+    units = "; ".join(
+        f"{row['unit']}: {shown(row, 'after')}, {row['verdict_after']} (as the page has it: "
+        f"{shown(row, 'before')}, {row['verdict_before']})" for _, row in change.iterrows())
+    finding = setting_cause(change.verdict_before, change.verdict_after)
+    reading = CAUSE_TEXT[finding].format(factor=factor, change=varied)
+    return f"With {varied}, {units}: {reading}."
+
+
+def missing_schedule(profile: str) -> str:
+    """What a page says where the cache holds no runs of another profile's schedule (or,
+    for ``"none"``, where the page was asked to read none: a build of that profile itself)."""
+    if profile == "none":
+        return "not read: `longer_profile` is `none`"
+    return (f"not measured: the cache holds no runs of the `{profile}` profile's schedule "
+            f"(`python -m analysis_lib book --profile {profile}` trains them)")
+
+
+def accuracy_sentence(table: pd.DataFrame) -> str:
+    """An accuracy table (:func:`analysis_lib.studies.finetuning.accuracy_table`) against
+    the frozen head, in a sentence."""
+    return "; ".join(
+        f"{r.model} on {r.task}, {r.steps} steps: {r['mean']:.3f} [{r.low:.3f}, {r.high:.3f}] "
+        f"against the frozen head's {r.frozen_head:.3f} ({r.against_frozen})"
+        for _, r in table.iterrows())

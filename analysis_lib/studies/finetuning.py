@@ -44,22 +44,17 @@ from ..similarity import (
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
 from . import verdicts
-from .shared import (  # noqa: F401  (the chapter's notebook reads them here)
-    HELD_OUT,
+from .shared import (
+    FinetuneGrid,
     Runs,
     WordLayers,
     attention_stimuli,
     cached_grid,
-    grid_parameters,
-    layer_labels,
     load_model,
-    missing_schedule,
     run_grid,
     seed_interval,
-    settings,
     stimuli,
     summarize,
-    task_for,
     word_layers,
     word_rows,
 )
@@ -257,30 +252,25 @@ def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
 # --------------------------------------------------------------------------- freezing
 
 
-def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epochs: float,
-                  seeds: Sequence[int] = (0,),
-                  model_options: Mapping[str, Any] | None = None,
-                  preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True
+def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, progress: bool = True
                   ) -> tuple[pd.DataFrame, dict[tuple[str, int, int], FineTuned]]:
-    """Fine-tune with the bottom k layers (and the embeddings, as Merchant et al.) or the top
-    k layers frozen, for each k and each of ``seeds``; ``k = 0`` is the unfrozen run (the
-    fine-tuning grid's own model, from the cache). One row per run; the models are keyed
-    ``(mode, k, seed)``."""
-    if not seeds:
-        raise ValueError("freezing_runs needs at least one seed")
+    """Fine-tune the grid's first model on its first task with the bottom k layers (and the
+    embeddings, as Merchant et al.) or the top k layers frozen, for each k and each of the
+    grid's seeds; ``k = 0`` is the unfrozen run (the grid's own model, from the cache). One
+    row per run; the models are keyed ``(mode, k, seed)``."""
+    one = grid.only(models=grid.models[:1], tasks=grid.tasks[:1])
+    model, task = one.models[0], one.tasks[0]
     rows, found = [], {}
     configs = [("none", 0)] + [(m, k) for m in ("bottom", "top") for k in ks if k > 0]
-    for (mode, k), seed in itertools.product(configs, seeds):
+    for (mode, k), seed in itertools.product(configs, one.seeds):
         changes: dict[str, Any] = {}
         if mode == "bottom":
             changes = dict(freeze_bottom=k, freeze_embeddings=True)
         elif mode == "top":
             changes = dict(freeze_top=k)
         # a frozen run keeps only what it trained (its frozen weights are the base's)
-        runs = run_grid([model], [task], [seed], n_train=n_train, epochs=epochs,
-                        model_options=model_options, preset=preset, n_heldout=n_heldout,
-                        progress=progress, store="full" if mode == "none" else "trainable",
-                        **changes)
+        runs = run_grid(one.only(seeds=(seed,)), progress=progress,
+                        store="full" if mode == "none" else "trainable", **changes)
         result = runs.get(model, task, seed)
         found[(mode, k, seed)] = result
         test = result.metrics["test"]
@@ -290,18 +280,18 @@ def freezing_runs(model: str, task: str, ks: Sequence[int], *, n_train: int, epo
     return pd.DataFrame(rows), found
 
 
-def freezing_change(found: Mapping[tuple[str, int, int], FineTuned], model: str, task: str, *,
-                    n_train: int, n_words: int, n_stimuli: int,
-                    model_options: Mapping[str, Any] | None = None,
-                    n_heldout: int = HELD_OUT, seed: int | None = None,
+def freezing_change(found: Mapping[tuple[str, int, int], FineTuned], grid: FinetuneGrid, *,
+                    n_words: int, n_stimuli: int, seed: int | None = None,
                     storage: str = "float32") -> pd.DataFrame:
-    """Per layer, linear CKA between the pretrained model and each partially frozen run
-    (``run`` is ``"none"``, ``"bottom 2"``, ...) of one fine-tuning ``seed`` (default: the
-    smallest in ``found``), on the same words (kept in ``storage``, as :func:`word_layers`)."""
+    """Per layer, linear CKA between the grid's first pretrained model and each of
+    :func:`freezing_runs`' partially frozen runs (``run`` is ``"none"``, ``"bottom 2"``,
+    ...) of one fine-tuning ``seed`` (default: the smallest in ``found``), on the same words
+    of the first task's stimuli (kept in ``storage``, as :func:`word_layers`)."""
     seed = min(s for _, _, s in found) if seed is None else seed
-    corpus = stimuli(task_for(task, n_train, n_heldout), n_stimuli)
+    corpus = stimuli(grid.task(grid.tasks[0]), n_stimuli)
     rows = word_rows(corpus, n_words)
-    base = word_layers(load_model(model, model_options), corpus, rows, storage=storage)
+    base = word_layers(load_model(grid.models[0], grid.model_options), corpus, rows,
+                       storage=storage)
     frames = []
     for (mode, k, run_seed), result in found.items():
         if run_seed != seed:
@@ -355,14 +345,6 @@ def accuracy_table(runs: Runs, *, model_options: Mapping[str, Any] | None = None
         [table["low"] > table["frozen_head"], table["high"] < table["frozen_head"]],
         ["above", "below"], "overlaps")
     return table
-
-
-def frozen_sentence(table: pd.DataFrame) -> str:
-    """:func:`accuracy_table`'s comparison with the frozen head, in a sentence."""
-    return "; ".join(
-        f"{r.model} on {r.task}, {r.steps} steps: {r['mean']:.3f} [{r.low:.3f}, {r.high:.3f}] "
-        f"against the frozen head's {r.frozen_head:.3f} ({r.against_frozen})"
-        for _, r in table.iterrows())
 
 
 def learning_curves(runs: Runs, *, still_rising: float = 0.01) -> pd.DataFrame:
@@ -575,20 +557,19 @@ class Schedule:
     findings: pd.DataFrame
 
 
-def longer_schedule(values: Mapping[str, Any], profile: str = "larger", *,
+def longer_schedule(grid: FinetuneGrid, profile: str = "larger", *,
                     n_stimuli: int | None = None) -> Schedule | None:
-    """The training-length ablation of this chapter: the fine-tuned runs of the profile
-    whose parameters are ``values`` (its ``ft_*`` and ``model_options``), read from the
-    cache and never trained; None when the cache does not hold two seeds of every run (the
-    profile has not been built). ``n_stimuli``: validation sentences for the views."""
-    grid = grid_parameters(values)
-    runs = cached_grid(**grid)
+    """The training-length ablation of this chapter: the fine-tuned runs of another
+    profile's ``grid`` (:meth:`FinetuneGrid.from_profile`), read from the cache and never
+    trained; None when the cache does not hold two seeds of every run (the profile has not
+    been built). ``n_stimuli``: validation sentences for the views."""
+    runs = cached_grid(grid)
     if runs is None:
         return None
-    options = grid.get("model_options")
+    options = grid.model_options
     views = {(model, task, "first"): view_matrices(runs, model, task,
                                                    stimuli(runs.task(task), n_stimuli),
                                                    "first", model_options=options)
-             for model in grid["models"] for task in grid["tasks"]}
+             for model in grid.models for task in grid.tasks}
     return Schedule(profile, runs, accuracy_table(runs, model_options=options),
                     learning_curves(runs), views, findings(pd.DataFrame(), views))

@@ -294,6 +294,18 @@ def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def depth_change(by_setting: pd.DataFrame) -> pd.DataFrame:
+    """``ren-depth`` at the first and at the last setting of :func:`depth_by_setting` (the
+    earliest checkpoint against the trained models; the base width against the wider
+    models): :func:`~analysis_lib.studies.verdicts.changes`, whose verdicts say whether that
+    setting is the cause of a depth pattern that does not show."""
+    column = by_setting.columns[0]
+    first, last = by_setting.iloc[[0]], by_setting.iloc[[-1]]
+    unit = f"{column} {first[column].iloc[0]} to {last[column].iloc[0]}"
+    return verdicts.changes(first.assign(unit=unit), last.assign(unit=unit), ["unit"],
+                            "L1 - top")
+
+
 def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[Evidence]:
     """Per task and pair: median over matched transformer layers of attention distance
     minus hidden-state distance (the embedding layer, with no attention, left out)."""

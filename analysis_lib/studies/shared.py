@@ -2,15 +2,16 @@
 from a task, samples of word rows, per-word layers, and means with intervals over seeds.
 
 Every fine-tuned model is trained once per (model, task, seed, settings) and found in the
-cache by the next study that asks (:func:`run_grid`); every study that samples word rows
-samples them with :func:`word_rows`, so the same seed gives the same rows everywhere.
+cache by the next study that asks (:class:`FinetuneGrid`, :func:`run_grid`); every study
+that samples word rows samples them with :func:`word_rows`, so the same seed gives the same
+rows everywhere.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..models import LoadedModel, load, random_options, zoo
 from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
+from .rules import Parameter, validate
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -48,91 +50,143 @@ def task_for(name: str, n_train: int, n_heldout: int = HELD_OUT) -> Task:
     return load_task(name, **kwargs)
 
 
-def settings(epochs: float, seed: int, preset: str = "cpu", **changes: Any) -> FinetuneConfig:
-    """The fine-tuning settings of ``preset`` (the book's own, ``cpu``: batch 16, learning
-    rate 2e-4, 10% warmup, 128 tokens; or a paper's recipe) for ``epochs`` and ``seed``, with
-    ``changes`` (freezing)."""
-    return preset_config(preset, epochs=float(epochs), seed=int(seed), **changes)
+def _setting(default: Any, kind: str, help: str, **rules: Any) -> Any:
+    """A field of :class:`FinetuneGrid`: its default, its parameter type, what it means and
+    the rules (:mod:`analysis_lib.studies.rules`) its values obey."""
+    return field(default=default, metadata={"type": kind, "help": help, "rules": rules})
+
+
+def _presets() -> tuple[str, ...]:
+    from ..training.finetune import PRESETS
+
+    return tuple(PRESETS)
+
+
+@dataclass(frozen=True)
+class FinetuneGrid:
+    """The fine-tuning grid: every (model, task, seed) fine-tuned with one recipe.
+
+    Every chapter that reads fine-tuned models takes the same grid, so each model is trained
+    once and found in the cache by the next chapter. A notebook declares it as one
+    parameter, ``finetune`` (a mapping of the fields that differ from these defaults; a
+    profile's ``finetune:``), and builds it with :meth:`of`, which checks the values against
+    the rules declared here once (:meth:`parameters`, :mod:`analysis_lib.studies.rules`).
+    ``model_options`` is the notebook's own parameter of that name: the sizes of ``random:``
+    models.
+    """
+
+    models: tuple[str, ...] = _setting(
+        ("minilm",), "list", "base models to fine-tune: 'minilm', 'random:<family>', "
+        "'zoo:<name>', hub ids or folders", model=True, min=1)
+    tasks: tuple[str, ...] = _setting(
+        ("tweets-sentiment", "bbc-topic"), "list", "tasks to fine-tune on (see the data page)",
+        task=True, min=1)
+    seeds: tuple[int, ...] = _setting(
+        (0, 1, 2), "list", "fine-tuning seeds (at least two: pairs of seeds and intervals "
+        "over seeds need them)", items=int, item_min=0, min=2)
+    n_train: int = _setting(600, "int", "training examples per task", min=16, max=500_000)
+    n_heldout: int = _setting(
+        HELD_OUT, "int", "validation and test examples per task: the stimuli and the "
+        "held-out scores of every fine-tuning study", min=20, max=5000)
+    epochs: float = _setting(2.0, "float", "training epochs", min=0.05, max=100)
+    preset: str = _setting("cpu", "str", "fine-tuning recipe: the book's own ('cpu') or a "
+                           "paper's (see the fine-tuning page, section 1)", choices=_presets())
+    model_options: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @classmethod
+    def parameters(cls) -> dict[str, Parameter]:
+        """The grid's settings with their rules (:class:`~analysis_lib.studies.rules.
+        Parameter`), which a notebook's ``finetune`` mapping is checked against (its
+        ``grid`` rule)."""
+        out = {}
+        for f in fields(cls):
+            if "type" in f.metadata:
+                default = list(f.default) if isinstance(f.default, tuple) else f.default
+                out[f.name] = Parameter(f.name, f.metadata["type"], default,
+                                        f.metadata["help"], dict(f.metadata["rules"]))
+        return out
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None = None,
+           model_options: Mapping[str, Any] | None = None) -> FinetuneGrid:
+        """The grid whose settings ``values`` changes from the defaults (a notebook's
+        ``finetune`` parameter), checked against the declared rules: one error lists every
+        problem."""
+        values = dict(values or {})
+        declared = Parameter("finetune", "dict", {}, rules={"fields": cls.parameters()})
+        validate({"finetune": values}, {"finetune": declared}, source="fine-tuning grid")
+        plain: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                 for k, v in values.items()}
+        return cls(**plain, model_options=model_options)
+
+    @classmethod
+    def from_profile(cls, profile: Mapping[str, Any]) -> FinetuneGrid:
+        """The grid a profile's values name (its ``finetune`` and ``model_options``)."""
+        return cls.of(profile.get("finetune"), profile.get("model_options"))
+
+    def task(self, name: str) -> Task:
+        """The book's split of task ``name`` at this grid's sizes (:func:`task_for`)."""
+        return task_for(name, self.n_train, self.n_heldout)
+
+    def settings(self, seed: int, **changes: Any) -> FinetuneConfig:
+        """The fine-tuning settings of one run of the grid, with ``changes`` (freezing)."""
+        return preset_config(self.preset, epochs=float(self.epochs), seed=int(seed), **changes)
+
+    def options(self, model: str) -> dict[str, Any]:
+        """The loading options of ``model`` (``model_options`` for a ``random:`` model)."""
+        return random_options(model, self.model_options)
+
+    def only(self, **changes: Any) -> FinetuneGrid:
+        """This grid with some fields replaced (one model, one task, one seed, a cut model's
+        folder...), as the studies derive their own runs from it; unlike :meth:`of`, the
+        values are not checked against the notebook rules (one seed is allowed here)."""
+        plain: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                 for k, v in changes.items()}
+        return replace(self, **plain)
 
 
 @dataclass
 class Runs:
-    """Fine-tuned models of a grid and one row per run in :attr:`frame`; ``n_train`` and
-    ``n_heldout`` are the sizes the tasks were split with."""
+    """Fine-tuned models of a grid and one row per run in :attr:`frame`."""
 
     frame: pd.DataFrame
     models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
-    n_train: int = 0
-    n_heldout: int = HELD_OUT
+    grid: FinetuneGrid = field(default_factory=FinetuneGrid)
 
     def get(self, model: str, task: str, seed: int) -> FineTuned:
         return self.models[(model, task, seed)]
 
     def task(self, name: str) -> Task:
         """The task's split these models were trained on."""
-        return task_for(name, self.n_train, self.n_heldout)
+        return self.grid.task(name)
 
     def seeds(self, model: str, task: str) -> list[int]:
         return sorted(s for m, t, s in self.models if m == model and t == task)
 
 
-def run_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
-             n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
-             preset: str = "cpu", n_heldout: int = HELD_OUT, progress: bool = True,
-             store: str = "full", **changes: Any) -> Runs:
-    """Fine-tune every model on every task with every seed (or load each from the cache).
+def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
+             **changes: Any) -> Runs:
+    """Fine-tune every model of ``grid`` on every task with every seed (or load each from
+    the cache).
 
-    ``model_options`` apply to ``random:`` models; ``preset`` names the recipe
-    (:data:`~analysis_lib.training.finetune.PRESETS`); ``n_heldout`` is the size of each
-    task's validation and test splits; ``changes`` apply to the settings (freezing);
-    ``store`` is what the cache keeps of each run (:func:`~analysis_lib.training.finetune.
-    finetune`).
+    ``changes`` apply to the settings (freezing); ``store`` is what the cache keeps of each
+    run (:func:`~analysis_lib.training.finetune.finetune`).
     """
-    if not models or not tasks or not seeds:
+    if not grid.models or not grid.tasks or not grid.seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
-    zoo_training.ensure(models)
+    zoo_training.ensure(grid.models)
     rows, found = [], {}
-    for task_name in tasks:
-        task = task_for(task_name, n_train, n_heldout)
-        for model, seed in itertools.product(models, seeds):
-            options = random_options(model, model_options)
-            result = finetune(model, task, settings(epochs, seed, preset, **changes),
-                              progress=progress, store=store, **options)
+    for task_name in grid.tasks:
+        task = grid.task(task_name)
+        for model, seed in itertools.product(grid.models, grid.seeds):
+            result = finetune(model, task, grid.settings(seed, **changes), progress=progress,
+                              store=store, **grid.options(model))
             found[(model, task_name, seed)] = result
             rows.append(_run_row(model, task_name, seed, result))
-    return Runs(pd.DataFrame(rows), found, n_train, n_heldout)
+    return Runs(pd.DataFrame(rows), found, grid)
 
 
-#: the parameters of a profile that name its fine-tuning grid, and :func:`run_grid`'s names
-GRID_PARAMETERS = {"ft_models": "models", "ft_tasks": "tasks", "ft_seeds": "seeds",
-                   "ft_train": "n_train", "ft_heldout": "n_heldout", "ft_epochs": "epochs",
-                   "ft_preset": "preset", "model_options": "model_options"}
-
-
-def grid_parameters(profile: Mapping[str, Any]) -> dict[str, Any]:
-    """The fine-tuning grid a profile's parameters name (:data:`GRID_PARAMETERS`), as
-    :func:`run_grid` and :func:`cached_grid` take it."""
-    missing = sorted(set(GRID_PARAMETERS) - {"model_options", "ft_preset", "ft_heldout"}
-                     - set(profile))
-    if missing:
-        raise ValueError(f"the profile does not name a fine-tuning grid: {', '.join(missing)} "
-                         "missing")
-    return {name: profile[key] for key, name in GRID_PARAMETERS.items() if key in profile}
-
-
-def missing_schedule(profile: str) -> str:
-    """What a page says where the cache holds no runs of another profile's schedule (or,
-    for ``"none"``, where the page was asked to read none: a build of that profile itself)."""
-    if profile == "none":
-        return "not read: `longer_profile` is `none`"
-    return (f"not measured: the cache holds no runs of the `{profile}` profile's schedule "
-            f"(`python -m analysis_lib book --profile {profile}` trains them)")
-
-
-def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
-                n_train: int, epochs: float, model_options: Mapping[str, Any] | None = None,
-                preset: str = "cpu", n_heldout: int = HELD_OUT, min_seeds: int = 2,
-                **changes: Any) -> Runs | None:
+def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Runs | None:
     """The runs of a :func:`run_grid` that the cache already holds; nothing is trained.
 
     A page reads with it the runs of a longer schedule that another profile trains (the
@@ -143,18 +197,18 @@ def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
     if min_seeds < 1:
         raise ValueError(f"min_seeds must be at least 1, got {min_seeds}")
     rows, found = [], {}
-    for task_name in tasks:
-        task = task_for(task_name, n_train, n_heldout)
-        for model in models:
+    seeds = grid.seeds
+    for task_name in grid.tasks:
+        task = grid.task(task_name)
+        for model in grid.models:
             if model.startswith("zoo:") and not zoo.is_trained(model):
                 return None
-            options = random_options(model, model_options)
             here: dict[int, FineTuned] = {}
             for k, seed in enumerate(seeds):
                 if len(here) + len(seeds) - k < min_seeds:
                     return None  # too few seeds left to look up to reach min_seeds
-                result = lookup(model, task, settings(epochs, seed, preset, **changes),
-                                **options)
+                result = lookup(model, task, grid.settings(seed, **changes),
+                                **grid.options(model))
                 if result is not None:
                     here[seed] = result
             if len(here) < min_seeds:
@@ -162,7 +216,7 @@ def cached_grid(models: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
             for seed, result in here.items():
                 found[(model, task_name, seed)] = result
                 rows.append(_run_row(model, task_name, seed, result))
-    return Runs(pd.DataFrame(rows), found, n_train, n_heldout)
+    return Runs(pd.DataFrame(rows), found, grid)
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:

@@ -29,19 +29,17 @@ import pandas as pd
 
 from ..data.tasks import Task, split_corpus
 from ..extract import SENTENCES_ONLY, extract
-from ..models import LoadedModel, random_options
+from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_head, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
 from .shared import (
-    HELD_OUT,
+    FinetuneGrid,
     Runs,
     cached_grid,
-    grid_parameters,
     load_model,
-    missing_schedule,
     run_grid,
     seed_interval,
 )
@@ -65,8 +63,10 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(logits.argmax(axis=1) == labels))
 
 
-def _probe(features: Mapping[str, list[np.ndarray]], layer: int, task: Task,
-           seed: int) -> float:
+def probe_accuracy(features: Mapping[str, list[np.ndarray]], layer: int, task: Task,
+                   seed: int) -> float:
+    """Test accuracy of the ``head="probe"`` reading of one layer: a standardised logistic
+    regression fitted on the first-token vectors of the training split."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -97,7 +97,7 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
         for config, feats, start in (("TUNED", tuned, result.model),
                                      ("TUNEDORIG", base_features, None)):
             if head == "probe":
-                rows.append((config, layer, _probe(feats, layer, task, seed)))
+                rows.append((config, layer, probe_accuracy(feats, layer, task, seed)))
                 continue
             if start is None:  # the pretrained pooler (if any) and a fresh classifier
                 start = ft.task_model(base, task.num_labels, task.regression, seed)
@@ -167,35 +167,30 @@ def score_summary(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def truncated_runs(model: str, task: str, layers: Sequence[int], *, n_train: int,
-                   epochs: float, seeds: Sequence[int] = (0,),
-                   model_options: Mapping[str, Any] | None = None, preset: str = "cpu",
-                   n_heldout: int = HELD_OUT, progress: bool = True,
+def truncated_runs(grid: FinetuneGrid, layers: Sequence[int], *, progress: bool = True,
                    cached_only: bool = False) -> pd.DataFrame:
-    """Merchant et al. Fig. 4: the pretrained model cut after layer ``k`` and then fine-tuned
-    as a whole, for each ``k`` and each fine-tuning seed; test accuracy per ``(k, seed)``
-    (cached like every fine-tuning), with the mean training loss of the first and the last
-    epoch (did it converge?) and the validation accuracy after each epoch (``curve``, the
-    learning curve: :func:`cut_curves`). ``cached_only``: the runs the cache holds, nothing
-    trained (another profile's longer schedule)."""
-    if not seeds:
-        raise ValueError("truncated_runs needs at least one seed")
-    options = random_options(model, model_options)
+    """Merchant et al. Fig. 4: the grid's first pretrained model cut after layer ``k`` and
+    then fine-tuned as a whole on the grid's first task, for each ``k`` and each of the
+    grid's seeds; test accuracy per ``(k, seed)`` (cached like every fine-tuning), with the
+    mean training loss of the first and the last epoch (did it converge?) and the validation
+    accuracy after each epoch (``curve``, the learning curve: :func:`cut_curves`).
+    ``cached_only``: the runs the cache holds, nothing trained (another profile's longer
+    schedule)."""
+    model, task = grid.models[0], grid.tasks[0]
     rows = []
     for k in layers:
-        folder = truncated_copy(model, k, **options)
-        kw: dict[str, Any] = dict(n_train=n_train, epochs=epochs, preset=preset,
-                                  n_heldout=n_heldout)
-        grid = (cached_grid([folder], [task], list(seeds), min_seeds=1, **kw) if cached_only
-                else run_grid([folder], [task], list(seeds), progress=progress, **kw))
-        if grid is None:
+        folder = truncated_copy(model, k, **grid.options(model))
+        cut = grid.only(models=(folder,), tasks=(task,), model_options=None)
+        runs = (cached_grid(cut, min_seeds=1) if cached_only
+                else run_grid(cut, progress=progress))
+        if runs is None:
             continue
-        for seed in grid.seeds(folder, task):
-            result = grid.get(folder, task, seed)
+        for seed in runs.seeds(folder, task):
+            result = runs.get(folder, task, seed)
             history = result.record["history"]
             rows.append({"layers_kept": k, "seed": seed,
                          "accuracy": result.metrics["test"]["accuracy"],
-                         "n_test": len(grid.task(task).test),
+                         "n_test": len(runs.task(task).test),
                          "first_epoch_loss": history[0]["train_loss"],
                          "last_epoch_loss": history[-1]["train_loss"],
                          "curve": [e["validation_accuracy"] for e in history
@@ -372,28 +367,22 @@ def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def depth_sentence(by_depth: pd.DataFrame) -> str:
-    """What :func:`untuned_by_depth`'s rows at Phang et al.'s share of depth say about depth
-    as the cause of an ``phang-untuned`` that does not show, in a sentence for the page."""
-    rows = by_depth[by_depth.phang_share] if len(by_depth) else by_depth
-    if not len(rows):
-        return "not measured (a model of one transformer layer has no layer to drop)"
-    k, n = int(rows.dropped.iloc[0]), int(round(rows.dropped.iloc[0] / rows.share.iloc[0]))
-    shown = "; ".join(f"{r.task} {r['full - UNTUNED']:+.3f} [{r.low:+.3f}, {r.high:+.3f}], "
-                      f"{r.verdict}" for _, r in rows.iterrows())
-    where = (f"with {k} of {n} layers dropped (the count closest to the sixth of its depth "
-             "that Phang et al. dropped)")
-    outcomes = set(rows.verdict)
-    if outcomes == {"opposite"}:
-        return (f"{where}, UNTUNED still falls short of the full model on every task "
-                f"({shown}): the model's few layers are not what makes it collapse")
-    if outcomes == {"equivalent"}:
-        shallow = ("; two layers below the top asks more of this shallow model than the "
-                   "paper asked of its own" if k < 2 else "")
-        return (f"{where}, UNTUNED is within the smallest effect of the full model on every "
-                f"task ({shown}): the claim shows at the paper's share of depth{shallow}")
-    return (f"{where}, the verdicts are mixed or inconclusive ({shown}): depth is neither "
-            "confirmed nor ruled out as the cause")
+def _at_claim(by_depth: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`untuned_by_depth` that ``phang-untuned`` reads: two layers below
+    the top (or as many as the model can drop)."""
+    return by_depth[by_depth.dropped == min(2, int(by_depth.dropped.max()))]
+
+
+def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
+    """``phang-untuned``'s units as the page reads them (two layers below the top) and at
+    Phang et al.'s share of depth (:data:`PHANG_SHARE`), per (model, task):
+    :func:`~analysis_lib.studies.verdicts.changes`, whose verdicts say whether this model's
+    depth is the cause of a claim that does not show. Empty for a model of one transformer
+    layer (no layer to drop)."""
+    if not len(by_depth):
+        return verdicts.changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
+    return verdicts.changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
+                            ["model", "task"], "full - UNTUNED")
 
 
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
@@ -441,24 +430,20 @@ class Longer:
     steps: int
 
 
-def longer_schedule(values: Mapping[str, Any], profile: str = "larger") -> Longer | None:
+def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
+                    profile: str = "larger") -> Longer | None:
     """The training-length ablation of this page's claims: the fine-tuned and the
-    cut-then-fine-tuned runs of the profile whose parameters are ``values`` (its
-    ``ft_*``, ``model_options`` and ``truncate_layers``), read from the cache and never
-    trained, scored by :func:`untuned_scores`, :func:`untuned_by_depth` and
-    :func:`findings`. None when the cache does not hold two seeds of every fine-tuned run
-    (the profile has not been built)."""
-    grid = grid_parameters(values)
-    runs = cached_grid(**grid)
+    cut-then-fine-tuned runs (at ``truncate_layers``) of another profile's ``grid``
+    (:meth:`FinetuneGrid.from_profile`), read from the cache and never trained, scored by
+    :func:`untuned_scores`, :func:`untuned_by_depth` and :func:`findings`. None when the
+    cache does not hold two seeds of every fine-tuned run (the profile has not been
+    built)."""
+    runs = cached_grid(grid)
     if runs is None:
         return None
-    model, task = grid["models"][0], grid["tasks"][0]
-    scores = untuned_scores(runs, grid["models"], grid["tasks"])
-    truncated = truncated_runs(
-        model, task, values.get("truncate_layers", []), seeds=grid["seeds"],
-        n_train=grid["n_train"], epochs=grid["epochs"], preset=grid.get("preset", "cpu"),
-        n_heldout=grid.get("n_heldout", HELD_OUT), model_options=grid.get("model_options"),
-        cached_only=True, progress=False)
+    model, task = grid.models[0], grid.tasks[0]
+    scores = untuned_scores(runs, grid.models, grid.tasks)
+    truncated = truncated_runs(grid, truncate_layers, cached_only=True, progress=False)
     full = {s: runs.get(model, task, s).metrics["test"]["accuracy"]
             for s in runs.seeds(model, task)}
     steps = runs.get(model, task, runs.seeds(model, task)[0]).record["history"][-1]["steps"]
@@ -466,37 +451,9 @@ def longer_schedule(values: Mapping[str, Any], profile: str = "larger") -> Longe
                   findings(scores, truncated=truncated, full=full), int(steps))
 
 
-def schedule_sentence(by_depth: pd.DataFrame, longer: Longer | None,
-                      profile: str = "larger") -> str:
-    """What training length does to ``phang-untuned``'s statistic (two layers below the
-    top), this page's runs (``by_depth``) against the longer schedule's, in a sentence that
-    names whether the short run is the cause of a claim that does not show."""
-    if longer is None:
-        return missing_schedule(profile)
-
-    def at_claim(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame[frame.dropped == min(2, int(frame.dropped.max()))]
-
-    both = at_claim(by_depth).merge(at_claim(longer.by_depth), on=["model", "task"],
-                                    suffixes=("", "_long"))
-    if not len(both):
-        return "not measured: the two schedules share no model and task"
-    shown = "; ".join(
-        f"{r.task} {r['full - UNTUNED_long']:+.3f} [{r.low_long:+.3f}, {r.high_long:+.3f}], "
-        f"{r.verdict_long} (this page's runs: {r['full - UNTUNED']:+.3f}, {r.verdict})"
-        for _, r in both.iterrows())
-    where = (f"after {longer.steps} optimizer steps per run (the `{longer.profile}` "
-             f"profile's schedule), full − UNTUNED two layers below the top is {shown}")
-    outcomes = set(both.verdict_long)
-    if outcomes == {"equivalent"}:
-        if set(both.verdict) == {"equivalent"}:
-            return f"{where}: the claim shows with both schedules"
-        return f"{where}: the claim shows with the longer schedule, so the short run was the cause"
-    if outcomes == {"opposite"}:
-        narrower = bool((both["full - UNTUNED_long"] < both["full - UNTUNED"]).all())
-        trend = ("the gap narrows with training, so a still longer run may close it" if narrower
-                 else "the gap does not narrow with training")
-        return (f"{where}: UNTUNED still falls short of the full model, so the short run is "
-                f"not the cause at this length ({trend})")
-    return (f"{where}: the verdicts are mixed or inconclusive, so training length is neither "
-            "confirmed nor ruled out as the cause")
+def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:
+    """``phang-untuned``'s units (two layers below the top) with this page's runs and with
+    the longer schedule's, per (model, task): :func:`~analysis_lib.studies.verdicts.changes`,
+    whose verdicts say whether the short run is the cause of a claim that does not show."""
+    return verdicts.changes(_at_claim(by_depth), _at_claim(longer.by_depth),
+                            ["model", "task"], "full - UNTUNED")

@@ -305,26 +305,72 @@ def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -
     return pd.DataFrame(rows).set_index("claim id")
 
 
-def schedule_cause(short: pd.DataFrame, longer: pd.DataFrame, claim_id: str,
-                   name: str = "longer") -> str:
-    """What a longer training schedule does to one claim's verdict (this run's findings
-    table and the longer schedule's), in a sentence that names whether the short schedule
-    is the cause of a claim that does not show."""
-    before, after = outcome_of(short, claim_id), outcome_of(longer, claim_id)
-    shown = (f"{before} with this page's runs ({short.loc[claim_id, 'what this run shows']}), "
-             f"{after} with the {name} schedule's "
-             f"({longer.loc[claim_id, 'what this run shows']})")
-    if before != "opposite":
-        return f"{shown}: this page's runs do not contradict the claim; there is no cause to name"
-    if after in ("holds", "equivalent"):
-        return (f"{shown}: the claim shows once the models are trained longer, so the short "
-                "run was the cause")
-    if after == "inconclusive":
-        return (f"{shown}: training longer takes the contradiction away without showing the "
-                "claim, so the short run is a cause; more seeds would say whether it is the "
-                "only one")
-    return (f"{shown}: training longer does not change the verdict, so the short run is not "
-            "the cause")
+#: what :func:`setting_cause` finds about one setting (training length, depth, width...) as
+#: the cause of a claim that does not show, and what each finding means
+CAUSES = {
+    "shows either way": "the claim shows with the setting as the page has it and changed",
+    "the cause": "the claim does not show as the page has it and shows with it changed",
+    "a cause": "changing it takes a contradiction away without showing the claim",
+    "not the cause": "the claim is contradicted with it changed",
+    "no contradiction": "the page's own units do not contradict the claim: nothing to explain",
+    "undecided": "with it changed, the units disagree or none is decided",
+}
+_SHOWN = frozenset({"holds", "equivalent"})
+
+
+def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
+    """Is one setting the cause of a claim that does not show? A key of :data:`CAUSES`.
+
+    ``before`` and ``after`` are the claim's verdicts (:data:`OUTCOMES`, one per unit: a
+    task, a model, the claim as a whole) with the setting as the page has it and changed
+    (trained longer, cut to the paper's share of depth, made wider). Verdicts, not raw
+    statistics, are compared, so a change that moves an estimate within its noise names no
+    cause. Every chapter asks the question through this function.
+    """
+    before, after = [str(v) for v in before], [str(v) for v in after]
+    for verdict in before + after:
+        if verdict not in OUTCOMES:
+            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(OUTCOMES)}")
+    if not before or not after:
+        raise ValueError("setting_cause needs at least one verdict before and one after")
+    if all(v in _SHOWN for v in after):
+        return "shows either way" if all(v in _SHOWN for v in before) else "the cause"
+    if all(v == "opposite" for v in after):
+        return "not the cause"
+    if "opposite" not in before:
+        return "no contradiction"
+    if "opposite" not in after:
+        return "a cause"
+    return "undecided"
+
+
+def changes(before: pd.DataFrame, after: pd.DataFrame, on: Sequence[str], estimate: str
+            ) -> pd.DataFrame:
+    """Units judged with a setting as the page has it (``before``) and changed (``after``),
+    matched on the columns ``on``; both frames hold ``estimate``, ``low``, ``high`` and
+    ``verdict`` per unit. One row per unit: ``unit`` (its ``on`` values), ``before``,
+    ``verdict_before``, ``after``, ``low``, ``high`` (the changed setting's interval) and
+    ``verdict_after``; the input of :func:`setting_cause`."""
+    if not len(before) or not len(after):
+        return pd.DataFrame(columns=["unit", "before", "verdict_before", "after", "low",
+                                     "high", "verdict_after"])
+    both = before.merge(after, on=list(on), suffixes=("_before", "_after"))
+    return pd.DataFrame({
+        "unit": both[list(on)].astype(str).agg(", ".join, axis=1),
+        "before": both[f"{estimate}_before"], "verdict_before": both.verdict_before,
+        "after": both[f"{estimate}_after"], "low": both.low_after, "high": both.high_after,
+        "verdict_after": both.verdict_after})
+
+
+def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd.DataFrame:
+    """One claim judged in two findings tables (:func:`table`: the page's runs and the runs
+    with one setting changed), as :func:`changes`' one-row table with the findings' own
+    ``what this run shows`` in place of numbers (``shown_before``, ``shown_after``)."""
+    return pd.DataFrame([{
+        "unit": claim_id, "verdict_before": outcome_of(before, claim_id),
+        "verdict_after": outcome_of(after, claim_id),
+        "shown_before": str(before.loc[claim_id, "what this run shows"]),
+        "shown_after": str(after.loc[claim_id, "what this run shows"])}])
 
 
 def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
