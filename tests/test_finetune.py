@@ -49,6 +49,15 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
     assert test["majority_baseline"] <= 0.6
     assert test["accuracy"] >= 0.9, test
     assert result.record["history"][-1]["train_loss"] < result.record["history"][0]["train_loss"]
+    # the loss curve: up to 20 points over the run's steps, ending at its last step, and the
+    # run passes the book's training gate
+    curve = result.record["loss_curve"]
+    steps = result.record["history"][-1]["steps"]
+    assert len(curve) == min(20, steps) and curve[-1]["step"] == steps
+    assert curve[-1]["train_loss"] < curve[0]["train_loss"]
+    from analysis_lib.studies import verdicts
+
+    assert verdicts.training_problem(result.record) == ""
 
 
 def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):
@@ -400,3 +409,20 @@ def test_a_folder_replaced_by_another_checkpoint_of_the_same_sizes_is_trained_ag
     shutil.copytree(second, model)
     again = finetune.finetune(str(model), task, FAST, progress=False, cache_dir=tmp_path)
     assert not again.from_cache and again.path != trained.path
+
+
+def test_the_loss_curve_has_evenly_spaced_points_that_average_every_step():
+    from analysis_lib.training.loop import LOSS_POINTS, loss_curve
+
+    losses = [float(k) for k in range(100)]
+    curve = loss_curve(losses)
+    assert len(curve) == LOSS_POINTS == 20 and curve[-1]["step"] == 100
+    assert [p["step"] for p in curve[:3]] == [5, 10, 15]
+    assert curve[0]["train_loss"] == 2.0 and curve[-1]["train_loss"] == 97.0
+    # windows cover every step once: their step-weighted means give the overall mean
+    steps = np.diff([0] + [p["step"] for p in curve])
+    assert np.dot(steps, [p["train_loss"] for p in curve]) / 100 == pytest.approx(49.5)
+    assert [p["step"] for p in loss_curve([1.0, 2.0, 3.0])] == [1, 2, 3]  # one per step
+    assert len(loss_curve(losses[:33], points=10)) == 10
+    with pytest.raises(ValueError, match="points must be at least 1"):
+        loss_curve(losses, points=0)

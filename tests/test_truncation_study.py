@@ -175,6 +175,19 @@ def test_findings_follow_planted_accuracies():
                            skips={k: v for k, v in skips.items() if k[1] == 0})
     assert found.loc["phang-skip-bottom", "verdict"] == "inconclusive"
     assert found.loc["merchant-truncate", "verdict"] == "inconclusive"
+    # a cut model that did not train gives no verdict, whatever its accuracy says
+    gate = truncated.assign(did_not_train="")
+    gate.loc[(gate.layers_kept == 3) & (gate.seed == 1), "did_not_train"] = "loss flat"
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+                           skips=skips)
+    assert found.loc["merchant-truncate", "verdict"] == "not measured"
+    assert "did not train (3 layers kept, seed 1: loss flat)" in \
+        found.loc["merchant-truncate", "what this run shows"]
+    gate.loc[gate.layers_kept == 3, "did_not_train"] = ""  # only another cut failed
+    gate.loc[gate.layers_kept == 2, "did_not_train"] = "loss flat"
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+                           skips=skips)
+    assert found.loc["merchant-truncate", "verdict"] == "equivalent"
 
 
 def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_path,

@@ -246,3 +246,33 @@ def test_changes_match_units_and_an_empty_change_is_not_measured():
     empty = verdicts.changes(before.iloc[:0], after, ["task"], "x")
     assert empty.empty and "not measured" in prose.cause_sentence(empty, factor="depth",
                                                                    varied="more depth")
+
+
+def _record(accuracy, majority, losses):
+    return {"metrics": {"validation": {"accuracy": accuracy, "majority_baseline": majority}},
+            "loss_curve": [{"step": k + 1, "train_loss": v} for k, v in enumerate(losses)]}
+
+
+def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not():
+    assert verdicts.training_problem(_record(0.80, 0.40, [1.1, 0.9, 0.5])) == ""
+    # the truncation page's cut models: loss from 1.064 to 1.031, accuracy at the majority
+    said = verdicts.training_problem(_record(0.41, 0.40, [1.064, 1.05, 1.031]))
+    assert "validation accuracy 0.410 is not 0.02 above the majority baseline 0.400" in said
+    assert "training loss went from 1.064 to 1.031, less than a 10% drop" in said
+    # each half of the rule alone
+    assert "majority" in verdicts.training_problem(_record(0.41, 0.40, [1.1, 0.5]))
+    only_loss = verdicts.training_problem(_record(0.90, 0.40, [0.50, 0.48]))
+    assert "loss" in only_loss and "majority" not in only_loss
+    # at the margins: 0.02 above the majority and a 10% drop pass
+    assert verdicts.training_problem(_record(0.52, 0.50, [1.0, 0.9])) == ""
+    # an older record without a loss curve falls back on its per-epoch losses
+    old = {"history": [{"train_loss": 1.0}, {"train_loss": 0.99}]}
+    assert "1.000 to 0.990" in verdicts.training_problem(old)
+    assert verdicts.training_problem({"history": [{"train_loss": 1.0}]}) == ""  # one point
+    found = verdicts.table([verdicts.untrained("merchant-truncate", {"seed 0": said})])
+    assert found.loc["merchant-truncate", "verdict"] == verdicts.NOT_MEASURED
+    assert found.loc["merchant-truncate", "what this run shows"].startswith(
+        "not measured: did not train (seed 0: validation accuracy")
+    # a claim not measured names no cause either way
+    assert verdicts.setting_cause(["not measured"], ["opposite"]) == "not the cause"
+    assert verdicts.setting_cause(["opposite"], ["not measured"]) == "a cause"

@@ -191,6 +191,7 @@ def truncated_runs(grid: FinetuneGrid, layers: Sequence[int], *, progress: bool 
             rows.append({"layers_kept": k, "seed": seed,
                          "accuracy": result.metrics["test"]["accuracy"],
                          "n_test": len(runs.task(task).test),
+                         "did_not_train": verdicts.training_problem(result.record),
                          "first_epoch_loss": history[0]["train_loss"],
                          "last_epoch_loss": history[-1]["train_loss"],
                          "curve": [e["validation_accuracy"] for e in history
@@ -331,11 +332,27 @@ def _truncate_evidence(truncated: pd.DataFrame | None, full: Mapping[int, float]
     difference per fine-tuning seed (``full``: the uncut model's accuracy per seed)."""
     if truncated is None or not len(truncated) or not full:
         return []
-    kept = truncated.layers_kept.unique()
-    k = int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
+    k = _half_cut(truncated, n_layers)
     cut = truncated[truncated.layers_kept == k]
     return [Evidence.from_paired(f"{k} of {n_layers} layers kept", full,
                                  dict(zip(cut.seed, cut.accuracy)))]
+
+
+def _half_cut(truncated: pd.DataFrame, n_layers: int) -> int:
+    """The number of layers kept that ``merchant-truncate`` reads: the cut closest to half
+    the model's layers."""
+    kept = truncated.layers_kept.unique()
+    return int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
+
+
+def _untrained_cuts(truncated: pd.DataFrame | None, n_layers: int) -> dict[str, str]:
+    """The cut-then-fine-tuned runs ``merchant-truncate`` reads that failed the training
+    gate (:func:`~analysis_lib.studies.verdicts.training_problem`), by run."""
+    if truncated is None or not len(truncated) or "did_not_train" not in truncated:
+        return {}
+    k = _half_cut(truncated, n_layers)
+    cut = truncated[(truncated.layers_kept == k) & (truncated.did_not_train != "")]
+    return {f"{k} layers kept, seed {r.seed}": r.did_not_train for r in cut.itertuples()}
 
 
 #: the share of depth Phang et al. drop in ``phang-untuned`` (two of RoBERTa-base's twelve)
@@ -406,9 +423,12 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
         "phang-skip-bottom": _skip_evidence(skips),
         "merchant-truncate": _truncate_evidence(truncated, full, n_layers),
     }
+    untrained = _untrained_cuts(truncated, n_layers)
     out = []
     for claim_id in CLAIM_IDS:
-        if claim_id == "phang-cka-predicts":
+        if claim_id == "merchant-truncate" and untrained:
+            out.append(verdicts.untrained(claim_id, untrained))
+        elif claim_id == "phang-cka-predicts":
             out.append(decide(claim_id, evidence[claim_id], smallest_effect=float(
                 np.arctanh(claims.get(claim_id).smallest_effect))))
         else:

@@ -37,6 +37,8 @@ from scipy import stats
 from .claims import Claim, get
 
 OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
+#: what a claim reads in place of a verdict when its runs did not train (:func:`untrained`)
+NOT_MEASURED = "not measured"
 #: the level of every verdict of the book
 ALPHA = 0.05
 
@@ -135,6 +137,8 @@ class Verdict:
     @property
     def shown(self) -> str:
         """The estimates with their intervals, one unit after another."""
+        if self.outcome == NOT_MEASURED:
+            return f"not measured: {self.reason}"
         if self.units.empty:
             return self.reason or "not measured"
         parts = []
@@ -225,6 +229,46 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
         "outcome": outcome, "note": [e.note for e in evidence]})
     return Verdict(claim, _combine(list(outcome)), units, alpha,
                    _reason(list(outcome), len(evidence)))
+
+
+#: the book's training gate (:func:`training_problem`): a fine-tuned run has trained when its
+#: validation accuracy lies at least this far above the majority baseline...
+TRAINED_ABOVE_MAJORITY = 0.02
+#: ...and its training loss fell by at least this share of its first value (the first and
+#: the last point of its loss curve, or of its per-epoch losses for an older record)
+TRAINED_LOSS_DROP = 0.10
+
+
+def training_problem(record: Mapping[str, Any]) -> str:
+    """Why a fine-tuned run did not train ("" when it did): the book's training gate, one
+    rule for every chapter. ``record`` is the run's record
+    (:attr:`analysis_lib.training.finetune.FineTuned.record`). A claim read from a run that
+    did not train gets no verdict (:func:`untrained`): its statistic compares a model that
+    has not learnt the task."""
+    problems = []
+    validation = record.get("metrics", {}).get("validation", {})
+    if "accuracy" in validation and "majority_baseline" in validation:
+        accuracy, majority = validation["accuracy"], validation["majority_baseline"]
+        if accuracy < majority + TRAINED_ABOVE_MAJORITY:
+            problems.append(f"validation accuracy {accuracy:.3f} is not "
+                            f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
+                            f"{majority:.3f}")
+    curve = record.get("loss_curve") or record.get("history", [])
+    if len(curve) >= 2:
+        first, last = float(curve[0]["train_loss"]), float(curve[-1]["train_loss"])
+        if not last <= first * (1 - TRAINED_LOSS_DROP):
+            problems.append(f"training loss went from {first:.3f} to {last:.3f}, less than "
+                            f"a {TRAINED_LOSS_DROP:.0%} drop")
+    return "; ".join(problems)
+
+
+def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
+    """The verdict of a claim whose runs did not train: none. It reads
+    :data:`NOT_MEASURED`, and says which runs failed the training gate and why
+    (``problems``: run -> :func:`training_problem`)."""
+    claim = get(claim) if isinstance(claim, str) else claim
+    why = "; ".join(f"{run}: {problem}" for run, problem in problems.items())
+    return Verdict(claim, NOT_MEASURED, _empty_units(), ALPHA, f"did not train ({why})")
 
 
 def _combine(outcomes: list[str]) -> str:
@@ -321,7 +365,8 @@ _SHOWN = frozenset({"holds", "equivalent"})
 def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
     """Is one setting the cause of a claim that does not show? A key of :data:`CAUSES`.
 
-    ``before`` and ``after`` are the claim's verdicts (:data:`OUTCOMES`, one per unit: a
+    ``before`` and ``after`` are the claim's verdicts (:data:`OUTCOMES`, or
+    :data:`NOT_MEASURED` for units that did not train, which show nothing; one per unit: a
     task, a model, the claim as a whole) with the setting as the page has it and changed
     (trained longer, cut to the paper's share of depth, made wider). Verdicts, not raw
     statistics, are compared, so a change that moves an estimate within its noise names no
@@ -329,8 +374,9 @@ def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
     """
     before, after = [str(v) for v in before], [str(v) for v in after]
     for verdict in before + after:
-        if verdict not in OUTCOMES:
-            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(OUTCOMES)}")
+        if verdict not in (*OUTCOMES, NOT_MEASURED):
+            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(OUTCOMES)} "
+                             f"or {NOT_MEASURED!r}")
     if not before or not after:
         raise ValueError("setting_cause needs at least one verdict before and one after")
     if all(v in _SHOWN for v in after):

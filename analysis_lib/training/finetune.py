@@ -222,12 +222,13 @@ def encode_split(tokenizer: PreTrainedTokenizerBase, split: Split,
 
 def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task,
           config: FinetuneConfig, *, frozen: set[str] | frozenset[str] = frozenset(),
-          progress: bool = True, device: DeviceLike = None) -> list[dict[str, float]]:
+          progress: bool = True, device: DeviceLike = None,
+          on_step=None) -> list[dict[str, float]]:
     """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
     (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history: the training loss and the validation scores after each epoch (the
     learning curve; evaluation draws no random numbers, so the weights are the same as
-    without it)."""
+    without it). ``on_step(step, loss)`` is called after every optimizer step."""
     dev = resolve(device)
     model.to(dev)
     ids = encode_split(tokenizer, task.train, config.max_length)
@@ -256,7 +257,7 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
     return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
                     warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
                     desc=f"fine-tune {task.name}", progress=progress, device=dev,
-                    on_epoch=held_out if len(task.validation) else None)
+                    on_step=on_step, on_epoch=held_out if len(task.validation) else None)
 
 
 def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: Split, *,
@@ -365,8 +366,10 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         with fork_rng(dev):
             torch.manual_seed(config.seed)
             start = time.perf_counter()
+            losses: list[float] = []
             history = train(net, base.tokenizer, task, config, frozen=frozen,
-                            progress=progress, device=dev)
+                            progress=progress, device=dev,
+                            on_step=lambda step, loss: losses.append(loss))
             seconds = time.perf_counter() - start
         kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
         # the last point of the learning curve was taken after the last step: the final
@@ -379,6 +382,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
     record = {"base_model": base.info.to_dict(), "task": task.name, "task_meta": task.meta,
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
+              "loss_curve": loop.loss_curve(losses),
               "metrics": metrics, "train_seconds": seconds,
               "train_examples": len(task.train), "device": where,
               "cpu_threads": CPU_THREADS if on_cpu else None,

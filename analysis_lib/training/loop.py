@@ -48,6 +48,23 @@ def param_groups(model: torch.nn.Module, frozen: set[str], weight_decay: float) 
             {"params": no_decay, "weight_decay": 0.0}]
 
 
+#: how many points :func:`loss_curve` gives a run (fewer when it has fewer steps)
+LOSS_POINTS = 20
+
+
+def loss_curve(losses: list[float], points: int = LOSS_POINTS) -> list[dict[str, float]]:
+    """A run's training loss at ``points`` evenly spaced steps: the per-step losses split
+    into that many consecutive windows (as equal as the step count allows), each given as
+    ``{"step": its last step, "train_loss": its mean}``. One point per step when the run
+    has fewer steps. Free to record, and enough to see a plateau, which one mean per epoch
+    hides."""
+    if points < 1:
+        raise ValueError(f"points must be at least 1, got {points}")
+    edges = np.linspace(0, len(losses), min(points, len(losses)) + 1).round().astype(int)
+    return [{"step": int(end), "train_loss": float(np.mean(losses[start:end]))}
+            for start, end in zip(edges[:-1], edges[1:])]
+
+
 def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str, torch.Tensor]]],
         *, total_steps: int, learning_rate: float, warmup_steps: int = 0,
         weight_decay: float = 0.0, frozen: set[str] | frozenset = frozenset(),
