@@ -15,6 +15,7 @@ every column centred. Asymmetric measures average over X's neurons (or heads).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def centred(X: np.ndarray) -> np.ndarray:
 CONSTANT_RTOL = 1e-10
 
 
-def varying(sq_norms):
+def varying(sq_norms: Any) -> Any:
     """Which columns vary, from their squared centred norms (NumPy or torch): the one rule
     by which every measure leaves a constant neuron out."""
     if not len(sq_norms):

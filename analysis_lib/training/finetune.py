@@ -29,6 +29,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,7 +224,7 @@ def encode_split(tokenizer: PreTrainedTokenizerBase, split: Split,
 def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task,
           config: FinetuneConfig, *, frozen: set[str] | frozenset[str] = frozenset(),
           progress: bool = True, device: DeviceLike = None,
-          on_step=None) -> list[dict[str, float]]:
+          on_step: Callable[[int, float], None] | None = None) -> list[dict[str, float]]:
     """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
     (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history: the training loss and the validation scores after each epoch (the
