@@ -339,10 +339,10 @@ def test_neurons_claim_is_invariant_to_each_measures_scale():
         found.loc["wu-neurons-differ", "what this run shows"]
 
 
-def test_without_a_jackknife_every_verdict_is_inconclusive():
+def test_without_a_jackknife_no_verdict_is_decided():
     cka = _summary(0.8, 0.3)
     found = collection.findings({"linear_cka": cka}, {}, ["linear_cka"])
-    assert set(found.verdict) == {"inconclusive"}
+    assert set(found.verdict) <= {"inconclusive", "not measured"}
 
 
 def test_jackknife_replicates_give_the_intervals(coll):

@@ -240,7 +240,7 @@ def test_findings_follow_planted_structure():
     assert found.loc["wu-ft-top-change", "verdict"] == "equivalent"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "opposite"
     assert found.loc["merchant-freeze-order", "verdict"] == "opposite"
-    assert found.loc["phang-ft-orig", "verdict"] == "inconclusive"  # not measured
+    assert found.loc["phang-ft-orig", "verdict"] == "not measured"
 
 
 def test_one_seed_gives_no_verdict():

@@ -91,17 +91,28 @@ def test_holm_adjustment_has_known_values_and_matters():
     assert (five.units.p_holds > 0.05).all()
 
 
-def test_units_that_disagree_are_inconclusive_with_counts():
-    v = decide(_claim("greater"), [Evidence("a", 0.5, 0.01), Evidence("b", -0.5, 0.01)])
-    assert v.outcome == "inconclusive"
-    assert "holds in 1" in v.reason and "opposite in 1" in v.reason
-    same = decide(_claim("greater"), [Evidence("a", 0.5, 0.01), Evidence("b", 0.6, 0.02)])
-    assert same.outcome == "holds" and "Holm over 2" in same.reason
+@pytest.mark.parametrize("estimates, outcome", [
+    ([0.5, -0.5], "mixed"),          # holds and opposite: a contradiction, not "inconclusive"
+    ([-0.5, 0.0], "mixed"),          # opposite in one unit, equivalent in the other
+    ([-0.5, 0.05], "mixed"),         # opposite in one unit, undecided in the other
+    ([0.5, 0.0], "mixed"),           # two different decided outcomes
+    ([0.5, 0.05], "inconclusive"),   # holds in one, undecided in the other: no contradiction
+    ([0.5, 0.6], "holds"),
+])
+def test_units_that_disagree_are_mixed_unless_none_contradicts(estimates, outcome):
+    # smallest effect 0.02: 0.05 +- 0.2 is undecided, 0.0 +- 0.001 is equivalent
+    se = {0.05: 0.2, 0.0: 0.001}
+    v = decide(_claim("greater"), [Evidence(f"u{k}", e, se.get(e, 0.01))
+                                   for k, e in enumerate(estimates)])
+    assert v.outcome == outcome, v.units.outcome.tolist()
+    if outcome == "mixed":
+        assert "units disagree" in v.reason and " in 1" in v.reason
+    assert outcome in verdicts.VERDICTS
 
 
-def test_nothing_measured_is_inconclusive_not_an_error():
+def test_nothing_measured_reads_not_measured_not_an_error():
     v = decide(_claim("greater"), [])
-    assert v.outcome == "inconclusive" and "not measured" in v.shown
+    assert v.outcome == "not measured" and "not measured" in v.shown
 
 
 @pytest.mark.parametrize("direction", ["greater", "less", "none"])
@@ -183,6 +194,11 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
     (["holds", "inconclusive"], ["holds", "inconclusive"], "no contradiction"),
     (["opposite", "opposite"], ["opposite", "holds"], "undecided"),
     (["opposite"], ["opposite", "inconclusive"], "undecided"),
+    (["mixed"], ["holds"], "the cause"),
+    (["mixed"], ["inconclusive"], "a cause"),
+    (["opposite"], ["mixed"], "undecided"),
+    (["holds"], ["mixed"], "no contradiction"),
+    (["not measured"], ["not measured"], "no contradiction"),
 ])
 def test_a_setting_is_named_the_cause_only_where_the_verdicts_move(before, after, cause):
     assert verdicts.setting_cause(before, after) == cause

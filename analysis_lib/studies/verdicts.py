@@ -16,7 +16,11 @@ the degrees of freedom of a t reference. :func:`decide` turns them into one verd
 
 With several units, each family of p-values (holds, opposite, equivalent) is Holm-adjusted
 over the units before it is compared with ``alpha``. The claim's verdict is the units'
-common outcome when they all agree and ``inconclusive`` (with the counts) when they do not.
+common outcome when they all agree; ``mixed`` (with the counts) when they reach different
+decided outcomes or some of them the opposite of the claim, so that a contradiction is never
+hidden as "inconclusive"; and ``inconclusive`` when some units are undecided and none
+contradicts the others. A claim with nothing to judge reads ``not measured``, as does one
+whose runs did not train (:func:`training_problem`).
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
 one unit at a time (no adjustment); tests hold the two together.
@@ -36,9 +40,15 @@ from scipy import stats
 
 from .claims import Claim, get
 
+#: a unit's outcome
 OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
-#: what a claim reads in place of a verdict when its runs did not train (:func:`untrained`)
+#: what a claim reads when the units disagree (:func:`decide`)
+MIXED = "mixed"
+#: what a claim reads in place of a verdict when nothing was measured, or its runs did not
+#: train (:func:`untrained`)
 NOT_MEASURED = "not measured"
+#: every verdict a claim can read
+VERDICTS = (*OUTCOMES, MIXED, NOT_MEASURED)
 #: the level of every verdict of the book
 ALPHA = 0.05
 
@@ -137,7 +147,7 @@ class Verdict:
     @property
     def shown(self) -> str:
         """The estimates with their intervals, one unit after another."""
-        if self.outcome == NOT_MEASURED:
+        if self.outcome == NOT_MEASURED and not self.reason.startswith("not measured"):
             return f"not measured: {self.reason}"
         if self.units.empty:
             return self.reason or "not measured"
@@ -204,7 +214,7 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     delta = claim.smallest_effect if smallest_effect is None else float(smallest_effect)
     evidence = [e for e in evidence if np.isfinite(e.estimate)]
     if not evidence:
-        return Verdict(claim, "inconclusive", _empty_units(), alpha, "not measured in this run")
+        return Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
     sign = -1.0 if claim.direction == "less" else 1.0
     est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
     se = np.array([e.se for e in evidence], dtype=np.float64)
@@ -272,7 +282,14 @@ def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
 
 
 def _combine(outcomes: list[str]) -> str:
-    return outcomes[0] if len(set(outcomes)) == 1 else "inconclusive"
+    """The claim's verdict from its units' outcomes (see the module docs)."""
+    found = set(outcomes)
+    if len(found) == 1:
+        return outcomes[0]
+    decided = found - {"inconclusive"}
+    if len(decided) > 1 or "opposite" in found:
+        return MIXED
+    return "inconclusive"
 
 
 def _reason(outcomes: list[str], m: int) -> str:
@@ -365,8 +382,8 @@ _SHOWN = frozenset({"holds", "equivalent"})
 def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
     """Is one setting the cause of a claim that does not show? A key of :data:`CAUSES`.
 
-    ``before`` and ``after`` are the claim's verdicts (:data:`OUTCOMES`, or
-    :data:`NOT_MEASURED` for units that did not train, which show nothing; one per unit: a
+    ``before`` and ``after`` are the claim's verdicts (:data:`VERDICTS`: ``mixed`` holds
+    a contradiction, ``not measured`` shows nothing; one per unit: a
     task, a model, the claim as a whole) with the setting as the page has it and changed
     (trained longer, cut to the paper's share of depth, made wider). Verdicts, not raw
     statistics, are compared, so a change that moves an estimate within its noise names no
@@ -374,18 +391,18 @@ def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
     """
     before, after = [str(v) for v in before], [str(v) for v in after]
     for verdict in before + after:
-        if verdict not in (*OUTCOMES, NOT_MEASURED):
-            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(OUTCOMES)} "
-                             f"or {NOT_MEASURED!r}")
+        if verdict not in VERDICTS:
+            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(VERDICTS)}")
     if not before or not after:
         raise ValueError("setting_cause needs at least one verdict before and one after")
+    against = {"opposite", MIXED}  # a unit, or some units, contradict the claim
     if all(v in _SHOWN for v in after):
         return "shows either way" if all(v in _SHOWN for v in before) else "the cause"
     if all(v == "opposite" for v in after):
         return "not the cause"
-    if "opposite" not in before:
+    if not against & set(before):
         return "no contradiction"
-    if "opposite" not in after:
+    if not against & set(after):
         return "a cause"
     return "undecided"
 
