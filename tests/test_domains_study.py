@@ -120,24 +120,49 @@ def test_resampled_rsa_turns_only_an_undefined_rsa_into_nan():
     assert list(frame.dropped) == [0, 0]
 
 
-def test_findings_judge_the_planted_domain_effect():
-    rng = np.random.default_rng(3)
-    sentence = np.arange(240) // 8
-    frames = []
-    for domain, noise in (("in-domain", 2.0), ("out-of-domain", 0.3)):
-        base, _ = layers_with_change(rng, 240, 0.0)
-        tuned = {s: [x + noise * (k + 1) / 3 * rng.standard_normal(x.shape)
-                     for k, x in enumerate(base)] for s in (0, 1)}
-        frame = study.bootstrap_rsa(base, tuned, sentence, n_boot=40, seed=0)
-        frames.append(frame.assign(model="m", task="t", domain=domain))
-    curves = pd.concat(frames, ignore_index=True)
-    found = study.findings(curves)
+def _top_rsa(rsa, se=0.005):
+    """Curves of two layers per (task, domain) with the given top-layer RSA."""
+    return pd.DataFrame([{"model": "m", "task": t, "domain": d, "layer": layer,
+                          "rsa": value if layer == 1 else 1.0, "se": se}
+                         for (t, d), value in rsa.items() for layer in (0, 1)])
+
+
+CROSSED = {"A": {"in-domain": "a", "out-of-domain": "b"},
+           "B": {"in-domain": "b", "out-of-domain": "a"}}
+
+
+def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
+    """Known answers: corpus b keeps RSA higher under any model (a stimulus effect of
+    0.3). Judged task by task, that effect alone would read as the claim in task A and its
+    opposite in task B; over the crossed tasks it cancels, and only a real domain effect
+    (in-domain inputs changed more, here by 0.1) shows."""
+    stimuli_only = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.8,
+                             ("B", "in-domain"): 0.8, ("B", "out-of-domain"): 0.5})
+    found = study.findings(stimuli_only, CROSSED)
     assert list(found.index) == ["merchant-domain"]
+    assert found.loc["merchant-domain", "verdict"] == "equivalent"
+    assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
+    domain = _top_rsa({("A", "in-domain"): 0.4, ("A", "out-of-domain"): 0.8,
+                       ("B", "in-domain"): 0.7, ("B", "out-of-domain"): 0.5})
+    found = study.findings(domain, CROSSED)
     assert found.loc["merchant-domain", "verdict"] == "holds"
-    # swap the domains: the in-domain tokens changed less, the claim's opposite
-    swapped = curves.assign(domain=curves.domain.map(
+    assert "+0.100" in found.loc["merchant-domain", "what this run shows"]
+    swapped = domain.assign(domain=domain.domain.map(
         {"in-domain": "out-of-domain", "out-of-domain": "in-domain"}))
-    assert study.findings(swapped).loc["merchant-domain", "verdict"] == "opposite"
+    assert study.findings(swapped, CROSSED).loc["merchant-domain", "verdict"] == "opposite"
+    # the standard error combines the four curves' errors: sqrt(4 se^2) / 2 tasks = se
+    noisy = study.findings(_top_rsa({k: v for k, v in [
+        (("A", "in-domain"), 0.4), (("A", "out-of-domain"), 0.8),
+        (("B", "in-domain"), 0.7), (("B", "out-of-domain"), 0.5)]}, se=0.2), CROSSED)
+    assert noisy.loc["merchant-domain", "verdict"] == "inconclusive"
+    # corpora that do not cross: no verdict, and the reason
+    for sources in ({"A": CROSSED["A"]},
+                    {"A": CROSSED["A"], "B": {"in-domain": "b", "out-of-domain": "c"}}):
+        assert not study.crossed(sources)
+        found = study.findings(domain, sources)
+        assert found.loc["merchant-domain", "verdict"] == "not measured"
+        assert "do not cross" in found.loc["merchant-domain", "what this run shows"]
+    assert study.crossed(CROSSED)
 
 
 def test_permutation_floor_says_when_permutations_are_too_few():

@@ -222,7 +222,8 @@ def test_findings_follow_planted_structure():
     decay = 1 - 0.1 * np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
     ft_orig = np.diag(np.linspace(1.0, 0.5, n)) + 0.1
     views = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)],
-                                    "FT-ORIG": [_noisy(ft_orig, rng) for _ in range(3)]}}
+                                    "FT-ORIG": [_noisy(ft_orig, rng) for _ in range(3)],
+                                    "ORIG-ORIG": [decay]}}
     found = study.findings(_change(0.05, rng), views, _frozen(0.80, 0.80, 0.60))
     assert list(found.index) == list(study.CLAIM_IDS)
     assert found.loc["wu-ft-top-change", "verdict"] == "holds"
@@ -233,10 +234,21 @@ def test_findings_follow_planted_structure():
     assert found.loc["merchant-freeze-order", "verdict"] == "holds"
     # a smooth decay is no block structure; no change with depth is "equivalent";
     # freezing that costs a lot is the opposite of "costs little"
-    views = {("m", "t1", "first"): {"FT-FT": [_noisy(decay, rng) for _ in range(3)]}}
+    views = {("m", "t1", "first"): {"FT-FT": [_noisy(decay, rng) for _ in range(3)],
+                                    "ORIG-ORIG": [blocks]}}
     # (Holm over six units with two degrees of freedom each needs a tight spread)
     found = study.findings(_change(0.0, rng, noise=0.001), views, _frozen(0.80, 0.60, 0.80))
-    assert found.loc["phang-blocks", "verdict"] in ("opposite", "equivalent")
+    assert found.loc["phang-blocks", "verdict"] == "opposite"  # blocks smoothed away
+    # blocks that the pretrained model already has are not fine-tuning's doing: the control
+    # condition (ORIG-ORIG) takes them away
+    inherited = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)],
+                                        "ORIG-ORIG": [blocks]}}
+    kept = study.findings(_change(0.0, rng, noise=0.001), inherited).loc["phang-blocks"]
+    assert kept["verdict"] in ("opposite", "equivalent")
+    assert "FT-FT CLS - ORIG-ORIG" in kept["what this run shows"]
+    alone = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)]}}
+    assert study.findings(_change(0.0, rng), alone).loc["phang-blocks", "verdict"] == \
+        "not measured"  # no control condition, no verdict
     assert found.loc["wu-ft-top-change", "verdict"] == "equivalent"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "opposite"
     assert found.loc["merchant-freeze-order", "verdict"] == "opposite"

@@ -19,7 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _claim(direction, delta=0.1):
     return claims.Claim("test-claim", "Wu", "nowhere", "a test", "yes", "a number",
-                        direction, delta, "because")
+                        direction, delta, "because", ("baseline", "zero"))
+
+
+def test_every_claim_names_its_control_and_the_findings_show_it():
+    for claim in claims.CLAIMS.values():
+        kind, what = claim.control
+        assert kind in claims.CONTROL_KINDS and len(what) > 10, claim.id
+    found = verdicts.table([decide("ren-inn-real", [Evidence("u", 0.1, 0.01)])])
+    assert found.loc["ren-inn-real", "control"].startswith("baseline: ridge")
+    with pytest.raises(ValueError, match="control must name its kind"):
+        claims.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "")
 
 
 def test_there_are_enough_claims_from_every_paper():

@@ -1,9 +1,12 @@
 """The papers' claims that this book tests, as data.
 
 One :class:`Claim` per claim: which paper makes it and where, what it says, the number this
-book computes to test it, the direction the claim predicts for that number, and the smallest
-effect that would matter (with the reason). Every study's findings table is keyed by these
-ids, and every verdict is drawn by one rule, :func:`analysis_lib.studies.verdicts.decide`.
+book computes to test it, the direction the claim predicts for that number, the smallest
+effect that would matter (with the reason), and the control the number is read against
+(:data:`CONTROL_KINDS`: the best simple baseline, the measure's floor, or a control
+condition), which the statistic subtracts or compares with. Every study's findings table
+is keyed by these ids, and every verdict is drawn by one rule,
+:func:`analysis_lib.studies.verdicts.decide`.
 
 A statistic is always oriented so that the claim reads as one of three statements:
 
@@ -31,6 +34,12 @@ PAPERS = {
            "transformers' representations",
 }
 DIRECTIONS = ("greater", "less", "none")
+#: what a claim's statistic is read against: a simple alternative it must beat
+#: (``baseline``: ridge for a fitted map, the full model for a cut one, no relation for a
+#: correlation), the value the measure gives unrelated inputs at the page's sizes
+#: (``floor``), or the same models in a control condition (``condition``: another layer,
+#: the pretrained model, the other task's model on the same stimuli)
+CONTROL_KINDS = ("baseline", "floor", "condition")
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class Claim:
     direction: str
     smallest_effect: float
     why: str
+    control: tuple[str, str] = ("", "")
 
     def __post_init__(self):
         if self.paper not in PAPERS:
@@ -57,6 +67,9 @@ class Claim:
         if not self.smallest_effect >= 0:
             raise ValueError(f"claim {self.id!r}: smallest_effect must be >= 0, "
                              f"got {self.smallest_effect!r}")
+        if self.control[0] not in CONTROL_KINDS or not self.control[1]:
+            raise ValueError(f"claim {self.id!r}: control must name its kind (one of "
+                             f"{CONTROL_KINDS}) and what it is, got {self.control!r}")
 
 
 _SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
@@ -70,7 +83,8 @@ _CLAIMS = [
           "layers of one model are more similar to each other than to other models' layers",
           "yes, under every measure",
           "mean linear CKA within a model minus across models (pretrained models)",
-          "greater", 0.02, _SIM),
+          "greater", 0.02, _SIM,
+          control=("condition", "layers of the other models: across-model CKA")),
     Claim("wu-neurons-differ", "Wu", "§5.1, Fig. 1-2",
           "across models, representations are similar while single neurons are not",
           "representation-level measures high across models, neuronsim low",
@@ -78,20 +92,26 @@ _CLAIMS = [
           "for neuronsim (a ratio of one measure with itself, so the two scales never meet)",
           "greater", 0.05,
           "a 0.05 difference of ratios is a 5% shift of the across-model level relative to "
-          "the within-model level; less is within the spread of either ratio"),
+          "the within-model level; less is within the spread of either ratio",
+          control=("condition", "each measure's own within-model level (the ratio); the word-"
+                               "identity floor is shown on the page, not subtracted")),
     Claim("wu-lower-layers", "Wu", "§5.1, Fig. 1",
           "lower layers are more similar across models than higher layers",
           "yes", "mean linear CKA across models, lower half of each model's layers minus "
-                 "upper half", "greater", 0.02, _SIM),
+                 "upper half", "greater", 0.02, _SIM,
+          control=("condition", "the upper half of the same models' layers")),
     Claim("wu-adjacent", "Wu", "§5.1, Fig. 1",
           "adjacent layers of a model are the most similar",
           "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
-          "greater", 0.02, _SIM),
+          "greater", 0.02, _SIM,
+          control=("condition", "layers of the same model further apart")),
     Claim("wu-family", "Wu", "§5.1, Fig. 2",
           "models of one family (architecture and objective) are more similar",
           "yes: within-family more similar; the objective matters",
           "mean linear CKA across two bidirectional encoders minus across an encoder and a "
-          "left-to-right decoder", "greater", 0.02, _SIM),
+          "left-to-right decoder", "greater", 0.02, _SIM,
+          control=("condition", "an encoder against a left-to-right decoder (architecture and "
+                               "objective differ at once)")),
     Claim("wu-other-corpus", "Wu", "App. B.1",
           "the similarity patterns hold on another corpus",
           "yes: the same patterns on other corpora",
@@ -99,7 +119,8 @@ _CLAIMS = [
           "the number of layers as the sample size (cells share layers)",
           "greater", 0.5,
           "r = 0.5 (z = 0.55) means the second corpus reproduces a quarter of the "
-          "pattern's variance; less would not be 'the same pattern'"),
+          "pattern's variance; less would not be 'the same pattern'",
+          control=("baseline", "no agreement between the corpora (r = 0)")),
     Claim("wu-attention-heads", "Wu", "§5.2, Fig. 4",
           "attention is more similar across models head by head than as a whole "
           "(localized above distributed)",
@@ -107,116 +128,145 @@ _CLAIMS = [
           "each measure's own contrast: across/within of the head-level measures minus "
           "across/within of the distributed ones, one value per pair of models",
           "greater", 0.05,
-          "as for neurons against representations: a 5% shift of relative level"),
+          "as for neurons against representations: a 5% shift of relative level",
+          control=("condition", "the distributed attention measures' own across/within ratio")),
     Claim("wu-ft-top-change", "Wu", "§6, Fig. 5-6",
           "fine-tuning changes the top layers more than the lower ones",
           "yes: similarity to the pretrained model drops in the top layers",
           "per measure: similarity of base and fine-tuned model at the first transformer "
           "layer minus at the top layer (linear CKA, neuronsim, head-level JS), mean over "
-          "fine-tuning seeds", "greater", 0.02, _SIM),
+          "fine-tuning seeds", "greater", 0.02, _SIM,
+          control=("condition", "the first transformer layer of the same runs")),
     # --------------------------------------------------------------- Phang et al. 2021
     Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
           "the layers of a fine-tuned model form blocks of similar layers",
           "yes for RoBERTa and ALBERT, less for ELECTRA",
-          "adjusted R^2 of the best 2-block partition minus adjusted R^2 of a band model "
-          "(similarity depends on distance only) on the FT-FT CLS matrix, over seeds; the "
+          "block gain (adjusted R^2 of the best 2-block partition minus that of a band "
+          "model, in which similarity depends on distance only) of the FT-FT CLS matrix "
+          "minus that of the pretrained model's ORIG-ORIG matrix, over seeds; the "
           "adjustment charges each model for its parameters",
           "greater", 0.02,
           "0.02 of explained variance is less than one layer's worth of cells in a 6-layer "
-          "model; a smaller gain is no structure"),
+          "model; a smaller gain is no structure",
+          control=("condition", "the pretrained model's own ORIG-ORIG matrix: its block gain is"
+                               " subtracted from each seed's")),
     Claim("phang-ft-orig", "Phang", "§3, Fig. 5",
           "fine-tuned and pretrained layers agree at the bottom and part at the top",
           "yes: FT-ORIG similarity falls with depth",
           "FT-ORIG diagonal linear CKA (CLS) at the first transformer layer minus at the top "
-          "layer, over seeds", "greater", 0.02, _SIM),
+          "layer, over seeds", "greater", 0.02, _SIM,
+          control=("condition", "the first transformer layer of the same runs")),
     Claim("phang-untuned", "Phang", "§4, Fig. 3",
           "the top layers can be dropped with no retraining (UNTUNED close to the full "
           "model a few layers below the top)",
           "yes for RoBERTa and ALBERT, no for ELECTRA",
           "full model's test accuracy minus UNTUNED's two layers below the top, over seeds",
-          "none", 0.02, _ACC),
+          "none", 0.02, _ACC,
+          control=("baseline", "the full model's own accuracy, same seed")),
     Claim("phang-tuned", "Phang", "§4, Fig. 3",
           "a head retrained on a lower layer does as well as the full model",
           "yes: TUNED plateaus well below the top",
           "full model's test accuracy minus TUNED's two layers below the top, over seeds",
-          "none", 0.02, _ACC),
+          "none", 0.02, _ACC,
+          control=("baseline", "the full model's own accuracy, same seed")),
     Claim("phang-tuned-orig", "Phang", "§4, Fig. 3",
           "fine-tuned layers are better features than pretrained ones",
           "yes: TUNED above TUNEDORIG",
           "TUNED minus TUNEDORIG accuracy, mean over transformer layers, over seeds",
-          "greater", 0.02, _ACC),
+          "greater", 0.02, _ACC,
+          control=("baseline", "a head on the pretrained model's layer (TUNEDORIG), same seed")),
     Claim("phang-cka-predicts", "Phang", "§4",
           "layers whose CLS resembles the last layer's lose little when the top is cut",
           "implied by the block structure",
           "within each task: Pearson r of CKA-to-last-layer with accuracy lost (UNTUNED), as "
           "Fisher z over layers", "less", 0.3,
           "|r| = 0.3 is the conventional 'moderate' correlation; a weaker link would not "
-          "let a reader predict anything from CKA"),
+          "let a reader predict anything from CKA",
+          control=("baseline", "no relation (r = 0)")),
     Claim("phang-skip-bottom", "Phang", "§4, Fig. 4",
           "skipping a single lower layer costs more than skipping a single upper one",
           "yes: the first layers matter most; single upper layers can be skipped",
           "test accuracy with the top transformer layer skipped minus with the first one "
           "skipped, per fine-tuning seed (t interval over seeds)",
-          "greater", 0.02, _ACC),
+          "greater", 0.02, _ACC,
+          control=("condition", "the first transformer layer skipped, same seed")),
     # --------------------------------------------------------------- Merchant et al. 2020
     Claim("merchant-depth", "Merchant", "§4, Fig. 2",
           "fine-tuning changes mostly the top layers",
           "yes: RSA to the pretrained model stays high in the lower layers, falls at the top",
           "in-domain RSA (base vs fine-tuned, word tokens) at the first transformer layer "
-          "minus at the top layer, over seeds", "greater", 0.02, _SIM),
+          "minus at the top layer, over seeds", "greater", 0.02, _SIM,
+          control=("condition", "the first transformer layer of the same runs")),
     Claim("merchant-domain", "Merchant", "§6, Fig. 5",
           "fine-tuning changes in-domain inputs more than out-of-domain ones",
           "yes: RSA to the base model lower in-domain",
-          "out-of-domain minus in-domain RSA at the top layer, bootstrap over sentences and "
-          "seeds", "greater", 0.02, _SIM),
+          "out-of-domain minus in-domain RSA at the top layer, averaged over tasks whose "
+          "corpora cross (each corpus once in-domain, once out-of-domain), bootstrap over "
+          "sentences and seeds", "greater", 0.02, _SIM,
+          control=("condition", "the other task's model on the same corpus: the tasks' corpora "
+                               "cross, so the stimuli's own effect cancels")),
     Claim("merchant-freeze-bottom", "Merchant", "§5.1, Fig. 3",
           "freezing the bottom layers costs little accuracy",
           "yes: few top layers need to change",
           "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
-          "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, _ACC),
+          "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, _ACC,
+          control=("condition", "the unfrozen run of the same seed")),
     Claim("merchant-freeze-order", "Merchant", "§5.1, Fig. 3; Wu App. D",
           "freezing the bottom layers costs less than freezing the top ones",
           "yes", "accuracy with the bottom k layers frozen minus with the top k frozen, for "
                  "each k, paired by fine-tuning seed (t interval over seeds)",
-          "greater", 0.02, _ACC),
+          "greater", 0.02, _ACC,
+          control=("condition", "the top-k frozen run of the same seed")),
     Claim("merchant-truncate", "Merchant", "§5.2, Fig. 4",
           "a model cut to its lower layers and fine-tuned reaches the full score",
           "yes: 3 layers for MNLI, 5 for SQuAD",
           "accuracy of the full fine-tuned model minus that of the model cut to half its "
           "layers and fine-tuned, paired by fine-tuning seed (t interval over seeds)",
-          "none", 0.02, _ACC),
+          "none", 0.02, _ACC,
+          control=("baseline", "the full fine-tuned model of the same seed; cut models that "
+                               "did not train give no verdict")),
     # --------------------------------------------------------------- Ren et al. 2023
     Claim("ren-depth", "Ren", "§5, Fig. 2, 5",
           "models that differ only by seed are more alike in shallow layers than deep ones",
-          "yes", "held-out alignment distance (linreg) at the first transformer layer minus "
-                 "at the top layer, over seed pairs", "less", 0.01,
-          "0.01 of the relative distance is a 1% change of the unexplained share"),
+          "yes", "held-out alignment distance (the page's figure_method map, Procrustes by "
+                 "default) at the first transformer layer minus at the top layer, over seed "
+                 "pairs", "less", 0.01,
+          "0.01 of the relative distance is a 1% change of the unexplained share",
+          control=("condition", "the top layer of the same seed pairs")),
     Claim("ren-attention", "Ren", "§5, Fig. 4",
           "attention is more alike across seeds than hidden states",
           "yes, by two orders of magnitude",
           "per matched transformer layer: attention distance minus hidden-state distance "
-          "(linreg, held out), median over layers, over seed pairs", "less", 0.01,
-          "as for depth: a 1% change of the unexplained share"),
+          "(the page's figure_method map, held out), median over layers, over seed pairs",
+          "less", 0.01,
+          "as for depth: a 1% change of the unexplained share",
+          control=("condition", "the hidden states of the same layers and seed pairs")),
     Claim("ren-inn-synthetic", "Ren", "§4, Table 3",
           "an invertible network recovers an invertible nonlinear map far better than "
           "linear methods",
           "yes: INN 0.0059 against more than 0.13",
           "linreg minus INN held-out distance on a known coupling-flow map, over data seeds",
-          "greater", 0.01, "a 1% share of unexplained variance"),
+          "greater", 0.01, "a 1% share of unexplained variance",
+          control=("baseline", "linreg, the exact map's linear part, on the same rows")),
     Claim("ren-linear-check", "Ren", "§4, Table 3",
           "linear regression recovers a linear map (a check of the method)",
           "yes: distance near 0",
           "0.05 minus linreg's held-out distance on a known linear map, over data seeds",
-          "greater", 0.0, "the check passes when the distance is reliably below 0.05"),
+          "greater", 0.0, "the check passes when the distance is reliably below 0.05",
+          control=("baseline", "a held-out distance of 0.05")),
     Claim("ren-inn-real", "Ren", "§5, Table 4",
           "the INN aligns real seed pairs best on held-out rows",
-          "yes", "linreg minus INN held-out distance, over seed pairs and layers",
-          "greater", 0.01, "a 1% share of unexplained variance"),
+          "yes", "ridge minus INN held-out distance, over seed pairs and layers",
+          "greater", 0.01, "a 1% share of unexplained variance",
+          control=("baseline", "ridge, the best simple linear map (penalty chosen on the "
+                               "fitted rows), on the same rows")),
     Claim("ren-injection", "Ren", "§6, Table 5",
           "a layer mapped into another seed's space works with that seed's head",
           "yes, the INN best",
-          "accuracy of the best fitted map minus a random orthogonal map, over ordered "
-          "seed pairs", "greater", 0.02, _ACC),
+          "accuracy of the INN map (fixed before looking) minus that of no map (identity), "
+          "and minus that of ridge: two units over ordered seed pairs", "greater", 0.02, _ACC,
+          control=("baseline", "no map (identity) and ridge, with the INN fixed as the map "
+                               "before looking")),
 ]
 
 #: every claim the book tests, by id

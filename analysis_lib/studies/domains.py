@@ -46,11 +46,14 @@ OTHER_DOMAIN = {"tweets-sentiment": "bbc-news", "bbc-topic": "tweets"}
 
 @dataclass
 class DomainSample:
-    """One domain's stimuli: the corpus, the sampled word rows, each row's sentence."""
+    """One domain's stimuli: the corpus, the sampled word rows, each row's sentence, and the
+    corpus the stimuli come from (``source``: a task's own corpus for its in-domain
+    stimuli)."""
 
     name: str
     corpus: Corpus
     rows: np.ndarray
+    source: str = ""
 
     @property
     def sentence(self) -> np.ndarray:
@@ -64,10 +67,20 @@ def domain_stimuli(runs: Runs, task: str, other: str, *, n_sentences: int, n_wor
                    seed: int = 0, max_words: int = 60) -> dict[str, DomainSample]:
     """In-domain: the first ``n_sentences`` validation inputs of ``task``; out-of-domain: a
     sample of ``n_sentences`` from the corpus ``other``; ``n_words`` word rows of each."""
-    inside = stimuli(runs.task(task), n_sentences)
+    split = runs.task(task)
+    inside = stimuli(split, n_sentences)
     outside = load_corpus(other, n=n_sentences, seed=seed, max_words=max_words)
-    return {"in-domain": DomainSample(task, inside, word_rows(inside, n_words, seed)),
-            "out-of-domain": DomainSample(other, outside, word_rows(outside, n_words, seed))}
+    own = split.meta.get("corpus", {}).get("name", task)
+    return {"in-domain": DomainSample(task, inside, word_rows(inside, n_words, seed), own),
+            "out-of-domain": DomainSample(other, outside, word_rows(outside, n_words, seed),
+                                          other)}
+
+
+def sources(samples: Mapping[str, Mapping[str, DomainSample]]) -> dict[str, dict[str, str]]:
+    """Each task's corpus per domain (task -> domain -> corpus), as :func:`crossed` reads
+    it."""
+    return {task: {domain: sample.source for domain, sample in pair.items()}
+            for task, pair in samples.items()}
 
 
 def token_layers(model: LoadedModel, sample: DomainSample, storage: str = "float32"
@@ -266,20 +279,46 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
 CLAIM_IDS = ("merchant-domain",)
 
 
-def findings(curves: pd.DataFrame) -> pd.DataFrame:
-    """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per
-    (model, task): out-of-domain minus in-domain RSA at the top layer, with the bootstrap
-    standard errors of the two curves (:func:`bootstrap_rsa`: sentences and seeds
-    resampled; the two domains' resamples are independent) combined."""
+def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether the tasks' stimuli cross: every corpus is in-domain for one task exactly as
+    often as it is out-of-domain for another (``sources``: task -> domain -> corpus, from
+    :attr:`DomainSample.source`). Then the mean over the tasks of out- minus in-domain RSA
+    is a difference in differences: each corpus's own effect on RSA (some stimuli keep RSA
+    higher under any model) enters once with each sign and cancels, and what is left is
+    whether a model changes its own task's inputs more."""
+    inside = sorted(pair["in-domain"] for pair in sources.values())
+    outside = sorted(pair["out-of-domain"] for pair in sources.values())
+    return len(sources) >= 2 and inside == outside
+
+
+def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
+    """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per model:
+    out-of-domain minus in-domain RSA at the top layer, averaged over the tasks, with the
+    bootstrap standard errors of the curves (:func:`bootstrap_rsa`: sentences and seeds
+    resampled; the resamples of each curve are independent) combined.
+
+    The tasks' stimuli must cross (:func:`crossed`); otherwise the contrast mixes the
+    domain with the stimuli's own effect, and the claim reads "not measured" with the
+    reason."""
+    if not crossed(sources):
+        return verdicts.table([verdicts.not_measured(
+            "merchant-domain", "not measured: the tasks' corpora do not cross (each corpus "
+            "must be in-domain for one task and out-of-domain for another), so out minus in "
+            "would mix the domain with the stimuli; set other_domains to swap the tasks' "
+            "corpora")])
     evidence = []
-    for (model, task), group in curves.groupby(["model", "task"], sort=False):
-        top = group[group.layer == group.layer.max()].set_index("domain")
-        if not set(DOMAINS) <= set(top.index):
-            continue
-        inside, outside = top.loc["in-domain"], top.loc["out-of-domain"]
-        evidence.append(Evidence(f"{model}, {task}, layer {int(top.layer.iloc[0])}",
-                                 float(outside.rsa - inside.rsa),
-                                 float(np.hypot(inside.se, outside.se))))
+    for model, by_model in curves.groupby("model", sort=False):
+        gaps, variances = [], []
+        for _, group in by_model.groupby("task", sort=False):
+            top = group[group.layer == group.layer.max()].set_index("domain")
+            if set(DOMAINS) <= set(top.index):
+                inside, outside = top.loc["in-domain"], top.loc["out-of-domain"]
+                gaps.append(float(outside.rsa - inside.rsa))
+                variances += [float(inside.se) ** 2, float(outside.se) ** 2]
+        if len(gaps) == len(sources):
+            evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
+                                     float(np.mean(gaps)),
+                                     float(np.sqrt(np.sum(variances)) / len(gaps))))
     return verdicts.table([decide("merchant-domain", evidence)])
 
 

@@ -495,6 +495,21 @@ def _view_evidence(views, view: str, statistic, label: str) -> list[Evidence]:
     return out
 
 
+def _blocks_evidence(views) -> list[Evidence]:
+    """Per (model, task): each seed's FT-FT block gain minus the pretrained model's own
+    (ORIG-ORIG), the control condition: a pretrained model whose layers already form blocks
+    says nothing about what fine-tuning does."""
+    out = []
+    for (model, task, pooling), matrices in views.items():
+        if pooling != "first" or not {"FT-FT", "ORIG-ORIG"} <= set(matrices):
+            continue
+        control = block_gain(matrices["ORIG-ORIG"][0])
+        out.append(Evidence.from_values(
+            f"{model}, {task}, FT-FT CLS - ORIG-ORIG ({control:+.3f})",
+            [block_gain(M) - control for M in matrices["FT-FT"]]))
+    return out
+
+
 def _diagonal_drop(M: np.ndarray) -> float:
     return float(M[1, 1] - M[-1, -1])
 
@@ -535,7 +550,7 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     top_change = [e for m in ("linear_cka", "neuronsim", "attention_js")
                   if m in change for e in _depth_drop(change, m)]
     depth = _depth_drop(change, "rsa") if "rsa" in change else []
-    blocks = _view_evidence(views, "FT-FT", block_gain, "FT-FT CLS")
+    blocks = _blocks_evidence(views)
     ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
     costs, order = _freezing_evidence(frozen)
     evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))

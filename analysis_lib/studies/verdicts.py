@@ -276,9 +276,15 @@ def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     """The verdict of a claim whose runs did not train: none. It reads
     :data:`NOT_MEASURED`, and says which runs failed the training gate and why
     (``problems``: run -> :func:`training_problem`)."""
-    claim = get(claim) if isinstance(claim, str) else claim
     why = "; ".join(f"{run}: {problem}" for run, problem in problems.items())
-    return Verdict(claim, NOT_MEASURED, _empty_units(), ALPHA, f"did not train ({why})")
+    return not_measured(claim, f"did not train ({why})")
+
+
+def not_measured(claim: Claim | str, reason: str) -> Verdict:
+    """No verdict for ``claim``, and why (a run that did not train, a design that cannot
+    separate the claim's factor from another): it reads :data:`NOT_MEASURED`."""
+    claim = get(claim) if isinstance(claim, str) else claim
+    return Verdict(claim, NOT_MEASURED, _empty_units(), ALPHA, reason)
 
 
 def _combine(outcomes: list[str]) -> str:
@@ -345,6 +351,7 @@ def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
                      "what the paper reports": v.claim.reported,
                      "statistic": v.claim.statistic,
                      "smallest effect": v.claim.smallest_effect,
+                     "control": f"{v.claim.control[0]}: {v.claim.control[1]}",
                      "what this run shows": v.shown,
                      "verdict": v.outcome, "how": v.reason})
     frame = pd.DataFrame(rows)
