@@ -363,3 +363,27 @@ def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch
     np.testing.assert_allclose(table["mean"], [0.81, 0.51, 0.70])
     said = prose.accuracy_sentence(table)
     assert "m on below, 75 steps: 0.510" in said and "frozen head's 0.700 (below)" in said
+
+
+def test_claims_from_runs_that_did_not_train_read_not_measured():
+    rng = np.random.default_rng(5)
+    frozen = _frozen(0.80, 0.80, 0.60).assign(did_not_train="")
+    found = study.findings(_change(0.05, rng), {}, frozen)
+    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    frozen.loc[frozen.frozen == "top", "did_not_train"] = "loss flat"
+    found = study.findings(_change(0.05, rng), {}, frozen,
+                           untrained={"m, t1, seed 0": "accuracy at the majority"})
+    for claim_id in study.GRID_CLAIMS + study.FREEZING_CLAIMS:
+        assert found.loc[claim_id, "verdict"] == "not measured", claim_id
+    assert "top 2, seed 0: loss flat" in found.loc["merchant-freeze-order", "what this run shows"]
+
+    class Run:
+        def __init__(self, accuracy, losses):
+            self.record = {"metrics": {"validation": {"accuracy": accuracy,
+                                                      "majority_baseline": 0.4}},
+                           "loss_curve": [{"train_loss": v} for v in losses]}
+
+    runs = shared.Runs(pd.DataFrame(), {("m", "t", 0): Run(0.8, [1.0, 0.5]),
+                                        ("m", "t", 1): Run(0.41, [1.0, 0.99])})
+    problems = shared.training_problems(runs)
+    assert list(problems) == ["m, t, seed 1"] and "majority baseline" in problems["m, t, seed 1"]

@@ -302,3 +302,15 @@ def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not(
     # a claim not measured names no cause either way
     assert verdicts.setting_cause(["not measured"], ["opposite"]) == "not the cause"
     assert verdicts.setting_cause(["opposite"], ["not measured"]) == "a cause"
+
+
+def test_the_gate_takes_the_verdicts_of_claims_read_from_runs_that_did_not_train():
+    found = verdicts.table([decide("phang-blocks", [Evidence("u", 0.5, 0.01)]),
+                            decide("phang-ft-orig", [Evidence("u", 0.5, 0.01)])])
+    assert verdicts.gate(found, {}, ["phang-blocks"]) is found  # every run trained
+    gated = verdicts.gate(found, {"m, t, seed 1": "loss flat"}, ["phang-blocks", "nope"])
+    assert gated.loc["phang-blocks", "verdict"] == "not measured"
+    assert "m, t, seed 1: loss flat" in gated.loc["phang-blocks", "what this run shows"]
+    assert gated.loc["phang-ft-orig", "verdict"] == "holds"  # not read from those runs
+    assert found.loc["phang-blocks", "verdict"] == "holds"  # the input is left as it was
+    assert list(gated.columns) == list(found.columns)

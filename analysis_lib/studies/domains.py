@@ -291,7 +291,8 @@ def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     return len(sources) >= 2 and inside == outside
 
 
-def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
+def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
+             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per model:
     out-of-domain minus in-domain RSA at the top layer, averaged over the tasks, with the
     bootstrap standard errors of the curves (:func:`bootstrap_rsa`: sentences and seeds
@@ -299,7 +300,8 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]]) -> 
 
     The tasks' stimuli must cross (:func:`crossed`); otherwise the contrast mixes the
     domain with the stimuli's own effect, and the claim reads "not measured" with the
-    reason."""
+    reason; so it does when a fine-tuned run failed the training gate (``untrained``:
+    :func:`~analysis_lib.studies.shared.training_problems`)."""
     if not crossed(sources):
         return verdicts.table([verdicts.not_measured(
             "merchant-domain", "not measured: the tasks' corpora do not cross (each corpus "
@@ -319,7 +321,8 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]]) -> 
             evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
                                      float(np.mean(gaps)),
                                      float(np.sqrt(np.sum(variances)) / len(gaps))))
-    return verdicts.table([decide("merchant-domain", evidence)])
+    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence)]), untrained,
+                         CLAIM_IDS)
 
 
 def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:

@@ -55,6 +55,7 @@ from .shared import (
     seed_interval,
     stimuli,
     summarize,
+    training_problems,
     word_layers,
     word_rows,
 )
@@ -276,7 +277,8 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, progress: bool = Tru
         test = result.metrics["test"]
         rows.append({"frozen": mode, "k": k, "seed": seed, "accuracy": test["accuracy"],
                      "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
-                     "n_test": len(runs.task(task).test)})
+                     "n_test": len(runs.task(task).test),
+                     "did_not_train": verdicts.training_problem(result.record)})
     return pd.DataFrame(rows), found
 
 
@@ -449,6 +451,9 @@ def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("wu-ft-top-change", "merchant-depth", "phang-blocks", "phang-ft-orig",
              "merchant-freeze-bottom", "merchant-freeze-order")
+#: the claims read from the fine-tuning grid's own runs, and from the freezing runs
+GRID_CLAIMS = CLAIM_IDS[:4]
+FREEZING_CLAIMS = CLAIM_IDS[4:]
 
 
 def adjusted_r2(r2: float, n: int, p: int) -> float:
@@ -537,7 +542,8 @@ def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evide
 
 def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
                                                    Mapping[str, Sequence[np.ndarray]]],
-             frozen: pd.DataFrame | None = None) -> pd.DataFrame:
+             frozen: pd.DataFrame | None = None, *,
+             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The papers' claims about fine-tuning (:data:`CLAIM_IDS`), each judged by the book's
     verdict rule (:func:`analysis_lib.studies.verdicts.decide`), one row per claim id.
 
@@ -546,7 +552,12 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     Depth claims compare the first transformer layer with the top one (the embedding
     layer, shared by construction when it is frozen, is never the baseline), per seed; the
     block claim charges each model for its parameters (:func:`block_gain`); freezing claims
-    pair the runs of each fine-tuning seed and take their spread over seeds."""
+    pair the runs of each fine-tuning seed and take their spread over seeds.
+
+    Claims read from runs that failed the training gate get no verdict: ``untrained``
+    (:func:`~analysis_lib.studies.shared.training_problems` of the grid) for
+    :data:`GRID_CLAIMS`, the freezing runs' own ``did_not_train`` for
+    :data:`FREEZING_CLAIMS`."""
     top_change = [e for m in ("linear_cka", "neuronsim", "attention_js")
                   if m in change for e in _depth_drop(change, m)]
     depth = _depth_drop(change, "rsa") if "rsa" in change else []
@@ -554,7 +565,13 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
     costs, order = _freezing_evidence(frozen)
     evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))
-    return verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+    found = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+    found = verdicts.gate(found, untrained, GRID_CLAIMS)
+    if frozen is not None and "did_not_train" in frozen:
+        failed = frozen[frozen.did_not_train != ""]
+        found = verdicts.gate(found, {f"{r.frozen} {r.k}, seed {r.seed}": r.did_not_train
+                                      for r in failed.itertuples()}, FREEZING_CLAIMS)
+    return found
 
 
 @dataclass
@@ -587,4 +604,5 @@ def longer_schedule(grid: FinetuneGrid, profile: str = "larger", *,
                                                    "first", model_options=options)
              for model in grid.models for task in grid.tasks}
     return Schedule(profile, runs, accuracy_table(runs, model_options=options),
-                    learning_curves(runs), views, findings(pd.DataFrame(), views))
+                    learning_curves(runs), views, findings(pd.DataFrame(), views,
+                             untrained=training_problems(runs)))

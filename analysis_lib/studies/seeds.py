@@ -237,6 +237,9 @@ def heads_of(results: Mapping[str, FineTuned]) -> dict[str, FirstTokenHead]:
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("ren-inn-synthetic", "ren-linear-check", "ren-depth", "ren-attention",
              "ren-inn-real", "ren-injection")
+#: the claims read from the fine-tuning seeds (the others: synthetic maps, the zoo's
+#: pretraining seeds)
+FINETUNED_CLAIMS = ("ren-attention", "ren-inn-real", "ren-injection")
 #: the distance below which linear regression counts as recovering a linear map
 LINEAR_CHECK = 0.05
 
@@ -356,7 +359,8 @@ def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
 
 def findings(synthetic: pd.DataFrame, distances: pd.DataFrame,
              methods: pd.DataFrame | None = None, injected: pd.DataFrame | None = None,
-             pretraining: pd.DataFrame | None = None) -> pd.DataFrame:
+             pretraining: pd.DataFrame | None = None, *,
+             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Ren et al.'s claims (:data:`CLAIM_IDS`), each judged by the book's verdict rule, one
     row per claim id.
 
@@ -367,7 +371,10 @@ def findings(synthetic: pd.DataFrame, distances: pd.DataFrame,
     differ only by their *pretraining* seed (the zoo). Ren et al.'s depth claim is about
     pretraining seeds, so it is judged on those only: fine-tuning seeds share their
     pretrained weights and agree at the bottom by construction. Pairs of seeds share
-    models, so their spread understates the error a little; the units say so."""
+    models, so their spread understates the error a little; the units say so. The claims
+    read from the fine-tuning seeds (:data:`FINETUNED_CLAIMS`) get no verdict when one of
+    those runs failed the training gate (``untrained``:
+    :func:`~analysis_lib.studies.shared.training_problems`)."""
     inn, check = _synthetic_evidence(synthetic)
     hidden = distances[distances.kind == "hidden states"]
     evidence = {
@@ -378,4 +385,5 @@ def findings(synthetic: pd.DataFrame, distances: pd.DataFrame,
         "ren-inn-real": _method_evidence(methods),
         "ren-injection": _injection_evidence(injected),
     }
-    return verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+    return verdicts.gate(verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS]),
+                         untrained, FINETUNED_CLAIMS)

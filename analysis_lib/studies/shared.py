@@ -26,6 +26,7 @@ from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
 from .rules import Parameter, validate
+from .verdicts import training_problem
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -217,6 +218,16 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
                 found[(model, task_name, seed)] = result
                 rows.append(_run_row(model, task_name, seed, result))
     return Runs(pd.DataFrame(rows), found, grid)
+
+
+def training_problems(runs: Runs) -> dict[str, str]:
+    """The runs of a grid that failed the book's training gate
+    (:func:`~analysis_lib.studies.verdicts.training_problem`), by run
+    (``"model, task, seed s"``), with the reason: the claims read from them get no verdict
+    (:func:`~analysis_lib.studies.verdicts.gate`)."""
+    found = {f"{m}, {t}, seed {s}": training_problem(result.record)
+             for (m, t, s), result in runs.models.items()}
+    return {run: problem for run, problem in found.items() if problem}
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:

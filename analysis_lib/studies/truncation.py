@@ -42,6 +42,7 @@ from .shared import (
     load_model,
     run_grid,
     seed_interval,
+    training_problems,
 )
 from .verdicts import Evidence, decide
 
@@ -273,6 +274,9 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("phang-untuned", "phang-tuned", "phang-tuned-orig", "phang-cka-predicts",
              "phang-skip-bottom", "merchant-truncate")
+#: the claims read from the fine-tuning grid's own runs (``merchant-truncate`` reads the
+#: cut-then-fine-tuned runs, and gates them itself)
+GRID_CLAIMS = CLAIM_IDS[:5]
 
 
 def _per_seed(scores: pd.DataFrame, statistic, label: str) -> list[Evidence]:
@@ -404,7 +408,8 @@ def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
 
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
              truncated: pd.DataFrame | None = None, full: Mapping[int, float] | None = None,
-             skips: Mapping[tuple[str, int], pd.DataFrame] | None = None) -> pd.DataFrame:
+             skips: Mapping[tuple[str, int], pd.DataFrame] | None = None, *,
+             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The papers' claims about how many layers a task needs (:data:`CLAIM_IDS`), each
     judged by the book's verdict rule, one row per claim id.
 
@@ -412,7 +417,10 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
     ``truncated`` and ``full``: :func:`truncated_runs` and the uncut model's accuracy per
     fine-tuning seed; ``skips``: :func:`skip_scores` per ``(task, seed)``. Every claim
     takes its spread over fine-tuning seeds (paired by seed where two settings are
-    compared); one seed gives no spread to judge by.
+    compared); one seed gives no spread to judge by. Claims read from runs that failed
+    the training gate get no verdict (``untrained``:
+    :func:`~analysis_lib.studies.shared.training_problems` of the grid, for
+    :data:`GRID_CLAIMS`; the cut runs' own ``did_not_train`` for ``merchant-truncate``).
     """
     n_layers = int(scores.layer.max()) if len(scores) else 0
     evidence = {
@@ -433,7 +441,7 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
                 np.arctanh(claims.get(claim_id).smallest_effect))))
         else:
             out.append(decide(claim_id, evidence[claim_id]))
-    return verdicts.table(out)
+    return verdicts.gate(verdicts.table(out), untrained, GRID_CLAIMS)
 
 
 @dataclass
@@ -468,7 +476,8 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
             for s in runs.seeds(model, task)}
     steps = runs.get(model, task, runs.seeds(model, task)[0]).record["history"][-1]["steps"]
     return Longer(profile, runs, untuned_by_depth(scores), truncated,
-                  findings(scores, truncated=truncated, full=full), int(steps))
+                  findings(scores, truncated=truncated, full=full,
+                           untrained=training_problems(runs)), int(steps))
 
 
 def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:

@@ -280,6 +280,20 @@ def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     return not_measured(claim, f"did not train ({why})")
 
 
+def gate(findings: pd.DataFrame, problems: Mapping[str, str] | None,
+         claim_ids: Sequence[str]) -> pd.DataFrame:
+    """A findings table (:func:`table`) with each of ``claim_ids`` read as
+    :func:`untrained` when any run it reads failed the training gate (``problems``: run ->
+    :func:`training_problem`, only the runs that failed); the other claims as they were."""
+    if not problems:
+        return findings
+    out = findings.copy()
+    for claim_id in claim_ids:
+        if claim_id in out.index:
+            out.loc[claim_id] = table([untrained(claim_id, problems)]).loc[claim_id]
+    return out
+
+
 def not_measured(claim: Claim | str, reason: str) -> Verdict:
     """No verdict for ``claim``, and why (a run that did not train, a design that cannot
     separate the claim's factor from another): it reads :data:`NOT_MEASURED`."""
