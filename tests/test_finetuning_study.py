@@ -381,9 +381,17 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
         def __init__(self, accuracy, losses):
             self.record = {"metrics": {"validation": {"accuracy": accuracy,
                                                       "majority_baseline": 0.4}},
-                           "loss_curve": [{"train_loss": v} for v in losses]}
+                           "loss_curve": [{"step": k + 1, "train_loss": v}
+                                          for k, v in enumerate(losses)]}
 
     runs = shared.Runs(pd.DataFrame(), {("m", "t", 0): Run(0.8, [1.0, 0.5]),
                                         ("m", "t", 1): Run(0.41, [1.0, 0.99])})
     problems = shared.training_problems(runs)
     assert list(problems) == ["m, t, seed 1"] and "majority baseline" in problems["m, t, seed 1"]
+    curves = study.loss_curves(runs)
+    assert len(curves) == 4 and set(curves.did_not_train[curves.seed == 0]) == {""}
+    assert (curves.did_not_train[curves.seed == 1] != "").all()
+    from analysis_lib.book import plots
+
+    chart = plots.loss_curves(curves).to_dict()
+    assert "did not train" in str(chart)

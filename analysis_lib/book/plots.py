@@ -182,6 +182,20 @@ def learning_curves(curves: pd.DataFrame,
     return panels(charts, columns=columns, title=title)
 
 
+def loss_curves(curves: pd.DataFrame, *, columns: int = 2, title: str = "") -> ChartLike:
+    """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
+    loss_curves`): the training loss at evenly spaced steps, one line per seed; a run that
+    failed the training gate is named so in the legend."""
+    charts = []
+    for (model, task), group in curves.groupby(["model", "task"], sort=False):
+        run = group.seed.astype(str).where(group.did_not_train == "",
+                                           group.seed.astype(str) + " (did not train)")
+        charts.append(layer_lines(
+            group.assign(run=run), x="step", y="train_loss", color="run", low=None,
+            high=None, title=f"{model} on {task}", y_title="training loss"))
+    return panels(charts, columns=columns, title=title)
+
+
 def span_heatmap(frame: pd.DataFrame, *, value: str = "accuracy", title: str = "",
                  size: int = 240) -> ChartLike:
     """Scores of skipped spans: row ``first``, column ``last`` skipped layer (upper triangle

@@ -365,6 +365,23 @@ def learning_curves(runs: Runs, *, still_rising: float = 0.01) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def loss_curves(runs: Runs) -> pd.DataFrame:
+    """One row per (model, task, seed) of the grid and point of its loss curve: the training
+    loss at evenly spaced steps (:func:`~analysis_lib.training.loop.loss_curve`; records
+    made without one give their per-epoch losses), and ``did_not_train``: why the run failed
+    the book's training gate (:func:`~analysis_lib.studies.verdicts.training_problem`), or
+    "" when it passed."""
+    rows = []
+    for (model, task, seed), result in runs.models.items():
+        record = result.record
+        curve = record.get("loss_curve") or record["history"]
+        problem = verdicts.training_problem(record)
+        rows += [{"model": model, "task": task, "seed": seed, "step": point["step"],
+                  "train_loss": point["train_loss"], "did_not_train": problem}
+                 for point in curve]
+    return pd.DataFrame(rows)
+
+
 def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
                   *, model_options: Mapping[str, Any] | None = None
                   ) -> dict[str, list[np.ndarray]]:
