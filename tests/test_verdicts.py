@@ -314,3 +314,22 @@ def test_the_gate_takes_the_verdicts_of_claims_read_from_runs_that_did_not_train
     assert gated.loc["phang-ft-orig", "verdict"] == "holds"  # not read from those runs
     assert found.loc["phang-blocks", "verdict"] == "holds"  # the input is left as it was
     assert list(gated.columns) == list(found.columns)
+
+
+def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
+    """Known values: with three seeds (2 degrees of freedom) t(0.95) = 2.920, so an error
+    of 0.01 gives a bound of 0.0292, outside a smallest effect of 0.02: no estimate could
+    have shown equivalence. With an error of 0.005 the bound (0.0146) fits."""
+    wide = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.01, df=2)])
+    assert wide.outcome == "inconclusive"
+    assert wide.units.reach.iloc[0] == pytest.approx(2.920 * 0.01, rel=1e-3)
+    assert "equivalence is out of reach in 1 of 1 units" in wide.reason
+    tight = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.005, df=2)])
+    assert tight.outcome == "equivalent" and "out of reach" not in tight.reason
+    # the bound is the best case (Holm's last step, at alpha itself): 0.0285 is out of reach
+    # for any number of units, and a unit inside the bound may still fail Holm's earlier steps
+    two = decide(_claim("none", 0.02), [Evidence(f"u{k}", 0.0, 0.0065, df=2) for k in (0, 1)])
+    assert two.units.reach.iloc[0] == pytest.approx(2.920 * 0.0065, rel=1e-3)
+    assert "out of reach" not in two.reason
+    one_seed = decide(_claim("none", 0.02), [Evidence("u", 0.0, float("nan"))])
+    assert np.isinf(one_seed.units.reach.iloc[0]) and "out of reach" in one_seed.reason

@@ -206,7 +206,10 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
 
     ``smallest_effect`` overrides the claim's (e.g. on the Fisher z scale of a correlation
     claim, pass ``atanh`` of it). ``units`` of the result holds, per unit, the estimate, its
-    95% interval, the Holm-adjusted p-values of the three questions and the unit's outcome.
+    95% interval, the Holm-adjusted p-values of the three questions, ``reach`` (the one-sided
+    bound that must fit inside the smallest effect for equivalence: :func:`_reach`) and the
+    unit's outcome. An undecided claim says in its reason when equivalence was out of reach
+    at these sample sizes (three seeds give a t reference with two degrees of freedom).
     """
     claim = get(claim) if isinstance(claim, str) else claim
     if not 0 < alpha < 0.5:
@@ -231,14 +234,34 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     q = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, 1)),
                  stats.norm.ppf(1 - alpha / 2))
     raw = np.array([e.estimate for e in evidence])
+    reach = _reach(se, df, alpha)
     units = pd.DataFrame({
         "unit": [e.unit for e in evidence], "estimate": raw,
         "low": raw - q * se, "high": raw + q * se, "se": se,
         "n": [e.n for e in evidence],
         "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
-        "outcome": outcome, "note": [e.note for e in evidence]})
-    return Verdict(claim, _combine(list(outcome)), units, alpha,
-                   _reason(list(outcome), len(evidence)))
+        "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
+    combined = _combine(list(outcome))
+    reason = _reason(list(outcome), len(evidence))
+    out_of_reach = int(np.sum(~(reach < delta)))
+    if combined in ("inconclusive", MIXED) and out_of_reach:
+        reason += (f"; equivalence is out of reach in {out_of_reach} of {len(evidence)} units: "
+                   f"their one-sided bound (at least {np.nanmin(reach):.3f}) is not inside the "
+                   f"smallest effect {delta}, so more seeds or samples are needed to show "
+                   "no difference")
+    return Verdict(claim, combined, units, alpha, reason)
+
+
+def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
+    """Per unit, the one-sided bound ``t(1 - level) se`` (normal where ``df`` is NaN). Even
+    the best case for equivalence (an estimate of exactly 0, and the last and most lenient
+    step of Holm's adjustment) is decided only when this bound lies inside the smallest
+    effect, so a unit whose bound does not is out of reach at its sample size. Infinite
+    without a spread (one seed)."""
+    finite_df = np.isfinite(df)
+    quantile = np.where(finite_df, stats.t.ppf(1 - level, np.where(finite_df, df, 1)),
+                        stats.norm.ppf(1 - level))
+    return np.where(np.isfinite(se), quantile * se, np.inf)
 
 
 #: the book's training gate (:func:`training_problem`): a fine-tuned run has trained when its
@@ -323,7 +346,7 @@ def _reason(outcomes: list[str], m: int) -> str:
 
 def _empty_units() -> pd.DataFrame:
     return pd.DataFrame(columns=["unit", "estimate", "low", "high", "se", "n", "p_holds",
-                                 "p_opposite", "p_equivalent", "outcome", "note"])
+                                 "p_opposite", "p_equivalent", "reach", "outcome", "note"])
 
 
 def reference_decide(direction: str, estimate: float, se: float, delta: float,
