@@ -308,7 +308,8 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     neuron = _summary(0.6, 0.1)
     summaries = {"linear_cka": cka, "neuronsim": neuron}
     jk = {"linear_cka": _jackknife(cka, 0.004), "neuronsim": _jackknife(neuron, 0.004)}
-    found = collection.findings(summaries, jk, ["neuronsim", "linear_cka"])
+    zero = {"linear_cka": 0.0, "neuronsim": 0.0}
+    found = collection.findings(summaries, jk, ["neuronsim", "linear_cka"], floors=zero)
     assert list(found.index) == list(collection.CLAIM_IDS)
     assert found.loc["wu-within-model", "verdict"] == "holds"
     assert found.loc["wu-lower-layers", "verdict"] == "holds"
@@ -316,6 +317,16 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     assert found.loc["wu-family", "verdict"] == "equivalent"  # 0.5 against 0.5, tight
     # across/within: CKA 0.375, neuronsim 0.167: representations relatively closer
     assert found.loc["wu-neurons-differ", "verdict"] == "holds"
+    # the same levels read above the floors: CKA's across level sits on its word-identity
+    # floor (nothing above chance survives across models), neuronsim's does not
+    floored = collection.findings(summaries, jk, ["neuronsim", "linear_cka"],
+                                  floors={"linear_cka": 0.3, "neuronsim": 0.0})
+    assert floored.loc["wu-neurons-differ", "verdict"] == "opposite"
+    assert "word-identity floor" in floored.loc["wu-neurons-differ", "what this run shows"]
+    assert floored.loc["wu-neurons-differ", "control"].startswith("floor:")
+    # without the floors, no verdict
+    bare = collection.findings(summaries, jk, ["neuronsim", "linear_cka"])
+    assert bare.loc["wu-neurons-differ", "verdict"] == "not measured"
     # reversed numbers give the opposite verdict
     flipped = {"linear_cka": _summary(0.3, 0.8), "neuronsim": neuron}
     jk2 = {"linear_cka": _jackknife(flipped["linear_cka"], 0.01), "neuronsim": jk["neuronsim"]}
@@ -324,17 +335,21 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
 
 
 def test_neurons_claim_is_invariant_to_each_measures_scale():
-    """The claim compares each measure with itself: rescaling one measure changes nothing,
-    and raw values far apart do not make it hold when the ratios agree."""
+    """The claim compares each measure with itself above its own floor: an affine change of
+    one measure (and of its floor) changes nothing, and raw values far apart do not make it
+    hold when the ratios agree."""
     cka, neuron = _summary(0.8, 0.4), _summary(0.2, 0.1)  # same ratio 0.5
     jk = {"linear_cka": _jackknife(cka, 0.005), "neuronsim": _jackknife(neuron, 0.005)}
+    floors = {"linear_cka": 0.0, "neuronsim": 0.0}
     found = collection.findings({"linear_cka": cka, "neuronsim": neuron}, jk,
-                                ["neuronsim", "linear_cka"])
+                                ["neuronsim", "linear_cka"], floors=floors)
     assert found.loc["wu-neurons-differ", "verdict"] != "holds"
-    scaled = {k: 3 * v for k, v in neuron.items()}
-    jk["neuronsim"] = collection.Jackknife(scaled, 3 * jk["neuronsim"].replicates)
+    # a measure's scale and offset move its floor with it: nothing changes
+    scaled = {k: 3 * v + 0.2 for k, v in neuron.items()}
+    jk["neuronsim"] = collection.Jackknife(scaled, 3 * jk["neuronsim"].replicates + 0.2)
     again = collection.findings({"linear_cka": cka, "neuronsim": scaled}, jk,
-                                ["neuronsim", "linear_cka"])
+                                ["neuronsim", "linear_cka"],
+                                floors={**floors, "neuronsim": 0.2})
     assert again.loc["wu-neurons-differ", "what this run shows"] == \
         found.loc["wu-neurons-differ", "what this run shows"]
 

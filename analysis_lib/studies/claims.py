@@ -88,13 +88,15 @@ _CLAIMS = [
     Claim("wu-neurons-differ", "Wu", "§5.1, Fig. 1-2",
           "across models, representations are similar while single neurons are not",
           "representation-level measures high across models, neuronsim low",
-          "each measure's own contrast: across/within for linear CKA minus across/within "
-          "for neuronsim (a ratio of one measure with itself, so the two scales never meet)",
+          "each measure's own contrast above its own floor: (across - floor) / (within - "
+          "floor) for linear CKA minus the same for neuronsim (a ratio of one measure with "
+          "itself, so the two scales never meet)",
           "greater", 0.05,
           "a 0.05 difference of ratios is a 5% shift of the across-model level relative to "
           "the within-model level; less is within the spread of either ratio",
-          control=("condition", "each measure's own within-model level (the ratio); the word-"
-                               "identity floor is shown on the page, not subtracted")),
+          control=("floor", "each measure's word-identity floor on the compared rows "
+                           "(two unrelated random codes of the word forms), subtracted "
+                           "from both levels")),
     Claim("wu-lower-layers", "Wu", "§5.1, Fig. 1",
           "lower layers are more similar across models than higher layers",
           "yes", "mean linear CKA across models, lower half of each model's layers minus "

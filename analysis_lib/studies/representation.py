@@ -510,38 +510,52 @@ def _contrast(summaries, jackknives, measure, high, low) -> Evidence:
     return Evidence.from_jackknife(measure, estimate, reps[high] - reps[low])
 
 
-def _relative(summaries, jackknives, rep, neuron) -> Evidence:
+def _relative(summaries, jackknives, rep, neuron, floors) -> Evidence:
     """Across/within of ``rep`` minus across/within of ``neuron``, each measure's own
-    contrast, with replicates when both measures were jackknifed on the same folds."""
-    def ratio(values):
-        return values["across_models"] / values["within_model"]
-
-    unit = f"{rep} vs {neuron}"
+    contrast read above its own floor (``(across - floor) / (within - floor)``: the share of
+    the within-model similarity above chance that survives across models), with replicates
+    when both measures were jackknifed on the same folds."""
+    unit = f"{rep} vs {neuron}, above each one's word-identity floor"
     if rep not in summaries or neuron not in summaries or rep == neuron:
         return Evidence(unit, np.nan, np.nan)
-    estimate = ratio(summaries[rep]) - ratio(summaries[neuron])
+
+    def ratio(values, measure):
+        floor = floors[measure]
+        return (values["across_models"] - floor) / (values["within_model"] - floor)
+
+    estimate = ratio(summaries[rep], rep) - ratio(summaries[neuron], neuron)
     if rep not in jackknives or neuron not in jackknives or \
             len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
         return Evidence(unit, estimate, np.nan, note="no jackknife of both measures")
-    reps = ratio(jackknives[rep].replicates) - ratio(jackknives[neuron].replicates)
+    reps = (ratio(jackknives[rep].replicates, rep)
+            - ratio(jackknives[neuron].replicates, neuron))
     return Evidence.from_jackknife(unit, estimate, reps)
 
 
 def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
-             jackknives: Mapping[str, Jackknife], measures: Sequence[str]) -> pd.DataFrame:
+             jackknives: Mapping[str, Jackknife], measures: Sequence[str], *,
+             floors: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Wu et al.'s five observations (:data:`CLAIM_IDS`) judged by the book's verdict rule,
     one row per claim id, from :func:`summary` numbers (``summaries[measure]``) and the
     jackknives of the measures that have one (without one a claim is inconclusive).
 
     Each observation is a contrast of one measure with itself (linear CKA, or the last
     measure given); "similar representations, different neurons" compares each measure's
-    across/within ratio, never the raw values of two measures."""
+    across/within ratio above its own floor (``floors[measure]``: :func:`word_identity_floor`
+    on the compared rows), never the raw values of two measures. Without the two floors that
+    claim reads "not measured": a ratio of raw values can sit on the floor."""
     rep = "linear_cka" if "linear_cka" in measures else measures[-1]
     neuron = "neuronsim" if "neuronsim" in measures else measures[0]
+    floors = dict(floors or {})
     out = []
     for claim_id in CLAIM_IDS:
         if claim_id == "wu-neurons-differ":
-            evidence = _relative(summaries, jackknives, rep, neuron)
+            if not {rep, neuron} <= set(floors):
+                out.append(verdicts.not_measured(
+                    claim_id, f"not measured: needs the word-identity floors of {rep} and "
+                    f"{neuron} on the compared rows (a run with the layers at hand)"))
+                continue
+            evidence = _relative(summaries, jackknives, rep, neuron, floors)
         else:
             evidence = _contrast(summaries, jackknives, rep, *CONTRASTS[claim_id])
         out.append(decide(claim_id, [evidence]))
