@@ -11,6 +11,10 @@
     Run a declared grid (see :mod:`analysis_lib.sweep`) on a Dask ``LocalCluster`` (N
     workers, default from the machine's cores), on a running Dask scheduler, or in this
     process; write the result table (parquet and CSV) and report failed units.
+``findings --profile NAME [--executed FOLDER]``
+    Print every claim of the four papers with the verdict of the profile's last build (read
+    from its executed notebooks, by default ``_build/executed/NAME``; see
+    :mod:`analysis_lib.book.findings`), the table the book's findings page shows.
 ``corpora`` / ``models``
     List the registered corpora / the offline model names.
 ``--version``
@@ -44,6 +48,29 @@ def cmd_book(args: argparse.Namespace) -> int:
     except (BuildError, ValueError) as error:
         print(f"\nerror: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .book import ROOT, findings
+
+    folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
+        args.profile
+    notebooks = sorted(folder.glob("*.ipynb"))
+    if not notebooks:
+        print(f"error: no executed notebooks in {folder}; build the book with this profile "
+              f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
+        return 1
+    import pandas as pd
+
+    table = findings.collect(notebooks)
+    with pd.option_context("display.max_colwidth", 70, "display.width", 200):
+        print(table[["claim id", "verdict", "what this run shows", "chapter"]]
+              .to_string(index=False))
+    print(f"\n{len(table)} claims ({folder}): " + ", ".join(
+        f"{n} {v}" for v, n in table.verdict.value_counts().items()))
     return 0
 
 
@@ -127,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--profile", default="default")
     book.add_argument("--force", action="store_true", help="re-run unchanged notebooks too")
     book.set_defaults(func=cmd_book)
+    found = sub.add_parser("findings", help="print every claim with the verdict of a "
+                           "profile's last build")
+    found.add_argument("--profile", default="default")
+    found.add_argument("--executed", help="the folder of executed notebooks (default: "
+                       "_build/executed/PROFILE)")
+    found.set_defaults(func=cmd_findings)
     ext = sub.add_parser("extract", help="extract one model on one corpus into the cache")
     ext.add_argument("--model", default="minilm")
     ext.add_argument("--corpus", default="tweets")

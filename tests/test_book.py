@@ -655,3 +655,27 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
         browser.close()
     (ARTIFACTS / "console.json").write_text(json.dumps(report, indent=1))
     assert len(report) == len(pages)
+
+
+def test_the_findings_page_lists_every_claim_from_the_executed_chapters(built_book, capsys):
+    from analysis_lib.__main__ import main
+    from analysis_lib.studies import claims
+
+    index, _, root = built_book
+    folder = root / "_build" / "executed" / "smoke"
+    table = pd.read_csv(folder / "findings.csv", keep_default_na=False)
+    assert list(table["claim id"]) == list(claims.CLAIMS)
+    # every claim is judged by a chapter of the smoke build, with an estimate or a reason
+    assert set(table.chapter) == {"representation", "attention", "finetuning", "truncation",
+                                  "domains", "seeds"}
+    assert (table["what this run shows"] != "").all()
+    html = (index.parent / "book" / "findings.html").read_text(encoding="utf-8")
+    for claim_id in claims.CLAIMS:
+        assert claim_id in html, claim_id
+    for chapter in set(table.chapter):
+        assert f"notebooks/{chapter}.html" in html, chapter
+    assert main(["findings", "--executed", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    for claim_id in table["claim id"]:
+        assert claim_id in printed
+    assert ", ".join(f"{n} {v}" for v, n in table.verdict.value_counts().items()) in printed

@@ -32,7 +32,7 @@ from typing import Any
 from .. import __version__
 from ..runtime import profile
 from ..runtime.cache import atomic_write, default_root, disk_usage, pin_root
-from . import params, render
+from . import findings, params, render
 from .paths import LIBRARY, ROOT
 
 #: library files the book's pages include (literalinclude), copied into the staged book
@@ -432,8 +432,13 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     for line in profile_summary(table) + shape_projection(profile_name, table, out_dir, root):
         echo(line)
     echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
+    scorecard = findings.collect([run.path for run in runs])
+    echo(f"  findings: {findings.write(out_dir, scorecard)}")
     start = time.perf_counter()
-    index = jupyter_book(stage(profile_name, runs, root))
+    src = stage(profile_name, runs, root)
+    (src / "book" / "findings.md").write_text(findings.page(scorecard, profile_name),
+                                              encoding="utf-8")
+    index = jupyter_book(src)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
     echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "
          f"{index}")

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "glue", "listing",
-           "missing_schedule", "values_line"]
+           "missing_schedule", "record_findings", "values_line"]
 
 
 def glue(name: str, value: Any) -> Any:
@@ -119,3 +119,31 @@ def accuracy_sentence(table: pd.DataFrame) -> str:
         f"{r.model} on {r.task}, {r.steps} steps: {r['mean']:.3f} [{r.low:.3f}, {r.high:.3f}] "
         f"against the frozen head's {r.frozen_head:.3f} ({r.against_frozen})"
         for _, r in table.iterrows())
+
+
+class _Rows:
+    """A findings table as JSON text for the notebook's record (nothing is shown)."""
+
+    def __init__(self, rows: list[dict[str, Any]]):
+        self.rows = rows
+
+    def __repr__(self) -> str:
+        import json
+
+        return json.dumps({"rows": self.rows})
+
+
+def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
+    """Keep a chapter's findings table (:func:`analysis_lib.studies.verdicts.table`) in its
+    executed notebook, shown nowhere, for the book's findings page and ``python -m
+    analysis_lib findings`` (:mod:`analysis_lib.book.findings`); ``part`` names a chapter's
+    second table. Returns the table."""
+    from myst_nb import glue as _glue
+
+    from .findings import RECORD
+
+    columns = ["what this run shows", "verdict"]
+    rows = [{"claim id": str(claim_id), **{c: str(row[c]) for c in columns}}
+            for claim_id, row in table[columns].iterrows()]
+    _glue(f"{RECORD}-{part}" if part else RECORD, _Rows(rows), display=False)
+    return table

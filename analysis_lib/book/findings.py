@@ -1,0 +1,114 @@
+"""The whole book's answer on one page: every claim of the four papers against this run.
+
+Each chapter keeps its findings tables in its executed notebook
+(:func:`analysis_lib.book.prose.record_findings`: a record that shows nothing on the page).
+:func:`collect` reads them back from the executed notebooks of one build and lists every
+claim of :mod:`analysis_lib.studies.claims`, with "not measured" for a claim that no chapter
+of the profile judged; :func:`page` writes the book's findings page from that table, and
+:func:`write` keeps it as ``findings.csv`` beside the executed notebooks. Nothing on the
+page is typed: a rebuild under another profile, or on other models, gives its own scorecard.
+``python -m analysis_lib findings --profile NAME`` prints the same table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+#: the name every findings record of a chapter starts with (one per findings table)
+RECORD = "findings-record"
+#: where a record's rows are in the executed notebook (myst-nb's glue, not displayed): JSON
+#: text, as a notebook output holds an object only under a JSON media type
+MIME = "application/papermill.record/text/plain"
+#: the columns of the table, in order
+COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "what this run shows",
+           "verdict", "control", "chapter")
+#: what a claim that no chapter of the build judged reads
+UNJUDGED = "not measured: no chapter of this build judges it"
+
+
+def read(path: Path) -> pd.DataFrame:
+    """The findings rows an executed notebook recorded (empty when none)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    rows = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name", "")
+            if name.startswith(RECORD) and MIME in output.get("data", {}):
+                rows += list(json.loads(output["data"][MIME])["rows"])
+    return pd.DataFrame(rows)
+
+
+def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
+    """Every claim of the papers (:data:`analysis_lib.studies.claims.CLAIMS`, in their
+    order) with this build's verdict, read from the executed ``notebooks``; ``chapter`` is
+    the notebook that judged it. A claim judged twice (a chapter that reads another
+    profile's runs as well) keeps the first, the chapter's own."""
+    from ..studies.claims import CLAIMS, PAPERS
+
+    found = []
+    for path in notebooks:
+        rows = read(path)
+        if len(rows):
+            found.append(rows.assign(chapter=path.stem))
+    judged = (pd.concat(found, ignore_index=True).drop_duplicates("claim id")
+              .set_index("claim id") if found else pd.DataFrame())
+    out = []
+    for claim_id, claim in CLAIMS.items():
+        row = {"claim id": claim_id, "paper": f"{PAPERS[claim.paper].split(',')[0]} "
+                                              f"{claim.where}",
+               "claim": claim.claim, "what the paper reports": claim.reported,
+               "what this run shows": UNJUDGED, "verdict": "not measured",
+               "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": ""}
+        if claim_id in judged.index:
+            got = judged.loc[claim_id]
+            row.update({"what this run shows": str(got["what this run shows"]),
+                        "verdict": str(got["verdict"]), "chapter": str(got["chapter"])})
+        out.append(row)
+    return pd.DataFrame(out, columns=list(COLUMNS))
+
+
+def write(folder: Path, table: pd.DataFrame) -> Path:
+    """Keep the table as ``findings.csv`` in ``folder`` (written atomically)."""
+    from ..runtime.cache import atomic_write
+
+    path = Path(folder) / "findings.csv"
+    atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
+    return path
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def page(table: pd.DataFrame, profile: str) -> str:
+    """The findings page (MyST markdown): one row per claim, the paper's report beside this
+    run's estimate and verdict, and a link to the chapter that computes it."""
+    counts = table.verdict.value_counts()
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    lines = [
+        "# What holds: the papers' claims against this run", "",
+        "Every claim of the four papers that this book tests, with what the paper reports, "
+        "what this build shows (the estimate with its 95% interval, per unit), the verdict of "
+        "the book's one rule (the measures page states it) and the control the statistic is "
+        "read against. The page is written from the executed chapters of this build, never "
+        f"typed: this build used the `{profile}` profile, and its verdicts are: {tally}. "
+        "A claim that no chapter of the profile judges says so; `python -m analysis_lib "
+        f"findings --profile {profile}` prints the same table, and `findings.csv` beside the "
+        "executed notebooks holds it.", "",
+        "| claim | paper | the paper reports | this run | verdict | control | chapter |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in table.to_dict(orient="records"):
+        chapter = row["chapter"]
+        link = f"{{doc}}`{chapter} <../notebooks/{chapter}>`" if chapter else ""
+        cells = (f"`{row['claim id']}`: {row['claim']}", row["paper"],
+                 row["what the paper reports"], row["what this run shows"],
+                 f"**{row['verdict']}**", row["control"])
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
+    return "\n".join(lines) + "\n"

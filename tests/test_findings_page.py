@@ -1,0 +1,91 @@
+"""The book's findings page: every claim of the papers with the verdict its chapter gave,
+read back from executed notebooks, and the same table on the command line."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pandas as pd
+import pytest
+
+from analysis_lib.__main__ import main
+from analysis_lib.book import findings
+from analysis_lib.studies import claims, verdicts
+from analysis_lib.studies.verdicts import Evidence, decide
+
+
+def _executed(tmp_path, name, *tables):
+    """An executed notebook whose cells recorded ``tables`` the way
+    :func:`analysis_lib.book.prose.record_findings` does."""
+    nb = nbformat.v4.new_notebook()
+    for k, table in enumerate(tables):
+        rows = [{"claim id": cid, "what this run shows": str(r["what this run shows"]),
+                 "verdict": str(r["verdict"])} for cid, r in table.iterrows()]
+        cell = nbformat.v4.new_code_cell("prose.record_findings(findings)")
+        cell.outputs = [nbformat.v4.new_output(
+            "display_data", data={findings.MIME: json.dumps({"rows": rows})},
+            metadata={"scrapbook": {"name": f"{findings.RECORD}-{k}",
+                                    "mime_prefix": "application/papermill.record/"}})]
+        nb.cells.append(cell)
+    nb.cells.append(nbformat.v4.new_code_cell("x = 1"))
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_the_scorecard_lists_every_claim_with_its_chapters_verdict(tmp_path):
+    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    domain = verdicts.table([verdicts.not_measured("merchant-domain", "not measured: why")])
+    first = _executed(tmp_path, "finetuning", blocks)
+    second = _executed(tmp_path, "domains", domain)
+    table = findings.collect([first, second])
+    assert list(table["claim id"]) == list(claims.CLAIMS)  # every claim, in their order
+    assert list(table.columns) == list(findings.COLUMNS)
+    row = table.set_index("claim id").loc["phang-blocks"]
+    assert row.verdict == "holds" and row.chapter == "finetuning"
+    assert row["what this run shows"].startswith("m, t: +0.300 [")
+    assert row.control.startswith("condition: the pretrained model's own ORIG-ORIG")
+    assert table.set_index("claim id").loc["merchant-domain", "chapter"] == "domains"
+    unjudged = table[table.chapter == ""]
+    assert len(unjudged) == len(claims.CLAIMS) - 2
+    assert set(unjudged.verdict) == {"not measured"}
+    assert set(unjudged["what this run shows"]) == {findings.UNJUDGED}
+    # the page: a row per claim, the chapter linked, pipes in the text escaped
+    text = findings.page(table.assign(claim=table.claim.str.replace("a", "a|", n=1)), "smoke")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(claims.CLAIMS)
+    assert "{doc}`finetuning <../notebooks/finetuning>`" in text
+    assert "\\|" in text and "`smoke` profile" in text and "1 holds" in text
+    path = findings.write(tmp_path, table)
+    pd.testing.assert_frame_equal(pd.read_csv(path, keep_default_na=False), table)
+
+
+def test_a_notebook_without_records_adds_nothing(tmp_path):
+    empty = _executed(tmp_path, "primer")
+    assert findings.read(empty).empty
+    assert set(findings.collect([empty]).verdict) == {"not measured"}
+
+
+def test_the_command_prints_the_scorecard(tmp_path, capsys):
+    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    _executed(tmp_path, "finetuning", blocks)
+    assert main(["findings", "--profile", "smoke", "--executed", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "phang-blocks" in out and "holds" in out
+    assert f"{len(claims.CLAIMS)} claims" in out and "1 holds" in out
+    assert main(["findings", "--executed", str(tmp_path / "none")]) == 1
+    assert "build the book with this profile first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["representation", "attention", "finetuning", "truncation",
+                                  "domains", "seeds"])
+def test_every_study_records_its_findings_in_a_visible_cell(name):
+    from analysis_lib.book import ROOT
+
+    nb = nbformat.read(str(ROOT / "notebooks" / f"{name}.ipynb"), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "record_findings" in c.source]
+    assert cells, name
+    hidden = [c for c in nb.cells if c.cell_type == "code" and "findings(" in c.source
+              and "remove-cell" in c.metadata.get("tags", [])]
+    assert not hidden, name
