@@ -333,3 +333,12 @@ def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
     assert "out of reach" not in two.reason
     one_seed = decide(_claim("none", 0.02), [Evidence("u", 0.0, float("nan"))])
     assert np.isinf(one_seed.units.reach.iloc[0]) and "out of reach" in one_seed.reason
+
+
+def test_a_chapter_summary_line_gives_the_verdict_with_its_numbers():
+    found = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    (line,) = verdicts.verdict_lines(found, ["phang-blocks"])
+    assert line.startswith("- holds: the layers of a fine-tuned model form blocks")
+    assert line.endswith("(phang-blocks); this run: m, t: +0.300 [+0.280, +0.320]")
+    with pytest.raises(KeyError, match="holds no claim 'phang-ft-orig'"):
+        verdicts.verdict_lines(found, ["phang-ft-orig"])

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "glue", "listing",
-           "missing_schedule", "record_findings", "values_line"]
+           "missing_schedule", "record_findings", "values_line", "verdict"]
 
 
 def glue(name: str, value: Any) -> Any:
@@ -147,3 +147,12 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
             for claim_id, row in table[columns].iterrows()]
     _glue(f"{RECORD}-{part}" if part else RECORD, _Rows(rows), display=False)
     return table
+
+
+def verdict(findings: pd.DataFrame, claim_id: str) -> str:
+    """A claim's verdict in bold with what this run shows, for a chapter's summary:
+    ``**holds** (this run: +0.21 [+0.18, +0.24])``."""
+    from ..studies.verdicts import outcome_of
+
+    return (f"**{outcome_of(findings, claim_id)}** (this run: "
+            f"{findings.loc[claim_id, 'what this run shows']})")

@@ -481,10 +481,11 @@ def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd
 
 
 def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
-    """One line per named claim of a findings table, in the order named: the verdict, then
-    the claim (a claim the table lacks is an error, not a silent omission)."""
-    return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid})"
-            for cid in claim_ids]
+    """One line per named claim of a findings table, in the order named: the verdict, the
+    claim and what this run shows (the estimates with their intervals, or why nothing was
+    measured); a claim the table lacks is an error, not a silent omission."""
+    return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid}); this run: "
+            f"{findings.loc[cid, 'what this run shows']}" for cid in claim_ids]
 
 
 def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
