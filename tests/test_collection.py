@@ -395,12 +395,52 @@ def test_attention_claim_compares_each_method_with_itself():
     # heads: across/within = 0.8; distributed: 0.4, on a very different scale
     heads = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
     dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
-    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    zero = dict.fromkeys(attention.METHODS, 0.0)
+    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table), floors=zero)
     assert found.loc["wu-attention-heads", "verdict"] == "holds"
     # raw head values far above the distributed ones, but the same relative level
-    dist = {m: matrix(0.3, 0.24, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
-    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    same_level = {m: matrix(0.3, 0.24, 0.002, 9 + k)
+                  for k, m in enumerate(attention.DISTRIBUTED)}
+    found = attention.findings({**heads, **same_level}, SimpleNamespace(table=table),
+                               floors=zero)
     assert found.loc["wu-attention-heads", "verdict"] != "holds"
+    # near-uniform heads: their across level (0.72) is the floor any two models reach, so
+    # nothing head-level survives across models, and the claim turns around
+    floored = {**zero, **dict.fromkeys(attention.HEAD_LEVEL, 0.72)}
+    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table), floors=floored)
+    assert found.loc["wu-attention-heads", "verdict"] == "opposite"
+    assert found.loc["wu-attention-heads", "control"].startswith("floor:")
+    bare = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    assert bare.loc["wu-attention-heads", "verdict"] == "not measured"
+
+
+def test_attention_floors_come_from_unrelated_random_heads():
+    from types import SimpleNamespace
+
+    from analysis_lib.similarity import AttentionLayer
+    from analysis_lib.studies import attention
+
+    rng = np.random.default_rng(0)
+    maps = []
+    for t in (5, 7, 6):
+        a = rng.gamma(1.0, size=(2, t, t))
+        a[:, np.triu(np.ones((t, t), dtype=bool), 1)] = 0.0  # a causal layer
+        maps.append(a / a.sum(axis=2, keepdims=True))
+    layer = AttentionLayer(maps)
+    random = attention.random_like(layer, seed=1)
+    for a, b in zip(layer.maps, random.maps):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(b.sum(axis=2), 1.0)
+        assert not b[:, np.triu(np.ones(b.shape[1:], dtype=bool), 1)].any()  # stays causal
+    assert not np.allclose(random.maps[0], attention.random_like(layer, seed=2).maps[0])
+    collection = SimpleNamespace(layers=[layer])
+    floors = attention.method_floors(collection, seed=3)
+    assert set(floors) == set(attention.METHODS)
+    # flat random rows are close to uniform, so the head-level JS floor is high; a causal
+    # layer's rows spread over fewer words the earlier they are, a structure any two models
+    # share, so the distributed floor is far from zero as well; neither reaches 1
+    assert floors["JS (head)"] > 0.5 and floors["CKA (distributed)"] > 0.3
+    assert all(v < 0.99 for v in floors.values())
 
 
 def test_word_identity_floor_rises_with_repeated_words():

@@ -19,7 +19,7 @@ import pandas as pd
 from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, SENTENCES_ONLY
 from ..layers import LayerCollection, LayerTable, spread_layers
-from ..similarity import AttentionLayer, attention_representation
+from ..similarity import AttentionLayer, attention_representation, pairwise_suite
 from ..similarity.attention import head_similarity
 from . import extract_each, verdicts
 from .verdicts import Evidence, decide
@@ -100,19 +100,68 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
     return pd.DataFrame(rows)
 
 
+def _visible(a: np.ndarray) -> np.ndarray:
+    """The columns each row of one sentence's maps (heads x words x columns) can see: every
+    column, or, where the layer never attends to a later word (a causal decoder), the words
+    up to the row's own and the columns after the words."""
+    t, c = a.shape[1:]
+    later = np.triu(np.ones((t, t), dtype=bool), 1)
+    seen = np.ones((t, c))
+    if not a[:, :, :t][:, later].any():
+        seen[:, :t][later] = 0.0
+    return seen
+
+
 def uniform_like(layer: AttentionLayer) -> AttentionLayer:
-    """One head that attends evenly to every column each row can see, on ``layer``'s
-    sentences: every column, or, where the layer never attends to a later word (a causal
-    decoder), the words up to the row's own and the columns after the words."""
+    """One head that attends evenly to every column each row can see (:func:`_visible`),
+    on ``layer``'s sentences."""
     found = []
     for a in layer.maps:
-        t, c = a.shape[1:]
-        later = np.triu(np.ones((t, t), dtype=bool), 1)
-        seen = np.ones((t, c))
-        if not a[:, :, :t][:, later].any():
-            seen[:, :t][later] = 0.0
+        seen = _visible(a)
         found.append((seen / seen.sum(axis=1, keepdims=True))[None])
     return AttentionLayer(found)
+
+
+def random_like(layer: AttentionLayer, seed: int = 0) -> AttentionLayer:
+    """Heads of ``layer``'s shape whose every row is drawn at random (flat Dirichlet) over
+    the columns it can see: the attention of a model that shares nothing with any other."""
+    rng = np.random.default_rng(seed)
+    found = []
+    for a in layer.maps:
+        draw = rng.gamma(1.0, size=a.shape) * _visible(a)[None]
+        found.append(draw / draw.sum(axis=2, keepdims=True))
+    return AttentionLayer(found)
+
+
+#: the chapter's methods: a measure of the library on the head-level maps (``attention``)
+#: or on each layer's (word pairs x heads) matrix (``distributed``)
+METHODS = {"JS (head)": ("attention", "attention_js"),
+           "Pearson (head)": ("attention", "attention_pearson"),
+           "Frobenius (head)": ("attention", "attention_frobenius"),
+           "SVCCA (distributed)": ("distributed", "svcca"),
+           "PWCCA (distributed)": ("distributed", "pwcca"),
+           "CKA (distributed)": ("distributed", "linear_cka")}
+
+
+def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
+                    ) -> dict[str, np.ndarray]:
+    """Every method of :data:`METHODS` between every two of ``layers``: one matrix each."""
+    heads = [m for kind, m in METHODS.values() if kind == "attention"]
+    flat = [m for kind, m in METHODS.values() if kind == "distributed"]
+    found = {**pairwise_suite(list(layers), measures=heads, progress=progress),
+             **pairwise_suite([attention_representation(layer) for layer in layers],
+                              measures=flat, progress=progress)}
+    return {name: found[measure] for name, (_, measure) in METHODS.items()}
+
+
+def method_floors(collection: AttentionCollection, seed: int = 0) -> dict[str, float]:
+    """Each method's floor on this collection's sentences: its value between two unrelated
+    random attention layers (:func:`random_like` of the first layer, two seeds), what any two
+    models reach without sharing anything. Near-uniform heads make the head-level measures'
+    floor high; a level read against it, not against zero, says what two models share."""
+    first = collection.layers[0]
+    pair = [random_like(first, seed), random_like(first, seed + 1)]
+    return {name: float(M[0, 1]) for name, M in method_matrices(pair).items()}
 
 
 def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.DataFrame:
@@ -210,11 +259,12 @@ HEAD_LEVEL = ("JS (head)", "Pearson (head)", "Frobenius (head)")
 DISTRIBUTED = ("SVCCA (distributed)", "PWCCA (distributed)", "CKA (distributed)")
 
 
-def relative_level(M: np.ndarray, table, a: str, b: str) -> float:
-    """Similarity across models ``a`` and ``b`` relative to within them: the mean over
-    their cross cells divided by the mean over different layers of one model (both
-    models' within cells). A ratio of one measure with itself, so measures of different
-    scales and chance levels can be compared by it."""
+def relative_level(M: np.ndarray, table, a: str, b: str, floor: float = 0.0) -> float:
+    """Similarity across models ``a`` and ``b`` relative to within them, each above the
+    measure's ``floor``: (mean over their cross cells - floor) / (mean over different layers
+    of one model, both models' within cells - floor), the share of the within-model level
+    above chance that survives across models. A ratio of one measure with itself, so
+    measures of different scales and chance levels can be compared by it."""
     owners = np.asarray(table.owners)
     is_a, is_b = owners == a, owners == b
     across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
@@ -222,15 +272,21 @@ def relative_level(M: np.ndarray, table, a: str, b: str) -> float:
         ~np.eye(len(owners), dtype=bool)
     if not across.any() or not within.any():
         return float("nan")
-    return float(M[across].mean() / M[within].mean())
+    return float((M[across].mean() - floor) / (M[within].mean() - floor))
 
 
-def findings(methods: Mapping[str, np.ndarray], collection: AttentionCollection
-             ) -> pd.DataFrame:
+def findings(methods: Mapping[str, np.ndarray], collection: AttentionCollection, *,
+             floors: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Wu et al.'s localized-above-distributed claim judged by the book's verdict rule: per
     pair of models (the pretrained ones when there are two or more), the mean of the
-    head-level methods' :func:`relative_level` minus the mean of the distributed ones';
-    one value per pair, a t interval over pairs."""
+    head-level methods' :func:`relative_level` minus the mean of the distributed ones',
+    each read above its own floor (``floors``: :func:`method_floors`); one value per pair,
+    a t interval over pairs. Without the floors the claim reads "not measured": a
+    head-level ratio of near-uniform heads is high for any pair."""
+    if floors is None or not set(methods) <= set(floors):
+        return verdicts.table([verdicts.not_measured(
+            "wu-attention-heads", "not measured: needs each method's floor on these "
+            "sentences (method_floors)")])
     frame = collection.table.frame
     trained = list(dict.fromkeys(frame.model[frame.pretrained]))
     names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
@@ -241,10 +297,10 @@ def findings(methods: Mapping[str, np.ndarray], collection: AttentionCollection
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 values.append(
-                    np.mean([relative_level(methods[m], collection.table, a, b)
+                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
                              for m in head]) -
-                    np.mean([relative_level(methods[m], collection.table, a, b)
+                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
                              for m in dist]))
-    evidence = [Evidence.from_values(f"{len(values)} pairs of models", values)] \
-        if values else []
+    evidence = [Evidence.from_values(f"{len(values)} pairs of models, above each method's "
+                                     "floor", values)] if values else []
     return verdicts.table([decide("wu-attention-heads", evidence)])

@@ -127,11 +127,13 @@ _CLAIMS = [
           "attention is more similar across models head by head than as a whole "
           "(localized above distributed)",
           "yes: head-level similarity across models higher than distributed",
-          "each measure's own contrast: across/within of the head-level measures minus "
-          "across/within of the distributed ones, one value per pair of models",
+          "each measure's own contrast above its own floor: (across - floor) / (within - "
+          "floor) of the head-level measures minus that of the distributed ones, one value "
+          "per pair of models",
           "greater", 0.05,
           "as for neurons against representations: a 5% shift of relative level",
-          control=("condition", "the distributed attention measures' own across/within ratio")),
+          control=("floor", "each method's value between two unrelated random attention "
+                           "layers on the same sentences, subtracted from both levels")),
     Claim("wu-ft-top-change", "Wu", "§6, Fig. 5-6",
           "fine-tuning changes the top layers more than the lower ones",
           "yes: similarity to the pretrained model drops in the top layers",
