@@ -497,3 +497,26 @@ def test_uniform_heads_are_not_counted_as_duplicates():
     reference = heads.uniform_like(AttentionLayer([p[None] for p in prefix]))
     for got, want in zip(reference.maps, prefix):
         np.testing.assert_allclose(got[0], want)
+
+
+def test_relative_depth_claim_reads_matched_cells_against_the_pairs_other_cells():
+    from analysis_lib.studies.representation import PairKey
+
+    cka = _summary(0.8, 0.3)
+    pairs = [("a", "b"), ("a", "c"), ("b", "c")]
+    planted = {**cka, **{PairKey("pair", a, b): 0.30 + 0.01 * k for k, (a, b) in
+                         enumerate(pairs)},
+               **{PairKey("matched", a, b): 0.45 + 0.012 * k for k, (a, b) in
+                  enumerate(pairs)}}
+    zero = {"linear_cka": 0.0, "neuronsim": 0.0}
+    found = collection.findings({"linear_cka": planted}, {}, ["linear_cka"], floors=zero)
+    row = found.loc["wu-relative-depth"]
+    assert row["verdict"] == "holds", row["what this run shows"]
+    assert "3 pairs of models" in row["what this run shows"] and "+0.152" in \
+        row["what this run shows"]
+    flat = {**planted, **{PairKey("matched", a, b): 0.30 + 0.01 * k + 0.0005 * (-1) ** k
+                          for k, (a, b) in enumerate(pairs)}}
+    found = collection.findings({"linear_cka": flat}, {}, ["linear_cka"], floors=zero)
+    assert found.loc["wu-relative-depth", "verdict"] == "equivalent"
+    alone = collection.findings({"linear_cka": cka}, {}, ["linear_cka"], floors=zero)
+    assert alone.loc["wu-relative-depth", "verdict"] == "not measured"

@@ -107,6 +107,13 @@ _CLAIMS = [
           "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
           "greater", 0.02, _SIM,
           control=("condition", "layers of the same model further apart")),
+    Claim("wu-relative-depth", "Wu", "§5.1, Fig. 1",
+          "across models, layers at the same relative depth are the most alike",
+          "yes: a bright band along each across-model block's diagonal",
+          "per pair of models: mean linear CKA of their layers at matching relative depth "
+          "minus over all their cross-model cells; t interval over the pairs of models",
+          "greater", 0.02, _SIM,
+          control=("condition", "every cross-model cell of the same pair of models")),
     Claim("wu-family", "Wu", "§5.1, Fig. 2",
           "models of one family (architecture and objective) are more similar",
           "yes: within-family more similar; the objective matters",

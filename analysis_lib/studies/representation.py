@@ -498,7 +498,7 @@ CONTRASTS = {
 }
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("wu-within-model", "wu-neurons-differ", "wu-lower-layers", "wu-adjacent",
-             "wu-family")
+             "wu-relative-depth", "wu-family")
 
 
 def _contrast(summaries, jackknives, measure, high, low) -> Evidence:
@@ -532,6 +532,19 @@ def _relative(summaries, jackknives, rep, neuron, floors) -> Evidence:
     return Evidence.from_jackknife(unit, estimate, reps)
 
 
+def _relative_depth(values: Mapping[SummaryKey, float], measure: str) -> list[Evidence]:
+    """Per pair of models, their similarity at matching relative depth minus over all their
+    cross-model cells: one value per pair, a t interval over the pairs (the models are the
+    sample; pairs share models, so the spread understates the error a little)."""
+    gaps = [values[key] - values[PairKey("pair", key.a, key.b)] for key in values
+            if isinstance(key, PairKey) and key.kind == "matched"
+            and PairKey("pair", key.a, key.b) in values]
+    if not gaps:
+        return []
+    return [Evidence.from_values(f"{measure}, {len(gaps)} pairs of models", gaps,
+                                 note="pairs share models")]
+
+
 def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
              jackknives: Mapping[str, Jackknife], measures: Sequence[str], *,
              floors: Mapping[str, float] | None = None) -> pd.DataFrame:
@@ -549,6 +562,9 @@ def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
     floors = dict(floors or {})
     out = []
     for claim_id in CLAIM_IDS:
+        if claim_id == "wu-relative-depth":
+            out.append(decide(claim_id, _relative_depth(summaries.get(rep, {}), rep)))
+            continue
         if claim_id == "wu-neurons-differ":
             if not {rep, neuron} <= set(floors):
                 out.append(verdicts.not_measured(
