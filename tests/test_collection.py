@@ -520,3 +520,22 @@ def test_relative_depth_claim_reads_matched_cells_against_the_pairs_other_cells(
     assert found.loc["wu-relative-depth", "verdict"] == "equivalent"
     alone = collection.findings({"linear_cka": cka}, {}, ["linear_cka"], floors=zero)
     assert alone.loc["wu-relative-depth", "verdict"] == "not measured"
+
+
+def test_localization_claim_compares_each_models_upper_and_lower_layers():
+    rows = []
+    for k, model in enumerate(("a", "b", "c")):
+        for layer in range(7):
+            depth = layer / 6
+            rows.append({"model": model, "layer": layer, "depth": depth,
+                         "value": 0.1 * depth + 0.002 * k, "variant": "paper (plain)"})
+            rows.append({"model": model, "layer": layer, "depth": depth,
+                         "value": -depth, "variant": "released code (z-scored)"})
+    local = pd.DataFrame(rows)
+    found = collection.localization_findings(local, ["a", "b", "c"])
+    assert found.loc["wu-localization-depth", "verdict"] == "holds"  # +0.058 in each model
+    falling = local.assign(value=-local.value)
+    assert collection.localization_findings(falling, ["a", "b", "c"]).loc[
+        "wu-localization-depth", "verdict"] == "opposite"
+    one = collection.localization_findings(local, ["a"])
+    assert one.loc["wu-localization-depth", "verdict"] == "inconclusive"  # no spread

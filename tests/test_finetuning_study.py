@@ -395,3 +395,19 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
 
     chart = plots.loss_curves(curves).to_dict()
     assert "did not train" in str(chart)
+
+
+def test_localization_claim_reads_the_top_layer_before_and_after_fine_tuning():
+    rng = np.random.default_rng(8)
+    change = _change(0.05, rng)
+    top = change.layer == change.layer.max()
+    planted = change.assign(localization_base=0.30,
+                            localization_ft=np.where(top, 0.10, 0.30)
+                            + 0.002 * rng.standard_normal(len(change)))
+    found = study.findings(planted, {})
+    assert found.loc["wu-localization-ft", "verdict"] == "holds"
+    assert "localization at L6 (base - tuned)" in found.loc["wu-localization-ft",
+                                                          "what this run shows"]
+    same = planted.assign(localization_ft=0.30 + 0.0005 * rng.standard_normal(len(change)))
+    assert study.findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
+    assert study.findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"

@@ -114,6 +114,14 @@ _CLAIMS = [
           "minus over all their cross-model cells; t interval over the pairs of models",
           "greater", 0.02, _SIM,
           control=("condition", "every cross-model cell of the same pair of models")),
+    Claim("wu-localization-depth", "Wu", "§5.1, Fig. 3",
+          "higher layers have more localized representations than lower layers",
+          "yes: the localization score mostly increases with depth in every model",
+          "per pretrained model: mean localization (neuronsim minus SVCCA means, the paper's "
+          "plain score) of its upper half of layers minus its lower half; t interval over "
+          "the models",
+          "greater", 0.02, _SIM,
+          control=("condition", "the lower half of the same model's layers")),
     Claim("wu-family", "Wu", "§5.1, Fig. 2",
           "models of one family (architecture and objective) are more similar",
           "yes: within-family more similar; the objective matters",
@@ -149,6 +157,13 @@ _CLAIMS = [
           "fine-tuning seeds", "greater", 0.02, _SIM,
           control=("condition", "the first transformer layer of the same runs")),
     # --------------------------------------------------------------- Phang et al. 2021
+    Claim("wu-localization-ft", "Wu", "§6, Fig. 7",
+          "fine-tuning makes the top layers less localized",
+          "yes: lower localization at the top layers after fine-tuning",
+          "per model and task: localization of the pretrained model's top layer minus that "
+          "of the fine-tuned model's, over fine-tuning seeds",
+          "greater", 0.02, _SIM,
+          control=("condition", "the pretrained model's own top layer, on the same words")),
     Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
           "the layers of a fine-tuned model form blocks of similar layers",
           "yes for RoBERTa and ALBERT, less for ELECTRA",

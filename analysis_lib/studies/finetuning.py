@@ -466,11 +466,11 @@ def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
 
 
 #: the claims :func:`findings` answers, in its order
-CLAIM_IDS = ("wu-ft-top-change", "merchant-depth", "phang-blocks", "phang-ft-orig",
-             "merchant-freeze-bottom", "merchant-freeze-order")
 #: the claims read from the fine-tuning grid's own runs, and from the freezing runs
-GRID_CLAIMS = CLAIM_IDS[:4]
-FREEZING_CLAIMS = CLAIM_IDS[4:]
+GRID_CLAIMS = ("wu-ft-top-change", "wu-localization-ft", "merchant-depth", "phang-blocks",
+               "phang-ft-orig")
+FREEZING_CLAIMS = ("merchant-freeze-bottom", "merchant-freeze-order")
+CLAIM_IDS = GRID_CLAIMS + FREEZING_CLAIMS
 
 
 def adjusted_r2(r2: float, n: int, p: int) -> float:
@@ -505,6 +505,18 @@ def _depth_drop(frame: pd.DataFrame, measure: str) -> list[Evidence]:
                   for seed in group.seed.unique()]
         out.append(Evidence.from_values(f"{model}, {task}, {measure} (L1 - L{top})",
                                         values))
+    return out
+
+
+def _localization_drop(frame: pd.DataFrame) -> list[Evidence]:
+    """Per (model, task): the pretrained model's localization at the top layer minus each
+    fine-tuned seed's (Wu et al. Fig. 7), one value per seed."""
+    out = []
+    for (model, task), group in frame.groupby(["model", "task"], sort=False):
+        top = group[group.layer == group.layer.max()]
+        out.append(Evidence.from_values(
+            f"{model}, {task}, localization at L{int(top.layer.iloc[0])} (base - tuned)",
+            top.localization_base - top.localization_ft))
     return out
 
 
@@ -581,7 +593,9 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     blocks = _blocks_evidence(views)
     ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
     costs, order = _freezing_evidence(frozen)
-    evidence = dict(zip(CLAIM_IDS, (top_change, depth, blocks, ft_orig, costs, order)))
+    localized = _localization_drop(change) if "localization_ft" in change else []
+    evidence = dict(zip(CLAIM_IDS, (top_change, localized, depth, blocks, ft_orig, costs,
+                                    order)))
     found = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
     found = verdicts.gate(found, untrained, GRID_CLAIMS)
     if frozen is not None and "did_not_train" in frozen:

@@ -603,6 +603,18 @@ def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collectio
     return pd.concat(frames, ignore_index=True)
 
 
+def localization_findings(local: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """Wu et al. Fig. 3 judged by the verdict rule: per model of ``models`` (the pretrained
+    ones), the mean localization (:func:`localization_frame`, the paper's plain score) of
+    its upper half of layers minus its lower half, with a t interval over the models."""
+    plain = local[(local.variant == "paper (plain)") & local.model.isin(list(models))]
+    gaps = [group.value[group.depth > 0.5].mean() - group.value[group.depth <= 0.5].mean()
+            for _, group in plain.groupby("model", sort=False)]
+    evidence = ([Evidence.from_values(f"{len(gaps)} models, upper - lower half", gaps)]
+                if gaps else [])
+    return verdicts.table([decide("wu-localization-depth", evidence)])
+
+
 def random_across(M: np.ndarray, collection: Collection) -> float:
     """Mean of ``M`` over pairs of layers of *different* randomly initialised models."""
     frame = collection.table.frame
