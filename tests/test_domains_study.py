@@ -139,7 +139,7 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
     stimuli_only = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.8,
                              ("B", "in-domain"): 0.8, ("B", "out-of-domain"): 0.5})
     found = study.findings(stimuli_only, CROSSED)
-    assert list(found.index) == ["merchant-domain"]
+    assert list(found.index) == ["merchant-domain", "wu-cross-task"]
     assert found.loc["merchant-domain", "verdict"] == "equivalent"
     assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
     domain = _top_rsa({("A", "in-domain"): 0.4, ("A", "out-of-domain"): 0.8,
@@ -178,3 +178,33 @@ def test_the_share_left_of_a_gap_is_defined_only_above_the_smallest_effect():
     np.testing.assert_allclose(share[:2], [0.5, 1.0])
     assert share[2:].isna().all()  # 0.001 and 0: below merchant-domain's 0.02, no share
     assert study.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)
+
+
+def test_cross_task_claim_reads_bottom_against_top_layers_of_two_tasks_models():
+    rng = np.random.default_rng(11)
+    base = [rng.standard_normal((200, 16)) for _ in range(4)]
+
+    def tuned(task_seed, top_noise):
+        noise = [0.05, 0.05, 0.3, top_noise]
+        r = np.random.default_rng(task_seed)
+        return [x + n * r.standard_normal(x.shape) * 4 for x, n in zip(base, noise)]
+
+    own = {s: tuned(100 + s, 1.0) for s in (0, 1, 2)}
+    other = {s: tuned(200 + s, 1.0) for s in (0, 1, 2)}
+    frame = study.cross_task(own, other)
+    assert len(frame) == 12 and set(frame.seed) == {0, 1, 2}
+    found = study.findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+                                     ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
+                           CROSSED, cross={("m", "A", "B"): frame})
+    assert found.loc["wu-cross-task", "verdict"] == "holds"
+    assert "A and B models on A's words (L1 - L3)" in found.loc["wu-cross-task",
+                                                               "what this run shows"]
+    # the same divergence at every layer: no bottom-top difference
+    flat = study.cross_task({s: tuned(100 + s, 0.05) for s in (0, 1, 2)},
+                            {s: tuned(200 + s, 0.05) for s in (0, 1, 2)})
+    found = study.findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+                                     ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
+                           {"A": CROSSED["A"]}, cross={("m", "A", "B"): flat})
+    assert found.loc["wu-cross-task", "verdict"] == "equivalent"
+    assert found.loc["merchant-domain", "verdict"] == "not measured"  # one task: no cross
+    assert study.cross_task(own, {7: other[0]}).empty  # no common seed

@@ -164,6 +164,15 @@ _CLAIMS = [
           "of the fine-tuned model's, over fine-tuning seeds",
           "greater", 0.02, _SIM,
           control=("condition", "the pretrained model's own top layer, on the same words")),
+    Claim("wu-cross-task", "Wu", "§6, Fig. 5–6; Phang App. B, Fig. 7",
+          "models fine-tuned on different tasks from one base stay alike in their bottom "
+          "layers and diverge in their top layers",
+          "yes: bottom layers similar across tasks, top layers not",
+          "per model and pair of tasks: linear CKA between the two tasks' models (same seed, "
+          "the same words of one task's stimuli) at the first transformer layer minus at "
+          "the top layer, over seeds",
+          "greater", 0.02, _SIM,
+          control=("condition", "the top layers of the same two models on the same words")),
     Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
           "the layers of a fine-tuned model form blocks of similar layers",
           "yes for RoBERTa and ALBERT, less for ELECTRA",

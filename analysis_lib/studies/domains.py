@@ -276,7 +276,7 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
 
 
 #: the claims :func:`findings` answers
-CLAIM_IDS = ("merchant-domain",)
+CLAIM_IDS = ("merchant-domain", "wu-cross-task")
 
 
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
@@ -291,7 +291,39 @@ def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     return len(sources) >= 2 and inside == outside
 
 
+def cross_task(own: Mapping[int, Sequence[np.ndarray]],
+               other: Mapping[int, Sequence[np.ndarray]]) -> pd.DataFrame:
+    """Two tasks' fine-tuned models from one base on the same words (``own`` and
+    ``other``: seed -> every layer's word vectors): linear CKA between them at every layer,
+    one row per (seed, layer), for the seeds both hold (the runs of a seed share the head's
+    initialisation and the batch order)."""
+    from ..similarity import linear_cka
+
+    rows = []
+    for seed in sorted(set(own) & set(other)):
+        for layer, (X, Y) in enumerate(zip(own[seed], other[seed])):
+            rows.append({"seed": seed, "layer": layer, "linear_cka": linear_cka(X, Y)})
+    return pd.DataFrame(rows)
+
+
+def _cross_task_evidence(cross: Mapping[tuple[str, str, str], pd.DataFrame]
+                         ) -> list[Evidence]:
+    """Per (model, stimuli's task, other task): CKA at the first transformer layer minus at
+    the top one, one value per seed."""
+    out = []
+    for (model, task, other), frame in cross.items():
+        if not len(frame):
+            continue
+        top = int(frame.layer.max())
+        wide = frame.pivot_table(index="seed", columns="layer", values="linear_cka")
+        if 1 in wide and top > 1:
+            out.append(Evidence.from_values(f"{model}, {task} and {other} models on {task}'s "
+                                            f"words (L1 - L{top})", wide[1] - wide[top]))
+    return out
+
+
 def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
+             cross: Mapping[tuple[str, str, str], pd.DataFrame] | None = None,
              untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per model:
     out-of-domain minus in-domain RSA at the top layer, averaged over the tasks, with the
@@ -301,13 +333,15 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
     The tasks' stimuli must cross (:func:`crossed`); otherwise the contrast mixes the
     domain with the stimuli's own effect, and the claim reads "not measured" with the
     reason; so it does when a fine-tuned run failed the training gate (``untrained``:
-    :func:`~analysis_lib.studies.shared.training_problems`)."""
+    :func:`~analysis_lib.studies.shared.training_problems`). ``cross``: :func:`cross_task`
+    per (model, task whose words, other task), for ``wu-cross-task``."""
+    across = decide("wu-cross-task", _cross_task_evidence(cross or {}))
     if not crossed(sources):
-        return verdicts.table([verdicts.not_measured(
+        return verdicts.gate(verdicts.table([verdicts.not_measured(
             "merchant-domain", "not measured: the tasks' corpora do not cross (each corpus "
             "must be in-domain for one task and out-of-domain for another), so out minus in "
             "would mix the domain with the stimuli; set other_domains to swap the tasks' "
-            "corpora")])
+            "corpora"), across]), untrained, CLAIM_IDS)
     evidence = []
     for model, by_model in curves.groupby("model", sort=False):
         gaps, variances = [], []
@@ -321,8 +355,8 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
             evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
                                      float(np.mean(gaps)),
                                      float(np.sqrt(np.sum(variances)) / len(gaps))))
-    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence)]), untrained,
-                         CLAIM_IDS)
+    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence), across]),
+                         untrained, CLAIM_IDS)
 
 
 def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
