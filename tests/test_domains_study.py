@@ -139,7 +139,7 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
     stimuli_only = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.8,
                              ("B", "in-domain"): 0.8, ("B", "out-of-domain"): 0.5})
     found = study.findings(stimuli_only, CROSSED)
-    assert list(found.index) == ["merchant-domain", "wu-cross-task"]
+    assert list(found.index) == list(study.CLAIM_IDS)
     assert found.loc["merchant-domain", "verdict"] == "equivalent"
     assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
     domain = _top_rsa({("A", "in-domain"): 0.4, ("A", "out-of-domain"): 0.8,
@@ -208,3 +208,37 @@ def test_cross_task_claim_reads_bottom_against_top_layers_of_two_tasks_models():
     assert found.loc["wu-cross-task", "verdict"] == "equivalent"
     assert found.loc["merchant-domain", "verdict"] == "not measured"  # one task: no cross
     assert study.cross_task(own, {7: other[0]}).empty  # no common seed
+
+
+def test_forgetting_probes_find_planted_word_properties_and_compare_best_layers():
+    rng = np.random.default_rng(12)
+    n_sent, per = 60, 5
+    sentence = np.repeat(np.arange(n_sent), per)
+    cov = pd.DataFrame({"sentence_length": np.repeat(rng.integers(3, 30, n_sent), per),
+                        "log_frequency": rng.normal(size=n_sent * per),
+                        "subwords": rng.integers(1, 4, n_sent * per)})
+    signal = cov[list(study.PROBED)].to_numpy(dtype=float)
+    signal = (signal - signal.mean(0)) / signal.std(0)
+
+    def layers(strength):
+        mix = rng.standard_normal((3, 12))
+        return [strength * signal @ mix + rng.standard_normal((len(cov), 12))
+                for _ in range(3)]
+
+    base = study.probe_r2(layers(3.0), cov, sentence, seed=0)
+    assert len(base) == 9 and set(base.property) == set(study.PROBED)
+    assert base.groupby("property").r2.max().min() > 0.8  # the properties are read back
+    noise = study.probe_r2(layers(0.0), cov, sentence, seed=0)
+    assert noise.r2.max() < 0.2  # no signal, nothing held out to explain
+    kept = {s: study.probe_r2(layers(3.0), cov, sentence, seed=0) for s in (0, 1, 2)}
+    lost = {s: study.probe_r2(layers(0.5), cov, sentence, seed=0) for s in (0, 1, 2)}
+    curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+                       ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
+    found = study.findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
+    assert found.loc["merchant-no-forgetting", "verdict"] == "equivalent"
+    found = study.findings(curves, CROSSED, probes={("m", "A"): (base, lost)})
+    assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
+    with pytest.raises(ValueError, match="too few"):
+        study.probe_r2(layers(1.0)[:1], cov.iloc[:5], sentence[:5])
+    with pytest.raises(ValueError, match="rows and the covariates"):
+        study.probe_r2([np.zeros((3, 2))], cov, sentence)

@@ -240,6 +240,18 @@ _CLAIMS = [
           "sentences and seeds", "greater", 0.02, _SIM,
           control=("condition", "the other task's model on the same corpus: the tasks' corpora "
                                "cross, so the stimuli's own effect cancels")),
+    Claim("merchant-no-forgetting", "Merchant", "§4, Table 1",
+          "fine-tuning keeps what the base model encodes: no catastrophic forgetting",
+          "yes: edge-probing F1 drops of 0.5-2 points after fine-tuning",
+          "per model and task: held-out R^2 of linear probes for word properties (sentence "
+          "length, log frequency, subword pieces) from the base model's best layer minus "
+          "from the fine-tuned model's best layer, mean over the properties, over seeds (an "
+          "offline stand-in for the paper's linguistic probes)",
+          "none", 0.02,
+          "the paper's own drops are up to 2 points of F1; a loss of 0.02 of explained "
+          "variance is of that size",
+          control=("condition", "the pretrained model's own layers, on the same words and "
+                                "the same probe")),
     Claim("merchant-freeze-bottom", "Merchant", "§5.1, Fig. 3",
           "freezing the bottom layers costs little accuracy",
           "yes: few top layers need to change",

@@ -276,7 +276,52 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
 
 
 #: the claims :func:`findings` answers
-CLAIM_IDS = ("merchant-domain", "wu-cross-task")
+CLAIM_IDS = ("merchant-domain", "wu-cross-task", "merchant-no-forgetting")
+#: the word properties the forgetting probes read (:func:`token_covariates`' columns)
+PROBED = ("sentence_length", "log_frequency", "subwords")
+
+
+def probe_r2(layers: Sequence[np.ndarray], covariates: pd.DataFrame, sentence: np.ndarray,
+             *, seed: int = 0, alpha: float = 10.0, held_out: float = 0.2) -> pd.DataFrame:
+    """Per layer and word property (:data:`PROBED`): the held-out R^2 of a ridge probe on
+    the standardised layer. The rows of a held-out share of the *sentences* are scored and
+    the others fit (rows of one sentence share its length, so a split by rows would leak
+    it). One row per (layer, property)."""
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import r2_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    sentence = np.asarray(sentence)
+    ids = np.unique(sentence)
+    n_test = max(1, int(round(held_out * len(ids))))
+    if len(ids) - n_test < 2:
+        raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
+    test = np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+    rows = []
+    for layer, X in enumerate(layers):
+        X = np.asarray(X, dtype=np.float64)
+        if len(X) != len(covariates):
+            raise ValueError(f"layer {layer} has {len(X)} rows and the covariates "
+                             f"{len(covariates)}")
+        for name in PROBED:
+            y = covariates[name].to_numpy(dtype=np.float64)
+            probe = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(X[~test], y[~test])
+            rows.append({"layer": layer, "property": name,
+                         "r2": float(r2_score(y[test], probe.predict(X[test])))})
+    return pd.DataFrame(rows)
+
+
+def _forgetting_evidence(probes) -> list[Evidence]:
+    """Per (model, task): the base model's best-layer R^2 minus each fine-tuned seed's, mean
+    over the properties, one value per seed."""
+    out = []
+    for (model, task), (base, tuned) in probes.items():
+        best = base.groupby("property").r2.max()
+        values = [float((best - frame.groupby("property").r2.max()).mean())
+                  for frame in tuned.values()]
+        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)", values))
+    return out
 
 
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
@@ -324,6 +369,8 @@ def _cross_task_evidence(cross: Mapping[tuple[str, str, str], pd.DataFrame]
 
 def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
              cross: Mapping[tuple[str, str, str], pd.DataFrame] | None = None,
+             probes: Mapping[tuple[str, str], tuple[pd.DataFrame, Mapping[int, pd.DataFrame]]]
+             | None = None,
              untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per model:
     out-of-domain minus in-domain RSA at the top layer, averaged over the tasks, with the
@@ -334,14 +381,17 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
     domain with the stimuli's own effect, and the claim reads "not measured" with the
     reason; so it does when a fine-tuned run failed the training gate (``untrained``:
     :func:`~analysis_lib.studies.shared.training_problems`). ``cross``: :func:`cross_task`
-    per (model, task whose words, other task), for ``wu-cross-task``."""
+    per (model, task whose words, other task), for ``wu-cross-task``; ``probes``: per
+    (model, task), :func:`probe_r2` of the base model and of each fine-tuned seed, for
+    ``merchant-no-forgetting``."""
     across = decide("wu-cross-task", _cross_task_evidence(cross or {}))
+    kept = decide("merchant-no-forgetting", _forgetting_evidence(probes or {}))
     if not crossed(sources):
         return verdicts.gate(verdicts.table([verdicts.not_measured(
             "merchant-domain", "not measured: the tasks' corpora do not cross (each corpus "
             "must be in-domain for one task and out-of-domain for another), so out minus in "
             "would mix the domain with the stimuli; set other_domains to swap the tasks' "
-            "corpora"), across]), untrained, CLAIM_IDS)
+            "corpora"), across, kept]), untrained, CLAIM_IDS)
     evidence = []
     for model, by_model in curves.groupby("model", sort=False):
         gaps, variances = [], []
@@ -355,7 +405,7 @@ def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
             evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
                                      float(np.mean(gaps)),
                                      float(np.sqrt(np.sum(variances)) / len(gaps))))
-    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence), across]),
+    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence), across, kept]),
                          untrained, CLAIM_IDS)
 
 
