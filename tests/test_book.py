@@ -674,6 +674,9 @@ def test_the_findings_page_lists_every_claim_from_the_executed_chapters(built_bo
         assert claim_id in html, claim_id
     for chapter in set(table.chapter):
         assert f"notebooks/{chapter}.html" in html, chapter
+    running = (index.parent / "book" / "running.html").read_text(encoding="utf-8")
+    assert "profiles table: written by the build" not in running
+    assert ">smoke<" in running and "phang-blocks" in running  # the build's own column
     assert main(["findings", "--executed", str(folder)]) == 0
     printed = capsys.readouterr().out
     for claim_id in table["claim id"]:

@@ -89,3 +89,19 @@ def test_every_study_records_its_findings_in_a_visible_cell(name):
     hidden = [c for c in nb.cells if c.cell_type == "code" and "findings(" in c.source
               and "remove-cell" in c.metadata.get("tags", [])]
     assert not hidden, name
+
+
+def test_the_profiles_table_sets_every_built_profile_side_by_side(tmp_path):
+    assert "No profile has been built" in findings.profiles_table(tmp_path)
+    for name, value in (("default", 0.3), ("larger", -0.3)):
+        folder = tmp_path / name
+        folder.mkdir()
+        table = verdicts.table([decide("phang-blocks", [Evidence("m, t", value, 0.01)])])
+        path = _executed(folder, "finetuning", table)
+        findings.write(folder, findings.collect([path]))
+    text = findings.profiles_table(tmp_path)
+    lines = text.splitlines()
+    assert lines[0] == "| claim | `default` | `larger` |"
+    row = next(line for line in lines if line.startswith("| `phang-blocks`"))
+    assert "**holds**: m, t: +0.300" in row and "**opposite**: m, t: -0.300" in row
+    assert len(lines) == 2 + len(claims.CLAIMS)

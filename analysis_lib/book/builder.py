@@ -438,6 +438,9 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     src = stage(profile_name, runs, root)
     (src / "book" / "findings.md").write_text(findings.page(scorecard, profile_name),
                                               encoding="utf-8")
+    running = src / "book" / "running.md"
+    running.write_text(running.read_text(encoding="utf-8").replace(
+        findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)), encoding="utf-8")
     index = jupyter_book(src)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
     echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "

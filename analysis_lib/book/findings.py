@@ -112,3 +112,36 @@ def page(table: pd.DataFrame, profile: str) -> str:
                  f"**{row['verdict']}**", row["control"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
     return "\n".join(lines) + "\n"
+
+
+#: the line of a book page that the build replaces with :func:`profiles_table`
+PROFILES_MARKER = "% profiles table: written by the build (analysis_lib.book.findings)"
+
+
+def profiles_table(executed: Path) -> str:
+    """Every profile built in this checkout side by side (MyST markdown): one row per claim,
+    one column per profile whose ``findings.csv`` lies under ``executed``
+    (``_build/executed/<profile>/``), each cell the verdict and what that build shows. A
+    profile not built yet has no column; none built at all gives a sentence that says so."""
+    tables = {}
+    for path in sorted(Path(executed).glob("*/findings.csv")):
+        tables[path.parent.name] = pd.read_csv(path, keep_default_na=False).set_index(
+            "claim id")
+    if not tables:
+        return ("No profile has been built in this checkout yet; each build adds its "
+                "column here.\n")
+    claim_ids = list(dict.fromkeys(cid for t in tables.values() for cid in t.index))
+    names = list(tables)
+    lines = ["| claim | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for cid in claim_ids:
+        cells = []
+        for name in names:
+            table = tables[name]
+            if cid in table.index:
+                row = table.loc[cid]
+                cells.append(_cell(f"**{row['verdict']}**: {row['what this run shows']}"))
+            else:
+                cells.append("not in this build")
+        lines.append(f"| `{cid}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
