@@ -188,6 +188,17 @@ def test_findings_follow_planted_accuracies():
     found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
     assert found.loc["merchant-truncate", "verdict"] == "equivalent"
+    # the cut runs' failures take only merchant-truncate; the grid's own runs gate the rest
+    gate.loc[gate.layers_kept == 3, "did_not_train"] = "loss flat"
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+                           skips=skips)
+    assert found.loc["merchant-truncate", "verdict"] == "not measured"
+    assert found.loc["phang-untuned", "verdict"] == "equivalent"
+    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+                           skips=skips, untrained={"m, t, seed 0": "flat"})
+    for claim_id in study.GRID_CLAIMS:
+        assert found.loc[claim_id, "verdict"] == "not measured", claim_id
+        assert "m, t, seed 0: flat" in found.loc[claim_id, "what this run shows"]
 
 
 def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_path,

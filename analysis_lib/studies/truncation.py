@@ -431,11 +431,11 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
         "phang-skip-bottom": _skip_evidence(skips),
         "merchant-truncate": _truncate_evidence(truncated, full, n_layers),
     }
-    untrained = _untrained_cuts(truncated, n_layers)
+    cuts_failed = _untrained_cuts(truncated, n_layers)
     out = []
     for claim_id in CLAIM_IDS:
-        if claim_id == "merchant-truncate" and untrained:
-            out.append(verdicts.untrained(claim_id, untrained))
+        if claim_id == "merchant-truncate" and cuts_failed:
+            out.append(verdicts.untrained(claim_id, cuts_failed))
         elif claim_id == "phang-cka-predicts":
             out.append(decide(claim_id, evidence[claim_id], smallest_effect=float(
                 np.arctanh(claims.get(claim_id).smallest_effect))))
