@@ -185,6 +185,28 @@ def test_attention_measures_equal_reference(method):
                                atol=1e-7)
 
 
+@pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
+def test_head_similarity_is_kept_once_per_pair_of_layers(method):
+    """Each pair's head matrix is computed once and kept: the reverse order reads its
+    transpose, and a kept matrix equals a fresh computation and the reference."""
+    from analysis_lib.similarity.attention import AttentionLayer, check_maps, head_similarity
+    A, B = _attention(4, 3, [4, 6]), _attention(5, 2, [4, 6], peaked=2.0)
+    a, b = AttentionLayer(check_maps(A, "A")), AttentionLayer(check_maps(B, "B"))
+    first = head_similarity(a, b, method)
+    assert len(a.similarities) == 1 and not b.similarities
+    assert head_similarity(a, b, method) is first
+    np.testing.assert_array_equal(head_similarity(b, a, method), first.T)
+    assert not b.similarities  # read from a's, not computed again
+    fresh = head_similarity(AttentionLayer(check_maps(A, "A")),
+                            AttentionLayer(check_maps(B, "B")), method)
+    np.testing.assert_array_equal(fresh, first)
+    want = [[R.attention_head_similarity([m[h] for m in A], [m[g] for m in B], method)
+             for g in range(2)] for h in range(3)]
+    np.testing.assert_allclose(first, want, atol=1e-10)
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 0.0  # a kept matrix cannot be changed by a caller
+
+
 def test_attention_js_in_nats_equals_reference():
     A, B = _attention(2, 2, [5, 3]), _attention(3, 2, [5, 3])
     assert S.attention_similarity(A, B, "js", base=np.e) == pytest.approx(

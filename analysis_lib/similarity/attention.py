@@ -27,10 +27,11 @@ representation measure (SVCCA, PWCCA, CKA).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from scipy.special import xlogy
 
 from ..runtime import checks
 from ._core import digest
@@ -67,10 +68,17 @@ class AttentionLayer:
     """One layer's attention, padded into (heads, words, columns) with per-layer work cached."""
 
     maps: list[np.ndarray]
+    #: head-similarity matrices already computed against other layers, by (the other's
+    #: digest, method, base), as ``head_similarity`` keeps them
+    similarities: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def _digest(self) -> bytes:
+        return digest(*self.maps)
 
     def summary(self) -> bytes:
         """A digest of the maps (:class:`~.pairwise.Pair` orders a pair by it)."""
-        return digest(*self.maps)
+        return self._digest
 
     digest = summary
 
@@ -106,7 +114,7 @@ class AttentionLayer:
     def entropy(self) -> np.ndarray:
         """The Shannon entropy (in nats) of every row, shape (heads, total words)."""
         P = self.padded
-        return -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0), axis=2)
+        return -xlogy(P, P).sum(axis=2)
 
     @cached_property
     def centred_unit(self) -> tuple[np.ndarray, np.ndarray]:
@@ -129,14 +137,32 @@ def _check_alignment(a: AttentionLayer, b: AttentionLayer) -> None:
 
 def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: float = 2.0
                     ) -> np.ndarray:
-    """(heads_A x heads_B) similarity of every head pair under ``method``."""
+    """(heads_A x heads_B) similarity of every head pair under ``method``.
+
+    Every method is symmetric, so a matrix is computed once per pair of layers and kept on
+    the first layer (heads x heads floats): a layer-level measure and a search for each
+    head's best match (:func:`~analysis_lib.studies.attention.best_matches`) share it."""
     _check_alignment(a, b)
+    key = (b.digest(), method, float(base))
+    if key in a.similarities:
+        return a.similarities[key]
+    mirrored = b.similarities.get((a.digest(), method, float(base)))
+    if mirrored is not None:
+        return mirrored.T
+    out = _head_similarity(a, b, method, base)
+    out.setflags(write=False)
+    a.similarities[key] = out
+    return out
+
+
+def _head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: float
+                     ) -> np.ndarray:
     if method == "js":
         P, Q = a.padded, b.padded
         out = np.empty((a.heads, b.heads))
         for h in range(a.heads):
             M = (P[h][None] + Q) / 2.0
-            hm = -np.sum(np.where(M > 0, M * np.log(np.where(M > 0, M, 1.0)), 0.0), axis=2)
+            hm = -xlogy(M, M).sum(axis=2)  # 0 log 0 = 0 for the padding
             js = hm - (a.entropy[h][None] + b.entropy) / 2.0  # (heads_B, words), nats
             out[h] = 1.0 - np.clip(js, 0.0, None).mean(axis=1) / np.log(base)
         return out

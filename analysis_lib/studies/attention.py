@@ -87,7 +87,7 @@ def redundancy(collection: AttentionCollection, *, method: str = "js",
         layers = collection.of(model)
         numbers = collection.table.frame["layer"].to_numpy()[collection.table.rows_of(model)]
         for k, layer in enumerate(layers):
-            S = head_similarity(layer, layers[0], method)
+            S = head_similarity(layer, layers[0], method).copy()
             if k == 0:
                 np.fill_diagonal(S, -np.inf)  # a head of layer 1 is not its own match
             flat = head_similarity(layer, uniform_like(layer), method)[:, 0]
