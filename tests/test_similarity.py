@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from scipy.stats import ortho_group, pearsonr, spearmanr
 
 from analysis_lib import similarity as sim
+from analysis_lib.similarity import reference
+from analysis_lib.similarity.rsa import ConstantSimilarity
 
 SINGLE = {
     "neuronsim": sim.neuronsim,
@@ -634,6 +636,31 @@ def test_weighted_rsa_equals_the_resampled_multiset_without_copy_pairs():
         sim.rsa(X, Y, weights=np.full(30, 0.5))
     with pytest.raises(ValueError, match="cosine or correlation kernel with Pearson"):
         sim.rsa(X, Y, "euclidean", weights=w)
+
+
+def test_prepared_weighted_rsa_serves_many_resamples_with_the_same_values():
+    """One WeightedRSA, prepared once, gives every resample the value of ``rsa(weights=)``
+    and of the explicit multiset; a resample of copies of rows that point one way is
+    undefined (ConstantSimilarity), not a number."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((40, 7)) + 5.0  # an offset: the rows are far from centred
+    Y = X @ rng.standard_normal((7, 9)) + rng.standard_normal((40, 9))
+    prepared = sim.WeightedRSA(X, Y)
+    for _ in range(5):
+        w = rng.multinomial(40, np.full(40, 1 / 40))
+        rows = np.repeat(np.arange(40), w)
+        want = reference.rsa(X, Y, weights=w)
+        assert prepared(w) == pytest.approx(want, abs=1e-10)
+        assert prepared(w) == pytest.approx(sim.rsa(X, Y, weights=w), abs=1e-12)
+        assert sim.rsa(X[rows], Y[rows]) > prepared(w)  # copy pairs left out
+    same_way = X.copy()
+    same_way[:3] = X[0] * np.array([[1.0], [2.0], [3.0]])
+    w = np.zeros(40, dtype=np.int64)
+    w[:3] = [2, 1, 1]
+    with pytest.raises(ConstantSimilarity):
+        sim.WeightedRSA(same_way, Y)(w)
+    with pytest.raises(ValueError, match="40 non-negative integers"):
+        prepared(np.ones(39, dtype=np.int64))
 
 
 @pytest.mark.parametrize("scale", [1e20, 1e-25])

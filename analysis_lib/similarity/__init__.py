@@ -37,7 +37,7 @@ from .measures import (
 )
 from .pairwise import pairwise, pairwise_suite
 from .registry import INVARIANCES, MEASURES, REGISTRY, SYMMETRIC, Measure, canonical, invariant_to
-from .rsa import upper_triangle
+from .rsa import WeightedRSA, upper_triangle
 from .stats import BootstrapResult, PermutationResult, bootstrap, permutation_test
 from .streaming import stream_pairwise
 
@@ -48,7 +48,7 @@ pwsim = pwcca
 
 __all__ = [
     "AttentionLayer", "BootstrapResult", "CCAResult", "INVARIANCES", "MEASURES", "Measure",
-    "PermutationResult",
+    "PermutationResult", "WeightedRSA",
     "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
     "reference",
     "canonical",

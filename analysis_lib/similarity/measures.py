@@ -26,7 +26,6 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..runtime import checks
 from ..runtime.device import DeviceLike
 from . import _backend
-from ._core import check_pair
 from .attention import METHODS, AttentionInput
 from .kernels import (
     canonical_of_pairs,
@@ -37,7 +36,7 @@ from .kernels import (
 )
 from .kernels import rbf_gram as rbf_gram
 from .pairwise import Pair, one_pair, prepare_layers
-from .rsa import check_kernel_compare, weighted_rsa
+from .rsa import WeightedRSA, check_kernel_compare
 
 # --------------------------------------------------------------------------- public measures
 
@@ -291,8 +290,7 @@ def rsa(X: ArrayLike, Y: ArrayLike, kernel: str = "cosine", compare: str = "pear
     """
     check_kernel_compare(kernel, compare)
     if weights is not None:
-        X, Y = check_pair(X, Y, 3)
-        return weighted_rsa(X, Y, kernel, compare, weights)
+        return WeightedRSA(X, Y, kernel, compare)(weights)
     return one_pair("rsa", X, Y, {"kernel": kernel, "compare": compare})
 
 

@@ -26,7 +26,7 @@ from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from ..errors import UndefinedMeasure
-from ._core import as_matrix, digest, in_range
+from ._core import as_matrix, check_pair, digest, in_range
 
 KERNELS = ("cosine", "correlation", "euclidean")
 
@@ -41,8 +41,15 @@ COMPARES = ("pearson", "spearman")
 def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
     """Rows scaled to unit norm (after centring each row for the correlation kernel), float64.
 
-    Raises ValueError when a row has zero norm: its cosine similarity is undefined.
+    Raises ValueError when a row has zero norm: its cosine similarity is undefined; and
+    :class:`ConstantSimilarity` when every row points the same way.
     """
+    A = _unit_rows(X, kernel, name)
+    _check_spread(A, name)
+    return A
+
+
+def _unit_rows(X: np.ndarray, kernel: str, name: str) -> np.ndarray:
     A = np.asarray(X, dtype=np.float64)
     if kernel == "correlation":
         A = A - A.mean(axis=1, keepdims=True)
@@ -52,12 +59,15 @@ def normalized_rows(X: np.ndarray, kernel: str, name: str = "X") -> np.ndarray:
         what = "constant" if kernel == "correlation" else "all zeros"
         raise ValueError(f"row {i} of {name} is {what}: its {kernel} similarity is undefined; "
                          "drop that stimulus")
-    A = A / norms[:, None]
+    return A / norms[:, None]
+
+
+def _check_spread(A: np.ndarray, name: str) -> None:
+    """ConstantSimilarity when every (unit) row of ``A`` points the same way."""
     if len(A) > 1 and float(np.ptp(A, axis=0).max()) <= 1e-7:
         raise ConstantSimilarity(f"every stimulus of {name} points the same way, so its "
                                  "similarity matrix is constant (as the first token at the "
                                  "embedding layer); RSA is undefined")
-    return A
 
 
 class Stimuli:
@@ -76,9 +86,10 @@ class Stimuli:
         return self.Z.shape[0]
 
 
-def _pair_sum(x: Stimuli, y: Stimuli, w: np.ndarray) -> float:
-    """``sum_{i<j} w_i w_j Tx_ij Ty_ij`` over the multiset (``T_ii = 0``)."""
-    M = x.Z.T @ (w[:, None] * y.Z)
+def _pair_sum(a: np.ndarray, b: np.ndarray, x: Stimuli, y: Stimuli) -> float:
+    """``sum_{i<j} w_i w_j Tx_ij Ty_ij`` over the multiset (``T_ii = 0``), from the rows
+    ``a = sqrt(w) z`` of x and ``b`` of y (``a.T @ a`` of one array is half the work)."""
+    M = a.T @ b
     return float(np.sum(M * M[np.ix_(x.swap, y.swap)])) / 2.0
 
 
@@ -92,15 +103,21 @@ def pearson_of_upper(x: Stimuli, y: Stimuli, weights: np.ndarray | None = None) 
     """The Pearson correlation of the two similarity matrices' upper triangles, stimulus i
     taken ``weights[i]`` times (default once), pairs of two copies of one stimulus left out."""
     w = np.ones(x.n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights is None:
+        a, b = x.Z, y.Z
+    else:  # the stimuli drawn, each row scaled by the root of its count
+        keep = w > 0
+        root = np.sqrt(w[keep])[:, None]
+        a, b = (root * s.Z[keep] for s in (x, y))
     pairs = (w.sum() ** 2 - w @ w) / 2.0
     mx, my = _sum(x, w) / pairs, _sum(y, w) / pairs
-    vx = _pair_sum(x, x, w) / pairs - mx * mx
-    vy = _pair_sum(y, y, w) / pairs - my * my
+    vx = _pair_sum(a, a, x, x) / pairs - mx * mx
+    vy = _pair_sum(b, b, y, y) / pairs - my * my
     if vx <= 1e-30 or vy <= 1e-30:
         raise ConstantSimilarity("a similarity matrix is constant (e.g. every stimulus has the "
                                  "same vector, as the first token at the embedding layer); RSA "
                                  "is undefined")
-    return in_range((_pair_sum(x, y, w) / pairs - mx * my) / np.sqrt(vx * vy), -1.0, "RSA",
+    return in_range((_pair_sum(a, b, x, y) / pairs - mx * my) / np.sqrt(vx * vy), -1.0, "RSA",
                     slack=1e-9)
 
 
@@ -152,21 +169,35 @@ def rsa_pair(a: PreparedStimuli, b: PreparedStimuli, pair, options, directions):
     return value, value
 
 
-def weighted_rsa(X: np.ndarray, Y: np.ndarray, kernel: str, compare: str, weights: ArrayLike
-                 ) -> float:
-    """:func:`~.measures.rsa` with ``weights`` (checked matrices ``X``, ``Y``)."""
-    if kernel == "euclidean" or compare != "pearson":
-        raise ValueError("weights need the cosine or correlation kernel with Pearson "
-                         "comparison (the fast path); resample the rows instead")
-    w = np.asarray(weights)
-    if w.shape != (X.shape[0],) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
-        raise ValueError(f"weights must be {X.shape[0]} non-negative integers (one count per "
-                         f"stimulus), got shape {w.shape} and dtype {w.dtype}")
-    if int((w > 0).sum()) < 3:
-        raise ValueError("weights select fewer than 3 distinct stimuli; RSA needs 3")
-    keep = w > 0
-    return pearson_of_upper(Stimuli(normalized_rows(X[keep], kernel, "X")),
-                            Stimuli(normalized_rows(Y[keep], kernel, "Y")), w[keep])
+class WeightedRSA:
+    """RSA between X and Y ((n, d1) and (n, d2)) on many multisets of their stimuli, as
+    a bootstrap or a permutation test draws them: the rows are normalised once, and each call
+    takes one multiset's ``weights`` (n non-negative integers, stimulus i taken ``weights[i]``
+    times; pairs of two copies of one stimulus left out). Cosine or correlation kernel with
+    Pearson comparison (the fast path). A multiset whose similarity matrix is constant
+    raises ``ConstantSimilarity`` (a ValueError)."""
+
+    def __init__(self, X: ArrayLike, Y: ArrayLike, kernel: str = "cosine",
+                 compare: str = "pearson"):
+        check_kernel_compare(kernel, compare)
+        X, Y = check_pair(X, Y, 3)
+        if kernel == "euclidean" or compare != "pearson":
+            raise ValueError("weights need the cosine or correlation kernel with Pearson "
+                             "comparison (the fast path); resample the rows instead")
+        self.n = X.shape[0]
+        self.rows = [_unit_rows(X, kernel, "X"), _unit_rows(Y, kernel, "Y")]
+        self.x, self.y = (Stimuli(A) for A in self.rows)
+
+    def __call__(self, weights: ArrayLike) -> float:
+        w = np.asarray(weights)
+        if w.shape != (self.n,) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
+            raise ValueError(f"weights must be {self.n} non-negative integers (one count per "
+                             f"stimulus), got shape {w.shape} and dtype {w.dtype}")
+        if int((w > 0).sum()) < 3:
+            raise ValueError("weights select fewer than 3 distinct stimuli; RSA needs 3")
+        for A, name in zip(self.rows, "XY"):
+            _check_spread(A[w > 0], name)
+        return pearson_of_upper(self.x, self.y, w)
 
 
 def upper_triangle(X: ArrayLike, kernel: str = "cosine") -> np.ndarray:

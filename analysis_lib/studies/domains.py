@@ -34,7 +34,7 @@ from ..models import LoadedModel
 from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa, stats
-from ..similarity.rsa import ConstantSimilarity
+from ..similarity.rsa import ConstantSimilarity, WeightedRSA
 from . import claims, verdicts
 from .shared import Runs, load_model, stimuli, word_layers, word_rows
 from .verdicts import Evidence, decide
@@ -96,13 +96,24 @@ def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],
     ``weights`` (a resample), NaN where the resample's similarity matrix is constant
     (:class:`~analysis_lib.similarity.rsa.ConstantSimilarity`, RSA undefined); every other
     error is raised."""
-    out = np.full(len(base), np.nan)
-    for layer, (X, Y) in enumerate(zip(base, tuned)):
+    if weights is None:
+        return np.array([rsa(X, Y, "cosine", "pearson") for X, Y in zip(base, tuned)])
+    return resampled_rsa(resamplers(base, tuned), weights)
+
+
+def resamplers(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray]) -> list[WeightedRSA]:
+    """Every layer's pair, base against fine-tuned, prepared once for many resamples."""
+    return [WeightedRSA(X, Y) for X, Y in zip(base, tuned)]
+
+
+def resampled_rsa(layers: Sequence[WeightedRSA], weights: np.ndarray) -> np.ndarray:
+    """:func:`rsa_by_layer` of one resample (``weights``) on pairs from :func:`resamplers`."""
+    out = np.full(len(layers), np.nan)
+    for layer, pair in enumerate(layers):
         try:
-            out[layer] = rsa(X, Y, "cosine", "pearson", weights=weights)
+            out[layer] = pair(weights)
         except ConstantSimilarity:
-            if weights is None:
-                raise
+            pass
     return out
 
 
@@ -125,10 +136,11 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
         raise ValueError("the stimuli come from a single sentence; a bootstrap over sentences "
                          "needs at least two (use more sentences)")
     estimate = np.mean([rsa_by_layer(base, tuned[s]) for s in seeds], axis=0)
+    prepared = {s: resamplers(base, tuned[s]) for s in seeds}
 
     def resampled(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # a resample of sentences, then a fine-tuning seed: a two-level bootstrap
-        return rsa_by_layer(base, tuned[seeds[rng.integers(len(seeds))]], weights)
+        return resampled_rsa(prepared[seeds[rng.integers(len(seeds))]], weights)
 
     samples = stats.group_bootstrap(resampled, sentence, n_boot=n_boot, seed=seed)
     alpha = (1 - level) / 2
@@ -173,9 +185,11 @@ def permutation_difference(base: Mapping[str, Sequence[np.ndarray]],
     is_in = np.r_[np.ones(len(sentence["in-domain"]), bool),
                   np.zeros(len(sentence["out-of-domain"]), bool)]
 
+    pooled = resamplers(pooled_b, pooled_t)
+
     def difference(mask: np.ndarray) -> np.ndarray:
-        inside = rsa_by_layer(pooled_b, pooled_t, weights=mask.astype(np.int64))
-        outside = rsa_by_layer(pooled_b, pooled_t, weights=(~mask).astype(np.int64))
+        inside = resampled_rsa(pooled, mask.astype(np.int64))
+        outside = resampled_rsa(pooled, (~mask).astype(np.int64))
         return outside - inside
 
     test = stats.two_sample_permutation(difference, groups, is_in, n_perm=n_perm, seed=seed)
