@@ -232,7 +232,8 @@ def test_seed_findings_follow_planted_distances():
     rising = {k: 0.1 + 0.1 * k for k in range(5)}
     hidden = _pairs(rising, task="t", kind="hidden states")
     attention = _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention")
-    distances = pd.concat([hidden, attention], ignore_index=True)
+    # Fig. 4 on the pretraining seeds: attention and hidden states of the same sentences
+    same = pd.concat([hidden, attention], ignore_index=True)
     # linreg over-fits (0.9); the claim reads the INN against ridge, the best simple map
     methods = pd.concat([_pairs({3: 0.9}, method="linreg"), _pairs({3: 0.5}, method="ridge"),
                          _pairs({3: 0.3}, method="inn")])
@@ -245,30 +246,50 @@ def test_seed_findings_follow_planted_distances():
                            ("linreg", 0.79), ("inn", inn))])
 
     injected = injected_with(0.75)
-    found = seeds.findings(synthetic, distances, methods, injected,
-                           pretraining=_pairs(rising))
+    # after fine-tuning the top layer of every pair is 0.3 further apart
+    drifted = _pairs({**rising, 4: rising[4] + 0.3}, seed=1)
+    found = seeds.findings(synthetic, methods, injected, pretraining=_pairs(rising),
+                           pretraining_attention=same, pretraining_finetuned=drifted)
     assert list(found.index) == list(seeds.CLAIM_IDS)
     for claim_id in seeds.CLAIM_IDS:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
+    assert "L4, fine-tuned - pretrained, 3 pairs: +0.30" in found.loc[
+        "ren-finetune-apart", "what this run shows"]
+    # no drift: not "holds"; a fine-tuned seed that did not train: no verdict
+    still = seeds.findings(synthetic, pretraining=_pairs(rising),
+                           pretraining_finetuned=_pairs(rising, seed=2))
+    assert still.loc["ren-finetune-apart", "verdict"] != "holds"
+    gated = seeds.findings(synthetic, pretraining=_pairs(rising),
+                           pretraining_finetuned=drifted,
+                           untrained_pretraining={"zoo:mlm on t": "loss did not fall"})
+    assert gated.loc["ren-finetune-apart", "verdict"] == "not measured"
+    assert "zoo:mlm on t" in gated.loc["ren-finetune-apart", "what this run shows"]
     # flat pretraining seeds: no depth effect; without them, not measured
-    flat = seeds.findings(synthetic, distances, methods, injected,
+    flat = seeds.findings(synthetic, methods, injected,
                           pretraining=_pairs({k: 0.3 for k in range(5)}, noise=0.0005))
     assert flat.loc["ren-depth", "verdict"] == "equivalent"
+    # attention no closer than hidden states: not "holds"; no same-sentence table: not
+    # measured (the fine-tuning seeds never stand in for it)
+    alike = pd.concat([hidden, _pairs(rising, task="t", kind="attention")],
+                      ignore_index=True)
+    assert seeds.findings(synthetic, pretraining_attention=alike).loc[
+        "ren-attention", "verdict"] != "holds"
+    assert flat.loc["ren-attention", "verdict"] == "not measured"
     # the INN against the controls, not against a random map or the best map after the fact:
     # ridge as good as the INN leaves the claim short of "holds"; so does a map that only
     # matches no map at all
     inn_real = found.loc["ren-inn-real", "what this run shows"]
     assert inn_real.startswith("ridge - inn") and "+0.200" in inn_real
-    close = seeds.findings(synthetic, distances, methods, injected_with(0.70))
+    close = seeds.findings(synthetic, methods, injected_with(0.70))
     assert close.loc["ren-injection", "verdict"] == "mixed"  # beats identity, not ridge
     units = close.loc["ren-injection", "what this run shows"]
     assert "inn - identity" in units and "inn - ridge" in units
-    level = seeds.findings(synthetic, distances, methods, injected_with(0.60))
+    level = seeds.findings(synthetic, methods, injected_with(0.60))
     assert level.loc["ren-injection", "verdict"] != "holds"
     linreg_only = methods[methods.method != "ridge"]
-    assert seeds.findings(synthetic, distances, linreg_only).loc[
+    assert seeds.findings(synthetic, linreg_only).loc[
         "ren-inn-real", "verdict"] == "not measured"
-    none = seeds.findings(synthetic, distances)
+    none = seeds.findings(synthetic)
     assert none.loc["ren-depth", "what this run shows"] == "not measured in this run"
     assert none.loc["ren-inn-real", "verdict"] == "not measured"
 

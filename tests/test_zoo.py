@@ -229,7 +229,9 @@ def test_a_failing_worker_is_reported_with_its_error(tmp_path, monkeypatch):
 
 def test_seed_models_name_their_checkpoints():
     names = zoo.seed_models("default")
-    assert names[0] == "zoo:base" and all(n.startswith("zoo:seed-") for n in names[1:])
+    assert names[0] == "zoo:mlm" and all(n.startswith("zoo:mlm-seed-") for n in names[1:])
+    assert len(names) == zoo.SEEDS >= 5  # Ren et al.'s claims need five seeds or more
+    assert {zoo.ZOO[n[4:]].objective for n in names} == {"mlm"}  # masked LMs, like BERT
     step = zoo.BASE.checkpoints[0]
     assert zoo.seed_models("default", step) == [f"{n}@{step}" for n in names]
     for name in zoo.seed_models("zoo", step):  # every seed model keeps the base's steps

@@ -10,19 +10,21 @@ of it:
 =================  =========================================================================
 factor             models
 =================  =========================================================================
-seed               ``base``, ``seed-1``, ``seed-2`` (``zoo`` set: also ``seed-3``, ``seed-4``)
+seed               ``mlm``, ``mlm-seed-1`` ... ``mlm-seed-4``: five masked LMs, as Ren et
+                   al.'s MultiBERTs (``zoo`` set: also the causal ``base``, ``seed-1`` ...
+                   ``seed-4``)
 objective          ``base`` (causal LM, reads left to right) and ``mlm`` (masked LM, both
                    directions), the same architecture
 depth              ``base`` (4 layers) and ``depth-2`` (``zoo`` set: also ``depth-6``)
 data               ``tweets`` and ``bbc``: trained on one domain only
 training length    ``base@<step>``: the base model's weights at earlier steps of its run
-size               ``wide-0``, ``wide-1``, ``wide-2`` (``zoo`` set): the seed models at twice
-                   the width (128), so that the seeds chapter can ask whether the difference
-                   between seeds changes with the size of the model
+size               ``wide-0``, ``wide-1``, ``wide-2`` (``zoo`` set): masked-LM seed models at
+                   twice the width (128), so that the seeds chapter can ask whether the
+                   difference between seeds changes with the size of the model
 =================  =========================================================================
 
-The seed models keep the base's checkpoints too (``seed-1@100``, ...), so the seeds chapter
-can ask how the difference between seeds changes with training.
+The seed models keep the base's checkpoints too (``mlm-seed-1@100``, ...), so the seeds
+chapter can ask how the difference between seeds changes with training.
 
 The models are trained one step up the data flow, by
 :func:`analysis_lib.training.zoo.train` (minutes; the models of a set side by side
@@ -50,30 +52,35 @@ BASE = PretrainConfig(objective="clm", layers=4, hidden=64, heads=2, data="both"
                       steps=400, learning_rate=2e-3, warmup_steps=30, dropout=0.0,
                       mask_rate=0.4, vocab_size=4000, checkpoints=(100, 250))
 
+#: the masked-LM model, seed 0: the first of the seed models (Ren et al.'s MultiBERTs are
+#: masked LMs)
+MLM = replace(BASE, objective="mlm")
+#: how many masked-LM seed models the zoo holds (``mlm`` and ``mlm-seed-1`` ...)
+SEEDS = 5
+
 ZOO: dict[str, PretrainConfig] = {
     "base": BASE,
-    "seed-1": replace(BASE, seed=1),
-    "seed-2": replace(BASE, seed=2),
-    "mlm": replace(BASE, objective="mlm", checkpoints=()),
+    "mlm": MLM,
+    **{f"mlm-seed-{s}": replace(MLM, seed=s) for s in range(1, SEEDS)},
     "depth-2": replace(BASE, layers=2, checkpoints=()),
     "tweets": replace(BASE, data="tweets", checkpoints=()),
     "bbc": replace(BASE, data="bbc", checkpoints=()),
-    "seed-3": replace(BASE, seed=3),
-    "seed-4": replace(BASE, seed=4),
+    **{f"seed-{s}": replace(BASE, seed=s) for s in range(1, SEEDS)},
     "depth-6": replace(BASE, layers=6, checkpoints=()),
-    **{f"wide-{s}": replace(BASE, hidden=2 * BASE.hidden, seed=s, checkpoints=())
+    **{f"wide-{s}": replace(MLM, hidden=2 * MLM.hidden, seed=s, checkpoints=())
        for s in range(3)},
 }
 
 #: which models each set holds; ``default`` is what the offline book trains
 SETS = {
-    "default": ("base", "seed-1", "seed-2", "mlm", "depth-2", "tweets", "bbc"),
+    "default": ("base", "mlm", *(f"mlm-seed-{s}" for s in range(1, SEEDS)), "depth-2",
+                "tweets", "bbc"),
     "zoo": tuple(ZOO),
 }
 
 #: the pairs of models that differ in one factor only
 FACTORS = {
-    "seed": (("base", "seed-1"), ("base", "seed-2"), ("seed-1", "seed-2")),
+    "seed": (("mlm", "mlm-seed-1"), ("mlm", "mlm-seed-2"), ("mlm-seed-1", "mlm-seed-2")),
     "objective": (("base", "mlm"),),
     "depth": (("base", "depth-2"),),
     "data": (("tweets", "bbc"),),
@@ -108,12 +115,12 @@ def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
 
 
 def seed_models(set_name: str = "default", step: int | None = None) -> list[str]:
-    """The ``zoo:`` names of a set's models that differ from the base only by seed (the base
-    first): the zoo's miniature MultiBERTs; with ``step``, their weights at that checkpoint
-    (one of ``BASE.checkpoints``)."""
+    """The ``zoo:`` names of a set's masked LMs that differ only by their pretraining seed
+    (``mlm`` first): the zoo's miniature MultiBERTs; with ``step``, their weights at that
+    checkpoint (one of ``BASE.checkpoints``)."""
     if set_name not in SETS:
         raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
-    names_ = [n for n in SETS[set_name] if n == "base" or n.startswith("seed-")]
+    names_ = [n for n in SETS[set_name] if n == "mlm" or n.startswith("mlm-seed-")]
     suffix = "" if step is None else f"@{step}"
     out = [f"zoo:{n}{suffix}" for n in names_]
     for name in out:
@@ -122,8 +129,8 @@ def seed_models(set_name: str = "default", step: int | None = None) -> list[str]
 
 
 def wide_seed_models() -> list[str]:
-    """The ``zoo:`` names of the seed models at twice the base's width (``zoo`` set): the
-    model-size ablation of the seeds chapter."""
+    """The ``zoo:`` names of the masked-LM seed models at twice the width (``zoo`` set):
+    the model-size ablation of the seeds chapter."""
     return [f"zoo:{n}" for n in ZOO if n.startswith("wide-")]
 
 

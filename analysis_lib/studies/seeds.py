@@ -27,14 +27,15 @@ import torch
 from .. import alignment
 from ..alignment.flows import CouplingFlow
 from ..data.corpora import Corpus
+from ..data.tasks import Task
 from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..similarity import attention_representation
-from ..training.finetune import FineTuned
+from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
-from .shared import seed_interval
+from .shared import seed_interval, word_layers
 from .verdicts import Evidence, decide
 
 
@@ -93,6 +94,20 @@ def attention_layers(models: Mapping[str, LoadedModel], corpus: Corpus
         out[name] = [attention_representation(result.attention_layer(layer))
                      for layer in range(1, result.info.n_attention_layers + 1)]
     return out
+
+
+def same_sentences(models: Mapping[str, LoadedModel], corpus: Corpus, method: str, *,
+                   seed: int = 0) -> pd.DataFrame:
+    """Ren et al. Fig. 4 on one set of sentences: for every pair of ``models``, the held-out
+    distance (:func:`pair_distances` with ``method``) of every layer's word vectors (every
+    word of ``corpus``, the last subword's vector) and of every attention layer (word pairs
+    x heads, :func:`attention_layers`) of the same sentences; ``kind`` says which."""
+    words = {name: word_layers(model, corpus, np.arange(corpus.n_words)).words
+             for name, model in models.items()}
+    hidden = pair_distances(words, method, seed=seed).assign(kind="hidden states")
+    attention = pair_distances(attention_layers(models, corpus), method, seed=seed,
+                               first_layer=1).assign(kind="attention")
+    return pd.concat([hidden, attention], ignore_index=True)
 
 
 @profiled("alignment", lambda layers, method, **k: f"seed pairs, {method}")
@@ -236,10 +251,10 @@ def heads_of(results: Mapping[str, FineTuned]) -> dict[str, FirstTokenHead]:
 
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("ren-inn-synthetic", "ren-linear-check", "ren-depth", "ren-attention",
-             "ren-inn-real", "ren-injection")
+             "ren-finetune-apart", "ren-inn-real", "ren-injection")
 #: the claims read from the fine-tuning seeds (the others: synthetic maps, the zoo's
 #: pretraining seeds)
-FINETUNED_CLAIMS = ("ren-attention", "ren-inn-real", "ren-injection")
+FINETUNED_CLAIMS = ("ren-inn-real", "ren-injection")
 #: the distance below which linear regression counts as recovering a linear map
 LINEAR_CHECK = 0.05
 
@@ -309,6 +324,30 @@ def depth_change(by_setting: pd.DataFrame) -> pd.DataFrame:
                             "L1 - top")
 
 
+def finetuned_seed_models(names: Sequence[str], task: Task,
+                          config: FinetuneConfig | str = "cpu") -> dict[str, FineTuned]:
+    """Each of ``names`` (models that differ only by their pretraining seed) fine-tuned once
+    on ``task`` with the same ``config``, data and fine-tuning seed, so that the fine-tuned
+    models too differ only by their pretraining seed (Ren et al. Fig. 5a). Cached as every
+    fine-tuning run is."""
+    return {name: finetune(name, task, config, progress=False) for name in names}
+
+
+def _apart_evidence(before: pd.DataFrame | None, after: pd.DataFrame | None
+                    ) -> list[Evidence]:
+    """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
+    before (both :func:`pair_distances` of the same models on the same sentences)."""
+    if before is None or after is None or not len(before) or not len(after):
+        return []
+    top = int(min(before.layer.max(), after.layer.max()))
+    was = before[before.layer == top].set_index("pair").test
+    now = after[after.layer == top].set_index("pair").test
+    shared_pairs = was.index.intersection(now.index)
+    return [Evidence.from_values(f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
+                                 now[shared_pairs] - was[shared_pairs],
+                                 note="pairs share seeds")]
+
+
 def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[Evidence]:
     """Per task and pair: median over matched transformer layers of attention distance
     minus hidden-state distance (the embedding layer, with no attention, left out)."""
@@ -357,33 +396,42 @@ def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
             for control in ("identity", SIMPLE_MAP) if control in wide]
 
 
-def findings(synthetic: pd.DataFrame, distances: pd.DataFrame,
-             methods: pd.DataFrame | None = None, injected: pd.DataFrame | None = None,
-             pretraining: pd.DataFrame | None = None, *,
-             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
+def findings(synthetic: pd.DataFrame, methods: pd.DataFrame | None = None,
+             injected: pd.DataFrame | None = None, pretraining: pd.DataFrame | None = None,
+             pretraining_attention: pd.DataFrame | None = None,
+             pretraining_finetuned: pd.DataFrame | None = None, *,
+             untrained: Mapping[str, str] | None = None,
+             untrained_pretraining: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Ren et al.'s claims (:data:`CLAIM_IDS`), each judged by the book's verdict rule, one
     row per claim id.
 
     ``synthetic``: :func:`synthetic_table` rows (with ``rows`` and ``seed`` columns);
-    ``distances``: :func:`pair_distances` of the fine-tuning seeds with ``task`` and
-    ``kind`` (``"hidden states"`` or ``"attention"``); ``methods``: :func:`method_distances`;
-    ``injected``: :func:`injection`; ``pretraining``: :func:`pair_distances` of models that
-    differ only by their *pretraining* seed (the zoo). Ren et al.'s depth claim is about
-    pretraining seeds, so it is judged on those only: fine-tuning seeds share their
-    pretrained weights and agree at the bottom by construction. Pairs of seeds share
-    models, so their spread understates the error a little; the units say so. The claims
+    ``methods``: :func:`method_distances`; ``injected``: :func:`injection`;
+    ``pretraining``: :func:`pair_distances` of models that differ only by their
+    *pretraining* seed (the zoo's masked LMs, or the MultiBERTs);
+    ``pretraining_attention``: :func:`same_sentences` of those models, with a ``task``
+    column; ``pretraining_finetuned``: :func:`pair_distances` of the same models after
+    :func:`finetuned_seed_models`, on the same sentences as ``pretraining`` (Ren et al.'s
+    "fine-tuning pushes the deep layers apart", Fig. 5a against Fig. 2), gated by
+    ``untrained_pretraining`` (their training problems). Ren et al.'s depth and attention
+    claims are about pretraining seeds (their Figs. 2 and 4), so they are judged on those
+    only: fine-tuning seeds share their pretrained weights and agree at the bottom by
+    construction. Pairs of seeds share models, so their spread understates the error a
+    little; the units say so. The claims
     read from the fine-tuning seeds (:data:`FINETUNED_CLAIMS`) get no verdict when one of
     those runs failed the training gate (``untrained``:
     :func:`~analysis_lib.studies.shared.training_problems`)."""
     inn, check = _synthetic_evidence(synthetic)
-    hidden = distances[distances.kind == "hidden states"]
+    same = pretraining_attention
     evidence = {
         "ren-inn-synthetic": inn, "ren-linear-check": check,
         "ren-depth": _depth_evidence(pretraining, "pretraining seeds"),
-        "ren-attention": _attention_evidence(hidden,
-                                             distances[distances.kind == "attention"]),
+        "ren-attention": [] if same is None else _attention_evidence(
+            same[same.kind == "hidden states"], same[same.kind == "attention"]),
+        "ren-finetune-apart": _apart_evidence(pretraining, pretraining_finetuned),
         "ren-inn-real": _method_evidence(methods),
         "ren-injection": _injection_evidence(injected),
     }
-    return verdicts.gate(verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS]),
-                         untrained, FINETUNED_CLAIMS)
+    table = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
+    table = verdicts.gate(table, untrained, FINETUNED_CLAIMS)
+    return verdicts.gate(table, untrained_pretraining, ("ren-finetune-apart",))

@@ -225,9 +225,14 @@ def training_problems(runs: Runs) -> dict[str, str]:
     (:func:`~analysis_lib.studies.verdicts.training_problem`), by run
     (``"model, task, seed s"``), with the reason: the claims read from them get no verdict
     (:func:`~analysis_lib.studies.verdicts.gate`)."""
-    found = {f"{m}, {t}, seed {s}": training_problem(result.record)
-             for (m, t, s), result in runs.models.items()}
-    return {run: problem for run, problem in found.items() if problem}
+    return problems_of({f"{m}, {t}, seed {s}": result
+                        for (m, t, s), result in runs.models.items()})
+
+
+def problems_of(results: Mapping[str, FineTuned]) -> dict[str, str]:
+    """:func:`training_problems` of any fine-tuned runs, by the names given."""
+    found = {name: training_problem(result.record) for name, result in results.items()}
+    return {name: problem for name, problem in found.items() if problem}
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:
