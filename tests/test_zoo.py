@@ -162,6 +162,16 @@ def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, t
     frame = zoo.table(["base"], cache_dir=tmp_path)
     assert frame["model"].tolist() == ["base", "base@2"]
     assert frame["perplexity"].notna().all()
+    # the data page's table is written from the cache by the build, never typed
+    from analysis_lib.book import builder
+
+    monkeypatch.setitem(zoo.SETS, "default", ("base",))
+    written = builder.zoo_table("default", cache_dir=tmp_path).splitlines()
+    assert [line.split(" | ")[0] for line in written[2:]] == ["| `base`", "| `base@2`"]
+    assert f"{frame.perplexity.iloc[0]:.0f}" in written[2]
+    assert "trained in this cache yet" in builder.zoo_table("default",
+                                                            cache_dir=tmp_path / "empty")
+    assert "no zoo models" in builder.zoo_table("")
 
 
 def test_zoo_names_factors_and_cli(capsys):

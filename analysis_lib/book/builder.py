@@ -285,6 +285,43 @@ def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Pat
     return src
 
 
+#: the data page's table of the zoo's models, replaced by :func:`zoo_table` at build time
+ZOO_MARKER = "% zoo table: written by the build (analysis_lib.models.zoo.table)"
+
+
+def zoo_table(set_name: str, cache_dir: str | os.PathLike | None = None) -> str:
+    """The zoo's models of ``set_name`` (a profile's ``zoo_set``) as the cache holds them:
+    one row per model and checkpoint with its held-out perplexity against the unigram
+    baseline and its training time (MyST markdown); a sentence when the set is empty or
+    none of its models is trained here."""
+    from ..models import zoo
+
+    if not set_name:
+        return "This profile trains no zoo models (its `zoo_set` is empty).\n"
+    frame = zoo.table(list(zoo.SETS[set_name]), cache_dir=cache_dir)
+    if frame["perplexity"].isna().all():
+        return (f"No model of the `{set_name}` set is trained in this cache yet; the "
+                "chapters that read the zoo train them.\n")
+    columns = ["model", "objective", "layers", "data", "seed", "steps", "perplexity",
+               "unigram perplexity", "ratio", "learned", "train seconds"]
+
+    def cell(column: str, value: Any) -> str:
+        if value is None or (isinstance(value, float) and value != value):
+            return ""
+        if column == "model":
+            return f"`{value}`"
+        if column == "learned":
+            return "yes" if value else "no"
+        if column == "ratio":
+            return f"{value:.3f}"
+        return f"{value:.0f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |"
+              for row in frame.to_dict("records")]
+    return "\n".join(lines) + "\n"
+
+
 def jupyter_book(src: Path) -> Path:
     """Run ``jupyter-book build`` strictly; return the built ``index.html``."""
     command = [sys.executable, "-m", "jupyter_book", "build", str(src), "-W", "-n",
@@ -441,6 +478,10 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     running = src / "book" / "running.md"
     running.write_text(running.read_text(encoding="utf-8").replace(
         findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)), encoding="utf-8")
+    data = src / "book" / "data.md"
+    data.write_text(data.read_text(encoding="utf-8").replace(
+        ZOO_MARKER, zoo_table(next((str(values["zoo_set"]) for values in chosen.values()
+                                    if "zoo_set" in values), ""))), encoding="utf-8")
     index = jupyter_book(src)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
     echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "
