@@ -334,6 +334,49 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     assert found2.loc["wu-within-model", "verdict"] == "opposite"
 
 
+def _three_models(within):
+    """A stand-in collection of three 3-layer models and a matrix whose within-model cells
+    are ``within[model]`` and whose across-model cells are 0.3."""
+    from types import SimpleNamespace
+
+    names = ["a", "b", "c"]
+    frame = pd.DataFrame({"model": np.repeat(names, 3), "family": np.repeat(names, 3),
+                          "depth": np.tile([0.0, 0.5, 1.0], 3)})
+    owners = frame["model"].to_numpy()
+    M = np.full((9, 9), 0.3)
+    for m in names:
+        mine = owners == m
+        M[np.ix_(mine, mine)] = within[m]
+    np.fill_diagonal(M, 1.0)
+    return M, SimpleNamespace(table=SimpleNamespace(frame=frame)), names
+
+
+def test_contrasts_get_a_unit_over_models():
+    """Within minus across per model, from the cells that involve that model; the claim
+    holds only where the interval over models agrees with the one over sentences."""
+    M, fake, names = _three_models({"a": 0.8, "b": 0.7, "c": 0.75})
+    values = collection.per_model(M, fake, names, "within_model", "across_models")
+    assert values == pytest.approx({"a": 0.5, "b": 0.4, "c": 0.45})
+    cka = collection.summary(M, fake)
+    jk = {"linear_cka": _jackknife(cka, 0.004)}
+    found = collection.findings({"linear_cka": cka}, jk, ["linear_cka"], matrices={
+        "linear_cka": M}, collection=fake, models=names)
+    assert found.loc["wu-within-model", "verdict"] == "holds"
+    assert "over 3 models" in found.loc["wu-within-model", "what this run shows"]
+    # one model whose layers are no closer to each other than to other models': the
+    # sentences' interval still holds, the models' does not
+    M2, fake2, _ = _three_models({"a": 0.8, "b": 0.3, "c": 0.31})
+    cka2 = collection.summary(M2, fake2)
+    found2 = collection.findings({"linear_cka": cka2}, {"linear_cka": _jackknife(cka2, 0.004)},
+                                 ["linear_cka"], matrices={"linear_cka": M2},
+                                 collection=fake2, models=names)
+    assert found2.loc["wu-within-model", "verdict"] != "holds"
+    # fewer than three models: the sentences' unit alone
+    alone = collection.findings({"linear_cka": cka}, jk, ["linear_cka"],
+                                matrices={"linear_cka": M}, collection=fake, models=names[:2])
+    assert "models" not in alone.loc["wu-within-model", "what this run shows"]
+
+
 def test_neurons_claim_is_invariant_to_each_measures_scale():
     """The claim compares each measure with itself above its own floor: an affine change of
     one measure (and of its floor) changes nothing, and raw values far apart do not make it

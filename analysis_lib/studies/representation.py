@@ -216,6 +216,15 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
     ``models`` restricts every mean to the cells between layers of those models (default:
     all), e.g. the pretrained ones.
     """
+    cells, both = _cells(collection, models)
+    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
+            for k, mask in cells.items()}
+
+
+def _cells(collection: Collection, models: Sequence[str] | None
+           ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
+    """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
+    cells."""
     frame = collection.table.frame
     owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
     chosen = list(dict.fromkeys(owners)) if models is None else list(models)
@@ -251,8 +260,25 @@ def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None 
             cells[PairKey("pair", a, b)] = (is_a[:, None] & is_b[None, :]) | (
                 is_b[:, None] & is_a[None, :])
             cells[PairKey("matched", a, b)] = _matched(depth, is_a, is_b)
-    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
-            for k, mask in cells.items()}
+    return cells, both
+
+
+def per_model(M: np.ndarray, collection: Collection, models: Sequence[str], high: str,
+              low: str) -> dict[str, float]:
+    """Per model of ``models``: the mean of :func:`summary`'s ``high`` cells minus its
+    ``low`` cells, among the cells that involve that model (its own layers, and its layers
+    against the other models'): one value per model, for an interval over models, the
+    sample Wu et al.'s observations are about. NaN for a model with no cell of a group."""
+    cells, both = _cells(collection, models)
+    owners = collection.table.frame["model"].to_numpy()
+    out = {}
+    for model in models:
+        mine = owners == model
+        touches = both & (mine[:, None] | mine[None, :])
+        values = [M[cells[g] & touches].mean() if (cells[g] & touches).any() else np.nan
+                  for g in (high, low)]
+        out[model] = float(values[0] - values[1])
+    return out
 
 
 def named(values: Mapping) -> dict[str, float]:
@@ -545,12 +571,26 @@ def _relative_depth(values: Mapping[SummaryKey, float], measure: str) -> list[Ev
                                  note="pairs share models")]
 
 
+#: the contrasts that also get a unit over models (:func:`per_model`): each model has cells
+#: of both groups
+OVER_MODELS = ("wu-within-model", "wu-lower-layers", "wu-adjacent")
+
+
 def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
              jackknives: Mapping[str, Jackknife], measures: Sequence[str], *,
-             floors: Mapping[str, float] | None = None) -> pd.DataFrame:
+             floors: Mapping[str, float] | None = None,
+             matrices: Mapping[str, np.ndarray] | None = None,
+             collection: Collection | None = None,
+             models: Sequence[str] | None = None) -> pd.DataFrame:
     """Wu et al.'s five observations (:data:`CLAIM_IDS`) judged by the book's verdict rule,
     one row per claim id, from :func:`summary` numbers (``summaries[measure]``) and the
     jackknives of the measures that have one (without one a claim is inconclusive).
+
+    The jackknife's interval is over sentences. With ``matrices`` (measure -> collection
+    matrix), ``collection`` and ``models`` (the models the summaries are about, at least
+    three), the contrasts of :data:`OVER_MODELS` get a second unit: one value per model
+    (:func:`per_model`), a t interval over the models, the sample the observations are
+    about; the claim holds only where both units say so.
 
     Each observation is a contrast of one measure with itself (linear CKA, or the last
     measure given); "similar representations, different neurons" compares each measure's
@@ -574,7 +614,14 @@ def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
             evidence = _relative(summaries, jackknives, rep, neuron, floors)
         else:
             evidence = _contrast(summaries, jackknives, rep, *CONTRASTS[claim_id])
-        out.append(decide(claim_id, [evidence]))
+        units = [evidence]
+        if claim_id in OVER_MODELS and matrices is not None and collection is not None \
+                and models is not None and len(models) >= 3 and rep in matrices:
+            values = per_model(matrices[rep], collection, models, *CONTRASTS[claim_id])
+            units.append(Evidence.from_values(
+                f"{rep}, over {len(values)} models", list(values.values()),
+                note="the models' cells against each other are shared"))
+        out.append(decide(claim_id, units))
     return verdicts.table(out)
 
 
