@@ -377,6 +377,33 @@ def test_contrasts_get_a_unit_over_models():
     assert "models" not in alone.loc["wu-within-model", "what this run shows"]
 
 
+def test_objective_claim_cancels_the_seed():
+    """Each seed's mean similarity to the other seeds minus to the other objective's model:
+    holds when the seeds are closer to each other, not when the other objective is as
+    close as another seed; a model that did not learn gives no verdict."""
+    from analysis_lib.studies.representation import PairKey
+
+    seeds = ["s0", "s1", "s2", "s3", "s4"]
+
+    def values(to_other):
+        out = {PairKey("matched", a, b): 0.8 + 0.01 * i
+               for i, (a, b) in enumerate((a, b) for k, a in enumerate(seeds)
+                                          for b in seeds[k + 1:])}
+        out.update({PairKey("matched", s, "clm"): to_other + 0.005 * k
+                    for k, s in enumerate(seeds)})
+        return out
+
+    found = collection.objective_findings(values(0.5), seeds, "clm")
+    assert found.loc["wu-objective", "verdict"] == "holds"
+    assert "5 seed models against clm" in found.loc["wu-objective", "what this run shows"]
+    same = collection.objective_findings(values(0.845), seeds, "clm")
+    assert same.loc["wu-objective", "verdict"] != "holds"
+    gated = collection.objective_findings(values(0.5), seeds, "clm", not_learned=["clm"])
+    assert gated.loc["wu-objective", "verdict"] == "not measured"
+    with pytest.raises(ValueError, match="no pair s0 - other"):
+        collection.objective_findings(values(0.5), seeds, "other")
+
+
 def test_neurons_claim_is_invariant_to_each_measures_scale():
     """The claim compares each measure with itself above its own floor: an affine change of
     one measure (and of its floor) changes nothing, and raw values far apart do not make it

@@ -129,6 +129,15 @@ _CLAIMS = [
           "left-to-right decoder", "greater", 0.02, _SIM,
           control=("condition", "an encoder against a left-to-right decoder (architecture and "
                                "objective differ at once)")),
+    Claim("wu-objective", "Wu", "§5.1, Fig. 2",
+          "the objective alone matters: models of one architecture trained with another "
+          "objective are less alike than models that differ only by seed",
+          "yes: within-family more similar; the objective matters",
+          "per masked-LM seed model of the zoo: mean linear CKA at matching depth to the "
+          "other seeds minus to the causal LM of the same architecture and training length, "
+          "over the seed models", "greater", 0.02, _SIM,
+          control=("condition", "pairs that differ only by the pretraining seed (one factor: "
+                                "the objective)")),
     Claim("wu-other-corpus", "Wu", "App. B.1",
           "the similarity patterns hold on another corpus",
           "yes: the same patterns on other corpora",

@@ -650,6 +650,38 @@ def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collectio
     return pd.concat(frames, ignore_index=True)
 
 
+def objective_findings(values: Mapping[SummaryKey, float], seeds: Sequence[str], other: str,
+                       measure: str = "linear_cka", not_learned: Sequence[str] = ()
+                       ) -> pd.DataFrame:
+    """``wu-objective``, Wu et al.'s family observation with one factor changed: for each
+    of ``seeds`` (models of one objective that differ only by their seed), its mean
+    similarity at matching depth (``values``: :func:`summary` of a collection holding them
+    all, ``PairKey("matched", ...)``) to the other seeds minus its similarity to ``other``
+    (the same architecture and training length, the other objective). Both terms compare
+    models of different seeds, so the seed cancels and the objective is left. One value per
+    seed, a t interval over them; "not measured" when a model did not learn."""
+    claim = "wu-objective"
+    skipped = [m for m in [*seeds, other] if m in set(not_learned)]
+    if skipped:
+        return verdicts.table([verdicts.not_measured(
+            claim, f"not measured: {', '.join(skipped)} did not learn")])
+
+    def matched(a: str, b: str) -> float:
+        for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
+            if key in values:
+                return values[key]
+        raise ValueError(f"the collection holds no pair {a} - {b}")
+
+    if len(seeds) < 2:
+        return verdicts.table([verdicts.not_measured(
+            claim, "not measured: needs two seed models or more")])
+    gaps = [np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, other)
+            for s in seeds]
+    return verdicts.table([decide(claim, [Evidence.from_values(
+        f"{measure}, {len(seeds)} seed models against {other}", gaps,
+        note="the seeds' pairs are shared")])])
+
+
 def localization_findings(local: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     """Wu et al. Fig. 3 judged by the verdict rule: per model of ``models`` (the pretrained
     ones), the mean localization (:func:`localization_frame`, the paper's plain score) of
