@@ -162,6 +162,15 @@ def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, t
     frame = zoo.table(["base"], cache_dir=tmp_path)
     assert frame["model"].tolist() == ["base", "base@2"]
     assert frame["perplexity"].notna().all()
+    # the chapters leave out a model that did not learn: the table's flag, by name
+    learned = bool(frame.learned.iloc[0])
+    assert zoo.not_learned(["zoo:base"], cache_dir=tmp_path) == ([] if learned else
+                                                                   ["zoo:base"])
+    monkeypatch.setitem(zoo.ZOO, "mlm", replace(TINY, objective="mlm", checkpoints=()))
+    with pytest.raises(zoo.NotTrainedError):
+        zoo.not_learned(["zoo:mlm"], cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        zoo.not_learned(["zoo:base@2"], cache_dir=tmp_path)
     # the data page's table is written from the cache by the build, never typed
     from analysis_lib.book import builder
 
@@ -185,6 +194,12 @@ def test_zoo_names_factors_and_cli(capsys):
             else:  # exactly one setting differs
                 assert len(diff) == 1, (factor, a, b, diff)
     assert set(zoo.SETS["default"]) <= set(zoo.ZOO)
+    # a set's factors hold only pairs of its own models (checkpoints of them included)
+    for pairs in zoo.factors(set_name="default").values():
+        for a, b in pairs:
+            assert {zoo.parse(a[4:])[0], zoo.parse(b[4:])[0]} <= set(zoo.SETS["default"])
+    assert "data" not in zoo.factors(set_name="default")
+    assert zoo.factors(set_name="zoo") == zoo.factors()
     with pytest.raises(ValueError, match="no zoo model 'nope'"):
         models.check_name("zoo:nope")
     with pytest.raises(ValueError, match="keeps steps"):
