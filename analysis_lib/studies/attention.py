@@ -146,8 +146,8 @@ METHODS = {"JS (head)": ("attention", "attention_js"),
 def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
                     ) -> dict[str, np.ndarray]:
     """Every method of :data:`METHODS` between every two of ``layers``: one matrix each."""
-    heads = [m for kind, m in METHODS.values() if kind == "attention"]
-    flat = [m for kind, m in METHODS.values() if kind == "distributed"]
+    heads = [METHODS[name][1] for name in HEAD_LEVEL]
+    flat = [METHODS[name][1] for name in DISTRIBUTED]
     found = {**pairwise_suite(list(layers), measures=heads, progress=progress),
              **pairwise_suite([attention_representation(layer) for layer in layers],
                               measures=flat, progress=progress)}
@@ -255,8 +255,10 @@ def duplicate_counts(red: pd.DataFrame, column: str = "near_duplicate") -> pd.Da
 
 #: the claims :func:`findings` answers
 CLAIM_IDS = ("wu-attention-heads",)
-HEAD_LEVEL = ("JS (head)", "Pearson (head)", "Frobenius (head)")
-DISTRIBUTED = ("SVCCA (distributed)", "PWCCA (distributed)", "CKA (distributed)")
+#: the names of :data:`METHODS` that read the head-level maps, and those that read each
+#: layer's (word pairs x heads) matrix
+HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "attention")
+DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
 
 
 def relative_level(M: np.ndarray, table, a: str, b: str, floor: float = 0.0) -> float:
