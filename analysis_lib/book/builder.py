@@ -289,6 +289,56 @@ def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Pat
 ZOO_MARKER = "% zoo table: written by the build (analysis_lib.models.zoo.table)"
 
 
+#: the running page's table of fine-tuning learning rates, replaced by :func:`rate_table`
+RATES_MARKER = ("% learning-rate table: written by the build "
+                "(analysis_lib.studies.finetuning.rate_table)")
+
+
+def _markdown(frame, cell) -> str:
+    """A MyST table of ``frame``'s rows, each value written by ``cell(column, value)``."""
+    columns = list(frame.columns)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |"
+              for row in frame.to_dict("records")]
+    return "\n".join(lines) + "\n"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def rate_table(grid_values: dict[str, Any] | None, model_options: dict[str, Any] | None
+               ) -> str:
+    """The grid's first model fine-tuned at each of
+    :data:`~analysis_lib.studies.finetuning.RATES` (its first seed), as far as the cache holds the
+    runs (MyST markdown), and how to train the others."""
+    import pandas as pd
+
+    from ..studies import finetuning
+    from ..studies.shared import FinetuneGrid
+
+    grid = FinetuneGrid.of(grid_values, model_options)
+    frame = finetuning.rate_table(grid)
+    rows: dict[float, dict[str, Any]] = {}
+    for run in frame.to_dict("records"):
+        row = rows.setdefault(run["learning rate"], {"learning rate": run["learning rate"]})
+        for split in ("validation", "test"):
+            row[f"{run['task']} {split}"] = run[split]
+    table = pd.DataFrame(list(rows.values()))
+
+    def cell(column: str, value: Any) -> str:
+        if column == "learning rate":
+            return f"{value:g}"
+        return "not in this cache" if _missing(value) else f"{value:.3f}"
+
+    missing = "" if frame.cached.all() else (
+        "\nA rate whose runs this cache does not hold reads \"not in this cache\"; "
+        "`python benchmarks/finetune_rates.py` trains them (a few minutes on two cores).\n")
+    return (f"{grid.models[0]} fine-tuned on {grid.n_train} examples for {grid.epochs:g} "
+            f"epochs (seed {grid.seeds[0]}), accuracy on the validation and test splits "
+            f"({grid.n_heldout} examples each):\n\n" + _markdown(table, cell) + missing)
+
+
 def zoo_table(set_name: str, cache_dir: str | os.PathLike | None = None) -> str:
     """The zoo's models of ``set_name`` (a profile's ``zoo_set``) as the cache holds them:
     one row per model and checkpoint with its held-out perplexity against the unigram
@@ -306,7 +356,7 @@ def zoo_table(set_name: str, cache_dir: str | os.PathLike | None = None) -> str:
                "unigram perplexity", "ratio", "learned", "train seconds"]
 
     def cell(column: str, value: Any) -> str:
-        if value is None or (isinstance(value, float) and value != value):
+        if _missing(value):
             return ""
         if column == "model":
             return f"`{value}`"
@@ -316,10 +366,7 @@ def zoo_table(set_name: str, cache_dir: str | os.PathLike | None = None) -> str:
             return f"{value:.3f}"
         return f"{value:.0f}" if isinstance(value, float) else str(value)
 
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |"
-              for row in frame.to_dict("records")]
-    return "\n".join(lines) + "\n"
+    return _markdown(frame[columns], cell)
 
 
 def jupyter_book(src: Path) -> Path:
@@ -478,6 +525,10 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     running = src / "book" / "running.md"
     running.write_text(running.read_text(encoding="utf-8").replace(
         findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)), encoding="utf-8")
+    grid_values = next((v for v in chosen.values() if "finetune" in v), {})
+    running.write_text(running.read_text(encoding="utf-8").replace(
+        RATES_MARKER, rate_table(grid_values.get("finetune"), grid_values.get("model_options"))),
+        encoding="utf-8")
     data = src / "book" / "data.md"
     data.write_text(data.read_text(encoding="utf-8").replace(
         ZOO_MARKER, zoo_table(next((str(values["zoo_set"]) for values in chosen.values()
