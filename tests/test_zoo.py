@@ -265,3 +265,28 @@ def test_seed_models_name_their_checkpoints():
         zoo.seed_models("default", 7)
     with pytest.raises(ValueError, match="no zoo set"):
         zoo.seed_models("nope")
+
+
+def test_masked_only_training_loss_is_the_models_own():
+    """Training a masked LM computes the output layer at the masked positions only: the
+    loss and every gradient equal those of the model's own loss over all positions."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=32,
+                                       hidden_dropout_prob=0.0,
+                                       attention_probs_dropout_prob=0.0))
+    ids = torch.randint(5, 50, (3, 12))
+    labels = torch.where(torch.rand(3, 12) < 0.4, ids, torch.full_like(ids, -100))
+    labels[0, 0] = ids[0, 0]  # at least one label
+    full = model(input_ids=ids, labels=labels).loss
+    full.backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    sparse = pt.MaskedOnly(model)(input_ids=ids, labels=labels).loss
+    sparse.backward()
+    assert float(sparse) == pytest.approx(float(full), abs=1e-6)
+    for name, grad in want.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad,
+                                   atol=1e-6, rtol=1e-5)
