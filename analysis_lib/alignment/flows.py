@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..runtime.device import DeviceLike, fork_rng, resolve
+from ..runtime.device import DeviceLike, fork_rng, fused_optimizer, resolve
 from ..runtime.threads import one_thread
 
 
@@ -137,7 +137,8 @@ def train_map(net: torch.nn.Module, X: np.ndarray, Y: np.ndarray, settings: Trai
     with fork_rng(dev), threads:
         torch.manual_seed(seed)
         optimizer = torch.optim.Adam(net.parameters(), lr=settings.learning_rate,
-                                     weight_decay=settings.weight_decay)
+                                     weight_decay=settings.weight_decay,
+                                     fused=fused_optimizer(dev))
         bar = tqdm(range(1, settings.epochs + 1), desc=desc, unit="epoch", disable=not progress,
                    leave=False)
         for epoch in bar:

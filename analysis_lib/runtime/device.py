@@ -228,6 +228,17 @@ def fork_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
     return torch.random.fork_rng(devices=gpus)
 
 
+def fused_optimizer(device: str | torch.device) -> bool | None:
+    """Whether an Adam or AdamW optimizer of parameters on ``device`` takes PyTorch's fused
+    kernel: the same update in one pass over each parameter instead of one pass per
+    operation (on the CPU several times faster for a model of MiniLM's size, where the
+    optimizer step is a large part of a fine-tuning step; ``benchmarks/bench_finetune.py``).
+    True on the CPU and CUDA, which have the kernel; None (PyTorch's default) elsewhere."""
+    import torch
+
+    return True if torch.device(device).type in ("cpu", "cuda") else None
+
+
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device a model's parameters are on (the CPU for a model without any)."""
     import torch

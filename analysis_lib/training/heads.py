@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..runtime.device import fused_optimizer
 from ..runtime.threads import one_thread
 
 FIRST_TOKEN_FAMILIES = ("bert", "albert", "roberta", "electra", "distilbert")
@@ -90,7 +91,7 @@ def fit_head(head: torch.nn.Module, train: np.ndarray, labels: np.ndarray,
     with torch.random.fork_rng(devices=[]), one_thread():
         torch.manual_seed(seed)
         optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate,
-                                      weight_decay=weight_decay)
+                                      weight_decay=weight_decay, fused=fused_optimizer("cpu"))
         for epoch in range(1, epochs + 1):
             head.train()
             order = torch.as_tensor(rng.permutation(len(x)))

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..runtime.device import fused_optimizer
+
 
 def bucketed_batches(lengths: np.ndarray, batch_size: int, bucket: int,
                      rng: np.random.Generator) -> list[np.ndarray]:
@@ -101,7 +103,7 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         raise ValueError(f"total_steps must be at least 1, got {total_steps}; train for at "
                          "least one step (epochs > 0 and a non-empty training set)")
     optimizer = torch.optim.AdamW(param_groups(model, set(frozen), weight_decay),
-                                  lr=learning_rate)
+                                  lr=learning_rate, fused=fused_optimizer(device))
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
     history: list[dict[str, float]] = []
     step, seen, start = 0, 0, time.perf_counter()
