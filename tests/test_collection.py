@@ -402,6 +402,10 @@ def test_objective_claim_cancels_the_seed():
     assert gated.loc["wu-objective", "verdict"] == "not measured"
     with pytest.raises(ValueError, match="no pair s0 - other"):
         collection.objective_findings(values(0.5), seeds, "other")
+    # a run without the zoo still records the claim, with the reason
+    empty = collection.objective_findings({}, [], "clm")
+    assert empty.loc["wu-objective", "verdict"] == "not measured"
+    assert "zoo_set" in empty.loc["wu-objective", "what this run shows"]
 
 
 def test_neurons_claim_is_invariant_to_each_measures_scale():

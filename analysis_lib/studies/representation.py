@@ -674,7 +674,8 @@ def objective_findings(values: Mapping[SummaryKey, float], seeds: Sequence[str],
 
     if len(seeds) < 2:
         return verdicts.table([verdicts.not_measured(
-            claim, "not measured: needs two seed models or more")])
+            claim, "not measured: needs two seed models or more that learned (a profile "
+                   "with a zoo_set trains them)")])
     gaps = [np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, other)
             for s in seeds]
     return verdicts.table([decide(claim, [Evidence.from_values(
