@@ -303,6 +303,11 @@ def _markdown(frame, cell) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _parameters_with(chosen: dict[Path, dict[str, Any]], name: str) -> dict[str, Any]:
+    """The parameters of the first notebook that has ``name`` ({} when none has)."""
+    return next((values for values in chosen.values() if name in values), {})
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
@@ -525,14 +530,14 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     running = src / "book" / "running.md"
     running.write_text(running.read_text(encoding="utf-8").replace(
         findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)), encoding="utf-8")
-    grid_values = next((v for v in chosen.values() if "finetune" in v), {})
+    grid = _parameters_with(chosen, "finetune")
     running.write_text(running.read_text(encoding="utf-8").replace(
-        RATES_MARKER, rate_table(grid_values.get("finetune"), grid_values.get("model_options"))),
+        RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options"))),
         encoding="utf-8")
     data = src / "book" / "data.md"
     data.write_text(data.read_text(encoding="utf-8").replace(
-        ZOO_MARKER, zoo_table(next((str(values["zoo_set"]) for values in chosen.values()
-                                    if "zoo_set" in values), ""))), encoding="utf-8")
+        ZOO_MARKER, zoo_table(str(_parameters_with(chosen, "zoo_set").get("zoo_set") or ""))),
+        encoding="utf-8")
     index = jupyter_book(src)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
     echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "

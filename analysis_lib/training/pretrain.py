@@ -39,6 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -173,8 +174,6 @@ class MaskedOnly(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> Any:
-        from types import SimpleNamespace
-
         hidden = self.model.bert(input_ids=input_ids).last_hidden_state
         keep = labels != -100
         scores = self.model.cls(hidden[keep])
