@@ -248,8 +248,12 @@ def test_seed_findings_follow_planted_distances():
     injected = injected_with(0.75)
     # after fine-tuning the top layer of every pair is 0.3 further apart
     drifted = _pairs({**rising, 4: rising[4] + 0.3}, seed=1)
+    # Fig. 3: within each seed model the distance grows with the layers' distance apart
+    gaps = np.abs(np.subtract.outer(np.arange(5), np.arange(5)))
+    within = {f"seed {s}": 0.05 * gaps + 0.002 * s for s in range(5)}
     found = seeds.findings(synthetic, methods, injected, pretraining=_pairs(rising),
-                           pretraining_attention=same, pretraining_finetuned=drifted)
+                           pretraining_attention=same, pretraining_finetuned=drifted,
+                           pretraining_within=within)
     assert list(found.index) == list(seeds.CLAIM_IDS)
     for claim_id in seeds.CLAIM_IDS:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
@@ -292,6 +296,40 @@ def test_seed_findings_follow_planted_distances():
     none = seeds.findings(synthetic)
     assert none.loc["ren-depth", "what this run shows"] == "not measured in this run"
     assert none.loc["ren-inn-real", "verdict"] == "not measured"
+
+
+def test_the_layer_gradient_reads_distance_growing_away_from_the_diagonal():
+    import pandas as pd
+
+    nothing = pd.DataFrame()  # no synthetic table: only the layer-gradient claim is judged
+    gaps = np.abs(np.subtract.outer(np.arange(6), np.arange(6))).astype(float)
+    # far minus adjacent over transformer layers 1..5 (the embedding row and column are
+    # left out, so a huge value there changes nothing)
+    M = 0.1 * gaps
+    assert seeds.layer_gradient(M) == pytest.approx(0.1 * (gaps[1:, 1:][gaps[1:, 1:] >= 2]
+                                                           .mean() - 1))
+    M[0, :] = M[:, 0] = 100.0
+    assert seeds.layer_gradient(M) == pytest.approx(seeds.layer_gradient(0.1 * gaps))
+    assert seeds.layer_gradient(np.ones((6, 6)) - np.eye(6)) == pytest.approx(0.0)
+    assert np.isnan(seeds.layer_gradient(np.zeros((3, 3))))  # two layers: no far pair
+    # on real alignments: a chain of layers, each the last plus noise, grows apart with
+    # depth; independent layers do not
+    rng = np.random.default_rng(0)
+    chain = [rng.standard_normal((300, 16))]
+    for _ in range(4):
+        chain.append(chain[-1] + 0.7 * rng.standard_normal((300, 16)))
+    walk = seeds.layer_gradient(seeds.layer_by_layer(chain, "procrustes"))
+    independent = seeds.layer_gradient(seeds.layer_by_layer(
+        [rng.standard_normal((300, 16)) for _ in range(5)], "procrustes"))
+    assert walk > 0.1
+    assert abs(independent) < 0.05
+    assert (seeds.findings(nothing, pretraining_within={"a": 0.1 * gaps, "b": 0.1 * gaps
+                                                           + 0.01})
+            .loc["ren-layer-gradient", "verdict"] == "holds")
+    flat = {f"s{k}": np.ones((6, 6)) - np.eye(6) + 0.001 * k for k in range(5)}
+    assert seeds.findings(nothing, pretraining_within=flat).loc[
+        "ren-layer-gradient", "verdict"] == "equivalent"
+    assert seeds.findings(nothing).loc["ren-layer-gradient", "verdict"] == "not measured"
 
 
 def test_the_depth_statistic_by_training_step_follows_planted_trends():

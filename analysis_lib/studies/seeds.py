@@ -8,7 +8,8 @@ The bookkeeping of the seeds chapter, on :mod:`analysis_lib.alignment`:
   layer of several models on the same sentences;
 * :func:`pair_distances`: per layer, the held-out distance after alignment for every pair of
   seeds (Fig. 2, 4, 5), each pair once, never a model with itself;
-* :func:`layer_by_layer`: the distance between every pair of layers of one model (Fig. 3);
+* :func:`layer_by_layer`: the distance between every pair of layers of one model (Fig. 3),
+  and :func:`layer_gradient`, how much it grows away from the diagonal;
 * :func:`method_table`: the methods on real seed pairs, train and held-out (Table 4);
 * :func:`injection`: model 1's last layer mapped into model 2's space and read by model 2's
   head (Table 5).
@@ -174,6 +175,19 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
     return M
 
 
+def layer_gradient(within: np.ndarray, first_layer: int = 1) -> float:
+    """Ren et al.'s Fig. 3 as one number: in a :func:`layer_by_layer` matrix, the mean
+    distance between layers two or more apart minus the mean between adjacent layers (both
+    directions of each pair; layers below ``first_layer`` left out: Ren et al. show the 12
+    transformer layers, not the embeddings). Positive when distance grows away from the
+    diagonal; NaN for fewer than three layers."""
+    M = np.asarray(within, dtype=np.float64)[first_layer:, first_layer:]
+    apart = np.abs(np.subtract.outer(np.arange(len(M)), np.arange(len(M))))
+    if len(M) < 3:
+        return float("nan")
+    return float(M[apart >= 2].mean() - M[apart == 1].mean())
+
+
 def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequence[str], *,
                      seed: int = 0) -> pd.DataFrame:
     """Every method on every seed pair and layer (:func:`pair_distances`), one long table."""
@@ -251,7 +265,7 @@ def heads_of(results: Mapping[str, FineTuned]) -> dict[str, FirstTokenHead]:
 
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("ren-inn-synthetic", "ren-linear-check", "ren-depth", "ren-attention",
-             "ren-finetune-apart", "ren-inn-real", "ren-injection")
+             "ren-finetune-apart", "ren-layer-gradient", "ren-inn-real", "ren-injection")
 #: the claims read from the fine-tuning seeds (the others: synthetic maps, the zoo's
 #: pretraining seeds)
 FINETUNED_CLAIMS = ("ren-inn-real", "ren-injection")
@@ -348,6 +362,16 @@ def _apart_evidence(before: pd.DataFrame | None, after: pd.DataFrame | None
                                  note="pairs share seeds")]
 
 
+def _gradient_evidence(within: Mapping[str, np.ndarray] | None) -> list[Evidence]:
+    """One :func:`layer_gradient` per model (models that differ only by their pretraining
+    seed: independent units)."""
+    if not within:
+        return []
+    top = len(next(iter(within.values()))) - 1
+    return [Evidence.from_values(f"layers 1-{top}, {len(within)} seed models",
+                                 [layer_gradient(M) for M in within.values()])]
+
+
 def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[Evidence]:
     """Per task and pair: median over matched transformer layers of attention distance
     minus hidden-state distance (the embedding layer, with no attention, left out)."""
@@ -399,7 +423,8 @@ def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
 def findings(synthetic: pd.DataFrame, methods: pd.DataFrame | None = None,
              injected: pd.DataFrame | None = None, pretraining: pd.DataFrame | None = None,
              pretraining_attention: pd.DataFrame | None = None,
-             pretraining_finetuned: pd.DataFrame | None = None, *,
+             pretraining_finetuned: pd.DataFrame | None = None,
+             pretraining_within: Mapping[str, np.ndarray] | None = None, *,
              untrained: Mapping[str, str] | None = None,
              untrained_pretraining: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Ren et al.'s claims (:data:`CLAIM_IDS`), each judged by the book's verdict rule, one
@@ -413,12 +438,13 @@ def findings(synthetic: pd.DataFrame, methods: pd.DataFrame | None = None,
     column; ``pretraining_finetuned``: :func:`pair_distances` of the same models after
     :func:`finetuned_seed_models`, on the same sentences as ``pretraining`` (Ren et al.'s
     "fine-tuning pushes the deep layers apart", Fig. 5a against Fig. 2), gated by
-    ``untrained_pretraining`` (their training problems). Ren et al.'s depth and attention
-    claims are about pretraining seeds (their Figs. 2 and 4), so they are judged on those
-    only: fine-tuning seeds share their pretrained weights and agree at the bottom by
-    construction. Pairs of seeds share models, so their spread understates the error a
-    little; the units say so. The claims
-    read from the fine-tuning seeds (:data:`FINETUNED_CLAIMS`) get no verdict when one of
+    ``untrained_pretraining`` (their training problems); ``pretraining_within``: the
+    :func:`layer_by_layer` matrix of each of those models (Fig. 3), one unit per model.
+    Ren et al.'s depth and attention claims are about pretraining seeds (their Figs. 2
+    and 4), so they are judged on those only: fine-tuning seeds share their pretrained
+    weights and agree at the bottom by construction. Pairs of seeds share models, so their
+    spread understates the error a little; the units say so. The claims read from the
+    fine-tuning seeds (:data:`FINETUNED_CLAIMS`) get no verdict when one of
     those runs failed the training gate (``untrained``:
     :func:`~analysis_lib.studies.shared.training_problems`)."""
     inn, check = _synthetic_evidence(synthetic)
@@ -429,6 +455,7 @@ def findings(synthetic: pd.DataFrame, methods: pd.DataFrame | None = None,
         "ren-attention": [] if same is None else _attention_evidence(
             same[same.kind == "hidden states"], same[same.kind == "attention"]),
         "ren-finetune-apart": _apart_evidence(pretraining, pretraining_finetuned),
+        "ren-layer-gradient": _gradient_evidence(pretraining_within),
         "ren-inn-real": _method_evidence(methods),
         "ren-injection": _injection_evidence(injected),
     }
