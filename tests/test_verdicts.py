@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _claim(direction, delta=0.1):
     return claims.Claim("test-claim", "Wu", "nowhere", "a test", "yes", "a number",
-                        direction, delta, "because", ("baseline", "zero"))
+                        direction, delta, "because", ("baseline", "zero"), "none reported")
 
 
 def test_every_claim_names_its_control_and_the_findings_show_it():
@@ -30,6 +30,27 @@ def test_every_claim_names_its_control_and_the_findings_show_it():
     assert found.loc["ren-inn-real", "control"].startswith("baseline: ridge")
     with pytest.raises(ValueError, match="control must name its kind"):
         claims.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "")
+
+
+def test_every_smallest_effect_lets_the_papers_own_effect_pass():
+    """Where a paper states its effect on the statistic's scale, its own data must reach the
+    claim's verdict: beyond the smallest effect in the claimed direction, or inside it for a
+    claim of no difference. A smallest effect larger than the papers' effects would reject
+    the papers themselves."""
+    stated = [c for c in claims.CLAIMS.values() if c.paper_value is not None]
+    assert len(stated) >= 10
+    for c in claims.CLAIMS.values():
+        assert len(c.paper_effect) > 15, c.id
+        if c.paper_value is None:
+            continue
+        if c.direction == "greater":
+            assert c.paper_value > c.smallest_effect, c.id
+        elif c.direction == "less":
+            assert c.paper_value < -c.smallest_effect, c.id
+        else:
+            assert abs(c.paper_value) < c.smallest_effect, c.id
+    with pytest.raises(ValueError, match="paper_effect must quote"):
+        claims.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "", ("baseline", "zero"))
 
 
 def test_there_are_enough_claims_from_every_paper():

@@ -24,8 +24,8 @@ RECORD = "findings-record"
 #: text, as a notebook output holds an object only under a JSON media type
 MIME = "application/papermill.record/text/plain"
 #: the columns of the table, in order
-COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "what this run shows",
-           "verdict", "control", "chapter")
+COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "the paper's effect",
+           "smallest effect", "what this run shows", "verdict", "control", "chapter")
 #: what a claim that no chapter of the build judged reads
 UNJUDGED = "not measured: no chapter of this build judges it"
 
@@ -63,6 +63,8 @@ def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
         row = {"claim id": claim_id, "paper": f"{PAPERS[claim.paper].split(',')[0]} "
                                               f"{claim.where}",
                "claim": claim.claim, "what the paper reports": claim.reported,
+               "the paper's effect": claim.paper_effect,
+               "smallest effect": claim.smallest_effect,
                "what this run shows": UNJUDGED, "verdict": "not measured",
                "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": ""}
         if claim_id in judged.index:
@@ -93,7 +95,8 @@ def page(table: pd.DataFrame, profile: str) -> str:
     tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     lines = [
         "# What holds: the papers' claims against this run", "",
-        "Every claim of the four papers that this book tests, with what the paper reports, "
+        "Every claim of the four papers that this book tests, with what the paper reports "
+        "(and its own effect size beside the smallest effect this book reads as a difference), "
         "what this build shows (the estimate with its 95% interval, per unit), the verdict of "
         "the book's one rule (the measures page states it) and the control the statistic is "
         "read against. The page is written from the executed chapters of this build, never "
@@ -107,8 +110,11 @@ def page(table: pd.DataFrame, profile: str) -> str:
     for row in table.to_dict(orient="records"):
         chapter = row["chapter"]
         link = f"{{doc}}`{chapter} <../notebooks/{chapter}>`" if chapter else ""
-        cells = (f"`{row['claim id']}`: {row['claim']}", row["paper"],
-                 row["what the paper reports"], row["what this run shows"],
+        effect = row["the paper's effect"]
+        reported = (f"{row['what the paper reports']} (its effect: {effect}; smallest "
+                    f"effect here: {row['smallest effect']})")
+        cells = (f"`{row['claim id']}`: {row['claim']}", row["paper"], reported,
+                 row["what this run shows"],
                  f"**{row['verdict']}**", row["control"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
     return "\n".join(lines) + "\n"

@@ -388,6 +388,7 @@ def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
                      "what the paper reports": v.claim.reported,
                      "statistic": v.claim.statistic,
                      "smallest effect": v.claim.smallest_effect,
+                     "the paper's effect": v.claim.paper_effect,
                      "control": f"{v.claim.control[0]}: {v.claim.control[1]}",
                      "what this run shows": v.shown,
                      "verdict": v.outcome, "how": v.reason})
