@@ -230,6 +230,56 @@ def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_p
     assert alone.accuracy.iloc[-1] == pytest.approx(result.metrics["test"]["accuracy"])
 
 
+def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(task, tmp_path):
+    from analysis_lib.studies import shared
+
+    config = finetune.FinetuneConfig(batch_size=16, learning_rate=2e-3, epochs=1,
+                                     max_length=32, seed=0)
+    result = finetune.finetune("random:bert", task, config, cache_dir=tmp_path,
+                               progress=False, **TINY)
+
+    class Grid(shared.Runs):
+        def task(self, name):
+            return task
+
+    runs = Grid(pd.DataFrame(), {("m", "t", 0): result}, len(task.train))
+    pooled = study.pooling_scores(runs, ["m"], ["t"])
+    assert set(pooled.pooling) == set(study.POOLINGS)
+    feats = study.pooled_features(result.load(), task, ("train", "test"))
+    top = int(pooled.layer.max())
+    for pooling in study.POOLINGS:
+        # at the top layer the probe reads the vectors it was fitted on: the plain probe
+        at_top = pooled[(pooled.pooling == pooling) & (pooled.layer == top)].accuracy.item()
+        assert at_top == pytest.approx(study.probe_accuracy(feats[pooling], top, task, 0))
+    assert np.array_equal(feats["first"]["test"][2],
+                          study.first_token_features(result.load(), task, ["test"])["test"][2])
+    assert not np.allclose(feats["first"]["test"][2], feats["mean"]["test"][2])
+
+
+def test_the_pooling_change_names_the_first_token_the_cause_where_only_it_collapses():
+    def planted(drop_first, drop_mean, seeds=(0, 1, 2, 3, 4)):
+        rng = np.random.default_rng(0)
+        rows = []
+        for pooling, drop in (("first", drop_first), ("mean", drop_mean)):
+            for s in seeds:
+                for layer in range(1, 7):
+                    lost = drop if layer <= 4 else 0.0
+                    rows.append({"model": "m", "task": "t", "seed": s, "pooling": pooling,
+                                 "layer": layer,
+                                 "accuracy": 0.8 - lost + 0.002 * rng.standard_normal()})
+        return pd.DataFrame(rows)
+
+    by_pooling = study.untuned_by_pooling(planted(0.3, 0.0))
+    assert by_pooling.set_index("pooling").verdict.to_dict() == {"first": "opposite",
+                                                                "mean": "equivalent"}
+    assert by_pooling.layer.tolist() == [4, 4]
+    change = study.pooling_change(by_pooling)
+    assert change.before.item() == pytest.approx(0.3, abs=0.01)
+    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
+    both = study.pooling_change(study.untuned_by_pooling(planted(0.3, 0.25)))
+    assert verdicts.setting_cause(both.verdict_before, both.verdict_after) == "not the cause"
+
+
 def _longer(by_depth, steps=500):
     return study.Longer("larger", None, by_depth, pd.DataFrame(), pd.DataFrame(), steps)
 

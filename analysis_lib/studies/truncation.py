@@ -14,8 +14,10 @@ for BERT the pooler and the classifier), re-fitted on cached first-token vectors
 (``head="model"``), or a logistic-regression probe on the same vectors (``head="probe"``, the
 cheaper stand-in). Also: Merchant et al.'s models truncated *before* fine-tuning
 (:func:`truncated_runs`) and Phang et al.'s contiguous spans of skipped layers with no
-retraining (:func:`skip_scores`), both over fine-tuning seeds, and the link to the CKA
-matrices (:func:`cka_and_loss`).
+retraining (:func:`skip_scores`), both over fine-tuning seeds, the link to the CKA
+matrices (:func:`cka_and_loss`), and UNTUNED with a probe on the first token against one on
+the mean over the tokens (:func:`pooling_scores`: is the first token the reason a head does
+not carry down?).
 """
 
 from __future__ import annotations
@@ -50,14 +52,31 @@ CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
 
 
+#: the sentence vectors a head can read: the first token (what BERT's head reads) and the
+#: mean over the tokens (what MiniLM and MPNet were pretrained to feed a sentence objective)
+POOLINGS = ("first", "mean")
+
+
+def pooled_features(model: LoadedModel, task: Task,
+                    parts: Sequence[str] = ("train", "validation", "test")
+                    ) -> dict[str, dict[str, list[np.ndarray]]]:
+    """Every layer's sentence vectors on the inputs of each split in ``parts``, for each of
+    :data:`POOLINGS`: ``{pooling: {part: [one array per layer]}}``, from one forward pass
+    (and one cache entry) per split."""
+    out: dict[str, dict[str, list[np.ndarray]]] = {p: {} for p in POOLINGS}
+    for part in parts:
+        found = extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
+                        word_rows=SENTENCES_ONLY, sentences=list(POOLINGS), progress=False)
+        for pooling in POOLINGS:
+            out[pooling][part] = found.layers(pooling)
+    return out
+
+
 def first_token_features(model: LoadedModel, task: Task,
                          parts: Sequence[str] = ("train", "validation", "test")
                          ) -> dict[str, list[np.ndarray]]:
     """Every layer's first-token vectors on the inputs of each split in ``parts``."""
-    return {part: extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
-                          word_rows=SENTENCES_ONLY, sentences=["first"], progress=False
-                          ).layers("first")
-            for part in parts}
+    return pooled_features(model, task, parts)["first"]
 
 
 def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -68,13 +87,17 @@ def probe_accuracy(features: Mapping[str, list[np.ndarray]], layer: int, task: T
                    seed: int) -> float:
     """Test accuracy of the ``head="probe"`` reading of one layer: a standardised logistic
     regression fitted on the first-token vectors of the training split."""
+    clf = _probe(seed).fit(features["train"][layer], task.train.labels)
+    return float(np.mean(clf.predict(features["test"][layer]) == task.test.labels))
+
+
+def _probe(seed: int):
+    """The book's probe head: a standardised logistic regression (scikit-learn)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
-    clf.fit(features["train"][layer], task.train.labels)
-    return float(np.mean(clf.predict(features["test"][layer]) == task.test.labels))
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
 
 
 @profiled("heads", lambda result, *a, **k: "heads per layer")
@@ -404,6 +427,61 @@ def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
         return verdicts.changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
     return verdicts.changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
                             ["model", "task"], "full - UNTUNED")
+
+
+@profiled("heads", lambda runs, *a, **k: "pooled probes per layer")
+def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, seed: int = 0
+                   ) -> pd.DataFrame:
+    """UNTUNED with one factor changed, the vector the head reads: per fine-tuned run and
+    pooling (:data:`POOLINGS`), a probe (:func:`probe_accuracy`'s) fitted on the top layer's
+    training vectors of the fine-tuned encoder, then applied unchanged, scaling included, to
+    every layer's test vectors. The top layer's accuracy is the probe's full score. One row
+    per run, pooling and layer ``1..L``: model, task, seed, pooling, layer, accuracy."""
+    rows = []
+    for model in models:
+        for task_name in tasks:
+            task = runs.task(task_name)
+            for run_seed in runs.seeds(model, task_name):
+                result = runs.get(model, task_name, run_seed)
+                feats = pooled_features(result.load(), task, ("train", "test"))
+                for pooling, by_part in feats.items():
+                    top = len(by_part["test"]) - 1
+                    clf = _probe(seed).fit(by_part["train"][top], task.train.labels)
+                    for layer in range(1, top + 1):
+                        predicted = clf.predict(by_part["test"][layer])
+                        rows.append({"model": model, "task": task_name, "seed": run_seed,
+                                     "pooling": pooling, "layer": layer, "accuracy": float(
+                                         np.mean(predicted == task.test.labels))})
+    return pd.DataFrame(rows)
+
+
+def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
+    """``phang-untuned``'s statistic on :func:`pooling_scores`: per (model, task, pooling),
+    the probe's top-layer accuracy minus its accuracy two layers below (or as many as the
+    model can drop), over seeds, judged by the claim's rule."""
+    rows = []
+    for (model, task, pooling), group in pooled.groupby(["model", "task", "pooling"],
+                                                        sort=False):
+        top = int(group.layer.max())
+        below = max(1, top - 2)
+        wide = group.pivot_table(index="seed", columns="layer", values="accuracy")
+        verdict = decide("phang-untuned", [Evidence.from_values(
+            f"{model}, {task}, {pooling}", wide[top] - wide[below])])
+        unit = verdict.units.iloc[0]
+        rows.append({"model": model, "task": task, "pooling": pooling, "layer": below,
+                     "top - UNTUNED": float(unit.estimate), "low": float(unit.low),
+                     "high": float(unit.high), "verdict": verdict.outcome})
+    return pd.DataFrame(rows)
+
+
+def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
+    """:func:`untuned_by_pooling`'s units read from the first token and from the mean over
+    the tokens, per (model, task): :func:`~analysis_lib.studies.verdicts.changes`, whose
+    verdicts say whether reading the first token is the cause of a claim that does not
+    show."""
+    first = by_pooling[by_pooling.pooling == "first"] if len(by_pooling) else by_pooling
+    mean = by_pooling[by_pooling.pooling == "mean"] if len(by_pooling) else by_pooling
+    return verdicts.changes(first, mean, ["model", "task"], "top - UNTUNED")
 
 
 def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
