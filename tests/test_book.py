@@ -315,6 +315,8 @@ def test_pretraining_seeds_from_folders_carry_the_depth_claim(built_book, tmp_pa
     assert {r["pairs"] for r in rows} == {1}  # one pair: the two folders
     findings = [t for t in _outputs(nb, "text/html") if "ren-depth" in t]
     assert findings and "pretraining seeds" in findings[-1]
+    # Fig. 3 draws the first seed model's layer-by-layer matrix beside MiniLM's
+    assert [s for s in specs if f"pretraining seed: {folders[0]}" in json.dumps(s)]
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")

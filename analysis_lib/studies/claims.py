@@ -99,8 +99,7 @@ _CLAIMS = [
           "mean linear CKA within a model minus across models (pretrained models)",
           "greater", 0.02, _SIM,
           control=("condition", "layers of the other models: across-model CKA"),
-          paper_effect=_figure("Fig. 1"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 1")),
     Claim("wu-neurons-differ", "Wu", "§5.1, Fig. 1-2",
           "across models, representations are similar while single neurons are not",
           "representation-level measures high across models, neuronsim low",
@@ -113,22 +112,19 @@ _CLAIMS = [
           control=("floor", "each measure's word-identity floor on the compared rows "
                            "(two unrelated random codes of the word forms), subtracted "
                            "from both levels"),
-          paper_effect=_figure("Figs. 1-2"),
-          paper_value=None),
+          paper_effect=_figure("Figs. 1-2")),
     Claim("wu-lower-layers", "Wu", "§5.1, Fig. 1",
           "lower layers are more similar across models than higher layers",
           "yes", "mean linear CKA across models, lower half of each model's layers minus "
                  "upper half", "greater", 0.02, _SIM,
           control=("condition", "the upper half of the same models' layers"),
-          paper_effect=_figure("Fig. 1"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 1")),
     Claim("wu-adjacent", "Wu", "§5.1, Fig. 1",
           "adjacent layers of a model are the most similar",
           "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
           "greater", 0.02, _SIM,
           control=("condition", "layers of the same model further apart"),
-          paper_effect=_figure("Fig. 1"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 1")),
     Claim("wu-relative-depth", "Wu", "§5.1, Fig. 1",
           "across models, layers at the same relative depth are the most alike",
           "yes: a bright band along each across-model block's diagonal",
@@ -136,8 +132,7 @@ _CLAIMS = [
           "minus over all their cross-model cells; t interval over the pairs of models",
           "greater", 0.02, _SIM,
           control=("condition", "every cross-model cell of the same pair of models"),
-          paper_effect=_figure("Fig. 1"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 1")),
     Claim("wu-localization-depth", "Wu", "§5.1, Fig. 3",
           "higher layers have more localized representations than lower layers",
           "yes: the localization score mostly increases with depth in every model",
@@ -146,8 +141,7 @@ _CLAIMS = [
           "the models",
           "greater", 0.02, _SIM,
           control=("condition", "the lower half of the same model's layers"),
-          paper_effect=_figure("Fig. 3"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 3")),
     Claim("wu-family", "Wu", "§5.1, Fig. 2",
           "models of one family (architecture and objective) are more similar",
           "yes: within-family more similar; the objective matters",
@@ -155,8 +149,7 @@ _CLAIMS = [
           "left-to-right decoder", "greater", 0.02, _SIM,
           control=("condition", "an encoder against a left-to-right decoder (architecture and "
                                "objective differ at once)"),
-          paper_effect=_figure("Fig. 2"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 2")),
     Claim("wu-objective", "Wu", "§5.1, Fig. 2",
           "the objective alone matters: models of one architecture trained with another "
           "objective are less alike than models that differ only by seed",
@@ -166,8 +159,7 @@ _CLAIMS = [
           "over the seed models", "greater", 0.02, _SIM,
           control=("condition", "pairs that differ only by the pretraining seed (one factor: "
                                 "the objective)"),
-          paper_effect=_figure("Fig. 2"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 2")),
     Claim("wu-other-corpus", "Wu", "App. B.1",
           "the similarity patterns hold on another corpus",
           "yes: the same patterns on other corpora",
@@ -178,8 +170,7 @@ _CLAIMS = [
           "pattern's variance; less would not be 'the same pattern'",
           control=("baseline", "no agreement between the corpora (r = 0)"),
           paper_effect=("App. B.1 calls the two corpora's heatmaps 'highly similar' (Figs. 8 and "
-                        "9); no correlation is reported"),
-          paper_value=None),
+                        "9); no correlation is reported")),
     Claim("wu-attention-heads", "Wu", "§5.2, Fig. 4",
           "attention is more similar across models head by head than as a whole "
           "(localized above distributed)",
@@ -191,8 +182,7 @@ _CLAIMS = [
           "as for neurons against representations: a 5% shift of relative level",
           control=("floor", "each method's value between two unrelated random attention "
                            "layers on the same sentences, subtracted from both levels"),
-          paper_effect=_figure("Fig. 4"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 4")),
     Claim("wu-ft-top-change", "Wu", "§6, Fig. 5-6",
           "fine-tuning changes the top layers more than the lower ones",
           "yes: similarity to the pretrained model drops in the top layers",
@@ -200,9 +190,7 @@ _CLAIMS = [
           "layer minus at the top layer (linear CKA, neuronsim, head-level JS), mean over "
           "fine-tuning seeds", "greater", 0.02, _SIM,
           control=("condition", "the first transformer layer of the same runs"),
-          paper_effect=_figure("Figs. 5-6"),
-          paper_value=None),
-    # --------------------------------------------------------------- Phang et al. 2021
+          paper_effect=_figure("Figs. 5-6")),
     Claim("wu-localization-ft", "Wu", "§6, Fig. 7",
           "fine-tuning makes the top layers less localized",
           "yes: lower localization at the top layers after fine-tuning",
@@ -210,8 +198,7 @@ _CLAIMS = [
           "of the fine-tuned model's, over fine-tuning seeds",
           "greater", 0.02, _SIM,
           control=("condition", "the pretrained model's own top layer, on the same words"),
-          paper_effect=_figure("Fig. 7"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 7")),
     Claim("wu-cross-task", "Wu", "§6, Fig. 5–6; Phang App. B, Fig. 7",
           "models fine-tuned on different tasks from one base stay alike in their bottom "
           "layers and diverge in their top layers",
@@ -221,8 +208,8 @@ _CLAIMS = [
           "the top layer, over seeds",
           "greater", 0.02, _SIM,
           control=("condition", "the top layers of the same two models on the same words"),
-          paper_effect=_figure("Wu Figs. 5-6, Phang Fig. 7"),
-          paper_value=None),
+          paper_effect=_figure("Wu Figs. 5-6, Phang Fig. 7")),
+    # --------------------------------------------------------------- Phang et al. 2021
     Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
           "the layers of a fine-tuned model form blocks of similar layers",
           "yes for RoBERTa and ALBERT, less for ELECTRA",
@@ -235,16 +222,14 @@ _CLAIMS = [
           "model; a smaller gain is no structure",
           control=("condition", "the pretrained model's own ORIG-ORIG matrix: its block gain is"
                                " subtracted from each seed's"),
-          paper_effect=_figure("Figs. 1-2"),
-          paper_value=None),
+          paper_effect=_figure("Figs. 1-2")),
     Claim("phang-ft-orig", "Phang", "§3, Fig. 5",
           "fine-tuned and pretrained layers agree at the bottom and part at the top",
           "yes: FT-ORIG similarity falls with depth",
           "FT-ORIG diagonal linear CKA (CLS) at the first transformer layer minus at the top "
           "layer, over seeds", "greater", 0.02, _SIM,
           control=("condition", "the first transformer layer of the same runs"),
-          paper_effect=_figure("Fig. 5"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 5")),
     Claim("phang-untuned", "Phang", "§4, Fig. 3",
           "the top layers can be dropped with no retraining (UNTUNED close to the full "
           "model a few layers below the top)",
@@ -261,17 +246,15 @@ _CLAIMS = [
           "full model's test accuracy minus TUNED's two layers below the top, over seeds",
           "none", 0.02, _ACC,
           control=("baseline", "the full model's own accuracy, same seed"),
-          paper_effect=_figure("Fig. 3"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 3")),
     Claim("phang-tuned-orig", "Phang", "§4, Fig. 3",
           "fine-tuned layers are better features than pretrained ones",
           "yes: TUNED above TUNEDORIG",
           "TUNED minus TUNEDORIG accuracy, mean over transformer layers, over seeds",
           "greater", 0.02, _ACC,
           control=("baseline", "a head on the pretrained model's layer (TUNEDORIG), same seed"),
-          paper_effect=("§4: TUNEDORIG 'performs very poorly' against TUNED at every layer; shown "
-                        "in a figure only: the paper states no number for it (Fig. 3)"),
-          paper_value=None),
+          paper_effect=("§4: TUNEDORIG 'performs very poorly' against TUNED at every layer; "
+                        + _figure("Fig. 3"))),
     Claim("phang-cka-predicts", "Phang", "§4",
           "layers whose CLS resembles the last layer's lose little when the top is cut",
           "implied by the block structure",
@@ -281,8 +264,7 @@ _CLAIMS = [
           "let a reader predict anything from CKA",
           control=("baseline", "no relation (r = 0)"),
           paper_effect=("not reported: the paper implies the link from its block structure and "
-                        "computes no correlation"),
-          paper_value=None),
+                        "computes no correlation")),
     Claim("phang-skip-bottom", "Phang", "§4, Fig. 4",
           "skipping a single lower layer costs more than skipping a single upper one",
           "yes: the first layers matter most; single upper layers can be skipped",
@@ -290,8 +272,7 @@ _CLAIMS = [
           "skipped, per fine-tuning seed (t interval over seeds)",
           "greater", 0.02, _ACC,
           control=("condition", "the first transformer layer skipped, same seed"),
-          paper_effect=_figure("Fig. 4"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 4")),
     # --------------------------------------------------------------- Merchant et al. 2020
     Claim("merchant-depth", "Merchant", "§4, Fig. 2",
           "fine-tuning changes mostly the top layers",
@@ -301,8 +282,7 @@ _CLAIMS = [
           control=("condition", "the first transformer layer of the same runs"),
           paper_effect=("§5.1: MNLI's RSA to the base model is still 0.84 +- 0.02 at the "
                         "second-to-last layer and drops at the last; the first layer's is "
-                        + _figure("Fig. 2")),
-          paper_value=None),
+                        + _figure("Fig. 2"))),
     Claim("merchant-domain", "Merchant", "§6, Fig. 5",
           "fine-tuning changes in-domain inputs more than out-of-domain ones",
           "yes: RSA to the base model lower in-domain",
@@ -311,8 +291,7 @@ _CLAIMS = [
           "sentences and seeds", "greater", 0.02, _SIM,
           control=("condition", "the other task's model on the same corpus: the tasks' corpora "
                                "cross, so the stimuli's own effect cancels"),
-          paper_effect="a 'significantly larger' change in-domain, " + _figure("Fig. 5"),
-          paper_value=None),
+          paper_effect="a 'significantly larger' change in-domain, " + _figure("Fig. 5")),
     Claim("merchant-no-forgetting", "Merchant", "§4, Table 1",
           "fine-tuning keeps what the base model encodes: no catastrophic forgetting",
           "yes: edge-probing F1 drops of 0.5-2 points after fine-tuning",
@@ -361,8 +340,7 @@ _CLAIMS = [
           control=("baseline", "the full fine-tuned model of the same seed; cut models that "
                                "did not train give no verdict"),
           paper_effect=("§5.2: 'comparable performance' with 3 of 12 layers for MNLI and 5 for "
-                        "SQuAD; the gap is " + _figure("Fig. 4")),
-          paper_value=None),
+                        "SQuAD; the gap is " + _figure("Fig. 4"))),
     # --------------------------------------------------------------- Ren et al. 2023
     Claim("ren-depth", "Ren", "§5, Fig. 2, 5",
           "models that differ only by seed are more alike in shallow layers than deep ones",
@@ -411,8 +389,7 @@ _CLAIMS = [
           "models", "greater", 0.01,
           "as for depth: a 1% change of the unexplained share",
           control=("condition", "adjacent layers of the same model"),
-          paper_effect=_figure("Fig. 3"),
-          paper_value=None),
+          paper_effect=_figure("Fig. 3")),
     Claim("ren-inn-synthetic", "Ren", "§4, Table 3",
           "an invertible network recovers an invertible nonlinear map far better than "
           "linear methods",
@@ -429,8 +406,7 @@ _CLAIMS = [
           "0.05 minus linreg's held-out distance on a known linear map, over data seeds",
           "greater", 0.0, "the check passes when the distance is reliably below 0.05",
           control=("baseline", "a held-out distance of 0.05"),
-          paper_effect="not reported: a check of this book's method, not a claim of the paper",
-          paper_value=None),
+          paper_effect="not reported: a check of this book's method, not a claim of the paper"),
     Claim("ren-inn-real", "Ren", "§5, Table 4",
           "the INN aligns real seed pairs best on held-out rows",
           "yes", "ridge minus INN held-out distance, over seed pairs and layers",
