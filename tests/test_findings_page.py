@@ -21,7 +21,8 @@ def _executed(tmp_path, name, *tables):
     nb = nbformat.v4.new_notebook()
     for k, table in enumerate(tables):
         rows = [{"claim id": cid, "what this run shows": str(r["what this run shows"]),
-                 "verdict": str(r["verdict"])} for cid, r in table.iterrows()]
+                 "verdict": str(r["verdict"]), "how": str(r["how"])}
+                for cid, r in table.iterrows()]
         cell = nbformat.v4.new_code_cell("prose.record_findings(findings)")
         cell.outputs = [nbformat.v4.new_output(
             "display_data", data={findings.MIME: json.dumps({"rows": rows})},
@@ -59,6 +60,20 @@ def test_the_scorecard_lists_every_claim_with_its_chapters_verdict(tmp_path):
     assert "\\|" in text and "`smoke` profile" in text and "1 holds" in text
     path = findings.write(tmp_path, table)
     pd.testing.assert_frame_equal(pd.read_csv(path, keep_default_na=False), table)
+
+
+def test_an_undecided_verdict_on_the_page_says_how_it_was_reached(tmp_path):
+    skip = verdicts.table([decide("phang-skip-bottom", [Evidence("m, a", -0.01, 0.05),
+                                                        Evidence("m, b", -0.02, 0.05)])])
+    table = findings.collect([_executed(tmp_path, "truncation", skip)])
+    row = table.set_index("claim id").loc["phang-skip-bottom"]
+    assert row.verdict == "inconclusive"
+    assert "2 of 2 estimates run against the paper" in row.how
+    text = findings.page(table, "default")
+    line = next(x for x in text.splitlines() if x.startswith("| `phang-skip-bottom`"))
+    assert "**inconclusive** (" in line and "run against the paper" in line
+    # a decided verdict stands alone
+    assert "**holds** (" not in findings.page(table.assign(verdict="holds"), "default")
 
 
 def test_a_notebook_without_records_adds_nothing(tmp_path):

@@ -141,6 +141,24 @@ def test_units_that_disagree_are_mixed_unless_none_contradicts(estimates, outcom
     assert outcome in verdicts.VERDICTS
 
 
+def test_an_undecided_claim_says_how_many_estimates_run_against_the_paper():
+    # two undecided units, both below zero for a claim that predicts "greater"
+    v = decide(_claim("greater", 0.02), [Evidence("a", -0.03, 0.05), Evidence("b", -0.01, 0.05)])
+    assert v.outcome == "inconclusive"
+    assert "2 of 2 estimates run against the paper (on the other side of zero)" in v.reason
+    # for "less" the other side is above zero; undecided estimates on the paper's side: silent
+    v = decide(_claim("less", 0.02), [Evidence("a", 0.03, 0.05), Evidence("b", -0.01, 0.05)])
+    assert "1 of 2 estimates run against the paper" in v.reason
+    assert "against" not in decide(_claim("greater", 0.02),
+                                   [Evidence("a", 0.01, 0.05)]).reason
+    # a claim of no difference: against the paper means beyond the smallest effect
+    v = decide(_claim("none", 0.02), [Evidence("a", 0.05, 0.05), Evidence("b", 0.01, 0.05)])
+    assert v.outcome == "inconclusive"
+    assert "1 of 2 estimates run against the paper (beyond the smallest effect)" in v.reason
+    # a decided claim needs no such count
+    assert "against" not in decide(_claim("greater", 0.02), [Evidence("a", 0.5, 0.01)]).reason
+
+
 def test_nothing_measured_reads_not_measured_not_an_error():
     v = decide(_claim("greater"), [])
     assert v.outcome == "not measured" and "not measured" in v.shown

@@ -25,7 +25,7 @@ RECORD = "findings-record"
 MIME = "application/papermill.record/text/plain"
 #: the columns of the table, in order
 COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "the paper's effect",
-           "smallest effect", "what this run shows", "verdict", "control", "chapter")
+           "smallest effect", "what this run shows", "verdict", "how", "control", "chapter")
 #: what a claim that no chapter of the build judged reads
 UNJUDGED = "not measured: no chapter of this build judges it"
 
@@ -65,12 +65,13 @@ def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
                "claim": claim.claim, "what the paper reports": claim.reported,
                "the paper's effect": claim.paper_effect,
                "smallest effect": claim.smallest_effect,
-               "what this run shows": UNJUDGED, "verdict": "not measured",
+               "what this run shows": UNJUDGED, "verdict": "not measured", "how": "",
                "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": ""}
         if claim_id in judged.index:
             got = judged.loc[claim_id]
             row.update({"what this run shows": str(got["what this run shows"]),
-                        "verdict": str(got["verdict"]), "chapter": str(got["chapter"])})
+                        "verdict": str(got["verdict"]), "chapter": str(got["chapter"]),
+                        "how": str(got.get("how", "") if pd.notna(got.get("how", "")) else "")})
         out.append(row)
     return pd.DataFrame(out, columns=list(COLUMNS))
 
@@ -86,6 +87,15 @@ def write(folder: Path, table: pd.DataFrame) -> Path:
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict_cell(row: dict) -> str:
+    """The verdict in bold; an undecided or mixed one with how it was reached (which units
+    disagree, which estimates run against the paper, whether equivalence was in reach)."""
+    how = str(row.get("how", "") or "")
+    if row["verdict"] in ("inconclusive", "mixed") and how:
+        return f"**{row['verdict']}** ({how})"
+    return f"**{row['verdict']}**"
 
 
 def page(table: pd.DataFrame, profile: str) -> str:
@@ -115,7 +125,7 @@ def page(table: pd.DataFrame, profile: str) -> str:
                     f"effect here: {row['smallest effect']})")
         cells = (f"`{row['claim id']}`: {row['claim']}", row["paper"], reported,
                  row["what this run shows"],
-                 f"**{row['verdict']}**", row["control"])
+                 _verdict_cell(row), row["control"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
     return "\n".join(lines) + "\n"
 

@@ -142,7 +142,7 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
 
     from .findings import RECORD
 
-    columns = ["what this run shows", "verdict"]
+    columns = [c for c in ("what this run shows", "verdict", "how") if c in table.columns]
     rows = [{"claim id": str(claim_id), **{c: str(row[c]) for c in columns}}
             for claim_id, row in table[columns].iterrows()]
     _glue(f"{RECORD}-{part}" if part else RECORD, _Rows(rows), display=False)

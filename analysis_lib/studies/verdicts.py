@@ -19,7 +19,9 @@ over the units before it is compared with ``alpha``. The claim's verdict is the 
 common outcome when they all agree; ``mixed`` (with the counts) when they reach different
 decided outcomes or some of them the opposite of the claim, so that a contradiction is never
 hidden as "inconclusive"; and ``inconclusive`` when some units are undecided and none
-contradicts the others. A claim with nothing to judge reads ``not measured``, as does one
+contradicts the others. An undecided or mixed claim's reason counts the estimates that run
+against the paper (the other side of zero; for a claim of no difference, beyond the smallest
+effect), significant or not. A claim with nothing to judge reads ``not measured``, as does one
 whose runs did not train (:func:`training_problem`).
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
@@ -243,6 +245,12 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
         "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
     combined = _combine(list(outcome))
     reason = _reason(list(outcome), len(evidence))
+    # an undecided claim says where its estimates point: the paper's way or against it
+    against = int(np.sum(np.abs(est) > delta if claim.direction == "none" else est < 0))
+    if combined in ("inconclusive", MIXED) and against:
+        reason += (f"; {against} of {len(evidence)} estimates run against the paper "
+                   + ("(beyond the smallest effect)" if claim.direction == "none" else
+                      "(on the other side of zero)"))
     out_of_reach = int(np.sum(~(reach < delta)))
     if combined in ("inconclusive", MIXED) and out_of_reach:
         reason += (f"; equivalence is out of reach in {out_of_reach} of {len(evidence)} units: "
