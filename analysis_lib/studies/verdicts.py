@@ -255,7 +255,7 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     if combined in ("inconclusive", MIXED) and out_of_reach:
         reason += (f"; equivalence is out of reach in {out_of_reach} of {len(evidence)} units: "
                    f"their one-sided bound (at least {np.nanmin(reach):.3f}) is not inside the "
-                   f"smallest effect {delta}, so more seeds or samples are needed to show "
+                   f"smallest effect {delta:.3g}, so more seeds or samples are needed to show "
                    "no difference")
     return Verdict(claim, combined, units, alpha, reason)
 
