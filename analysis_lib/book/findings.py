@@ -92,7 +92,7 @@ def _cell(text: object) -> str:
 def _verdict_cell(row: dict) -> str:
     """The verdict in bold; an undecided or mixed one with how it was reached (which units
     disagree, which estimates run against the paper, whether equivalence was in reach)."""
-    how = str(row.get("how", "") or "")
+    how = str(row.get("how", "") or "").removeprefix("one unit").removeprefix("; ")
     if row["verdict"] in ("inconclusive", "mixed") and how:
         return f"**{row['verdict']}** ({how})"
     return f"**{row['verdict']}**"

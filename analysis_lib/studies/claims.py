@@ -83,7 +83,7 @@ class Claim:
 
 def _figure(where: str) -> str:
     """The ``paper_effect`` of a claim whose paper shows its effect in a figure only."""
-    return f"shown in a figure only ({where}): the paper states no number for it"
+    return f"in a figure only ({where}), no number stated"
 
 
 _SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
