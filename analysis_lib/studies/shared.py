@@ -10,7 +10,7 @@ rows everywhere.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -163,6 +163,15 @@ class Runs:
 
     def seeds(self, model: str, task: str) -> list[int]:
         return sorted(s for m, t, s in self.models if m == model and t == task)
+
+    def each(self, models: Sequence[str], tasks: Sequence[str]
+             ) -> Iterator[tuple[str, str, int, FineTuned]]:
+        """``(model, task, seed, run)`` for every run of ``models`` on ``tasks``, model by
+        model, task by task, seed by seed."""
+        for model in models:
+            for task in tasks:
+                for seed in self.seeds(model, task):
+                    yield model, task, seed, self.get(model, task, seed)
 
 
 def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",

@@ -146,18 +146,15 @@ def untuned_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
     test inputs only and fits nothing, so a grid of longer runs (another profile's, found
     with :func:`~analysis_lib.studies.shared.cached_grid`) is scored in seconds."""
     frames = []
-    for model in models:
-        for task_name in tasks:
-            task = runs.task(task_name)
-            for seed in runs.seeds(model, task_name):
-                result = runs.get(model, task_name, seed)
-                test = first_token_features(result.load(), task, ["test"])["test"]
-                frames.append(pd.DataFrame({
-                    "config": "UNTUNED", "layer": range(1, len(test)),
-                    "accuracy": _untuned(result, test, task), "model": model,
-                    "task": task_name, "seed": seed,
-                    "full": result.metrics["test"]["accuracy"],
-                    "majority": task.majority_baseline("test")}))
+    for model, task_name, seed, result in runs.each(models, tasks):
+        task = runs.task(task_name)
+        test = first_token_features(result.load(), task, ["test"])["test"]
+        frames.append(pd.DataFrame({
+            "config": "UNTUNED", "layer": range(1, len(test)),
+            "accuracy": _untuned(result, test, task), "model": model,
+            "task": task_name, "seed": seed,
+            "full": result.metrics["test"]["accuracy"],
+            "majority": task.majority_baseline("test")}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -438,20 +435,17 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, s
     every layer's test vectors. The top layer's accuracy is the probe's full score. One row
     per run, pooling and layer ``1..L``: model, task, seed, pooling, layer, accuracy."""
     rows = []
-    for model in models:
-        for task_name in tasks:
-            task = runs.task(task_name)
-            for run_seed in runs.seeds(model, task_name):
-                result = runs.get(model, task_name, run_seed)
-                feats = pooled_features(result.load(), task, ("train", "test"))
-                for pooling, by_part in feats.items():
-                    top = len(by_part["test"]) - 1
-                    clf = _probe(seed).fit(by_part["train"][top], task.train.labels)
-                    for layer in range(1, top + 1):
-                        predicted = clf.predict(by_part["test"][layer])
-                        rows.append({"model": model, "task": task_name, "seed": run_seed,
-                                     "pooling": pooling, "layer": layer, "accuracy": float(
-                                         np.mean(predicted == task.test.labels))})
+    for model, task_name, run_seed, result in runs.each(models, tasks):
+        task = runs.task(task_name)
+        feats = pooled_features(result.load(), task, ("train", "test"))
+        for pooling, by_part in feats.items():
+            top = len(by_part["test"]) - 1
+            clf = _probe(seed).fit(by_part["train"][top], task.train.labels)
+            for layer in range(1, top + 1):
+                predicted = clf.predict(by_part["test"][layer])
+                rows.append({"model": model, "task": task_name, "seed": run_seed,
+                             "pooling": pooling, "layer": layer,
+                             "accuracy": float(np.mean(predicted == task.test.labels))})
     return pd.DataFrame(rows)
 
 
