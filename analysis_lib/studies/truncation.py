@@ -34,7 +34,7 @@ from ..extract import SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
-from ..training.heads import FirstTokenHead, fit_head, head_logits
+from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
 from .shared import (
@@ -114,23 +114,29 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
     tuned = first_token_features(result.load(), task)
     base_features = base_features or first_token_features(base, task)
     n = len(tuned["test"]) - 1
-    rows = []
+    layers = range(1, n + 1)
+    configs = {"TUNED": tuned, "TUNEDORIG": base_features}
+    scores: dict[tuple[str, int], float] = {}
+    if head == "probe":
+        scores = {(config, layer): probe_accuracy(feats, layer, task, seed)
+                  for config, feats in configs.items() for layer in layers}
+    else:
+        # TUNED starts from the fine-tuned head, TUNEDORIG from the pretrained pooler (if
+        # any) and a fresh classifier; every layer's two heads are trained side by side
+        fresh = ft.task_model(base, task.num_labels, task.regression, seed)
+        starts = {"TUNED": result.model, "TUNEDORIG": fresh}
+        keys = [(config, layer) for config in configs for layer in layers]
+        heads = [FirstTokenHead(starts[config]) for config, _ in keys]
+        fit_heads(heads, [configs[c]["train"][k] for c, k in keys], task.train.labels,
+                  [configs[c]["validation"][k] for c, k in keys], task.validation.labels,
+                  epochs=head_epochs, seed=seed)
+        scores = {key: _accuracy(head_logits(fitted, configs[key[0]]["test"][key[1]]),
+                                 task.test.labels) for key, fitted in zip(keys, heads)}
     untuned = _untuned(result, tuned["test"], task)
-    for layer in range(1, n + 1):
+    rows = []
+    for layer in layers:
         rows.append(("UNTUNED", layer, untuned[layer - 1]))
-        for config, feats, start in (("TUNED", tuned, result.model),
-                                     ("TUNEDORIG", base_features, None)):
-            if head == "probe":
-                rows.append((config, layer, probe_accuracy(feats, layer, task, seed)))
-                continue
-            if start is None:  # the pretrained pooler (if any) and a fresh classifier
-                start = ft.task_model(base, task.num_labels, task.regression, seed)
-            fresh = FirstTokenHead(start)
-            fit_head(fresh, feats["train"][layer], task.train.labels,
-                     feats["validation"][layer], task.validation.labels, epochs=head_epochs,
-                     seed=seed)
-            rows.append((config, layer, _accuracy(head_logits(fresh, feats["test"][layer]),
-                                                  task.test.labels)))
+        rows += [(config, layer, scores[(config, layer)]) for config in configs]
     return pd.DataFrame(rows, columns=["config", "layer", "accuracy"])
 
 
