@@ -128,3 +128,28 @@ def test_a_sample_needs_a_seed():
         corpora.load_corpus("tweets", n=5, seed=None)
     with pytest.raises(ValueError, match="seed"):
         corpora.load_corpus("tweets", n=5, seed=-1)
+
+
+def test_a_sample_owns_its_words_and_tokenises_like_words_of():
+    """The packaged corpora are tokenised once per process; a sample gets its own lists, so
+    changing one changes neither the shared tokens nor the next sample."""
+    first = corpora.load_corpus("tweets", n=20, seed=3)
+    assert first.sentences == [corpora.words_of(t) for t in first.texts]
+    first.sentences[0].append("EXTRA")
+    again = corpora.load_corpus("tweets", n=20, seed=3)
+    assert again.sentences[0][-1] != "EXTRA"
+    assert again.sentences == [corpora.words_of(t) for t in again.texts]
+
+
+def test_the_books_task_split_is_drawn_once_and_each_caller_gets_a_copy():
+    from analysis_lib.data import tasks
+    from analysis_lib.studies import shared
+
+    one = shared.task_for("tweets-sentiment", 50, 40)
+    fresh = tasks.load_task("tweets-sentiment", n_train=50, n_val=40, n_test=40, seed=0)
+    assert one.fingerprint() == fresh.fingerprint()
+    one.train.labels[:] = 0
+    one.train.texts[0] = "changed"
+    two = shared.task_for("tweets-sentiment", 50, 40)
+    assert two.fingerprint() == fresh.fingerprint()
+    assert two is not one

@@ -222,6 +222,16 @@ def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return tuple(texts), tuple(labels)
 
 
+@lru_cache(maxsize=4)
+def packaged_words(name: str, unit: str = "sentence") -> tuple[tuple[str, ...], ...]:
+    """The word tokens of every text of a packaged corpus (``tweets``, ``bbc-news`` by
+    ``unit``), in the order of :func:`read_tweets` / :func:`read_bbc`: tokenised once per
+    process, since every sample of the corpus filters on them. Tuples, so that no caller can
+    change the shared copy."""
+    texts = read_tweets()[0] if name == "tweets" else read_bbc(unit)[0]
+    return tuple(tuple(words_of(t)) for t in texts)
+
+
 # --------------------------------------------------------------------------- hub sources
 
 
@@ -392,16 +402,17 @@ def load_corpus(
         raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
     pairs = None
     texts: Sequence[str]
+    words: Sequence[Sequence[str]]
     labels: Sequence[int] | None
     label_names: Sequence[str] | None
     if name == "tweets":
         texts, labels = read_tweets()
         label_names = TWEET_LABELS
-        words = [words_of(t) for t in texts]
+        words = packaged_words(name)
     elif name == "bbc-news":
         texts, labels = read_bbc(unit)
         label_names = BBC_TOPICS
-        words = [words_of(t) for t in texts]
+        words = packaged_words(name, unit)
     elif name in HUB_CORPORA:
         texts, words, labels, pairs = _hub_rows(name, split)
         names = HUB_CORPORA[name].label_names
@@ -431,7 +442,7 @@ def load_corpus(
         keep = [keep[i] for i in rng.choice(len(keep), size=n, replace=False)]
     return Corpus(
         name=name,
-        sentences=[words[i] for i in keep],
+        sentences=[list(words[i]) for i in keep],
         texts=[texts[i] for i in keep],
         labels=np.asarray([labels[i] for i in keep]) if labels else None,
         label_names=label_names if labels else None,

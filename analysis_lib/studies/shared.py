@@ -9,9 +9,11 @@ rows everywhere.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -44,7 +46,13 @@ def task_for(name: str, n_train: int, n_heldout: int = HELD_OUT) -> Task:
     """The book's split of a task: ``n_train`` training examples, and ``n_heldout``
     validation (the stimuli of the similarity analyses) and ``n_heldout`` test examples,
     drawn with seed 0 so that every study and every fine-tuning seed sees the same
-    examples."""
+    examples. Drawn once per process (a page asks for it many times); each call gets its
+    own copy."""
+    return copy.deepcopy(_drawn_task(name, n_train, n_heldout))
+
+
+@lru_cache(maxsize=16)
+def _drawn_task(name: str, n_train: int, n_heldout: int) -> Task:
     kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_heldout, n_test=n_heldout, seed=0)
     if name == "bbc-topic":
         kwargs["unit"] = "sentence"
