@@ -411,3 +411,31 @@ def test_localization_claim_reads_the_top_layer_before_and_after_fine_tuning():
     same = planted.assign(localization_ft=0.30 + 0.0005 * rng.standard_normal(len(change)))
     assert study.findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
     assert study.findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"
+
+
+def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monkeypatch,
+                                                                           tmp_path):
+    """The fine-tuning page's first-token CKA, the seeds page's mean vectors and the
+    truncation page's probes read one extraction of a model on a set of sentences."""
+    from analysis_lib import models
+    from analysis_lib.data import corpora
+    from analysis_lib.studies import seeds, truncation
+
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
+    model = models.load("random:bert", layers=2, hidden=16, heads=2, vocab_size=300)
+    corpus = corpora.from_sentences(["the cat sat", "a dog ran far", "birds sing"])
+    first = study.sentence_layers(model, corpus, "first")
+    entries = sorted((tmp_path / "extract").iterdir())
+    assert len(entries) == 1
+    mean = seeds.seed_layers({"m": model}, corpus, "mean")["m"]
+    assert sorted((tmp_path / "extract").iterdir()) == entries
+    both = shared.sentence_extraction(model, corpus)
+    assert sorted((tmp_path / "extract").iterdir()) == entries
+    for a, b in zip(first, both.layers("first")):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(mean, both.layers("mean")):
+        np.testing.assert_array_equal(a, b)
+    assert truncation.POOLINGS == shared.SENTENCE_POOLINGS
+    # a pooling beyond the shared ones is a pass (and an entry) of its own
+    shared.sentence_extraction(model, corpus, "last")
+    assert len(list((tmp_path / "extract").iterdir())) == 2

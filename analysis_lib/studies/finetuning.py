@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
-from ..extract import SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..similarity import (
     attention_similarity,
@@ -53,6 +52,7 @@ from .shared import (
     load_model,
     run_grid,
     seed_interval,
+    sentence_extraction,
     stimuli,
     summarize,
     training_problems,
@@ -86,8 +86,8 @@ def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "fi
     the real tokens (``"mean"``)."""
     if pooling not in ("first", "last", "mean"):
         raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
-    options = {"word_rows": SENTENCES_ONLY, "sentences": [pooling], **extract_options}
-    return extract(model, corpus, progress=False, **options).layers(pooling)
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    return sentence_extraction(loaded, corpus, pooling, **extract_options).layers(pooling)
 
 
 def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:

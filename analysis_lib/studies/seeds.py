@@ -36,7 +36,7 @@ from ..similarity import attention_representation
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
-from .shared import seed_interval, word_layers
+from .shared import seed_interval, sentence_extraction, word_layers
 from .verdicts import Evidence, decide
 
 
@@ -80,8 +80,7 @@ def seed_layers(models: Mapping[str, LoadedModel], corpus: Corpus, kind: str = "
                 ) -> dict[str, list[np.ndarray]]:
     """Every layer's sentence vectors (``"mean"`` over real tokens, or ``"first"``) of each
     model, on the same sentences, extracted in eval mode (dropout off)."""
-    return {name: extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=[kind],
-                          progress=False).layers(kind)
+    return {name: sentence_extraction(model, corpus, kind).layers(kind)
             for name, model in models.items()}
 
 

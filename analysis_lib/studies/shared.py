@@ -278,6 +278,23 @@ def attention_stimuli(task: Task, n: int, max_words: int = 30) -> Corpus:
     return corpus.subset(short)
 
 
+#: the sentence vectors every sentence-level extraction of the pages keeps, whichever one it
+#: reads: the first token (what BERT's head reads) and the mean over the tokens (what MiniLM
+#: and MPNet were pretrained to feed a sentence objective). Asking for the same set
+#: everywhere, a page's model reads a set of sentences once, and the cache keeps one entry.
+SENTENCE_POOLINGS = ("first", "mean")
+
+
+def sentence_extraction(model: LoadedModel, corpus: Corpus, *poolings: str,
+                        **extract_options: Any) -> Extraction:
+    """Sentence vectors only (no word rows) of every layer: :data:`SENTENCE_POOLINGS`, and
+    ``poolings`` besides (``"last"`` for a left-to-right decoder); read one with
+    ``.layers(pooling)``."""
+    kept = list(dict.fromkeys((*SENTENCE_POOLINGS, *poolings)))
+    return extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=kept, progress=False,
+                   **extract_options)
+
+
 @dataclass
 class WordLayers:
     """The word-level layers of one model on the same sampled rows, and its attention."""

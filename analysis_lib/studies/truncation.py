@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from ..data.tasks import Task, split_corpus
-from ..extract import SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
@@ -38,12 +37,14 @@ from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.surgery import truncated_copy
 from . import claims, verdicts
 from .shared import (
+    SENTENCE_POOLINGS,
     FinetuneGrid,
     Runs,
     cached_grid,
     load_model,
     run_grid,
     seed_interval,
+    sentence_extraction,
     training_problems,
 )
 from .verdicts import Evidence, decide
@@ -52,9 +53,8 @@ CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
 
 
-#: the sentence vectors a head can read: the first token (what BERT's head reads) and the
-#: mean over the tokens (what MiniLM and MPNet were pretrained to feed a sentence objective)
-POOLINGS = ("first", "mean")
+#: the sentence vectors a head can read (:data:`~analysis_lib.studies.shared.SENTENCE_POOLINGS`)
+POOLINGS = SENTENCE_POOLINGS
 
 
 def pooled_features(model: LoadedModel, task: Task,
@@ -65,8 +65,8 @@ def pooled_features(model: LoadedModel, task: Task,
     (and one cache entry) per split."""
     out: dict[str, dict[str, list[np.ndarray]]] = {p: {} for p in POOLINGS}
     for part in parts:
-        found = extract(model, split_corpus(getattr(task, part), f"{task.name}-{part}"),
-                        word_rows=SENTENCES_ONLY, sentences=list(POOLINGS), progress=False)
+        found = sentence_extraction(model, split_corpus(getattr(task, part),
+                                                        f"{task.name}-{part}"))
         for pooling in POOLINGS:
             out[pooling][part] = found.layers(pooling)
     return out
