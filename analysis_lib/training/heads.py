@@ -150,9 +150,11 @@ def fit_heads(heads: Sequence[torch.nn.Module], train: Sequence[np.ndarray], lab
     def one(p, b, features):
         return functional_call(template, (p, b), (features,))
 
+    train_step = vmap(one, randomness="different")  # a dropout mask of its own per head
+
     rng = np.random.default_rng(seed)
     k = len(heads)
-    best_accuracy = torch.full((k,), -1.0)
+    best_accuracy = torch.full((k,), -1.0, dtype=torch.float64)
     best_epoch = torch.zeros(k, dtype=torch.long)
     best = {name: value.detach().clone() for name, value in params.items()}
     with torch.random.fork_rng(devices=[]), torch_threads(HEADS_THREADS):
@@ -161,7 +163,6 @@ def fit_heads(heads: Sequence[torch.nn.Module], train: Sequence[np.ndarray], lab
                                       weight_decay=weight_decay, fused=fused_optimizer("cpu"))
         for epoch in range(1, epochs + 1):
             template.train()
-            train_step = vmap(one, randomness="different")
             order = torch.as_tensor(rng.permutation(x.shape[1]))
             for start in range(0, x.shape[1], batch_size):
                 rows = order[start:start + batch_size]
