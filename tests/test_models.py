@@ -77,6 +77,27 @@ def test_local_folder_round_trip(tmp_path, tiny_models):
                               again.model(**ids).last_hidden_state)
 
 
+def test_weights_a_checkpoint_lacks_are_the_same_on_every_load(tmp_path):
+    """A masked-LM checkpoint (the zoo's models, many hub models) has no pooler; loading it
+    as an encoder initialises one, from a fixed seed, so that two loads are one model and a
+    task model fine-tuned from it is the same run every time."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    base = models.load("random:bert", **TINY)
+    config = BertConfig(**{**base.model.config.to_dict(), "architectures": None})
+    BertForMaskedLM(config).save_pretrained(tmp_path)
+    base.tokenizer.save_pretrained(tmp_path)
+    torch.manual_seed(1)
+    first = models.load(str(tmp_path)).model.state_dict()
+    torch.manual_seed(2)
+    state = torch.random.get_rng_state()
+    second = models.load(str(tmp_path)).model.state_dict()
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's stream untouched
+    assert any(k.startswith("pooler.") for k in first)
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
+
+
 @pytest.mark.parametrize("bad, message", [(dict(layers=0), r"layers must lie in \[1, 128\]"),
                                           (dict(heads=5), "divisible by heads=5")])
 def test_bad_sizes(bad, message):

@@ -382,6 +382,22 @@ def _check_tokenizer(tokenizer: Any, config: Any, name: str, folder: str | None)
                          f"embedding has {vocab}: the tokenizer is not this model's; {fix}")
 
 
+#: the seed of the weights a checkpoint lacks (BERT's pooler in a masked-LM checkpoint, the
+#: zoo's models among them): the model class initialises them at random, and a fixed seed
+#: makes every load of a folder the same model (a fine-tuned task model starts from them)
+MISSING_WEIGHTS_SEED = 0
+
+
+def _with_fixed_init(from_pretrained: Any, *args: Any, **kwargs: Any) -> Any:
+    """``from_pretrained(*args, **kwargs)`` with the weights the checkpoint lacks drawn from
+    :data:`MISSING_WEIGHTS_SEED`, the caller's random state left as it was."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(MISSING_WEIGHTS_SEED)
+        return from_pretrained(*args, **kwargs)
+
+
 def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
                      local_files_only: bool, revision: str | None,
                      trust_remote_code: bool) -> LoadedModel:
@@ -394,7 +410,8 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         tok_kwargs = {"add_prefix_space": True} if config.model_type in _BYTE_LEVEL else {}
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **kwargs, **tok_kwargs)
         with quiet_transformers():  # a task model's folder: its head is left out, by design
-            model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
+            model = _with_fixed_init(AutoModel.from_pretrained, path,
+                                     attn_implementation="eager", **kwargs)
     except OSError as error:
         if source == "hub":
             raise OfflineError(offline_message("model", name, error)) from error
