@@ -388,19 +388,10 @@ def _check_tokenizer(tokenizer: Any, config: Any, name: str, folder: str | None)
 MISSING_WEIGHTS_SEED = 0
 
 
-def _with_fixed_init(from_pretrained: Any, *args: Any, **kwargs: Any) -> Any:
-    """``from_pretrained(*args, **kwargs)`` with the weights the checkpoint lacks drawn from
-    :data:`MISSING_WEIGHTS_SEED`, the caller's random state left as it was."""
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(MISSING_WEIGHTS_SEED)
-        return from_pretrained(*args, **kwargs)
-
-
 def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
                      local_files_only: bool, revision: str | None,
                      trust_remote_code: bool) -> LoadedModel:
+    import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     kwargs = dict(revision=revision, local_files_only=local_files_only,
@@ -409,9 +400,11 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         config = AutoConfig.from_pretrained(path, **kwargs)
         tok_kwargs = {"add_prefix_space": True} if config.model_type in _BYTE_LEVEL else {}
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **kwargs, **tok_kwargs)
-        with quiet_transformers():  # a task model's folder: its head is left out, by design
-            model = _with_fixed_init(AutoModel.from_pretrained, path,
-                                     attn_implementation="eager", **kwargs)
+        # a task model's folder: its head is left out, by design; the weights the folder
+        # lacks are drawn from a fixed seed, the caller's random state left as it was
+        with quiet_transformers(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(MISSING_WEIGHTS_SEED)
+            model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
     except OSError as error:
         if source == "hub":
             raise OfflineError(offline_message("model", name, error)) from error

@@ -116,7 +116,7 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
     n = len(tuned["test"]) - 1
     layers = range(1, n + 1)
     configs = {"TUNED": tuned, "TUNEDORIG": base_features}
-    scores: dict[tuple[str, int], float] = {}
+    scores: dict[tuple[str, int], float]
     if head == "probe":
         scores = {(config, layer): probe_accuracy(feats, layer, task, seed)
                   for config, feats in configs.items() for layer in layers}
