@@ -37,6 +37,10 @@ EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
           "gguf": "models", "psutil": "models", "papermill": "book", "nbformat": "book",
           "jupyter_book": "book", "altair": "book", "vl_convert": "book", "ipywidgets": "book",
           "dask": "sweep", "distributed": "sweep", "dask_jobqueue": "sweep"}
+#: the extra each command needs as a whole: a missing package is named, and the extra that
+#: makes the whole command work (not only that package) is the one to install
+COMMAND_EXTRAS = {"book": "book", "findings": "book", "sweep": "sweep", "extract": "models",
+                  "zoo": "models", "models": "models"}
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -58,20 +62,26 @@ def cmd_findings(args: argparse.Namespace) -> int:
 
     folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
         args.profile
-    notebooks = sorted(folder.glob("*.ipynb"))
+    notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
     if not notebooks:
         print(f"error: no executed notebooks in {folder}; build the book with this profile "
               f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
         return 1
     import pandas as pd
 
-    table = findings.collect(notebooks)
+    from .book.builder import toc_notebooks
+
+    table = findings.collect(notebooks, expected=[p.stem for p in toc_notebooks(ROOT)])
     with pd.option_context("display.max_colwidth", 70, "display.width", 200):
         print(table[["claim id", "verdict", "what this run shows", "chapter"]]
               .to_string(index=False))
     print(f"\n{len(table)} claims ({folder}): " + ", ".join(
         f"{n} {v}" for v, n in table.verdict.value_counts().items()))
-    return 0
+    unread = table.attrs.get("unread", {})
+    for why in unread.values():
+        print(f"warning: {why}", file=sys.stderr)
+    damaged = [name for name in unread if name in {p.stem for p in notebooks}]
+    return 1 if damaged else 0
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -198,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         top = (error.name or "").split(".")[0]
         if top not in EXTRAS:
             raise
+        extra = COMMAND_EXTRAS.get(args.command, EXTRAS[top])
         print(f"analysis-lib {args.command} needs {top}, which is not installed here; install "
-              f'it with pip install "analysis_lib[{EXTRAS[top]}]"', file=sys.stderr)
+              f'what the command needs with pip install "analysis_lib[{extra}]"',
+              file=sys.stderr)
         return 2
 
 

@@ -146,3 +146,69 @@ def test_the_running_page_rate_table_is_read_from_the_cache(monkeypatch):
     full = frame.assign(cached=True).fillna(0.5)
     monkeypatch.setattr(finetuning, "rate_table", lambda grid: full)
     assert "benchmarks/finetune_rates.py" not in builder.rate_table({"tasks": [A, B]}, None)
+
+
+def _holds(claim_id):
+    return verdicts.table([decide(claim_id, [Evidence("m, t", 0.3, 0.01)])])
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda p: p.write_text(""), "not a readable notebook"),
+    (lambda p: p.write_text(p.read_text()[:200]), "not a readable notebook"),
+    (lambda p: p.write_text('{"rows": []}'), "not a readable notebook"),
+    (lambda p: p.write_text("[1, 2]"), "not a readable notebook"),
+    (lambda p: p.write_text(p.read_text().replace('\\"verdict\\": \\"holds\\"',
+                                                  '\\"verdict\\": \\"hold')), "damaged"),
+    (lambda p: p.write_text(p.read_text().replace('\\"verdict\\": \\"holds\\"',
+                                                  '\\"verdict\\": \\"great\\"')), "damaged"),
+])
+def test_a_damaged_chapter_is_named_not_read_and_not_a_traceback(tmp_path, capsys, damage,
+                                                                  why):
+    path = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
+    damage(path)
+    with pytest.raises(findings.UnreadableChapter, match=why):
+        findings.read(path)
+    table = findings.collect([path]).set_index("claim id")
+    assert table.loc["phang-blocks", "verdict"] == "not measured"
+    assert "could not be read: finetuning" in table.loc["phang-blocks", "what this run shows"]
+    assert main(["findings", "--executed", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "finetuning.ipynb" in err and "rebuild it" in err and "Traceback" not in err
+
+
+def test_a_failed_or_unfinished_notebook_is_not_read_as_finished(tmp_path):
+    for status, why in [("failed", "marked by papermill as failed"),
+                        ("pending", "did not finish")]:
+        path = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
+        nb = nbformat.read(str(path), as_version=4)
+        if status == "failed":
+            nb.metadata["papermill"] = {"exception": True}
+        else:
+            nb.cells[-1].metadata["papermill"] = {"status": "pending"}
+        nbformat.write(nb, str(path))
+        with pytest.raises(findings.UnreadableChapter, match=why):
+            findings.read(path)
+        assert findings.collect([path]).set_index("claim id").loc[
+            "phang-blocks", "verdict"] == "not measured"
+
+
+def test_a_leftover_of_a_stopped_build_never_replaces_the_finished_chapter(tmp_path):
+    finished = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
+    opposite = verdicts.table([decide("phang-blocks", [Evidence("m, t", -0.3, 0.01)])])
+    leftover = _executed(tmp_path, "x", opposite).rename(
+        tmp_path / ".finetuning.running.ipynb")
+    paths = sorted(tmp_path.glob("*.ipynb"))
+    assert paths[0] == leftover  # it sorts first
+    table = findings.collect(paths).set_index("claim id")
+    assert table.loc["phang-blocks", "verdict"] == "holds"
+    assert findings.finished(paths) == [finished]
+
+
+def test_a_missing_chapter_is_named_in_the_claims_nobody_judged(tmp_path):
+    path = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
+    table = findings.collect([path], expected=["finetuning", "seeds"])
+    assert table.attrs["unread"] == {
+        "seeds": "chapter 'seeds' has no executed notebook in this build"}
+    row = table.set_index("claim id").loc["ren-layer-gradient"]
+    assert row.verdict == "not measured"
+    assert row["what this run shows"].endswith("could not be read: seeds")

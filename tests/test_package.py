@@ -190,7 +190,9 @@ def test_the_measures_run_from_the_wheel_in_a_fresh_environment_without_torch(wh
 CORE_MODULES = ("analysis_lib.similarity", "analysis_lib.similarity.stats",
                 "analysis_lib.similarity.streaming", "analysis_lib.similarity.leave_out",
                 "analysis_lib.alignment", "analysis_lib.layers", "analysis_lib.data.synthetic",
-                "analysis_lib.runtime.cache", "analysis_lib.runtime.device")
+                "analysis_lib.runtime.cache", "analysis_lib.runtime.device",
+                "analysis_lib.studies", "analysis_lib.studies.claims",
+                "analysis_lib.studies.verdicts")
 
 BLOCK_TORCH = textwrap.dedent("""
     import importlib, importlib.abc, sys
@@ -235,6 +237,15 @@ def test_the_command_prints_the_version_and_names_a_missing_extra(monkeypatch, c
     monkeypatch.setattr(cli, "cmd_corpora", needs_dask)
     assert cli.main(["corpora"]) == 2
     assert 'pip install "analysis_lib[sweep]"' in capsys.readouterr().err
+
+    # a command names the extra that makes the whole command work, not the one that holds
+    # the first missing package: the book needs torch, and the book extra brings it
+    def needs_torch(args):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(cli, "cmd_findings", needs_torch)
+    assert cli.main(["findings"]) == 2
+    assert 'pip install "analysis_lib[book]"' in capsys.readouterr().err
     executable = shutil.which("analysis-lib", path=str(Path(sys.executable).parent))
     assert executable, "the analysis-lib command is not installed beside this Python"
 

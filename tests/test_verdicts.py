@@ -175,6 +175,53 @@ def test_the_p_value_form_agrees_with_the_interval_form(direction):
             (direction, est, se, df)
 
 
+@pytest.mark.parametrize("make, fix", [
+    (lambda: Evidence("u", 0.3, -0.1), "never negative"),
+    (lambda: Evidence("u", float("inf"), 0.1), "no statistic"),
+    (lambda: Evidence("u", 0.3, 0.1, df=0), "degrees of freedom"),
+    (lambda: Evidence("u", 0.3, 0.1, df=-2.0), "degrees of freedom"),
+    (lambda: Evidence("u", 0.3, 0.1, n=-1), "a count"),
+    (lambda: Evidence.from_values("u", [0.1, float("inf"), 0.2]), "infinite"),
+    (lambda: Evidence.from_values("u", [0.1, -float("inf")]), "infinite"),
+    (lambda: Evidence.from_correlation("u", 1.5, 30), "impossible"),
+    (lambda: Evidence.from_correlation("u", -1.01, 30), "impossible"),
+    (lambda: Evidence.from_proportions("u", 80.0, 100, 0.7, 100), "not a proportion"),
+    (lambda: Evidence.from_proportions("u", 0.8, 0, 0.7, 100), "count of test examples"),
+    (lambda: decide(_claim("greater"), [Evidence("u", 0.3, 0.1)], smallest_effect=-0.1),
+     "smallest effect"),
+    (lambda: decide(_claim("greater"), [Evidence("u", 0.3, 0.1)],
+                    smallest_effect=float("nan")), "smallest effect"),
+    (lambda: decide(_claim("greater"), [(0.3, 0.1)]), "Evidence records"),
+    (lambda: verdicts.reference_decide("greater", 0.3, -0.1, 0.1), "never negative"),
+    (lambda: verdicts.reference_decide("greater", 0.3, 0.1, -0.1), "smallest effect"),
+])
+def test_evidence_no_estimate_can_give_is_refused_by_both_forms_of_the_rule(make, fix):
+    with pytest.raises((ValueError, TypeError), match=fix):
+        make()
+
+
+def test_a_nan_value_is_left_out_with_a_note_and_a_correlation_at_one_is_kept():
+    e = Evidence.from_values("seeds", [0.1, float("nan"), 0.3])
+    assert e.n == 2 and e.estimate == pytest.approx(0.2)
+    assert "1 of 3 values not measured" in e.note
+    assert Evidence.from_values("seeds", [0.1, 0.3]).note == ""
+    assert np.isfinite(Evidence.from_correlation("r", 1.0 + 1e-12, 30).estimate)
+
+
+def test_the_two_forms_of_the_rule_agree_at_the_edges():
+    """Zero and tiny errors, estimates exactly at the smallest effect, a smallest effect of
+    zero, one degree of freedom, no spread: one unit, both forms, the same outcome."""
+    for direction in ("greater", "less", "none"):
+        for est in (-0.2, -0.1, -1e-12, 0.0, 1e-12, 0.1, 0.2):
+            for se in (0.0, 1e-12, 0.05, 1.0, float("nan"), float("inf")):
+                for delta in (0.0, 0.1):
+                    for df in (None, 1.0, 2.0):
+                        fast = decide(_claim(direction, delta),
+                                      [Evidence("u", est, se, df)]).outcome
+                        slow = verdicts.reference_decide(direction, est, se, delta, df=df)
+                        assert fast == slow, (direction, est, se, delta, df)
+
+
 def test_evidence_constructors():
     e = Evidence.from_values("seeds", [1.0, 2.0, 3.0])
     assert e.estimate == 2.0 and e.df == 2 and math.isclose(e.se, 1 / math.sqrt(3))
@@ -333,7 +380,6 @@ def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not(
     # an older record without a loss curve falls back on its per-epoch losses
     old = {"history": [{"train_loss": 1.0}, {"train_loss": 0.99}]}
     assert "1.000 to 0.990" in verdicts.training_problem(old)
-    assert verdicts.training_problem({"history": [{"train_loss": 1.0}]}) == ""  # one point
     found = verdicts.table([verdicts.untrained("merchant-truncate", {"seed 0": said})])
     assert found.loc["merchant-truncate", "verdict"] == verdicts.NOT_MEASURED
     assert found.loc["merchant-truncate", "what this run shows"].startswith(
@@ -341,6 +387,21 @@ def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not(
     # a claim not measured names no cause either way
     assert verdicts.setting_cause(["not measured"], ["opposite"]) == "not the cause"
     assert verdicts.setting_cause(["opposite"], ["not measured"]) == "a cause"
+
+
+@pytest.mark.parametrize("record, why", [
+    ({}, "record is empty"),
+    (None, "record is empty"),
+    ({"metrics": {}}, "no validation accuracy"),
+    (_record(0.8, 0.4, [1.0]), "1 point"),
+    (_record(0.8, 0.4, []), "0 points"),
+    (_record(float("nan"), 0.4, [1.0, 0.5]), "not a number"),
+    (_record(0.8, float("nan"), [1.0, 0.5]), "not a number"),
+    (_record(0.8, 0.4, [1.0, float("nan")]), "diverged"),
+    ({"history": [{"train_loss": 1.0}, {"train_loss": 0.5}]}, "no validation accuracy"),
+])
+def test_the_training_gate_passes_only_on_evidence_that_the_run_trained(record, why):
+    assert why in verdicts.training_problem(record)
 
 
 def test_the_gate_takes_the_verdicts_of_claims_read_from_runs_that_did_not_train():

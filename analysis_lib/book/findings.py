@@ -30,32 +30,101 @@ COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "the paper's 
 UNJUDGED = "not measured: no chapter of this build judges it"
 
 
+class UnreadableChapter(ValueError):
+    """An executed chapter whose findings cannot be trusted: not a notebook, a notebook
+    that did not finish, or a damaged findings record. The message names the file and the
+    fix (rebuild the chapter)."""
+
+
+def _unreadable(path: Path, why: str) -> UnreadableChapter:
+    return UnreadableChapter(
+        f"executed chapter {path} {why}; rebuild it (python -m analysis_lib book --profile "
+        "NAME reruns what is missing or unfinished)")
+
+
 def read(path: Path) -> pd.DataFrame:
-    """The findings rows an executed notebook recorded (empty when none)."""
+    """The findings rows an executed notebook recorded (empty when none).
+
+    Only a finished chapter is read: a file that is not a notebook (empty, truncated, not
+    JSON), a notebook papermill marked as failed or left unfinished (a cell still pending
+    or running, as after a killed build), or a damaged findings record raise
+    :class:`UnreadableChapter`, which names the file and why."""
     import nbformat
 
-    nb = nbformat.read(str(path), as_version=4)
+    from ..studies.verdicts import VERDICTS
+
+    path = Path(path)
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as error:  # nbformat raises many kinds (JSON, schema, conversion)
+        raise _unreadable(path, f"is not a readable notebook ({type(error).__name__}: "
+                                f"{str(error)[:200]})") from error
+    if not isinstance(nb.get("cells"), list):
+        raise _unreadable(path, "is not a notebook (it has no list of cells)")
+    papermill = nb.get("metadata", {}).get("papermill", {})
+    if isinstance(papermill, dict) and papermill.get("exception"):
+        raise _unreadable(path, "is marked by papermill as failed (a cell raised)")
+    unfinished = [c.get("metadata", {}).get("papermill", {}).get("status")
+                  for c in nb.cells if isinstance(c, dict)]
+    unfinished = [s for s in unfinished if s not in (None, "completed")]
+    if unfinished:
+        raise _unreadable(path, f"did not finish ({len(unfinished)} cells {unfinished[0]})")
     rows = []
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             name = output.get("metadata", {}).get("scrapbook", {}).get("name", "")
-            if name.startswith(RECORD) and MIME in output.get("data", {}):
-                rows += list(json.loads(output["data"][MIME])["rows"])
+            if not (str(name).startswith(RECORD) and MIME in output.get("data", {})):
+                continue
+            try:
+                record = json.loads(output["data"][MIME])
+                found = list(record["rows"])
+                if not all(isinstance(r, dict) and "claim id" in r
+                           and r.get("verdict") in VERDICTS for r in found):
+                    raise ValueError("a row lacks its claim id or a verdict of the book")
+            except (ValueError, TypeError, KeyError) as error:
+                raise _unreadable(path, f"holds a damaged findings record {name!r} "
+                                        f"({type(error).__name__}: {str(error)[:200]})"
+                                  ) from error
+            rows += found
     return pd.DataFrame(rows)
 
 
-def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
+def finished(paths: Iterable[Path]) -> list[Path]:
+    """The chapters among ``paths`` a build finished: a dot-file (``.seeds.running.ipynb``,
+    the notebook a build writes while it runs, left behind by a build that stopped) is
+    never a chapter."""
+    return [Path(p) for p in paths if not Path(p).name.startswith(".")]
+
+
+def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataFrame:
     """Every claim of the papers (:data:`analysis_lib.studies.claims.CLAIMS`, in their
     order) with this build's verdict, read from the executed ``notebooks``; ``chapter`` is
     the notebook that judged it. A claim judged twice (a chapter that reads another
-    profile's runs as well) keeps the first, the chapter's own."""
+    profile's runs as well) keeps the first, the chapter's own.
+
+    Dot-files are skipped (:func:`finished`). A chapter that cannot be read
+    (:class:`UnreadableChapter`), or one of ``expected`` (chapter names, e.g. the book's
+    table of contents) with no notebook, is named in the text of every claim no readable
+    chapter judged, and in ``table.attrs["unread"]`` (chapter -> why), so that a damaged or
+    missing chapter never reads as a chapter that judged nothing."""
     from ..studies.claims import CLAIMS, PAPERS
 
-    found = []
-    for path in notebooks:
-        rows = read(path)
+    found, unread = [], {}
+    paths = finished(notebooks)
+    for path in paths:
+        try:
+            rows = read(path)
+        except UnreadableChapter as error:
+            unread[path.stem] = str(error)
+            continue
         if len(rows):
             found.append(rows.assign(chapter=path.stem))
+    present = {p.stem for p in paths}
+    for name in expected:
+        if name not in present:
+            unread[name] = f"chapter {name!r} has no executed notebook in this build"
+    unjudged = UNJUDGED if not unread else (
+        f"{UNJUDGED}; chapters that could not be read: {', '.join(sorted(unread))}")
     judged = (pd.concat(found, ignore_index=True).drop_duplicates("claim id")
               .set_index("claim id") if found else pd.DataFrame())
     out = []
@@ -65,7 +134,7 @@ def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
                "claim": claim.claim, "what the paper reports": claim.reported,
                "the paper's effect": claim.paper_effect,
                "smallest effect": claim.smallest_effect,
-               "what this run shows": UNJUDGED, "verdict": "not measured", "how": "",
+               "what this run shows": unjudged, "verdict": "not measured", "how": "",
                "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": ""}
         if claim_id in judged.index:
             got = judged.loc[claim_id]
@@ -73,7 +142,9 @@ def collect(notebooks: Iterable[Path]) -> pd.DataFrame:
                         "verdict": str(got["verdict"]), "chapter": str(got["chapter"]),
                         "how": str(got.get("how", "") if pd.notna(got.get("how", "")) else "")})
         out.append(row)
-    return pd.DataFrame(out, columns=list(COLUMNS))
+    table = pd.DataFrame(out, columns=list(COLUMNS))
+    table.attrs["unread"] = unread
+    return table
 
 
 def write(folder: Path, table: pd.DataFrame) -> Path:

@@ -8,17 +8,21 @@
 ``seeds``           Ren et al. 2023: models that differ only by seed, aligned
 
 Every study names layers through :class:`analysis_lib.layers.LayerTable`.
+
+The package imports nothing heavy itself: the claims and the verdict rule
+(:mod:`.claims`, :mod:`.verdicts`) import with the library's core alone (no PyTorch), and a
+chapter module brings in extraction and training where it needs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..data.corpora import Corpus
-from ..extract import Extraction, extract
-from ..models import LoadedModel
-from .shared import load_model
+if TYPE_CHECKING:
+    from ..data.corpora import Corpus
+    from ..extract import Extraction
+    from ..models import LoadedModel
 
 
 def extract_each(models: Sequence[str], corpus: Corpus, *,
@@ -26,6 +30,9 @@ def extract_each(models: Sequence[str], corpus: Corpus, *,
                  **extract_options: Any) -> Iterator[tuple[str, LoadedModel, Extraction]]:
     """Load and extract every model on ``corpus`` in turn (``model_options`` apply to
     ``random:`` models only): ``(name, loaded, extraction)``."""
+    from ..extract import extract
+    from .shared import load_model
+
     if not models:
         raise ValueError("the collection needs at least one model")
     for name in models:

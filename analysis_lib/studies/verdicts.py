@@ -71,11 +71,31 @@ class Evidence:
     n: int | None = None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        # evidence no estimate can give is refused where it is made, so that the verdict
+        # rule and its interval-form twin never read it
+        _check_unit(self.unit, self.estimate, self.se, self.df)
+        if self.n is not None and not (isinstance(self.n, (int, np.integer)) and self.n >= 0):
+            raise ValueError(f"evidence {self.unit!r}: n must be a count (an integer >= 0), "
+                             f"got {self.n!r}")
+
     @classmethod
     def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
         """Mean of independent values (one per seed, seed pair, ...) and its t standard
-        error; one value gives no spread (``se`` NaN)."""
-        x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
+        error; one value gives no spread (``se`` NaN). A NaN value is a unit that was not
+        measured (a run that gave nothing): it is left out and the note says how many were;
+        an infinite value is no estimate of anything and is refused."""
+        given = np.asarray(list(values), dtype=np.float64).ravel()
+        if np.isinf(given).any():
+            raise ValueError(
+                f"evidence {unit!r}: {int(np.isinf(given).sum())} of its {given.size} values "
+                "are infinite, which no estimate can be (a division by zero or an overflow "
+                "upstream); fix the computation that gave them, or pass NaN for a value "
+                "that was not measured")
+        x = given[np.isfinite(given)]
+        if x.size < given.size:
+            dropped = f"{given.size - x.size} of {given.size} values not measured (NaN)"
+            note = f"{note}; {dropped}" if note else dropped
         if x.size == 0:
             return cls(unit, float("nan"), float("nan"), None, 0, note or "not measured")
         if x.size == 1:
@@ -111,13 +131,24 @@ class Evidence:
         """``p1 - p2`` for two accuracies on ``n1`` and ``n2`` test examples, with the
         binomial standard error of the difference (independent test sets; the same test set
         makes it conservative)."""
+        for name, p, n in (("p1", p1, n1), ("p2", p2, n2)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"evidence {unit!r}: {name} = {p!r} is not a proportion "
+                                 "(it must lie in [0, 1]); pass accuracies, not percentages")
+            if not (isinstance(n, (int, np.integer)) and n >= 1):
+                raise ValueError(f"evidence {unit!r}: a proportion needs a count of test "
+                                 f"examples >= 1, got {n!r}")
         se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
         return cls(unit, float(p1 - p2), se, None, min(n1, n2), note)
 
     @classmethod
     def from_correlation(cls, unit: str, r: float, n: int, note: str = "") -> Evidence:
         """A Pearson correlation as Fisher's z (``atanh r``) with standard error
-        ``1/sqrt(n-3)``; compare with a smallest effect on the same z scale."""
+        ``1/sqrt(n-3)``; compare with a smallest effect on the same z scale. A correlation
+        beyond +-1 (more than rounding) is no correlation and is refused, not clipped."""
+        if np.isfinite(r) and abs(r) > 1 + 1e-9:
+            raise ValueError(f"evidence {unit!r}: a correlation of {r!r} is impossible (it "
+                             "must lie in [-1, 1]); the statistic passed is not a correlation")
         if n < 4 or not np.isfinite(r):
             return cls(unit, float(np.arctanh(np.clip(r, -0.999999, 0.999999)))
                        if np.isfinite(r) else float("nan"), float("nan"), None, n,
@@ -160,6 +191,32 @@ class Verdict:
                 text += f" [{row.low:+.3f}, {row.high:+.3f}]"
             parts.append(f"{row.unit}: {text}" if row.unit else text)
         return "; ".join(parts)
+
+
+def _check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
+    """Refuse a unit's numbers that no estimate can have: an infinite estimate, a negative
+    standard error, degrees of freedom that are not positive. A NaN estimate or error stays
+    allowed: they mean "not measured" and "no spread to judge by"."""
+    where = f"evidence {unit!r}"
+    if np.isinf(estimate):
+        raise ValueError(f"{where}: the estimate is {estimate}, which no statistic of the book "
+                         "can be; fix the computation that gave it (pass NaN for a unit that "
+                         "was not measured)")
+    if se < 0 or np.isneginf(se):
+        raise ValueError(f"{where}: the standard error is {se}, and a standard error is never "
+                         "negative; pass its absolute value (or NaN when there is no spread)")
+    if df is not None and not (df > 0):
+        raise ValueError(f"{where}: degrees of freedom must be positive, got {df} (pass None "
+                         "for a normal reference, NaN se for a single value)")
+
+
+def _check_smallest_effect(delta: float) -> float:
+    delta = float(delta)
+    if not (np.isfinite(delta) and delta >= 0):
+        raise ValueError(f"the smallest effect must be a finite number >= 0 (a distance from "
+                         f"zero on the statistic's scale), got {delta}; for a claim of a "
+                         "decrease set direction='less', not a negative effect")
+    return delta
 
 
 def _cdf(z: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -216,7 +273,12 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     claim = get(claim) if isinstance(claim, str) else claim
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
-    delta = claim.smallest_effect if smallest_effect is None else float(smallest_effect)
+    delta = _check_smallest_effect(claim.smallest_effect if smallest_effect is None
+                                   else smallest_effect)
+    for e in evidence:
+        if not isinstance(e, Evidence):
+            raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
+                            "them with Evidence.from_values(...) and its siblings")
     evidence = [e for e in evidence if np.isfinite(e.estimate)]
     if not evidence:
         return Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
@@ -285,21 +347,35 @@ def training_problem(record: Mapping[str, Any]) -> str:
     rule for every chapter. ``record`` is the run's record
     (:attr:`analysis_lib.training.finetune.FineTuned.record`). A claim read from a run that
     did not train gets no verdict (:func:`untrained`): its statistic compares a model that
-    has not learnt the task."""
+    has not learnt the task. A run passes only on evidence: a finite validation accuracy
+    beside its majority baseline and a loss curve of at least two finite points; an empty
+    record, a one-point curve or a NaN accuracy is named, never read as trained."""
+    if not isinstance(record, Mapping) or not record:
+        return ("its record is empty: nothing shows that it trained (a run's record holds its "
+                "validation metrics and its loss curve; rerun it)")
     problems = []
-    validation = record.get("metrics", {}).get("validation", {})
-    if "accuracy" in validation and "majority_baseline" in validation:
-        accuracy, majority = validation["accuracy"], validation["majority_baseline"]
-        if accuracy < majority + TRAINED_ABOVE_MAJORITY:
-            problems.append(f"validation accuracy {accuracy:.3f} is not "
-                            f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
-                            f"{majority:.3f}")
-    curve = record.get("loss_curve") or record.get("history", [])
-    if len(curve) >= 2:
-        first, last = float(curve[0]["train_loss"]), float(curve[-1]["train_loss"])
-        if not last <= first * (1 - TRAINED_LOSS_DROP):
-            problems.append(f"training loss went from {first:.3f} to {last:.3f}, less than "
-                            f"a {TRAINED_LOSS_DROP:.0%} drop")
+    validation = (record.get("metrics") or {}).get("validation") or {}
+    accuracy, majority = validation.get("accuracy"), validation.get("majority_baseline")
+    if accuracy is None or majority is None:
+        problems.append("its record has no validation accuracy and majority baseline to "
+                        "compare")
+    elif not (np.isfinite(float(accuracy)) and np.isfinite(float(majority))):
+        problems.append(f"its validation accuracy ({accuracy}) or majority baseline "
+                        f"({majority}) is not a number")
+    elif accuracy < majority + TRAINED_ABOVE_MAJORITY:
+        problems.append(f"validation accuracy {accuracy:.3f} is not "
+                        f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
+                        f"{majority:.3f}")
+    curve = record.get("loss_curve") or record.get("history") or []
+    losses = [float(point.get("train_loss", float("nan"))) for point in curve]
+    if len(losses) < 2:
+        problems.append(f"its loss curve has {len(losses)} point{'s' * (len(losses) != 1)}: "
+                        "no drop to judge by")
+    elif not np.isfinite(losses).all():
+        problems.append("its training loss is not a number at some point (the run diverged)")
+    elif not losses[-1] <= losses[0] * (1 - TRAINED_LOSS_DROP):
+        problems.append(f"training loss went from {losses[0]:.3f} to {losses[-1]:.3f}, less "
+                        f"than a {TRAINED_LOSS_DROP:.0%} drop")
     return "; ".join(problems)
 
 
@@ -362,7 +438,14 @@ def reference_decide(direction: str, estimate: float, se: float, delta: float,
     """One unit, read from intervals: the one-sided ``1 - alpha`` bounds against the
     smallest effect for ``holds`` and ``opposite``, the ``1 - 2 alpha`` two-sided interval
     inside ``+-delta`` for ``equivalent`` (a claim of no difference is ``opposite`` when
-    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``)."""
+    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``). It refuses the
+    same impossible numbers as :func:`decide`."""
+    _check_unit("reference", estimate, se, df)
+    delta = _check_smallest_effect(delta)
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
+    if not np.isfinite(estimate):
+        return NOT_MEASURED
     if not np.isfinite(se):
         return "inconclusive"
     q1 = stats.norm.ppf(1 - alpha) if df is None else stats.t.ppf(1 - alpha, df)

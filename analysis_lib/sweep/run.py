@@ -319,8 +319,8 @@ def _run_dask(units: list[Unit], cache: str, spec: SweepSpec, workers: int | str
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as error:  # pragma: no cover - dask is in requirements.txt
-        raise ImportError("running on Dask needs dask[distributed]: "
-                          "pip install -r requirements.txt") from error
+        raise ImportError("running on Dask needs dask[distributed], which the sweep extra "
+                          'installs: pip install "analysis_lib[sweep]"') from error
     with contextlib.ExitStack() as stack:
         if client is None:
             if scheduler is not None:
