@@ -840,3 +840,62 @@ def test_two_sample_permutation_finds_a_shift_and_no_shift():
         assert not np.intersect1d(groups[mask], groups[~mask]).size
     with pytest.raises(ValueError, match="rows in both conditions"):
         stats.two_sample_permutation(gap, groups, np.arange(90) < 16, n_perm=5)
+
+
+# ------------------------------------------------------------- layers wider than their rows
+
+@pytest.mark.parametrize("shapes", [(300, 200), (300, 20), (20, 300)])
+def test_a_wide_layer_gives_the_reference_value_through_its_row_space(shapes):
+    """More neurons than rows: the measures that read a wide layer through its row space
+    (SVCCA, PWCCA, Procrustes, RSA) give the definition's value, with z-scoring, a huge
+    neuron and either side wide; the single pair and the matrix entry are one number."""
+    rng = np.random.default_rng(3)
+    d1, d2 = shapes
+    X = rng.standard_normal((40, d1))
+    Y = X[:, :10] @ rng.standard_normal((10, d2)) + rng.standard_normal((40, d2))
+    X[:, 3] *= 1e4
+    cases = [("svcca", {}), ("svcca", {"standardize": True}), ("pwcca", {}),
+             ("pwcca", {"standardize": True}), ("procrustes", {}), ("rsa", {}),
+             ("rsa", {"kernel": "correlation"})]
+    for name, options in cases:
+        fast = getattr(sim, name)(X, Y, **options)
+        slow = getattr(reference, name)(X, Y, **options)
+        assert fast == pytest.approx(slow, abs=1e-9), (name, options)
+        matrix = sim.pairwise([X], [Y], measure=name, **options)
+        assert matrix[0, 0] == fast, (name, options)
+    # PWCCA weighs the first layer's own neurons, mapped back from its row space: with
+    # canonical correlations that differ, both directions match the definition
+    Z = rng.standard_normal((60, 5))
+    X = Z @ rng.standard_normal((5, 200)) * 3 + rng.standard_normal((60, 200))
+    Y = Z[:, :3] @ rng.standard_normal((3, 10)) + rng.standard_normal((60, 10))
+    for first, second in ((X, Y), (Y, X)):
+        assert sim.pwcca(first, second, variance=0.8) == pytest.approx(
+            reference.pwcca(first, second, variance=0.8), abs=1e-9)
+
+
+def test_measures_of_wide_layers_take_memory_that_grows_with_rows():
+    """50 rows of 60,000 neurons: a d x d matrix would be 29 GB; the row-space path keeps
+    the peak near the data's own size (tracemalloc sees NumPy's buffers)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 60_000)).astype(np.float32)
+    Y = rng.standard_normal((50, 60_000)).astype(np.float32)
+    for name in ("svcca", "pwcca", "rsa", "procrustes", "linear_cka"):
+        tracemalloc.start()
+        value = getattr(sim, name)(X, Y)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert np.isfinite(value)
+        assert peak < 400e6, (name, peak)
+
+
+@pytest.mark.parametrize("name", ["linear_cka", "svcca", "pwcca", "neuronsim", "procrustes"])
+def test_two_rows_are_refused_not_read_as_identical_layers(name):
+    """Centred, two rows span one direction: every two-row layer is the same up to scale,
+    and CKA would read 1 for any two of them."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="needs at least 3"):
+        getattr(sim, name)(rng.standard_normal((2, 5)), rng.standard_normal((2, 7)))
+    assert np.isfinite(sim.linear_cka(rng.standard_normal((3, 5)),
+                                             rng.standard_normal((3, 7))))

@@ -60,7 +60,8 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         raise ValueError(f"{name} has no columns (neurons)")
     if A.shape[0] < min_rows:
         raise ValueError(f"{name} has {A.shape[0]} rows (stimuli); this measure needs at least "
-                         f"{min_rows}")
+                         f"{min_rows} (after centring, two rows span a single direction, so "
+                         "every two-row layer is the same up to scale); pass more stimuli")
     if A.dtype == np.float16:
         A = A.astype(np.float32)  # half-precision storage: computed as float32
     elif A.dtype not in (np.float32, np.float64):
@@ -73,6 +74,30 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
             f"{name} has {int(bad.sum())} NaN or infinite values (first at row "
             f"{int(np.argwhere(bad)[0][0])}); remove or impute those stimuli before comparing")
     return A
+
+
+#: the fewest rows a centred layer may have: after centring, two rows span one direction,
+#: so any two layers of two rows are the same up to scale (CKA 1, every canonical
+#: correlation 1) whatever they hold
+MIN_ROWS = 3
+
+
+def row_space(X: np.ndarray, standardize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A wide layer (more neurons than rows) as its rotation into its row space:
+    ``(R, Q)`` with ``R`` (n x r, r <= n) and ``Q`` (d x r, orthonormal columns) such that
+    ``Xc = R Q'`` for the centred ``Xc`` (z-scored neurons with ``standardize``; a
+    constant neuron stays zero). Every measure that is unchanged by an orthogonal map of
+    the neurons gives the same value on ``R``, with memory and time that grow with the rows
+    instead of the neurons; PWCCA's weights over the original neurons come back through
+    ``Q`` (:meth:`LayerStats.loadings`). From the QR factorisation of ``Xc'`` in float64:
+    ``Xc' = Q T``, so ``R = T'``."""
+    A = np.asarray(X, dtype=np.float64)
+    A = A - A.mean(axis=0)
+    if standardize:
+        norms = np.sqrt(np.einsum("ij,ij->j", A, A))
+        A = A * np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+    Q, T = np.linalg.qr(A.T)
+    return np.ascontiguousarray(T.T), Q
 
 
 def _moderate_scale(A: np.ndarray) -> np.ndarray:
@@ -207,12 +232,15 @@ class LayerStats:
                  backend: Backend = NUMPY, *, gram_of: LayerStats | None = None):
         self.name, self.bk = name, backend
         self._whiteners: dict[tuple, Any] = {}
+        #: for a layer given as its row-space rotation (:func:`row_space`), the orthonormal
+        #: d0 x d basis that maps it back onto its own neurons (None: the neurons are these)
+        self.basis: np.ndarray | None = None
         if gram_of is not None:  # the z-scored layer: statistics of a Gram matrix, no data
             scale = gram_of.scales
             self.n, self.d, self.dtype, self.Xc = gram_of.n, gram_of.d, gram_of.dtype, None
             self.provide("G", gram_of.G * (scale[:, None] * scale[None, :]))
             return
-        X = as_matrix(X, name)
+        X = as_matrix(X, name, min_rows=MIN_ROWS)
         self.n, self.d = X.shape
         self.dtype = work_dtype(X, dtype=dtype)
         xp = backend.xp
@@ -423,8 +451,10 @@ class LayerStats:
         if key not in cache:
             lam, V = self.top_vectors(k)
             xp = self.xp
-            cache[key] = self.bk.contiguous(xp.astype(xp.sqrt(lam[:k])[:, None] * V[:, :k].T,
-                                                      self.bk.dtype(dtype)))
+            found = xp.sqrt(lam[:k])[:, None] * V[:, :k].T
+            if self.basis is not None:  # a row-space layer: back onto its own neurons
+                found = found @ self.bk.asarray(self.basis.T)
+            cache[key] = self.bk.contiguous(xp.astype(found, self.bk.dtype(dtype)))
         return cache[key]
 
     @cached_property

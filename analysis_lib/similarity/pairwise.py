@@ -34,13 +34,16 @@ from ..runtime.device import DeviceLike
 from ..runtime.profile import profiled
 from . import _backend
 from ._core import (
+    MIN_ROWS,
     RANK_RTOL,
     LayerStats,
+    as_matrix,
     components_of,
     cross,
     digest,
     fill_eigs,
     fill_span_choleskys,
+    row_space,
 )
 from .attention import AttentionLayer, check_maps
 from .kernels import canonical_of_pairs, center_gram, rbf_gram
@@ -143,38 +146,91 @@ def matrices(A: list, B: list | None, names: list[str], options: dict, progress:
     records = [REGISTRY[x] for x in names]
     for kind in dict.fromkeys(r.layer for r in records):
         group = [r for r in records if r.layer == kind]
-        taken = {r.name: options_of(r.name, options) for r in group}
-        shared = {o: v for r in group for o, v in taken[r.name].items()}
-        if same:
-            PA = PB = prepare_layers(A, labels[0], kind, shared, bk)
-        else:
-            prepared = prepare_layers(A + B_, labels[0] + labels[1], kind, shared, bk)
-            PA, PB = prepared[:len(A)], prepared[len(A):]
-        needs = [q for r in group for q in r.layer_needs(taken[r.name])]
-        for quantity in dict.fromkeys(needs):
-            LAYER_QUANTITIES[quantity](PA, PB, same, shared)
-        pair_needs = list(dict.fromkeys(q for r in group for q in r.pair_needs))
-        rows: dict[int, list[int]] = {}
-        for i, j in pairs:
-            rows.setdefault(i, []).append(j)
-        bar = tqdm(total=len(pairs), desc=", ".join(r.name for r in group), unit="pair",
-                   disable=not show, leave=False)
-        for i, row in rows.items():
-            found = {j: Pair.of(PA[i], PB[j]) for j in row}
-            for quantity in pair_needs:
-                users = [r for r in group if quantity in r.pair_needs]
-                todo = [p for p in found.values()
-                        if not (p.alike and all(r.one_with_itself(taken[r.name])
-                                                for r in users))]
-                for p, value in zip(todo, PAIR_QUANTITIES[quantity](todo, shared)):
-                    p.provide(quantity, value)
-            for j, p in found.items():
-                wanted = (True, same and i != j)  # (A[i] to B[j], B[j] to A[i])
-                for r in group:
-                    _fill(out[r.name], i, j, p, r, taken[r.name], wanted)
-                bar.update(1)
-        bar.close()
+        for part, A_, B_plan, switched in _plans(group, A, B, labels, options):
+            taken = {r.name: {**options_of(r.name, options), **switched} for r in part}
+            _run_group(part, A_, B_plan, taken, pairs, out, show, bk, labels)
     return out
+
+
+def _plans(group: list, A: list, B: list | None, labels, options: dict) -> list[tuple]:
+    """How one kind's measures run: ``(measures, A, B, options they see instead)``. A
+    wide layer (more neurons than rows) is given to the measures that declare
+    :attr:`~.registry.Measure.row_space` as its rotation into its row space
+    (:func:`~._core.row_space`; every layer z-scored first when they ask for
+    ``standardize``, which they then need not do), so that their memory grows with the
+    rows; the other measures, and every measure when no layer is wide, see the layers as
+    given."""
+    layers = A + (B or [])
+    wide = [_is_wide(x) for x in layers]
+    reduce = [r for r in group if r.row_space] if any(wide) else []
+    rest = [r for r in group if r not in reduce]
+    plans: list[tuple] = [(rest, A, B, {})] if rest else []
+    if reduce:
+        standardize = any(options_of(r.name, options).get("standardize") for r in reduce)
+        reduced: list = []
+        for x, name, is_wide in zip(layers, labels[0] + labels[1], wide):
+            if is_wide or standardize:
+                R, Q = row_space(as_matrix(x, name, min_rows=MIN_ROWS), standardize)
+                reduced.append(RowSpace(R, Q) if is_wide else R @ Q.T)
+            else:
+                reduced.append(x)
+        plans.append((reduce, reduced[:len(A)], None if B is None else reduced[len(A):],
+                      {"standardize": False} if standardize else {}))
+    return plans
+
+
+class RowSpace:
+    """A wide layer given as its rotation into its row space (:func:`~._core.row_space`):
+    ``R`` (n x r) and the basis ``Q`` (d x r) back to its neurons."""
+
+    def __init__(self, R: np.ndarray, Q: np.ndarray):
+        self.R, self.Q = R, Q
+
+
+def _is_wide(x) -> bool:
+    """Whether ``x`` is a 2-D layer with more neurons than rows."""
+    if isinstance(x, (list, tuple, dict)):
+        return False
+    shape = np.shape(x)
+    return len(shape) == 2 and shape[1] > shape[0] >= MIN_ROWS
+
+
+def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, out: dict,
+               show: bool, bk, labels) -> None:
+    """One plan of :func:`matrices`: prepare the layers once, then every pair, row by
+    row (rows from the last: with symmetry, row i then finds every later layer ready)."""
+    same = B is None
+    kind = group[0].layer
+    shared = {o: v for r in group for o, v in taken[r.name].items()}
+    if same:
+        PA = PB = prepare_layers(A, labels[0], kind, shared, bk)
+    else:
+        prepared = prepare_layers(A + B, labels[0] + labels[1], kind, shared, bk)
+        PA, PB = prepared[:len(A)], prepared[len(A):]
+    needs = [q for r in group for q in r.layer_needs(taken[r.name])]
+    for quantity in dict.fromkeys(needs):
+        LAYER_QUANTITIES[quantity](PA, PB, same, shared)
+    pair_needs = list(dict.fromkeys(q for r in group for q in r.pair_needs))
+    rows: dict[int, list[int]] = {}
+    for i, j in pairs:
+        rows.setdefault(i, []).append(j)
+    bar = tqdm(total=len(pairs), desc=", ".join(r.name for r in group), unit="pair",
+               disable=not show, leave=False)
+    for i, row in rows.items():
+        found = {j: Pair.of(PA[i], PB[j]) for j in row}
+        for quantity in pair_needs:
+            users = [r for r in group if quantity in r.pair_needs]
+            todo = [p for p in found.values()
+                    if not (p.alike and all(r.one_with_itself(taken[r.name])
+                                            for r in users))]
+            for p, value in zip(todo, PAIR_QUANTITIES[quantity](todo, shared)):
+                p.provide(quantity, value)
+        for j, p in found.items():
+            wanted = (True, same and i != j)  # (A[i] to B[j], B[j] to A[i])
+            for r in group:
+                _fill(out[r.name], i, j, p, r, taken[r.name], wanted)
+            bar.update(1)
+    bar.close()
 
 
 def prepare_layers(layers: list, names: list[str], kind: str, options: dict, bk) -> list:
@@ -284,9 +340,14 @@ def _is_row(x) -> bool:
 # ----------------------------------------------------------------------- layer kinds
 
 def _activations(layers: list, names: list[str], options: dict, bk) -> list[LayerStats]:
-    """Each layer's :class:`~._core.LayerStats` (centred once, statistics on first use)."""
-    found = [LayerStats(x, dtype=options.get("dtype"), name=name, backend=bk)
-             for x, name in zip(layers, names)]
+    """Each layer's :class:`~._core.LayerStats` (centred once, statistics on first use); a
+    :class:`RowSpace` layer's with the basis back to its neurons."""
+    found = []
+    for x, name in zip(layers, names):
+        stats = LayerStats(x.R if isinstance(x, RowSpace) else x, dtype=options.get("dtype"),
+                           name=name, backend=bk)
+        stats.basis = x.Q if isinstance(x, RowSpace) else None
+        found.append(stats)
     for s in found:
         if s.total_var == 0:
             raise UndefinedMeasure(f"{s.name} has no variance (every neuron constant, or every "

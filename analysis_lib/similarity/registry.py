@@ -92,6 +92,12 @@ class Measure:
     rows : bool
         A layer is an (n, d) array of rows (stimuli), which the bootstrap and the
         permutation test resample; False for per-sentence attention maps.
+    row_space : bool
+        A layer with more neurons than rows may be given to it as its rotation into its
+        row space (:func:`~._core.row_space`), with the same value: it is unchanged by an
+        orthogonal map of either layer's neurons, or (PWCCA) reads the neurons only through
+        :meth:`~._core.LayerStats.loadings`, which maps back. Its memory then grows with
+        the rows, not with the square of the neurons.
     check : callable or None
         ``check(options)`` raises on an invalid option value before any work.
     aliases : tuple of str
@@ -112,6 +118,7 @@ class Measure:
     streams: bool = False
     from_moments: bool = False
     rows: bool = True
+    row_space: bool = False
     check: Callable[[Mapping[str, Any]], None] | None = None
     aliases: tuple[str, ...] = ()
 
@@ -132,13 +139,13 @@ MEASURE_TABLE: tuple[Measure, ...] = (
     Measure("svcca", True, "activations", k.svcca_pair, ref.svcca,
             {**_CANONICAL, "top_k": None, **_WORK}, _ROTATION,
             layer_needs=lambda options: ("G", "principal"), pair_needs=("canonical",),
-            check=k.check_canonical_options, aliases=("svsim",)),
+            row_space=True, check=k.check_canonical_options, aliases=("svsim",)),
     # the weights sum |<h_i, x_k>| over X's own neurons: a rotation of X changes them, one
     # of Y does not
     Measure("pwcca", False, "activations", k.pwcca_pair, ref.pwcca,
             {**_CANONICAL, **_WORK}, _ROTATION,
             layer_needs=lambda options: ("G", "principal"), pair_needs=("canonical",),
-            check=k.check_canonical_options, aliases=("pwsim",)),
+            row_space=True, check=k.check_canonical_options, aliases=("pwsim",)),
     Measure("linear_cka", True, "activations", k.linear_cka_pair, ref.linear_cka,
             {"debiased": False, "form": "auto", **_WORK}, _ROTATION,
             layer_needs=lambda options: ("G",) if options.get("form") == "feature" else (),
@@ -146,7 +153,7 @@ MEASURE_TABLE: tuple[Measure, ...] = (
             check=k.check_cka_options,
             aliases=("ckasim", "cka")),
     Measure("procrustes", True, "activations", k.procrustes_pair, ref.procrustes, dict(_WORK),
-            _ROTATION),
+            _ROTATION, row_space=True),
     Measure("cca", True, "activations", k.cca_pair, ref.mean_cca, {"reg": 0.0, **_WORK},
             _ROTATION + ("invertible_linear", "neuron_scaling"),
             layer_needs=lambda options: ("G", "eig"), exact_products=_always,

@@ -10,7 +10,9 @@ With row-normalised stimuli ``h_i = m + r_i`` (``m`` their mean) the similarity 
 + a_j`` and ``a_i = -|r_i|^2 / 2``. The constant 1 does not change a Pearson correlation, and
 ``T_ij = z_i . w_j`` for ``z_i = (r_i, a_i, 1)`` and ``w_i = (r_i, 1, a_i)``, so every sum the
 correlation needs over ``i < j`` follows from (d + 2) x (d + 2) products of the ``z``: memory
-O(n d), time O(n d^2). Working with ``T`` instead of ``S = Xh Xh'`` matters: contextual
+O(n d + d^2), time O(n d^2). A layer with more neurons than rows is first rotated into its row
+space (``R Q`` for the QR factorisation ``R' = Q T``: the same dot products, so the same ``T``),
+which makes that (n + 2) x (n + 2): memory and time then grow with the rows. Working with ``T`` instead of ``S = Xh Xh'`` matters: contextual
 embeddings are anisotropic (mean cosine 0.9 and above), so ``S`` is nearly constant, its
 variance from ``E[S^2] - E[S]^2`` would cancel away most digits, and ``h_i . h_j`` carries the
 rounding of the row norms; ``T`` is centred and reads only differences of rows, in float64.
@@ -76,6 +78,8 @@ class Stimuli:
 
     def __init__(self, Xh: np.ndarray):
         R = Xh - Xh.mean(axis=0)
+        if R.shape[1] > R.shape[0]:  # wide: the row space holds every dot product
+            R = np.linalg.qr(R.T, mode="r").T
         a = -0.5 * np.einsum("ij,ij->i", R, R)
         self.Z = np.column_stack([R, a, np.ones(len(R))])
         d = R.shape[1]
