@@ -12,7 +12,8 @@ With row-normalised stimuli ``h_i = m + r_i`` (``m`` their mean) the similarity 
 correlation needs over ``i < j`` follows from (d + 2) x (d + 2) products of the ``z``: memory
 O(n d + d^2), time O(n d^2). A layer with more neurons than rows is first rotated into its row
 space (``R Q`` for the QR factorisation ``R' = Q T``: the same dot products, so the same ``T``),
-which makes that (n + 2) x (n + 2): memory and time then grow with the rows. Working with ``T`` instead of ``S = Xh Xh'`` matters: contextual
+which makes that (n + 2) x (n + 2): memory and time then grow with the rows. Working with
+``T`` instead of ``S = Xh Xh'`` matters: contextual
 embeddings are anisotropic (mean cosine 0.9 and above), so ``S`` is nearly constant, its
 variance from ``E[S^2] - E[S]^2`` would cancel away most digits, and ``h_i . h_j`` carries the
 rounding of the row norms; ``T`` is centred and reads only differences of rows, in float64.
