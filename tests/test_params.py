@@ -157,6 +157,35 @@ def test_yaml_alias_bomb_is_refused_at_once():
                                                               "other": {"x": 1}}
 
 
+@pytest.mark.parametrize("text, match", [
+    ("a: " + "[" * 3000 + "]" * 3000, "nests lists and mappings more than"),
+    ("a:\n" + "".join("  " * k + f"k{k}:\n" for k in range(1, 200)) + "  " * 200 + "x: 1",
+     "nests lists and mappings more than"),
+    ("? [a, b]\n: 1\n", "keys must be plain names"),
+    ("? {a: 1}\n: 1\n", "keys must be plain names"),
+    # an alias of one long string, used 10,000 times: few values, 100 MB of text
+    ("s: &s " + "x" * 10_000 + "\nl: [" + ", ".join(["*s"] * 10_000) + "]",
+     "characters through its aliases"),
+    ("a: " + "x" * 2_000_000, "characters long"),
+])
+def test_hostile_yaml_is_refused_with_a_short_message(text, match):
+    """Depth, keys that are collections and aliases that expand to many bytes: a ValueError
+    that names the limit, never a RecursionError, a traceback or a message of megabytes."""
+    with pytest.raises(ValueError, match=match) as caught:
+        params.read_yaml(text, "spec x.yml")
+    assert len(str(caught.value)) < 600
+
+
+def test_a_hostile_sweep_spec_is_an_error_line_not_a_traceback(tmp_path, capsys):
+    from analysis_lib.__main__ import main
+
+    spec = tmp_path / "deep.yml"
+    spec.write_text("name: x\nmodels: " + "[" * 3000 + "]" * 3000)
+    assert main(["sweep", str(spec)]) != 0
+    err = capsys.readouterr().err
+    assert "nests lists and mappings" in err and "Traceback" not in err and len(err) < 800
+
+
 def test_every_parameter_with_names_or_ranges_is_checked_before_the_build():
     from analysis_lib.book import params
 

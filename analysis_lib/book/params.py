@@ -145,6 +145,11 @@ _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool",
 
 #: The most values a YAML document may expand to, aliases counted each time they are used.
 MAX_YAML_VALUES = 100_000
+#: The most characters a YAML document may hold, and may expand to through its aliases
+#: (a profile or a sweep spec is a few kilobytes).
+MAX_YAML_BYTES = 1_000_000
+#: The deepest a YAML document may nest lists and mappings (a profile nests three deep).
+MAX_YAML_DEPTH = 64
 
 
 def read_yaml(text: str, source: str = "YAML") -> Any:
@@ -153,49 +158,80 @@ def read_yaml(text: str, source: str = "YAML") -> Any:
     Refused with a ``ValueError`` naming the key, before any value is built: a node with
     another tag, explicit (``!!omap``, ``!!python/tuple``, ``!custom``) or implicit (a
     timestamp, a set); a key written twice in one mapping (YAML keeps the last silently);
-    a document that aliases expand past :data:`MAX_YAML_VALUES` values (an alias bomb).
-    Each node is visited once, so the check takes time linear in the text, aliases included.
+    a document that aliases expand past :data:`MAX_YAML_VALUES` values or
+    :data:`MAX_YAML_BYTES` characters (an alias bomb); a text longer than
+    :data:`MAX_YAML_BYTES`; lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`
+    (checked on the parser's event stream, before anything recursive reads the text); a
+    mapping key that is a list or a mapping. Each node is visited once, so the check takes
+    time linear in the text, aliases included.
     """
     import yaml
 
+    if not isinstance(text, str):
+        raise TypeError(f"{source}: YAML text must be a string, got {type(text).__name__}")
+    if len(text) > MAX_YAML_BYTES:
+        raise ValueError(f"{source} is {len(text):,} characters long, more than "
+                         f"{MAX_YAML_BYTES:,}; a profile or sweep spec is a few kilobytes: "
+                         "is this the right file?")
     try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else "?"
+                    raise ValueError(f"{source} nests lists and mappings more than "
+                                     f"{MAX_YAML_DEPTH} deep (line {line}); a profile or "
+                                     "sweep spec needs a few levels: flatten it")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
-        raise ValueError(f"{source} is not valid YAML: {error}") from error
+        raise ValueError(f"{source} is not valid YAML: {str(error)[:500]}") from error
     if node is None:
         return None
-    size = _check_nodes(node, source, "(top level)", {})
-    if size > MAX_YAML_VALUES:
-        raise ValueError(f"{source} expands to {size:,} values through its aliases (*name), "
-                         f"more than {MAX_YAML_VALUES:,}; write the values out instead")
+    size, chars = _check_nodes(node, source, "(top level)", {})
+    if size > MAX_YAML_VALUES or chars > MAX_YAML_BYTES:
+        raise ValueError(f"{source} expands to {size:,} values and {chars:,} characters "
+                         f"through its aliases (*name), more than {MAX_YAML_VALUES:,} values "
+                         f"or {MAX_YAML_BYTES:,} characters; write the values out instead")
     return yaml.safe_load(text)
 
 
-def _check_nodes(node, source: str, where: str, sizes: dict) -> int:
-    """Check one node and everything under it (each node once); returns how many values it
-    expands to."""
+def _check_nodes(node, source: str, where: str, sizes: dict) -> tuple[int, int]:
+    """Check one node and everything under it (each node once); returns how many values and
+    characters it expands to."""
     import yaml
 
     if id(node) in sizes:
         return sizes[id(node)]
+    where = where if len(where) <= 80 else where[:77] + "..."
     if node.tag not in _PLAIN_TAGS:
         raise ValueError(f"{source}: the value of {where} has the YAML tag {node.tag!r}; only "
                          "plain values (strings, numbers, booleans, null, lists, mappings) are "
                          "accepted. Remove the tag (write a list as [a, b], a mapping as "
                          "{key: value}, a date as a quoted string).")
-    size = 1
+    size, chars = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 1
     if isinstance(node, yaml.MappingNode):
         keys = set()
         for key, value in node.value:
-            size += _check_nodes(key, source, f"a key in {where}", sizes)
-            if isinstance(key, yaml.ScalarNode):
-                if (key.tag, key.value) in keys:
-                    raise ValueError(f"{source}: the key {key.value!r} appears twice in {where} "
-                                     f"(line {key.start_mark.line + 1}); keep one")
-                keys.add((key.tag, key.value))
-            size += _check_nodes(value, source, repr(key.value), sizes)
+            if not isinstance(key, yaml.ScalarNode):
+                raise ValueError(f"{source}: a key in {where} (line {key.start_mark.line + 1}) "
+                                 "is a list or a mapping; keys must be plain names")
+            k_size, k_chars = _check_nodes(key, source, f"a key in {where}", sizes)
+            if (key.tag, key.value) in keys:
+                raise ValueError(f"{source}: the key {key.value[:80]!r} appears twice in "
+                                 f"{where} (line {key.start_mark.line + 1}); keep one")
+            keys.add((key.tag, key.value))
+            v_size, v_chars = _check_nodes(value, source, repr(key.value), sizes)
+            size, chars = size + k_size + v_size, chars + k_chars + v_chars
+            if size > MAX_YAML_VALUES or chars > MAX_YAML_BYTES:
+                break  # already too large: the caller says so
     elif isinstance(node, yaml.SequenceNode):
         for k, item in enumerate(node.value):
-            size += _check_nodes(item, source, f"{where}[{k}]", sizes)
-    sizes[id(node)] = size
-    return size
+            i_size, i_chars = _check_nodes(item, source, f"{where}[{k}]", sizes)
+            size, chars = size + i_size, chars + i_chars
+            if size > MAX_YAML_VALUES or chars > MAX_YAML_BYTES:
+                break
+    sizes[id(node)] = (size, chars)
+    return size, chars
