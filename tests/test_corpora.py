@@ -153,3 +153,16 @@ def test_the_books_task_split_is_drawn_once_and_each_caller_gets_a_copy():
     two = shared.task_for("tweets-sentiment", 50, 40)
     assert two.fingerprint() == fresh.fingerprint()
     assert two is not one
+
+
+@pytest.mark.parametrize("sentences, match", [
+    (["a b", None], "sentence 1 is NoneType"),
+    (["a b", float("nan")], "sentence 1 is float"),
+    ([["a", None], ["b"]], "sentence 0 is a word list with a NoneType"),
+    (["a b", 3], "sentence 1 is int"),
+    (None, "got NoneType"),
+    (5, "got int"),
+])
+def test_sentences_that_are_not_text_are_refused_where_they_enter(sentences, match):
+    with pytest.raises(TypeError, match=match):
+        corpora.from_sentences(sentences)

@@ -374,3 +374,26 @@ def test_cut_curves_give_one_row_per_run_and_epoch():
     assert curves[(curves.model == "cut after L1") & (curves.seed == 1)
                   ].validation_accuracy.tolist() == [0.52, 0.61]
     assert study.cut_curves(truncated.iloc[:0], "t").empty
+
+
+@pytest.mark.parametrize("spoil, match", [
+    (lambda x, y: (np.where(np.arange(len(x))[:, None] == 3, np.nan, x), y), "NaN or infinite"),
+    (lambda x, y: (np.where(np.arange(len(x))[:, None] == 0, np.inf, x), y), "NaN or infinite"),
+    (lambda x, y: (x[:, 0], y), "must be 2-D"),
+    (lambda x, y: (x, y.astype(float) + 0.5), "class indices"),
+    (lambda x, y: (x, y - 1), "class indices"),
+])
+def test_heads_refuse_features_they_cannot_learn_from(spoil, match):
+    """A NaN feature makes every logit NaN, and the 'accuracy' becomes the share of one
+    class: both fit_head and fit_heads refuse it, naming the rows, before training."""
+    xs, y = _heads_data(1)
+    base = models.load("random:bert", **{**TINY, "hidden": 16, "heads": 2})
+    bad_x, bad_y = spoil(xs[0][:150], y[:150])
+    head = FirstTokenHead(finetune.task_model(base, 2, False, 0))
+    with pytest.raises(ValueError, match=match):
+        fit_head(head, bad_x, bad_y, xs[0][150:], y[150:], epochs=1)
+    with pytest.raises(ValueError, match=match):
+        fit_heads([head], [bad_x], bad_y, [xs[0][150:]], y[150:], epochs=1)
+    # the same spoilt array as validation data is refused too
+    with pytest.raises(ValueError, match=match):
+        fit_head(head, xs[0][:150], y[:150], bad_x, bad_y, epochs=1)

@@ -482,9 +482,13 @@ def from_sentences(
         One label per sentence, of any hashable type; they are mapped to integers in sorted
         order and the originals kept in ``label_names``.
     """
-    if isinstance(sentences, str):
+    if isinstance(sentences, (str, bytes)):
         raise TypeError("sentences must be a list of strings, not one string")
-    sentences = list(sentences)
+    try:
+        sentences = list(sentences)
+    except TypeError as error:
+        raise TypeError(f"sentences must be a list of strings (or of word lists), got "
+                        f"{type(sentences).__name__}") from error
     if not sentences:
         raise ValueError("the corpus is empty: pass at least one sentence")
     words, texts = [], []
@@ -493,7 +497,15 @@ def from_sentences(
             toks = tokenize(s)
             text = clean_text(s)
         else:
-            toks = [clean_text(str(t)) for t in s]
+            if not isinstance(s, (list, tuple, np.ndarray)) or not all(isinstance(t, str)
+                                                                      for t in s):
+                what = (type(s).__name__ if not isinstance(s, (list, tuple, np.ndarray)) else
+                        "a word list with a " + next(type(t).__name__ for t in s
+                                                     if not isinstance(t, str)))
+                raise TypeError(f"sentence {i} is {what} ({str(s)[:80]!r}); every sentence "
+                                "must be a string or a list of word strings: drop the "
+                                "missing ones (None, NaN) or convert them first")
+            toks = [clean_text(t) for t in s]
             empty = [k for k, t in enumerate(toks) if not t]
             if empty and len(empty) < len(toks):
                 raise ValueError(

@@ -82,17 +82,48 @@ def head_logits(head: torch.nn.Module, features: np.ndarray, batch_size: int = 2
     return np.concatenate(out)
 
 
+def check_head_data(train: np.ndarray, labels: np.ndarray, validation: np.ndarray,
+                    val_labels: np.ndarray, what: str = "") -> None:
+    """Refuse what a head cannot learn from: features that are not 2-D, hold NaN or
+    infinite values (a NaN makes every logit NaN, and the "accuracy" is then the share of
+    one class), or do not match their labels in number; labels that are not whole numbers
+    >= 0. ``what`` names the arrays in the message (e.g. the layer)."""
+    where = f" ({what})" if what else ""
+    for name, features, targets in (("training", train, labels),
+                                    ("validation", validation, val_labels)):
+        x = np.asarray(features)
+        y = np.asarray(targets)
+        if x.ndim != 2:
+            raise ValueError(f"the {name} features{where} must be 2-D (examples x features), "
+                             f"got shape {x.shape}")
+        if not np.issubdtype(x.dtype, np.number):
+            raise TypeError(f"the {name} features{where} must be numbers, got {x.dtype}")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            rows = np.flatnonzero(bad.any(axis=1))
+            raise ValueError(f"the {name} features{where} hold {int(bad.sum())} NaN or "
+                             f"infinite values in {rows.size} rows (first: row {rows[0]}); "
+                             "a head trained on them reports the share of one class as its "
+                             "accuracy. Find where they came from (an overflow in float16, "
+                             "a layer that diverged) or drop those examples")
+        if len(x) != len(y):
+            raise ValueError(f"{len(x)} {name} vectors for {len(y)} labels{where}")
+        if y.size and not (np.issubdtype(y.dtype, np.integer) and y.min() >= 0):
+            raise ValueError(f"the {name} labels{where} must be class indices (whole numbers "
+                             f">= 0), got {y.dtype} values such as {y.ravel()[:3].tolist()}")
+
+
 def fit_head(head: torch.nn.Module, train: np.ndarray, labels: np.ndarray,
              validation: np.ndarray, val_labels: np.ndarray, *, epochs: int = 30,
              batch_size: int = 32, learning_rate: float = 1e-3, weight_decay: float = 0.01,
              seed: int = 0) -> dict[str, float]:
     """Train ``head`` in place on fixed first-token vectors (cross-entropy, AdamW), keeping
     the weights of the epoch with the best validation accuracy. Deterministic for a seed.
-    Returns ``{"epoch": best epoch, "validation_accuracy": ...}``."""
+    Returns ``{"epoch": best epoch, "validation_accuracy": ...}``; the data are checked
+    first (:func:`check_head_data`)."""
+    check_head_data(train, labels, validation, val_labels)
     labels_t = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     x = torch.as_tensor(np.asarray(train), dtype=torch.float32)
-    if len(x) != len(labels_t):
-        raise ValueError(f"{len(x)} training vectors for {len(labels_t)} labels")
     rng = np.random.default_rng(seed)
     best = (-1.0, 0, copy.deepcopy(head.state_dict()))
     with torch.random.fork_rng(devices=[]), one_thread():
@@ -138,6 +169,8 @@ def fit_heads(heads: Sequence[torch.nn.Module], train: Sequence[np.ndarray], lab
     if not len(heads) == len(train) == len(validation):
         raise ValueError(f"{len(heads)} heads need as many training and validation arrays, "
                          f"got {len(train)} and {len(validation)}")
+    for k, (features, held_out) in enumerate(zip(train, validation)):
+        check_head_data(features, labels, held_out, val_labels, f"head {k}")
     labels_t = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     x = torch.stack([torch.as_tensor(np.asarray(a), dtype=torch.float32) for a in train])
     if x.shape[1] != len(labels_t):
