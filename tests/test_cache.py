@@ -1,5 +1,6 @@
 import multiprocessing as mp
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,9 +163,45 @@ def test_an_unwritable_cache_location_is_found_before_the_work(tiny_models, tmp_
     blocker.write_text("not a folder")
     ran = []
     monkeypatch.setattr(extract, "_run", lambda *a, **k: ran.append(1))
-    with pytest.raises(OSError, match="is a file, not a folder; set the ANALYSIS_LIB_CACHE"):
+    with pytest.raises(OSError, match="is a file, not a folder; choose a folder .* set the "
+                                      "ANALYSIS_LIB_CACHE"):
         extract.extract(tiny_models["bert"], corpus, cache_dir=blocker, progress=False)
     assert not ran
+
+
+@pytest.mark.parametrize("blocked", ["file", "read-only"])
+def test_every_cache_writer_names_an_unwritable_location_and_the_fix(tmp_path, monkeypatch,
+                                                                    blocked):
+    """A cache path that is a file, or a folder that refuses writes: the tokenizer of a
+    random model, a published folder and an atomic file all say where and what to do,
+    never a bare OSError."""
+    from analysis_lib import models
+    from analysis_lib.runtime import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_WRITABLE", set())
+    if blocked == "file":
+        root = tmp_path / "a-file"
+        root.write_text("not a folder")
+        match = "is a file, not a folder; choose a folder"
+    else:
+        root = tmp_path / "read-only"
+        root.mkdir()
+        real = Path.write_bytes
+
+        def refuse(self, data):
+            if str(self).startswith(str(root)):
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self, data)
+
+        monkeypatch.setattr(Path, "write_bytes", refuse)
+        match = "cannot write to .*Permission denied.*ANALYSIS_LIB_CACHE"
+    with pytest.raises(OSError, match=match):
+        models.load("random:bert", layers=1, hidden=16, heads=2, vocab_size=500,
+                    cache_dir=root)
+    with pytest.raises(OSError, match=match):
+        ArrayCache("x", root).save("k", {"x": np.arange(3)}, {})
+    with pytest.raises(OSError, match=match):
+        cache_module.atomic_write_text(root / "sub" / "f.txt", "x")
 
 
 def test_weights_changed_in_memory_are_not_served_from_the_cache(tmp_path):

@@ -1,10 +1,14 @@
 """Notebook parameters declared once, checked before a notebook runs; YAML read as plain
 values only."""
 
+from pathlib import Path
+
 import pytest
 
 from analysis_lib import book
 from analysis_lib.book import params
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CELL = '''models: list = ["minilm"]  # model names [model; min: 1]
 n: int = 5  # how many [min: 2; max: 10]
@@ -269,3 +273,31 @@ def test_every_shipped_profile_passes_the_checks_a_build_makes_before_it_runs(na
     chosen = {path: notebook_parameters(path, profile, name) for path in notebooks}
     if name != "paper":  # the paper profile's models come from the hub
         check_models_available(chosen, name)
+
+
+def test_a_parameter_papermill_injected_that_the_notebook_does_not_declare_is_refused():
+    """papermill passes any -p name through; a misspelt one would leave the notebook on its
+    defaults without a word. The check reads the injected cell back from the history."""
+    history = ["", "import x", '# Parameters\nn_sentence = 50\nmodels = ["minilm"]\n']
+    assert params.injected({"In": history}) == ["n_sentence", "models"]
+    assert params.injected({}) == []
+    values = {"In": history, "n_sentence": 50, "models": ["minilm"]}
+    with pytest.raises(params.ParameterError,
+                       match="'n_sentence' \\(did you mean 'n_sentences'\\?\\)"):
+        params.check(values, "representation")
+
+
+def test_text_given_where_a_mapping_is_declared_names_papermills_yaml_option():
+    spec = params.declared("finetuning")
+    with pytest.raises(params.ParameterError, match="give a dict with -y, e.g. -y 'finetune: "):
+        params.validate({"finetune": "{'seeds': [0, 1]}"}, spec, partial=True)
+
+
+def test_papermill_stops_at_the_check_on_a_misspelt_parameter(tmp_path):
+    import papermill
+
+    out = tmp_path / "out.ipynb"
+    with pytest.raises(papermill.PapermillExecutionError, match="did you mean"):
+        papermill.execute_notebook(str(ROOT / "notebooks" / "measures_primer.ipynb"),
+                                   str(out), parameters={"n_stimulli": 100},
+                                   progress_bar=False, kernel_name="python3")

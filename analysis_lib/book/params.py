@@ -133,8 +133,44 @@ def declared(notebook: str | Path) -> dict[str, Parameter]:
 
 def check(values: Mapping[str, Any], notebook: str | Path) -> None:
     """Validate a running notebook's parameters (``globals()``) against the rules its own
-    ``parameters`` cell declares."""
-    validate(values, declared(notebook))
+    ``parameters`` cell declares. A parameter papermill injected that the notebook does not
+    declare (a misspelt ``-p`` name, which papermill passes through and the notebook would
+    never read) is refused with the closest declared names."""
+    spec = declared(notebook)
+    unknown = [name for name in injected(values) if name not in spec]
+    if unknown:
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, list(spec), n=1)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ParameterError(
+            f"parameters given to this notebook that it does not declare: "
+            f"{', '.join(hints)}; it would run with its defaults instead. Its parameters: "
+            f"{', '.join(spec)} (papermill --help-notebook lists them)")
+    validate(values, spec)
+
+
+#: the first line of the cell papermill injects with the parameters it was given
+INJECTED_HEADER = "# Parameters"
+
+
+def injected(values: Mapping[str, Any]) -> list[str]:
+    """The names papermill injected into a running notebook: the assignments of its
+    injected-parameters cell, read back from IPython's input history (``In`` in
+    ``values``, the notebook's ``globals()``). Empty outside papermill."""
+    history = values.get("In") or values.get("_ih") or []
+    names: list[str] = []
+    for source in history if isinstance(history, list) else []:
+        if isinstance(source, str) and source.lstrip().startswith(INJECTED_HEADER):
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            names += [target.id for node in tree.body if isinstance(node, ast.Assign)
+                      for target in node.targets if isinstance(target, ast.Name)]
+    return list(dict.fromkeys(names))
 
 
 # --------------------------------------------------------------------------- YAML

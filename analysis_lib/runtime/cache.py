@@ -314,15 +314,21 @@ class ArrayCache:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+#: the folders :func:`publish_folder` found writable in this process (checked once each)
+_WRITABLE: set[Path] = set()
+
+
 def check_writable(folder: Path) -> None:
     """Make sure files can be written in ``folder`` (creating it), or raise an ``OSError``
-    that says where and how to choose another cache location."""
-    fix = (f"set the {ENV_VAR} environment variable (or pass cache_dir=...) to a folder you "
-           "can write to")
+    that says where and how to choose another location (for the cache, through
+    ``$ANALYSIS_LIB_CACHE`` or ``cache_dir``)."""
+    folder = Path(folder)
+    fix = (f"choose a folder you can write to (for the cache: set the {ENV_VAR} environment "
+           "variable, or pass cache_dir=...)")
     for place in (folder, *folder.parents):
         if place.exists():
             if not place.is_dir():
-                raise OSError(f"the cache location {place} is a file, not a folder; {fix}")
+                raise OSError(f"{place} is a file, not a folder; {fix}")
             break
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -330,7 +336,7 @@ def check_writable(folder: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise OSError(f"cannot write to the cache location {folder} ({error}); {fix}") from error
+        raise OSError(f"cannot write to {folder} ({error}); {fix}") from error
 
 
 def _rename_into_place(tmp: Path, final: Path, valid: Callable[[], bool]) -> None:
@@ -358,8 +364,13 @@ def publish_folder(final: Path, write: Callable[[Path], None], valid: Callable[[
                    ) -> Path:
     """Create the folder ``final`` atomically: ``write(tmp)`` fills a private temporary folder
     beside it, which is then renamed into place (see ``_rename_into_place``). A reader
-    sees no folder or a whole one; a failed ``write`` leaves nothing behind."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+    sees no folder or a whole one; a failed ``write`` leaves nothing behind. A folder that
+    cannot be written (read-only, or a file in the way) is an ``OSError`` that says where
+    and how to choose another cache location (:func:`check_writable`), before ``write``
+    does any work."""
+    if final.parent not in _WRITABLE:
+        check_writable(final.parent)
+        _WRITABLE.add(final.parent)
     sweep_stale(final.parent)
     tmp = final.parent / f".tmp-{final.name}-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -461,8 +472,11 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     """Write the file ``path`` atomically: ``write(tmp)`` fills a temporary file in the same
     folder, which is then renamed into place. A failed write (a full disk, an interrupt)
     leaves no temporary file behind, and one left by a killed process is swept by the next
-    write into the folder (:func:`sweep_stale`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    write into the folder (:func:`sweep_stale`). A folder that cannot be written is an
+    ``OSError`` that names it and the fix (:func:`check_writable`)."""
+    if path.parent not in _WRITABLE:
+        check_writable(path.parent)
+        _WRITABLE.add(path.parent)
     sweep_stale(path.parent)
     tmp = path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:

@@ -103,7 +103,13 @@ def _problems(name: str, value: Any, param: Parameter) -> list[str]:
     kind = TYPES[param.type]
     if not isinstance(value, kind) or (param.type in ("int", "float")
                                        and isinstance(value, bool)):
-        return [f"{name}={value!r}: must be {_type_name(kind)}, got {type(value).__name__}"]
+        hint = ""
+        if isinstance(value, str) and param.type in ("dict", "list"):
+            hint = (f" (papermill's -p passes text as it is; give a {param.type} with -y, "
+                    f"e.g. -y '{name}: {'{...}' if param.type == 'dict' else '[...]'}', or "
+                    "from a YAML file with -f)")
+        return [f"{name}={str(value)[:200]!r}: must be {_type_name(kind)}, got "
+                f"{type(value).__name__}{hint}"]
     if isinstance(value, dict) and "fields" in param.rules:
         return _fields_problems(name, value, param.rules["fields"])
     if isinstance(value, dict):  # names of tasks are its keys; every other rule, its values
