@@ -212,3 +212,17 @@ def test_a_missing_chapter_is_named_in_the_claims_nobody_judged(tmp_path):
     row = table.set_index("claim id").loc["ren-layer-gradient"]
     assert row.verdict == "not measured"
     assert row["what this run shows"].endswith("could not be read: seeds")
+
+
+def test_a_damaged_findings_csv_is_named_not_a_traceback(tmp_path):
+    good = tmp_path / "default"
+    good.mkdir()
+    findings.write(good, findings.collect([_executed(tmp_path, "finetuning",
+                                                     _holds("phang-blocks"))]))
+    for name, text in [("smoke", '"claim id,verdict\n"unclosed'), ("larger", "a,b\n1,2\n")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "findings.csv").write_text(text)
+    page = findings.profiles_table(tmp_path)
+    assert "| claim | `default` |" in page
+    assert "could not be read (rebuild them)" in page and "`smoke`" in page
+    assert "`larger` (ValueError: it lacks the columns" in page

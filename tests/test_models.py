@@ -241,3 +241,82 @@ def test_a_profile_of_unreachable_hub_models_is_refused_before_it_runs(monkeypat
     with pytest.raises(book.BuildError, match="needs models from the Hugging Face hub"):
         book.build("paper", echo=lambda m: None)
     assert not ran
+
+
+def _folder(path, model, tokenizer, edit=None):
+    """Save ``model`` and ``tokenizer`` into ``path``, then change its config.json."""
+    import json
+
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    if edit:
+        config = json.loads((path / "config.json").read_text())
+        edit(config)
+        (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+def _renamed(path, prefix="x."):
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(path / "model.safetensors")
+    save_file({prefix + k: v for k, v in weights.items()}, path / "model.safetensors",
+              metadata={"format": "pt"})
+    return str(path)
+
+
+def test_a_folder_whose_weights_do_not_fit_its_config_is_refused(tmp_path, tiny_models):
+    """transformers fills what a checkpoint lacks at random and says so in a report the
+    library reads: layers beyond those saved, names that match nothing and weights of
+    another width are refused, naming them and the fix; a missing pooler (a masked-LM
+    checkpoint) is not."""
+    model, tokenizer, _ = tiny_models["bert"]
+    deep = _folder(tmp_path / "deep", model, tokenizer,
+                   lambda c: c.update(num_hidden_layers=4))
+    with pytest.raises(ValueError, match=r"lacks 32 of .* \(transformer layers 2, 3\).*"
+                                         "save the model and its config together"):
+        models.load(deep)
+    _folder(tmp_path / "renamed", model, tokenizer)
+    renamed = _renamed(tmp_path / "renamed")
+    with pytest.raises(ValueError, match="lacks all .* the checkpoint holds names such as x."):
+        models.load(renamed)
+    wide = _folder(tmp_path / "wide", model, tokenizer,
+                   lambda c: c.update(hidden_size=64, intermediate_size=256))
+    with pytest.raises(ValueError, match=r"another shape .* checkpoint \(32,\), config \(64,\)"):
+        models.load(wide)
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused(tmp_path, tiny_models):
+    model, _, _ = tiny_models["bert"]
+    bigger = models.load("random:bert", **{**TINY, "vocab_size": 8000}).tokenizer
+    with pytest.raises(ValueError, match="8000 entries but the model's embedding only 2000"):
+        models.load(_folder(tmp_path / "big", model, bigger))
+    byte_level = models.load("random:gpt2", **TINY).tokenizer
+    with pytest.raises(ValueError, match="bert model, pretrained with a WordPiece tokenizer, "
+                                         "but its folder holds a BPE tokenizer"):
+        models.load(_folder(tmp_path / "bpe", model, byte_level))
+
+
+def test_an_encoder_decoder_is_refused_before_its_weights_load(tmp_path, tiny_models):
+    from transformers import T5Config, T5Model
+
+    t5 = T5Model(T5Config(vocab_size=2000, d_model=16, d_kv=8, d_ff=32, num_layers=2,
+                          num_heads=2))
+    folder = _folder(tmp_path / "t5", t5, tiny_models["bert"][1])
+    with pytest.raises(ValueError, match="encoder-decoder .*T5EncoderModel"):
+        models.load(folder)
+
+
+def test_a_decoder_of_a_new_family_is_read_as_causal(tmp_path):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from analysis_lib.models import causal_family
+
+    qwen = Qwen3ForCausalLM(Qwen3Config(vocab_size=2000, hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=2, num_attention_heads=2,
+                                        num_key_value_heads=1, head_dim=8))
+    tokenizer = models.load("random:gpt2", **TINY).tokenizer
+    assert models.load(_folder(tmp_path / "qwen3", qwen, tokenizer)).info.causal
+    assert [causal_family(f) for f in ("qwen3", "gemma3_text", "gpt2", "llama")] == [True] * 4
+    assert [causal_family(f) for f in ("bert", "roberta", "electra", "xlnet", "mpnet")] == \
+        [False] * 5

@@ -863,6 +863,9 @@ def test_a_wide_layer_gives_the_reference_value_through_its_row_space(shapes):
         assert fast == pytest.approx(slow, abs=1e-9), (name, options)
         matrix = sim.pairwise([X], [Y], measure=name, **options)
         assert matrix[0, 0] == fast, (name, options)
+    for reg in (0.0, 0.1):  # full-space CCA, its ridge the mean over every neuron's direction
+        assert sim.pairwise([X], [Y], measure="cca", reg=reg)[0, 0] == pytest.approx(
+            reference.mean_cca(X, Y, reg=reg), abs=1e-9)
     # PWCCA weighs the first layer's own neurons, mapped back from its row space: with
     # canonical correlations that differ, both directions match the definition
     Z = rng.standard_normal((60, 5))
@@ -881,9 +884,9 @@ def test_measures_of_wide_layers_take_memory_that_grows_with_rows():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 60_000)).astype(np.float32)
     Y = rng.standard_normal((50, 60_000)).astype(np.float32)
-    for name in ("svcca", "pwcca", "rsa", "procrustes", "linear_cka"):
+    for name in ("svcca", "pwcca", "rsa", "procrustes", "linear_cka", "cca"):
         tracemalloc.start()
-        value = getattr(sim, name)(X, Y)
+        value = sim.pairwise([X], [Y], measure=name)[0, 0]
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert np.isfinite(value)

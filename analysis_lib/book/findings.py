@@ -209,14 +209,24 @@ def profiles_table(executed: Path) -> str:
     """Every profile built in this checkout side by side (MyST markdown): one row per claim,
     one column per profile whose ``findings.csv`` lies under ``executed``
     (``_build/executed/<profile>/``), each cell the verdict and what that build shows. A
-    profile not built yet has no column; none built at all gives a sentence that says so."""
-    tables = {}
+    profile not built yet has no column; none built at all gives a sentence that says so. A
+    ``findings.csv`` that cannot be read (damaged, or not a findings table) is named under
+    the table instead of a column."""
+    tables, unreadable = {}, []
     for path in sorted(Path(executed).glob("*/findings.csv")):
-        tables[path.parent.name] = pd.read_csv(path, keep_default_na=False).set_index(
-            "claim id")
+        try:
+            table = pd.read_csv(path, keep_default_na=False)
+            if not {"claim id", "verdict", "what this run shows"} <= set(table.columns):
+                raise ValueError("it lacks the columns of a findings table")
+            tables[path.parent.name] = table.set_index("claim id")
+        except (OSError, ValueError, pd.errors.ParserError) as error:
+            unreadable.append(f"`{path.parent.name}` ({type(error).__name__}: "
+                              f"{_cell(str(error)[:120])})")
+    note = ("\nThe findings of these builds could not be read (rebuild them): "
+            + "; ".join(unreadable) + ".\n") if unreadable else ""
     if not tables:
         return ("No profile has been built in this checkout yet; each build adds its "
-                "column here.\n")
+                "column here.\n" + note)
     claim_ids = list(dict.fromkeys(cid for t in tables.values() for cid in t.index))
     names = list(tables)
     lines = ["| claim | " + " | ".join(f"`{n}`" for n in names) + " |",
@@ -231,4 +241,4 @@ def profiles_table(executed: Path) -> str:
             else:
                 cells.append("not in this build")
         lines.append(f"| `{cid}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + note

@@ -8,11 +8,11 @@
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 
-from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, weights_digest
+from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, causal_family, weights_digest
 from .loading import OFFLINE_MODELS, PACKAGED, check_name, load, random_options
 from .packaged import MissingModelPackage
 from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer
 
 __all__ = ["CAUSAL_FAMILIES", "FAMILIES", "OFFLINE_MODELS", "PACKAGED", "TOKENIZER_KIND",
-           "LoadedModel", "MissingModelPackage", "ModelInfo", "check_name", "load",
+           "LoadedModel", "causal_family", "MissingModelPackage", "ModelInfo", "check_name", "load",
            "random_options", "train_tokenizer", "weights_digest"]

@@ -380,12 +380,35 @@ def _check_tokenizer(tokenizer: Any, config: Any, name: str, folder: str | None)
     if isinstance(vocab, int) and vocab > 0 and size < vocab / 2:
         raise ValueError(f"model {name!r}: its tokenizer has {size} entries but the model's "
                          f"embedding has {vocab}: the tokenizer is not this model's; {fix}")
+    if isinstance(vocab, int) and vocab > 0 and size > vocab:
+        raise ValueError(f"model {name!r}: its tokenizer has {size} entries but the model's "
+                         f"embedding only {vocab} rows, so token ids from {vocab} up would "
+                         f"index past it: the tokenizer is not this model's; {fix}")
+    expected = FAMILY_TOKENIZER.get(getattr(config, "model_type", ""))
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if expected and backend is not None:
+        kind = json.loads(backend.to_str()).get("model", {}).get("type")
+        if kind and kind != expected:
+            raise ValueError(f"model {name!r} is a {config.model_type} model, pretrained with a "
+                             f"{expected} tokenizer, but its folder holds a {kind} tokenizer: "
+                             f"the two come from different models; {fix}")
 
 
 #: the seed of the weights a checkpoint lacks (BERT's pooler in a masked-LM checkpoint, the
 #: zoo's models among them): the model class initialises them at random, and a fixed seed
 #: makes every load of a folder the same model (a fine-tuned task model starts from them)
 MISSING_WEIGHTS_SEED = 0
+
+
+#: the weights a checkpoint may lack: BERT's pooler, which a masked-LM checkpoint (the zoo's
+#: models among them) does not train; the analyses never read it
+MAY_BE_MISSING = ("pooler.",)
+#: the tokenizer model each family is pretrained with (the ``model`` of its
+#: ``tokenizer.json``): a folder whose tokenizer is of another kind was put together from
+#: two models
+FAMILY_TOKENIZER = {"bert": "WordPiece", "distilbert": "WordPiece", "electra": "WordPiece",
+                    "mpnet": "WordPiece", "gpt2": "BPE", "roberta": "BPE", "llama": "BPE",
+                    "albert": "Unigram", "xlnet": "Unigram"}
 
 
 def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
@@ -398,17 +421,31 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
                   trust_remote_code=trust_remote_code)
     try:
         config = AutoConfig.from_pretrained(path, **kwargs)
+        _check_architecture(config, name)
         tok_kwargs = {"add_prefix_space": True} if config.model_type in _BYTE_LEVEL else {}
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, **kwargs, **tok_kwargs)
         # a task model's folder: its head is left out, by design; the weights the folder
-        # lacks are drawn from a fixed seed, the caller's random state left as it was
+        # lacks are drawn from a fixed seed, the caller's random state left as it was.
+        # transformers' load report (missing, unexpected and mismatched weights) is read
+        # back and checked (_check_weights), not printed
         with quiet_transformers(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(MISSING_WEIGHTS_SEED)
-            model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
+            try:
+                model, report = AutoModel.from_pretrained(
+                    path, attn_implementation="eager", output_loading_info=True, **kwargs)
+            except RuntimeError as error:
+                if "mismatched" not in str(error):
+                    raise
+                _, report = AutoModel.from_pretrained(
+                    path, attn_implementation="eager", output_loading_info=True,
+                    ignore_mismatched_sizes=True, **kwargs)
+                _check_weights(report, (), name, path)  # names the weights of another shape
+                raise
     except OSError as error:
         if source == "hub":
             raise OfflineError(offline_message("model", name, error)) from error
         raise ValueError(f"could not load model {name!r} from {path}: {error}") from error
+    _check_weights(report, model.state_dict().keys(), name, path)
     _prefix_space(tokenizer)
     _check_tokenizer(tokenizer, config, name, path if source != "hub" else None)
     if not getattr(tokenizer, "is_fast", False):
@@ -421,3 +458,48 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         fingerprint = f"{name}@{commit}"
     return LoadedModel(model.eval(), tokenizer,
                        model_info(model, tokenizer, name, source, fingerprint))
+
+
+def _check_architecture(config: Any, name: str) -> None:
+    """Refuse a model the analyses cannot read layer by layer: an encoder-decoder (T5,
+    BART, ...), whose layers are two stacks and whose forward pass needs decoder inputs."""
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"model {name!r} is an encoder-decoder ({config.model_type}): the library compares "
+            "the layers of one stack (an encoder, or a decoder-only language model). Compare "
+            "its encoder alone: load it with its encoder class (e.g. T5EncoderModel), save "
+            "that with save_pretrained, and pass that folder")
+
+
+def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) -> None:
+    """Refuse a model whose checkpoint does not fit its config, from transformers' load
+    report: weights of another shape (a width that differs), or weights the analyses read
+    that the checkpoint lacks (layers beyond those saved, names that match nothing), which
+    the model class would fill at random without a word. The pooler may be missing
+    (:data:`MAY_BE_MISSING`)."""
+    fix = ("the folder's weights do not fit its config.json: save the model and its config "
+           "together (model.save_pretrained(folder)), or correct config.json to the saved "
+           "model's sizes")
+    mismatched = list(report.get("mismatched_keys") or [])
+    if mismatched:
+        shown = "; ".join(f"{key}: checkpoint {tuple(a)}, config {tuple(b)}"
+                          for key, a, b in mismatched[:3])
+        raise ValueError(f"model {name!r} ({path}): {len(mismatched)} weights have another "
+                         f"shape in the checkpoint than its config gives them ({shown}); {fix}")
+    missing = [k for k in report.get("missing_keys") or []
+               if not any(k.startswith(p) or f".{p}" in k for p in MAY_BE_MISSING)]
+    if not missing:
+        return
+    total = len([k for k in names if not any(k.startswith(p) or f".{p}" in k
+                                             for p in MAY_BE_MISSING)]) or len(missing)
+    layers = sorted({int(m.group(1)) for k in missing
+                     if (m := re.search(r"\.(?:layer|layers|h|block)\.(\d+)\.", k))})
+    what = (f"all {total} of the weights it reads" if len(missing) >= total else
+            f"{len(missing)} of the {total} weights it reads")
+    where = f" (transformer layers {', '.join(map(str, layers))})" if layers else ""
+    unexpected = list(report.get("unexpected_keys") or [])
+    saved = (f"; the checkpoint holds names such as {', '.join(unexpected[:3])}"
+             if unexpected and len(missing) >= total else "")
+    raise ValueError(f"model {name!r} ({path}): the checkpoint lacks {what}{where}, e.g. "
+                     f"{', '.join(missing[:3])}{saved}; the model would fill them at random, so "
+                     f"{fix}")

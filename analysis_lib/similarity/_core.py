@@ -262,6 +262,11 @@ class LayerStats:
         _zero_rounding_columns(X, out, backend)
         self.Xc = out
 
+    @property
+    def width(self) -> int:
+        """How many neurons the layer has: its own, or a row-space layer's before rotation."""
+        return self.d if self.basis is None else int(self.basis.shape[0])
+
     def centred(self) -> Any:
         """The centred data (n, d) on the backend; an error for a layer made from a Gram
         matrix alone (:meth:`standardized`), which has none."""
@@ -475,7 +480,10 @@ class LayerStats:
         if key not in cache:
             lam, V = self.top_vectors(k)
             xp = self.xp
-            shift = ridge * xp.mean(lam) if ridge else 0.0
+            # the mean over every eigenvalue of the layer's own G: a row-space layer lacks
+            # the zero eigenvalues of its neurons beyond its rows, so divide by its width
+            mean = xp.mean(lam) if self.basis is None else xp.sum(lam) / self.width
+            shift = ridge * mean if ridge else 0.0
             cache[key] = xp.astype(V / xp.sqrt(lam[:k] + shift), self.bk.dtype(dtype),
                                    copy=False)
         return cache[key]

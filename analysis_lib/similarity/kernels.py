@@ -391,7 +391,9 @@ def procrustes_pair(a, b, pair, options, directions):
 
 def cca_pair(a, b, pair, options, directions):
     rho = full_canonical_values(a, b, pair.cross(np.float64), options.get("reg", 0.0))
-    value = float(a.xp.mean(rho))
+    # ridge CCA has min(d_a, d_b) correlations; a row-space layer's beyond its rows are 0
+    count = min(a.width, b.width) if options.get("reg", 0.0) else rho.shape[0]
+    value = float(a.xp.mean(rho) if count == rho.shape[0] else a.xp.sum(rho) / count)
     return value, value
 
 

@@ -156,7 +156,7 @@ MEASURE_TABLE: tuple[Measure, ...] = (
             _ROTATION, row_space=True),
     Measure("cca", True, "activations", k.cca_pair, ref.mean_cca, {"reg": 0.0, **_WORK},
             _ROTATION + ("invertible_linear", "neuron_scaling"),
-            layer_needs=lambda options: ("G", "eig"), exact_products=_always,
+            layer_needs=lambda options: ("G", "eig"), exact_products=_always, row_space=True,
             one_with_itself=lambda options: not options.get("reg", 0.0),
             check=lambda options: k.check_reg(options.get("reg", 0.0))),
     Measure("rsa", True, "stimuli", rsa_pair, ref.rsa,

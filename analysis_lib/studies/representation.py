@@ -23,7 +23,7 @@ import pandas as pd
 from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
-from ..models import CAUSAL_FAMILIES
+from ..models import causal_family
 from ..runtime.profile import profiled
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
@@ -241,7 +241,7 @@ def _cells(collection: Collection, models: Sequence[str] | None
     gap = np.abs(idx[:, None] - idx[None, :])
     low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
     high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
-    causal = np.isin(fam, sorted(CAUSAL_FAMILIES))
+    causal = np.array([causal_family(str(f)) for f in fam], dtype=bool)
     cells: dict[SummaryKey, np.ndarray] = {
         "within_model": same & off,
         "across_models": ~same,

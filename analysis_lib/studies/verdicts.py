@@ -120,6 +120,10 @@ class Evidence:
         ``replicates`` (``se^2 = (K-1)/K sum (theta_k - mean)^2``, t with K-1 df)."""
         r = np.asarray(replicates, dtype=np.float64)
         k = r.size
+        if np.isinf(r).any():
+            raise ValueError(f"evidence {unit!r}: {int(np.isinf(r).sum())} of its {k} "
+                             "jackknife replicates are infinite, which no estimate can be; "
+                             "fix the computation that gave them")
         if k < 2 or not np.isfinite(r).all():
             return cls(unit, float(estimate), float("nan"), None, k, note or "no jackknife")
         se = math.sqrt((k - 1) / k * float(np.sum((r - r.mean()) ** 2)))
@@ -159,8 +163,13 @@ class Evidence:
     @classmethod
     def from_samples(cls, unit: str, estimate: float, samples: Sequence[float],
                      note: str = "") -> Evidence:
-        """An estimate with the standard deviation of its bootstrap samples as error."""
+        """An estimate with the standard deviation of its bootstrap samples as error (NaN
+        samples, resamples where the statistic was undefined, are left out; an infinite one
+        is refused)."""
         s = np.asarray(samples, dtype=np.float64)
+        if np.isinf(s).any():
+            raise ValueError(f"evidence {unit!r}: {int(np.isinf(s).sum())} of its {s.size} "
+                             "bootstrap samples are infinite, which no estimate can be")
         s = s[np.isfinite(s)]
         if s.size < 2:
             return cls(unit, float(estimate), float("nan"), None, s.size, note)
@@ -359,9 +368,9 @@ def training_problem(record: Mapping[str, Any]) -> str:
     if accuracy is None or majority is None:
         problems.append("its record has no validation accuracy and majority baseline to "
                         "compare")
-    elif not (np.isfinite(float(accuracy)) and np.isfinite(float(majority))):
+    elif not (0 <= float(accuracy) <= 1 and 0 <= float(majority) <= 1):
         problems.append(f"its validation accuracy ({accuracy}) or majority baseline "
-                        f"({majority}) is not a number")
+                        f"({majority}) is not a share in [0, 1]")
     elif accuracy < majority + TRAINED_ABOVE_MAJORITY:
         problems.append(f"validation accuracy {accuracy:.3f} is not "
                         f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
@@ -373,6 +382,9 @@ def training_problem(record: Mapping[str, Any]) -> str:
                         "no drop to judge by")
     elif not np.isfinite(losses).all():
         problems.append("its training loss is not a number at some point (the run diverged)")
+    elif min(losses) < 0:
+        problems.append(f"its training loss reads {min(losses):.3g}, and a cross-entropy is "
+                        "never negative: the record is not a training run's")
     elif not losses[-1] <= losses[0] * (1 - TRAINED_LOSS_DROP):
         problems.append(f"training loss went from {losses[0]:.3f} to {losses[-1]:.3f}, less "
                         f"than a {TRAINED_LOSS_DROP:.0%} drop")
