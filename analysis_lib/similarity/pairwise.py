@@ -202,7 +202,7 @@ def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, o
     same = B is None
     kind = group[0].layer
     shared = {o: v for r in group for o, v in taken[r.name].items()}
-    if same:
+    if B is None:
         PA = PB = prepare_layers(A, labels[0], kind, shared, bk)
     else:
         prepared = prepare_layers(A + B, labels[0] + labels[1], kind, shared, bk)

@@ -80,7 +80,7 @@ class Stimuli:
     def __init__(self, Xh: np.ndarray):
         R = Xh - Xh.mean(axis=0)
         if R.shape[1] > R.shape[0]:  # wide: the row space holds every dot product
-            R = np.linalg.qr(R.T, mode="r").T
+            R = np.asarray(np.linalg.qr(R.T, mode="r")).T
         a = -0.5 * np.einsum("ij,ij->i", R, R)
         self.Z = np.column_stack([R, a, np.ones(len(R))])
         d = R.shape[1]
