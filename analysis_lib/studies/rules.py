@@ -108,8 +108,9 @@ def _problems(name: str, value: Any, param: Parameter) -> list[str]:
             hint = (f" (papermill's -p passes text as it is; give a {param.type} with -y, "
                     f"e.g. -y '{name}: {'{...}' if param.type == 'dict' else '[...]'}', or "
                     "from a YAML file with -f)")
-        return [f"{name}={str(value)[:200]!r}: must be {_type_name(kind)}, got "
-                f"{type(value).__name__}{hint}"]
+        shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:197] + "..."
+        return [f"{name}={shown}: must be {_type_name(kind)}, got {type(value).__name__}"
+                f"{hint}"]
     if isinstance(value, dict) and "fields" in param.rules:
         return _fields_problems(name, value, param.rules["fields"])
     if isinstance(value, dict):  # names of tasks are its keys; every other rule, its values
