@@ -247,27 +247,34 @@ def _check_nodes(node, source: str, where: str, sizes: dict) -> tuple[int, int]:
                          "plain values (strings, numbers, booleans, null, lists, mappings) are "
                          "accepted. Remove the tag (write a list as [a, b], a mapping as "
                          "{key: value}, a date as a quoted string).")
-    size, chars = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 1
     if isinstance(node, yaml.MappingNode):
-        keys = set()
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                raise ValueError(f"{source}: a key in {where} (line {key.start_mark.line + 1}) "
-                                 "is a list or a mapping; keys must be plain names")
-            k_size, k_chars = _check_nodes(key, source, f"a key in {where}", sizes)
-            if (key.tag, key.value) in keys:
-                raise ValueError(f"{source}: the key {key.value[:80]!r} appears twice in "
-                                 f"{where} (line {key.start_mark.line + 1}); keep one")
-            keys.add((key.tag, key.value))
-            v_size, v_chars = _check_nodes(value, source, repr(key.value), sizes)
-            size, chars = size + k_size + v_size, chars + k_chars + v_chars
-            if size > MAX_YAML_VALUES or chars > MAX_YAML_BYTES:
-                break  # already too large: the caller says so
+        children = _mapping_children(node, source, where)
     elif isinstance(node, yaml.SequenceNode):
-        for k, item in enumerate(node.value):
-            i_size, i_chars = _check_nodes(item, source, f"{where}[{k}]", sizes)
-            size, chars = size + i_size, chars + i_chars
-            if size > MAX_YAML_VALUES or chars > MAX_YAML_BYTES:
-                break
+        children = [(item, f"{where}[{k}]") for k, item in enumerate(node.value)]
+    else:
+        children = []
+    size, chars = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 1
+    for child, place in children:
+        child_size, child_chars = _check_nodes(child, source, place, sizes)
+        size, chars = size + child_size, chars + child_chars
     sizes[id(node)] = (size, chars)
     return size, chars
+
+
+def _mapping_children(node, source: str, where: str) -> list[tuple[Any, str]]:
+    """A mapping node's keys and values with where each is, refusing a key that is a list or
+    a mapping and a key written twice."""
+    import yaml
+
+    keys, out = set(), []
+    for key, value in node.value:
+        line = key.start_mark.line + 1
+        if not isinstance(key, yaml.ScalarNode):
+            raise ValueError(f"{source}: a key in {where} (line {line}) is a list or a "
+                             "mapping; keys must be plain names")
+        if (key.tag, key.value) in keys:
+            raise ValueError(f"{source}: the key {key.value[:80]!r} appears twice in {where} "
+                             f"(line {line}); keep one")
+        keys.add((key.tag, key.value))
+        out += [(key, f"a key in {where}"), (value, repr(key.value))]
+    return out

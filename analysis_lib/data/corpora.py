@@ -493,29 +493,7 @@ def from_sentences(
         raise ValueError("the corpus is empty: pass at least one sentence")
     words, texts = [], []
     for i, s in enumerate(sentences):
-        if isinstance(s, str):
-            toks = tokenize(s)
-            text = clean_text(s)
-        else:
-            if not isinstance(s, (list, tuple, np.ndarray)) or not all(isinstance(t, str)
-                                                                      for t in s):
-                what = (type(s).__name__ if not isinstance(s, (list, tuple, np.ndarray)) else
-                        "a word list with a " + next(type(t).__name__ for t in s
-                                                     if not isinstance(t, str)))
-                raise TypeError(f"sentence {i} is {what} ({str(s)[:80]!r}); every sentence "
-                                "must be a string or a list of word strings: drop the "
-                                "missing ones (None, NaN) or convert them first")
-            toks = [clean_text(t) for t in s]
-            empty = [k for k, t in enumerate(toks) if not t]
-            if empty and len(empty) < len(toks):
-                raise ValueError(
-                    f"sentence {i}: words {empty[:5]} ({[s[k] for k in empty[:5]]!r}) are empty "
-                    "after cleaning, so the corpus's word rows would no longer match your "
-                    "list; remove them (or pass the sentence as one string)")
-            toks = [t for t in toks if t]
-            text = " ".join(toks)
-        if not toks:
-            raise ValueError(f"sentence {i} ({s!r}) has no words; remove it")
+        toks, text = _sentence_words(i, s, tokenize)
         words.append(toks)
         texts.append(text)
     label_array, label_names = None, None
@@ -534,6 +512,36 @@ def from_sentences(
                     label_names=label_names)
     corpus.meta = {"name": name, "custom": corpus.fingerprint()}
     return corpus
+
+
+def _sentence_words(i: int, s: Any, tokenize: Callable[[str], list[str]]
+                    ) -> tuple[list[str], str]:
+    """The words and the text of sentence ``i`` of :func:`from_sentences`: a string split
+    with ``tokenize``, or a list of word strings cleaned; anything else is refused."""
+    if isinstance(s, str):
+        toks = tokenize(s)
+        text = clean_text(s)
+    else:
+        if not isinstance(s, (list, tuple, np.ndarray)) or not all(isinstance(t, str)
+                                                                  for t in s):
+            what = (type(s).__name__ if not isinstance(s, (list, tuple, np.ndarray)) else
+                    "a word list with a " + next(type(t).__name__ for t in s
+                                                 if not isinstance(t, str)))
+            raise TypeError(f"sentence {i} is {what} ({str(s)[:80]!r}); every sentence "
+                            "must be a string or a list of word strings: drop the "
+                            "missing ones (None, NaN) or convert them first")
+        toks = [clean_text(t) for t in s]
+        empty = [k for k, t in enumerate(toks) if not t]
+        if empty and len(empty) < len(toks):
+            raise ValueError(
+                f"sentence {i}: words {empty[:5]} ({[s[k] for k in empty[:5]]!r}) are empty "
+                "after cleaning, so the corpus's word rows would no longer match your "
+                "list; remove them (or pass the sentence as one string)")
+        toks = [t for t in toks if t]
+        text = " ".join(toks)
+    if not toks:
+        raise ValueError(f"sentence {i} ({s!r}) has no words; remove it")
+    return toks, text
 
 
 def from_file(path: str | Path, *, name: str | None = None, encoding: str = "utf-8") -> Corpus:
