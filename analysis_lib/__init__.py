@@ -14,7 +14,8 @@ The folders follow the data flow, one home per step::
     runtime/     the atomic on-disk cache
 
 Each module is imported by its full path (``from analysis_lib.data import corpora``,
-``from analysis_lib.studies import representation``); this package holds nothing else.
+``from analysis_lib.studies import representation``), or reached as an attribute of the
+package (``analysis_lib.similarity.linear_cka``), imported on first use.
 """
 
 from __future__ import annotations
@@ -23,4 +24,23 @@ __version__ = "0.2.0"
 
 from .errors import OfflineError  # noqa: E402
 
-__all__ = ["OfflineError", "__version__"]
+#: the library's modules and packages, reachable as attributes of the package
+#: (``import analysis_lib; analysis_lib.similarity``) and imported on first use, so that
+#: ``import analysis_lib`` stays light and needs no PyTorch
+SUBMODULES = ("alignment", "book", "data", "errors", "extract", "layers", "models", "runtime",
+              "similarity", "studies", "sweep", "training")
+
+__all__ = ["OfflineError", "SUBMODULES", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'analysis_lib' has no attribute {name!r}; its modules: "
+                         f"{', '.join(SUBMODULES)}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *SUBMODULES])

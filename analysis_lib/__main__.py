@@ -3,18 +3,20 @@
 
 ``book --profile NAME [--force]``
     Execute every notebook of the book with papermill under the profile's parameters
-    (``profiles/NAME.yml``), then build the HTML book strictly; print per-notebook run times
-    and the path of the built ``index.html`` (see :mod:`analysis_lib.book`).
+    (``profiles/NAME.yml``, or the path of your own profile file), then build the HTML book
+    strictly; print per-notebook run times and the path of the built ``index.html`` (see
+    :mod:`analysis_lib.book`).
 ``extract --model NAME --corpus NAME [--n N]``
     Extract one model on one corpus into the cache and print the array shapes.
 ``sweep SPEC.yml [--workers N | --scheduler ADDRESS | --here] [--out FOLDER]``
     Run a declared grid (see :mod:`analysis_lib.sweep`) on a Dask ``LocalCluster`` (N
     workers, default from the machine's cores), on a running Dask scheduler, or in this
     process; write the result table (parquet and CSV) and report failed units.
-``findings --profile NAME [--executed FOLDER]``
+``findings --profile NAME [--executed FOLDER] [--format table|csv|md] [--width N]``
     Print every claim of the four papers with the verdict of the profile's last build (read
-    from its executed notebooks, by default ``_build/executed/NAME``; see
-    :mod:`analysis_lib.book.findings`), the table the book's findings page shows.
+    from its executed notebooks, by default ``_build/executed/NAME``, or from ``FOLDER``;
+    see :mod:`analysis_lib.book.findings`), the table the book's findings page shows: a
+    table that fits the terminal, CSV with every column, or Markdown.
 ``corpora`` / ``models``
     List the registered corpora / the offline model names.
 ``--version``
@@ -59,24 +61,34 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .book import ROOT, findings
+    from .book.builder import profile_label
 
     folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
-        args.profile
+        profile_label(args.profile)
     notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
     if not notebooks:
         print(f"error: no executed notebooks in {folder}; build the book with this profile "
               f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
         return 1
-    import pandas as pd
 
     from .book.builder import toc_notebooks
 
     table = findings.collect(notebooks, expected=[p.stem for p in toc_notebooks(ROOT)])
-    with pd.option_context("display.max_colwidth", 70, "display.width", 200):
-        print(table[["claim id", "verdict", "what this run shows", "chapter"]]
-              .to_string(index=False))
-    print(f"\n{len(table)} claims ({folder}): " + ", ".join(
-        f"{n} {v}" for v, n in table.verdict.value_counts().items()))
+    import shutil
+
+    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    if args.format == "csv":
+        table.to_csv(sys.stdout, index=False)
+    elif args.format == "md":
+        print(findings.markdown(table))
+    else:
+        print(findings.text_table(table, width))
+    if args.format != "csv":
+        import textwrap
+
+        summary = f"{len(table)} claims ({folder}): " + ", ".join(
+            f"{n} {v}" for v, n in table.verdict.value_counts().items())
+        print("\n" + (textwrap.fill(summary, width) if args.format == "table" else summary))
     unread = table.attrs.get("unread", {})
     for why in unread.values():
         print(f"warning: {why}", file=sys.stderr)
@@ -161,14 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"analysis_lib {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     book = sub.add_parser("book", help="run the notebooks under a profile and build the book")
-    book.add_argument("--profile", default="default")
+    book.add_argument("--profile", default="default",
+                      help="a profile's name (profiles/NAME.yml), or the path of your own "
+                      "profile file (e.g. ./mine.yml; it builds into _build/executed/mine)")
     book.add_argument("--force", action="store_true", help="re-run unchanged notebooks too")
     book.set_defaults(func=cmd_book)
     found = sub.add_parser("findings", help="print every claim with the verdict of a "
                            "profile's last build")
-    found.add_argument("--profile", default="default")
+    found.add_argument("--profile", default="default",
+                       help="a profile's name, or the path of your own profile file")
     found.add_argument("--executed", help="the folder of executed notebooks (default: "
                        "_build/executed/PROFILE)")
+    found.add_argument("--format", choices=["table", "csv", "md"], default="table",
+                       help="a table that fits the terminal (default), CSV with every column, "
+                       "or a Markdown table")
+    found.add_argument("--width", type=int, default=None,
+                       help="the table's width in characters (default: the terminal's)")
     found.set_defaults(func=cmd_findings)
     ext = sub.add_parser("extract", help="extract one model on one corpus into the cache")
     ext.add_argument("--model", default="minilm")

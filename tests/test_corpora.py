@@ -166,3 +166,28 @@ def test_the_books_task_split_is_drawn_once_and_each_caller_gets_a_copy():
 def test_sentences_that_are_not_text_are_refused_where_they_enter(sentences, match):
     with pytest.raises(TypeError, match=match):
         corpora.from_sentences(sentences)
+
+
+def test_a_text_file_is_a_corpus_wherever_a_corpus_name_is(tmp_path):
+    """load_corpus takes the path of one's own file and samples it like a registered
+    corpus; the notebooks' parameter rule and a sweep spec take it too."""
+    from analysis_lib.book import params
+    from analysis_lib.sweep.spec import SweepSpec, check_spec
+
+    path = tmp_path / "mine.txt"
+    path.write_text("\n".join(f"sentence number {k} is here" for k in range(30)))
+    whole = corpora.load_corpus(str(path))
+    assert len(whole) == 30 and whole.sentences[3] == ["sentence", "number", "3", "is", "here"]
+    sample = corpora.load_corpus(str(path), n=10, seed=1)
+    assert sample.sentences == corpora.load_corpus(str(path), n=10, seed=1).sentences
+    assert len(sample) == 10 and sample.fingerprint() != whole.fingerprint()
+    spec = params.declared("representation")
+    params.validate({"corpus": str(path)}, spec, partial=True)
+    with pytest.raises(params.ParameterError, match="corpus file .* does not exist"):
+        params.validate({"corpus": str(tmp_path / "none.txt")}, spec, partial=True)
+    with pytest.raises(params.ParameterError, match="or the path of a text file"):
+        params.validate({"corpus": "tweet"}, spec, partial=True)
+    two = {"models": ["random:bert", "random:gpt2"], "measures": ["cka"]}
+    check_spec(SweepSpec(name="own", corpus=str(path), **two))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_spec(SweepSpec(name="own", corpus=str(tmp_path / "none.txt"), **two))

@@ -3,6 +3,7 @@ read back from executed notebooks, and the same table on the command line."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import nbformat
@@ -226,3 +227,25 @@ def test_a_damaged_findings_csv_is_named_not_a_traceback(tmp_path):
     assert "| claim | `default` |" in page
     assert "could not be read (rebuild them)" in page and "`smoke`" in page
     assert "`larger` (ValueError: it lacks the columns" in page
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_command_prints_csv_markdown_and_a_table_that_fits_the_terminal(tmp_path, capsys,
+                                                                           width):
+    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01),
+                                                     Evidence("m, u", 0.2, 0.01)])])
+    _executed(tmp_path, "finetuning", blocks)
+    assert main(["findings", "--executed", str(tmp_path), "--width", str(width)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert not any(line != line.rstrip() for line in lines)  # no padding
+    assert any(line.startswith("phang-blocks") and "holds" in line for line in lines)
+    assert main(["findings", "--executed", str(tmp_path), "--format", "csv"]) == 0
+    read = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    assert list(read.columns) == list(findings.COLUMNS) and len(read) == len(claims.CLAIMS)
+    assert read.set_index("claim id").loc["phang-blocks", "verdict"] == "holds"
+    assert main(["findings", "--executed", str(tmp_path), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "| claim | verdict | this run shows | chapter |" in md
+    assert "| phang-blocks | holds |" in md

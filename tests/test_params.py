@@ -301,3 +301,23 @@ def test_papermill_stops_at_the_check_on_a_misspelt_parameter(tmp_path):
         papermill.execute_notebook(str(ROOT / "notebooks" / "measures_primer.ipynb"),
                                    str(out), parameters={"n_stimulli": 100},
                                    progress_bar=False, kernel_name="python3")
+
+
+def test_a_profile_can_be_a_file_of_ones_own_anywhere(tmp_path, monkeypatch):
+    from analysis_lib.book import builder
+
+    mine = tmp_path / "elsewhere" / "mine.yml"
+    mine.parent.mkdir()
+    mine.write_text("n_sentences: 40\nmodels: [minilm]\n")
+    assert builder.load_profile(str(mine)) == {"n_sentences": 40, "models": ["minilm"]}
+    assert builder.profile_label(str(mine)) == "mine"
+    assert builder.profile_label("default") == "default"
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert builder.load_profile("mine.yml")["n_sentences"] == 40
+    with pytest.raises(FileNotFoundError, match="profile .*none.yml does not exist"):
+        builder.load_profile(str(tmp_path / "none.yml"))
+    with pytest.raises(ValueError, match="or the path of your own profile file"):
+        builder.load_profile("mine")
+    mine.write_text("a: !!python/tuple [1]\n")
+    with pytest.raises(ValueError, match="YAML tag"):
+        builder.load_profile(str(mine))

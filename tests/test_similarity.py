@@ -502,13 +502,50 @@ def test_bootstrap_interval_and_reproducibility():
 
 def test_basic_bootstrap_interval_reflects_the_percentile_one():
     X, Y = data(n=60, d1=5, d2=5)
-    pct = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3)
+    pct = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3, interval="percentile")
     basic = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3, interval="basic")
+    normal = sim.bootstrap(X, Y, "linear_cka", n_boot=100, seed=3)
     np.testing.assert_array_equal(pct.samples, basic.samples)
+    np.testing.assert_array_equal(pct.samples, normal.samples)
     assert basic.low == pytest.approx(2 * pct.estimate - pct.high)
     assert basic.high == pytest.approx(2 * pct.estimate - pct.low)
-    with pytest.raises(ValueError, match="interval must be 'percentile' or 'basic'"):
+    half = 1.959964 * np.std(normal.samples, ddof=1)
+    assert (normal.low, normal.high) == pytest.approx((normal.estimate - half,
+                                                       normal.estimate + half))
+    with pytest.raises(ValueError, match="interval must be one of"):
         sim.bootstrap(X, Y, n_boot=10, interval="bca")
+
+
+def test_the_default_interval_holds_its_estimate_where_duplicates_shift_the_resamples():
+    """500 x 64 unrelated layers: duplicated rows raise resampled CKA far above the
+    estimate, so the percentile interval misses it; the default interval reads the spread
+    around the estimate."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((500, 64)), rng.standard_normal((500, 64))
+    pct = sim.bootstrap(X, Y, n_boot=60, seed=0, interval="percentile", backend="numpy")
+    assert not pct.low <= pct.estimate <= pct.high
+    default = sim.bootstrap(X, Y, n_boot=60, seed=0, backend="numpy")
+    assert default.low < default.estimate < default.high
+
+
+def test_the_default_interval_covers_a_known_value_at_its_nominal_rate():
+    """Where the resampling shifts nothing (3 neurons, 300 rows), the default interval of
+    linear CKA covers the population value (from 200,000 rows) in about 95% of samples:
+    60 samples, so the rate must lie within about three binomial standard errors."""
+    rng = np.random.default_rng(0)
+    mix = rng.standard_normal((3, 3))
+
+    def draw(n, gen):
+        X = gen.standard_normal((n, 3))
+        return X, X @ mix + 1.5 * gen.standard_normal((n, 3))
+
+    truth = sim.linear_cka(*draw(200_000, rng))
+    hits = 0
+    for k in range(60):
+        found = sim.bootstrap(*draw(300, np.random.default_rng(100 + k)), n_boot=60, seed=k,
+                              backend="numpy")
+        hits += found.low <= truth <= found.high
+    assert 0.83 <= hits / 60 <= 1.0, hits
 
 
 def test_grouped_bootstrap_resamples_whole_groups(monkeypatch):
@@ -902,3 +939,62 @@ def test_two_rows_are_refused_not_read_as_identical_layers(name):
         getattr(sim, name)(rng.standard_normal((2, 5)), rng.standard_normal((2, 7)))
     assert np.isfinite(sim.linear_cka(rng.standard_normal((3, 5)),
                                              rng.standard_normal((3, 7))))
+
+
+# ------------------------------------------------------------- the data people bring
+
+def test_measure_names_are_read_in_any_case_and_a_typo_gets_the_closest():
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((40, 6)), rng.standard_normal((40, 5))
+    value = sim.pairwise([X], [Y])[0, 0]
+    for name in ("CKA", "Linear-CKA", " linear_cka ", "CKASIM"):
+        assert sim.pairwise([X], [Y], measure=name)[0, 0] == value
+    with pytest.raises(ValueError, match="did you mean 'linear_cka'"):
+        sim.pairwise([X], [Y], measure="linaer_cka")
+
+
+def test_layers_come_as_dicts_stacks_and_hugging_face_hidden_states():
+    """A dict names its layers (tuples become MultiIndex levels in a labelled result);
+    Hugging Face's hidden states, (1, n, d) tensors that may require grad or be bfloat16,
+    and a stack of layers give the same matrix as a list of 2-D arrays."""
+    import torch
+
+    rng = np.random.default_rng(1)
+    layers = [rng.standard_normal((40, 8)).astype(np.float32) for _ in range(3)]
+    plain = sim.pairwise(layers)
+    named = {("minilm", k): x for k, x in enumerate(layers)}
+    frame = sim.pairwise(named, as_frame=True)
+    np.testing.assert_array_equal(frame.to_numpy(), plain)
+    assert frame.index.nlevels == 2 and frame.loc[("minilm", 1), ("minilm", 2)] == plain[1, 2]
+    np.testing.assert_array_equal(sim.pairwise(np.stack(layers)), plain)
+    hidden = tuple(torch.tensor(x)[None].requires_grad_(True) for x in layers)
+    np.testing.assert_array_equal(sim.pairwise(hidden), plain)
+
+    class Output:
+        hidden_states = hidden
+
+    np.testing.assert_array_equal(sim.pairwise(Output()), plain)
+    half = [torch.tensor(x).to(torch.bfloat16) for x in layers]
+    widened = [t.float().numpy() for t in half]
+    assert sim.linear_cka(half[0], half[1]) == sim.linear_cka(widened[0], widened[1])
+    suite = sim.pairwise_suite(named, measures=["cka", "rsa"], as_frame=True)
+    assert set(suite) == {"linear_cka", "rsa"} and suite["rsa"].shape == (3, 3)
+    with pytest.raises(ValueError, match="a batch of 2 sequences"):
+        sim.linear_cka(np.stack(layers[:2]), layers[0])
+
+
+def test_the_package_reaches_its_modules_without_importing_them_all():
+    import subprocess
+    import sys
+
+    code = ("import sys, analysis_lib; assert 'analysis_lib.similarity' not in sys.modules; "
+            "import numpy as np; x = np.random.default_rng(0).standard_normal((20, 3)); "
+            "print(analysis_lib.similarity.linear_cka(x, x)); "
+            "assert 'similarity' in dir(analysis_lib)")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert float(ran.stdout) == pytest.approx(1.0)
+    import analysis_lib
+
+    with pytest.raises(AttributeError, match="its modules: alignment"):
+        analysis_lib.similarty  # noqa: B018

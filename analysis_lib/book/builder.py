@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..runtime import profile
+from ..runtime import checks, profile
 from ..runtime.cache import atomic_write, default_root, disk_usage, pin_root
 from . import findings, params, render
 from .paths import LIBRARY, ROOT
@@ -43,13 +43,33 @@ class BuildError(RuntimeError):
     """A notebook failed, or Jupyter Book reported errors or warnings."""
 
 
+def is_profile_path(name: object) -> bool:
+    """Whether ``name`` names a profile file of one's own (a path ending in ``.yml`` or
+    ``.yaml``, or one with a folder in it) rather than a profile of the book's folder."""
+    return isinstance(name, str) and (name.endswith((".yml", ".yaml")) or "/" in name
+                                      or os.sep in name)
+
+
+def profile_label(name: str) -> str:
+    """The name a build goes by: a profile of the book's folder by its name, one's own
+    file by its stem (``~/mine.yml`` builds into ``_build/executed/mine``)."""
+    return Path(name).stem if is_profile_path(name) else name
+
+
 def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
-    """The parameters of a named profile (``profiles/<name>.yml``), as plain values only
-    (:func:`analysis_lib.book.params.read_yaml` refuses every YAML tag)."""
-    path = root / "profiles" / f"{name}.yml"
-    if not isinstance(name, str) or not path.is_file() or path.parent != root / "profiles":
-        valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
-        raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}")
+    """The parameters of a profile, as plain values only
+    (:func:`analysis_lib.book.params.read_yaml` refuses every YAML tag): a name of the
+    book's ``profiles/`` folder (``"default"``), or the path of one's own YAML file
+    (``"~/mine.yml"``, any folder; start from a copy of ``profiles/default.yml``)."""
+    if is_profile_path(name):
+        path = checks.existing_file(name, "profile", "pass the path of a YAML file of "
+                                    "parameters, or the name of one in profiles/")
+    else:
+        path = root / "profiles" / f"{name}.yml"
+        if not isinstance(name, str) or not path.is_file() or path.parent != root / "profiles":
+            valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
+            raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}, or the "
+                             "path of your own profile file (e.g. ./mine.yml)")
     values = params.read_yaml(path.read_text(encoding="utf-8"), f"profile {path.name}")
     if values is None:
         raise ValueError(f"profile {path.name} is empty: a profile sets at least one parameter "
@@ -501,6 +521,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     """Execute every notebook of the book under a profile, then build the HTML book."""
     pin_root()  # the kernels run in the notebooks' folder: one cache for all of them
     profile = load_profile(profile_name, root)
+    profile_name = profile_label(profile_name)
     out_dir = root / "_build" / "executed" / profile_name
     total = time.perf_counter()
     runs = []

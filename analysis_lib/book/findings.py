@@ -156,6 +156,41 @@ def write(folder: Path, table: pd.DataFrame) -> Path:
     return path
 
 
+#: the columns the command line shows, in order
+SHOWN = ("claim id", "verdict", "what this run shows", "chapter")
+
+
+def text_table(table: pd.DataFrame, width: int = 100) -> str:
+    """The findings as plain text no wider than ``width`` characters: claim id, verdict and
+    chapter in columns of their own width, what the run shows wrapped in the rest."""
+    import textwrap
+
+    rows = table[list(SHOWN)].astype(str).to_numpy().tolist()
+    head = ["claim", "verdict", "this run shows", "chapter"]
+    w_id = max(len(head[0]), *(len(r[0]) for r in rows)) if rows else len(head[0])
+    w_verdict = max(len(head[1]), *(len(r[1]) for r in rows)) if rows else len(head[1])
+    w_chapter = max(len(head[3]), *(len(r[3]) for r in rows)) if rows else len(head[3])
+    w_shows = max(20, width - w_id - w_verdict - w_chapter - 6)
+    lines = []
+    for k, row in enumerate([head, *rows]):
+        shows = textwrap.wrap(row[2], w_shows) or [""]
+        for j, part in enumerate(shows):
+            cells = (row[0], row[1], part, row[3]) if j == 0 else ("", "", part, "")
+            lines.append(f"{cells[0]:<{w_id}}  {cells[1]:<{w_verdict}}  {cells[2]:<{w_shows}}"
+                         f"  {cells[3]}".rstrip())
+        if k == 0:
+            lines.append("-" * min(width, w_id + w_verdict + w_shows + w_chapter + 6))
+    return "\n".join(lines)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The findings as a Markdown table (claim, verdict, what this run shows, chapter)."""
+    lines = ["| claim | verdict | this run shows | chapter |", "|---|---|---|---|"]
+    for row in table[list(SHOWN)].astype(str).to_numpy().tolist():
+        lines.append("| " + " | ".join(_cell(x) for x in row) + " |")
+    return "\n".join(lines)
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 

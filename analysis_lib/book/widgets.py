@@ -53,8 +53,8 @@ class MatrixExplorer(widgets.VBox):
         super().__init__([widgets.HBox([self.model, self.measure]), self.out])
         self.redraw()
 
-    def chart(self):
-        """The altair chart of the current choice."""
+    def chart(self) -> plots.ChartLike | None:
+        """The altair chart of the current choice (None when no matrix has that choice)."""
         key = (self.model.value, self.measure.value)
         if key not in self.matrices:
             return None

@@ -28,6 +28,7 @@ import csv
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -356,6 +357,13 @@ def list_corpora() -> dict[str, str]:
     return names
 
 
+def is_corpus_file(name: object) -> bool:
+    """Whether ``name`` names a text file of one's own rather than a registered corpus: a
+    name ending in ``.txt``, or one with a folder in it (``./mine``, ``~/text/mine``)."""
+    return isinstance(name, str) and (name.endswith(".txt") or "/" in name or os.sep in name
+                                      or name.startswith("~"))
+
+
 def load_corpus(
     name: str,
     n: int | None = None,
@@ -371,7 +379,9 @@ def load_corpus(
     Parameters
     ----------
     name : str
-        A name from :func:`list_corpora`.
+        A name from :func:`list_corpora`, or the path of a text file of your own with one
+        sentence per line (a name ending in ``.txt``, or one with a folder in it;
+        :func:`from_file` reads it), sampled like the others.
     n : int, optional
         Number of sentences to sample without replacement (all when None). The same
         ``(name, n, seed, filters)`` always gives the same sentences in the same order.
@@ -417,6 +427,9 @@ def load_corpus(
         texts, words, labels, pairs = _hub_rows(name, split)
         names = HUB_CORPORA[name].label_names
         label_names = list(names) if names else None
+    elif is_corpus_file(name):
+        own = from_file(name)
+        texts, words, labels, label_names = own.texts, own.sentences, None, None
     else:
         valid = ", ".join(sorted(list_corpora()))
         raise ValueError(

@@ -115,6 +115,12 @@ def real_array(value: Any, name: str) -> np.ndarray:
                 f"read as numbers; drop those stimuli (X[~X.mask.any(axis=1)]) or fill them "
                 f"(X.filled(value)) first")
         value = np.ma.getdata(value)
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        # a tensor on any device, requiring grad or not; bfloat16 (which NumPy lacks) is
+        # widened to float32 exactly
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            value = value.float()
     try:
         array = np.asarray(value)
     except Exception as error:  # ragged lists and the like

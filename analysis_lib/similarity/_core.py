@@ -52,10 +52,17 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         their count and the fix).
     """
     A = checks.real_array(X, name)
+    if A.ndim == 3 and A.shape[0] == 1:  # one sequence with its batch axis (Hugging Face)
+        A = A[0]
+    if A.ndim == 3:
+        raise ValueError(
+            f"{name} has shape {A.shape}: a batch of {A.shape[0]} sequences, not one layer; "
+            f"pass one sequence ({name}[0]), or the tokens of all of them without padding "
+            f"({name}[attention_mask.bool()], which is 2-D)")
     if A.ndim != 2:
         raise ValueError(
-            f"{name} must be 2-D (stimuli x neurons), got shape {A.shape}; "
-            "reshape a single neuron with X[:, None]")
+            f"{name} must be 2-D (stimuli x neurons), got shape {A.shape}"
+            + ("; reshape a single neuron with X[:, None]" if A.ndim == 1 else ""))
     if A.shape[1] == 0:
         raise ValueError(f"{name} has no columns (neurons)")
     if A.shape[0] < min_rows:

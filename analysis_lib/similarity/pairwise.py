@@ -23,10 +23,11 @@ a measure's value does not depend on which other measures a suite computes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
 from ..errors import UndefinedMeasure
@@ -54,21 +55,25 @@ __all__ = ["MEASURES", "Pair", "canonical", "pairwise", "pairwise_suite"]
 
 
 @profiled("measure", lambda *a, **k: str(k.get("measure", a[2] if len(a) > 2 else DEFAULT)))
-def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
+def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None = None,
              measure: str = DEFAULT, *, progress: bool | None = None,
-             device: DeviceLike = None,
-             backend: str = "auto", **options: Any) -> np.ndarray:
+             device: DeviceLike = None, backend: str = "auto", as_frame: bool = False,
+             **options: Any) -> Any:
     """Layer x layer similarity matrix of one measure.
 
     Parameters
     ----------
     layers_a : list of arrays (n, d_i), or of per-sentence attention maps
-    layers_b : list, optional
+        Also a dict of layers (its keys name them, e.g. ``(model, layer)``), Hugging Face's
+        ``hidden_states`` (a tuple of (1, n, d) tensors, or the model output that holds
+        it), or a 3-D array of stacked layers. Tensors may be on any device, in bfloat16 or
+        require grad: they are detached and read as float32.
+    layers_b : list or dict, optional
         Second collection; None compares ``layers_a`` with itself and uses symmetry (each
         unordered pair is computed once; asymmetric measures take both directions from it).
     measure : str
-        Any of :data:`MEASURES` (or an alias). For several measures at once use
-        :func:`pairwise_suite`.
+        Any of :data:`MEASURES` (or an alias), in any case (``"CKA"``). For several measures
+        at once use :func:`pairwise_suite`.
     progress : bool, optional
         Show a progress bar (default: when there are more than 20 pairs).
     device : str or torch.device, optional
@@ -85,10 +90,13 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
         ``form`` (CKA), ``top_k`` (neuronsim/mixedsim/SVCCA), ``kernel``, ``compare`` (RSA),
         ``threshold`` (RBF CKA), ``base`` (attention JS), ``reg`` (CCA), ``dtype`` (work
         dtype of the products). An option the measure does not take is an error.
+    as_frame : bool
+        Return a labelled ``pandas.DataFrame``: rows and columns named by the layers' keys
+        (a dict's keys, tuples as MultiIndex levels; else positions).
 
     Returns
     -------
-    numpy.ndarray (len(layers_a), len(layers_b))
+    numpy.ndarray (len(layers_a), len(layers_b)), or a DataFrame with ``as_frame``
         ``M[i, j] = measure(layers_a[i], layers_b[j])``; asymmetric measures average over the
         neurons (heads) of ``layers_a[i]``.
     """
@@ -96,18 +104,18 @@ def pairwise(layers_a: Sequence, layers_b: Sequence | None = None,
         raise TypeError("pairwise computes one measure (a string); for a list of measures use "
                         "pairwise_suite(layers, measures=[...]), which returns {name: matrix}")
     return pairwise_suite(layers_a, layers_b, [measure], progress=progress, device=device,
-                          backend=backend, **options)[canonical(measure)]
+                          backend=backend, as_frame=as_frame, **options)[canonical(measure)]
 
 
 @profiled("measure suite", lambda *a, **k: ", ".join(k.get("measures") or ["default"]))
-def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
+def pairwise_suite(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None = None,
                    measures: Sequence[str] = (DEFAULT,), *, progress: bool | None = None,
-                   device: DeviceLike = None, backend: str = "auto", **options: Any) -> dict[str,
-                   np.ndarray]:
+                   device: DeviceLike = None, backend: str = "auto", as_frame: bool = False,
+                   **options: Any) -> dict[str, Any]:
     """The matrices of several measures from one pass: ``{canonical name: matrix}``.
 
-    Arguments as :func:`pairwise`; each option must be taken by at least one of the measures
-    and goes to those that take it.
+    Arguments as :func:`pairwise` (``as_frame``: each matrix a labelled data frame); each
+    option must be taken by at least one of the measures and goes to those that take it.
     """
     if isinstance(measures, str):
         measures = [measures]
@@ -115,12 +123,15 @@ def pairwise_suite(layers_a: Sequence, layers_b: Sequence | None = None,
     if not names:
         raise ValueError("measure list is empty")
     check_options(names, options)
-    A = _layer_list(layers_a, "layers_a")
-    B = None if layers_b is None else _layer_list(layers_b, "layers_b")
+    A, keys_a = _layer_list(layers_a, "layers_a")
+    B, keys_b = (None, keys_a) if layers_b is None else _layer_list(layers_b, "layers_b")
     label_b = "layers_a" if B is None else "layers_b"
-    return matrices(A, B, names, options, progress, _backend.get(device, backend),
-                    ([f"layers_a[{i}]" for i in range(len(A))],
-                     [f"{label_b}[{j}]" for j in range(len(A if B is None else B))]))
+    found = matrices(A, B, names, options, progress, _backend.get(device, backend),
+                     ([f"layers_a[{k!r}]" for k in keys_a],
+                      [f"{label_b}[{k!r}]" for k in keys_b]))
+    if as_frame:
+        return {name: _labelled(M, keys_a, keys_b) for name, M in found.items()}
+    return found
 
 
 def one_pair(name: str, X, Y, options: dict, device: DeviceLike = None,
@@ -312,13 +323,26 @@ def _content_key(layer) -> bytes:
     return vars(layer)["content_key"]
 
 
-def _layer_list(layers, name: str) -> list:
-    """``layers`` as a list of layers, with an error that names the confusion when it is one
-    layer's rows (a 2-D array, or a list of 1-D rows of numbers) instead."""
+def _layer_list(layers, name: str) -> tuple[list, list]:
+    """``layers`` as a list of layers and their keys: a list or tuple (Hugging Face's
+    ``hidden_states`` among them: each (1, n, d) layer is read as (n, d)), a dict (its keys
+    name the layers: ``{("minilm", 3): X}``), a model output with ``hidden_states``, or a
+    3-D array of stacked layers (layers x stimuli x neurons). The keys are the dict's, else
+    the positions. An error names the confusion when ``layers`` is one layer's rows (a 2-D
+    array, or a list of 1-D rows of numbers) instead."""
+    if hasattr(layers, "hidden_states") and not isinstance(layers, Mapping):
+        layers = layers.hidden_states
+        if layers is None:
+            raise ValueError(f"{name} is a model output without hidden states; run the model "
+                             "with output_hidden_states=True")
     if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
         raise TypeError(f"{name} must be a list of layers (arrays of stimuli x neurons), got "
                         f"{type(layers).__name__}")
-    found = list(layers)
+    if isinstance(layers, Mapping):
+        keys, found = list(layers.keys()), list(layers.values())
+    else:
+        found = list(layers)
+        keys = list(range(len(found)))
     if not found:
         raise ValueError(f"{name} must hold at least one layer")
     if len(found) > 1 and all(_is_row(x) for x in found):
@@ -326,7 +350,13 @@ def _layer_list(layers, name: str) -> list:
             f"{name} looks like the rows of one layer ({len(found)} rows of numbers), not a "
             f"list of layers; pass [X] for one layer, or a list of 2-D arrays (stimuli x "
             f"neurons), one per layer")
-    return found
+    return found, keys
+
+
+def _labelled(matrix: np.ndarray, keys_a: list, keys_b: list) -> pd.DataFrame:
+    """A matrix as a data frame, its rows and columns named by the layers' keys (tuples of
+    keys, such as ``(model, layer)``, become the levels of a MultiIndex)."""
+    return pd.DataFrame(matrix, index=pd.Index(keys_a), columns=pd.Index(keys_b))
 
 
 def _is_row(x) -> bool:

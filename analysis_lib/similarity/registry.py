@@ -184,12 +184,18 @@ FROM_MOMENTS: tuple[str, ...] = tuple(m.name for m in MEASURE_TABLE if m.from_mo
 
 
 def canonical(name: str) -> str:
-    """The canonical name of a measure (resolving aliases such as 'ckasim')."""
+    """The canonical name of a measure, whatever its case and with ``-`` or a space for
+    ``_`` (``"CKA"``, ``"Linear-CKA"``, ``"svsim"``): aliases such as 'ckasim' resolved."""
     if not isinstance(name, str):
         raise TypeError(f"measure must be a string, got {type(name).__name__}")
-    key = ALIASES.get(name, name)
+    plain = "_".join(name.strip().lower().replace("-", " ").split())
+    key = ALIASES.get(plain, plain)
     if key not in REGISTRY:
-        raise ValueError(f"unknown measure {name!r}; valid: {', '.join(MEASURES)} "
+        import difflib
+
+        close = difflib.get_close_matches(plain, [*MEASURES, *ALIASES], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown measure {name!r}{hint}; valid: {', '.join(MEASURES)} "
                          f"(aliases: {', '.join(ALIASES)})")
     return key
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import stats
 from tqdm.auto import tqdm
 
 from ..errors import UndefinedMeasure
@@ -96,12 +97,16 @@ def _compute(A, B, measure, options):
     return pairwise(A, B, measure, progress=False, **options)
 
 
+#: the intervals :func:`bootstrap` gives (the first is the default)
+INTERVALS = ("normal", "percentile", "basic")
+
+
 @profiled("resampling", lambda *a, **k: f"bootstrap {k.get('measure', 'linear_cka')}")
 def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_cka", *,
               n_boot: int = 1000,
               level: float = 0.95, seed: int = 0, groups: ArrayLike | None = None,
-              progress: bool = False,
-              interval: str = "percentile", **options: Any) -> BootstrapResult:
+              progress: bool | None = None,
+              interval: str = "normal", **options: Any) -> BootstrapResult:
     """Bootstrap interval of a similarity, resampling stimuli with replacement.
 
     Parameters
@@ -116,17 +121,27 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
         Coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
     groups : array (n,), optional
         Resample whole groups (e.g. sentences) instead of single rows.
-    interval : {'percentile', 'basic'}
-        'percentile': the quantiles of the resampled values. 'basic' (reverse percentile):
-        ``2 * estimate - quantiles``, which corrects a shift of the resampled values away from
-        the estimate.
+    progress : bool, optional
+        Show a progress bar; by default one appears when the resampling runs longer than a
+        second.
+    interval : {'normal', 'percentile', 'basic'}
+        'normal' (the default): the estimate plus and minus the normal quantile times the
+        standard deviation of the resampled values, so the interval is centred on the
+        estimate and reads only the resamples' spread. 'percentile': the quantiles of the
+        resampled values. 'basic' (reverse percentile): ``2 * estimate - quantiles``.
 
     Notes
     -----
     Duplicated rows in a resample make stimuli identical. That shifts some measures: RSA sees
-    perfectly similar pairs, and CKA's chance level rises with fewer distinct stimuli, so for
-    low similarities the resampled values lie above the estimate and a percentile interval can
-    miss it. The 'basic' interval corrects such a shift.
+    perfectly similar pairs, and CKA's chance level rises with fewer distinct stimuli (about
+    63% of the rows of a resample are distinct), so for low similarities the resampled values
+    lie above the estimate: on 500 x 64 unrelated layers the estimate is 0.063 and the
+    resamples lie near 0.11. That shift is made by the resampling, not by the estimator, so
+    neither the 'percentile' interval (which follows it and can miss the estimate) nor the
+    'basic' one (which subtracts it and misses the estimate the other way) describes the
+    estimate's uncertainty; the default 'normal' interval uses the spread alone. Where the
+    shift is negligible (few neurons for the rows) all three cover the true value at about
+    their nominal rate (tested on synthetic data with a known value).
     """
     name = canonical(measure)
     if name.startswith("attention_"):
@@ -135,15 +150,16 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
     checks.number(level, "level", 0, 1, open_low=True, open_high=True)
     checks.integer(n_boot, "n_boot", low=2)
     checks.integer(seed, "seed", low=0)
-    if interval not in ("percentile", "basic"):
-        raise ValueError(f"interval must be 'percentile' or 'basic', got {interval!r}")
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
     single, A, B = _as_layers(X, Y)
     n = _n_rows(A + (B or []))
     index = _group_index(groups, n)
     rng = np.random.default_rng(seed)
     estimate = _compute(A, B, name, options)
     samples = np.empty((n_boot,) + estimate.shape)
-    for k in tqdm(range(n_boot), desc="bootstrap", disable=not progress, leave=False):
+    for k in tqdm(range(n_boot), desc="bootstrap", disable=progress is False, leave=False,
+                  delay=1.0 if progress is None else 0.0):
         if index is None:
             rows = rng.integers(0, n, size=n)
         else:
@@ -156,9 +172,13 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
             samples[k] = np.nan
     undefined = _check_undefined(samples, n_boot)
     alpha = (1 - level) / 2
-    low, high = np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
-    if interval == "basic":
-        low, high = 2 * estimate - high, 2 * estimate - low
+    if interval == "normal":
+        spread = stats.norm.ppf(1 - alpha) * np.nanstd(samples, axis=0, ddof=1)
+        low, high = estimate - spread, estimate + spread
+    else:
+        low, high = np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
+        if interval == "basic":
+            low, high = 2 * estimate - high, 2 * estimate - low
     if single:
         return BootstrapResult(float(estimate[0, 0]), float(low[0, 0]), float(high[0, 0]),
                                samples[:, 0, 0], level, undefined)
@@ -189,14 +209,16 @@ def _check_undefined(samples: np.ndarray, n_boot: int) -> int:
 @profiled("resampling", lambda *a, **k: f"permutations {k.get('measure', 'linear_cka')}")
 def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_cka", *,
                      n_perm: int = 1000,
-                     seed: int = 0, groups: ArrayLike | None = None, progress: bool = False,
+                     seed: int = 0, groups: ArrayLike | None = None,
+                     progress: bool | None = None,
                      **options: Any) -> PermutationResult:
     """Permutation test of "no relation": the rows of the second side are shuffled (the same
     shuffle for all its layers), breaking the stimulus correspondence.
 
     Returns the observed value and ``p = (1 + #{null >= observed}) / (1 + n_perm)``. With a
     list and Y=None the list is compared with a shuffled copy of itself. ``groups`` shuffles
-    whole groups of rows among groups of the same size.
+    whole groups of rows among groups of the same size. ``progress``: a progress bar (by
+    default one appears when the test runs longer than a second).
     """
     name = canonical(measure)
     if name.startswith("attention_"):
@@ -212,7 +234,8 @@ def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "l
     rng = np.random.default_rng(seed)
     observed = _compute(A, second, name, options)
     null = np.empty((n_perm,) + observed.shape)
-    for k in tqdm(range(n_perm), desc="permutation", disable=not progress, leave=False):
+    for k in tqdm(range(n_perm), desc="permutation", disable=progress is False, leave=False,
+                  delay=1.0 if progress is None else 0.0):
         rows = rng.permutation(n) if index is None else _shuffle_groups(index, rng, n)
         null[k] = _compute(A, [np.asarray(x)[rows] for x in second], name, options)
     p = p_greater(null, observed)

@@ -91,11 +91,19 @@ def _item_problems(name: str, items: list, rules: dict) -> list[str]:
     if rules.get("model"):
         out += [f"{name}: {p}" for p in _model_problems(items)]
     if rules.get("corpus"):
-        from ..data.corpora import list_corpora
+        from pathlib import Path
 
-        bad = [v for v in items if v not in list_corpora()]
+        from ..data.corpora import is_corpus_file, list_corpora
+
+        files = [v for v in items if is_corpus_file(v)]
+        missing = [v for v in files if not Path(v).expanduser().is_file()]
+        if missing:
+            out.append(f"{name}: corpus file {missing!r} does not exist (a path is read from "
+                       "the notebook's folder when relative: give an absolute one)")
+        bad = [v for v in items if v not in list_corpora() and v not in files]
         if bad:
-            out.append(f"{name}: unknown corpus {bad!r}; valid: {sorted(list_corpora())}")
+            out.append(f"{name}: unknown corpus {bad!r}; valid: {sorted(list_corpora())}, or "
+                       "the path of a text file with one sentence per line")
     return out
 
 

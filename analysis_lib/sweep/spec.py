@@ -3,7 +3,7 @@
 A spec is a YAML file (or the same mapping in Python)::
 
     name: wu-small
-    corpus: tweets            # a registered corpus (python -m analysis_lib corpora)
+    corpus: tweets            # a registered corpus (analysis-lib corpora), or ./my_text.txt
     n_sentences: 200
     models: ["minilm", "random:bert", "random:gpt2"]
     model_options: {layers: 4, hidden: 128}     # random: models only
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..data.corpora import list_corpora
+from ..data.corpora import is_corpus_file, list_corpora
 from ..data.tasks import TASKS
 from ..models.loading import check_name, random_options
 from ..runtime import checks
@@ -169,9 +169,12 @@ def _check_names(spec: SweepSpec, where: str) -> None:
                if t not in TASKS]
     if unknown:
         raise ValueError(f"{where}: unknown tasks {unknown}; valid: {list(TASKS)}")
-    if not isinstance(spec.corpus, str) or spec.corpus not in list_corpora():
-        raise ValueError(f"{where}: corpus must be one of {sorted(list_corpora())}, got "
-                         f"{spec.corpus!r}")
+    if isinstance(spec.corpus, str) and is_corpus_file(spec.corpus):
+        checks.existing_file(spec.corpus, f"{where}: corpus file",
+                             "pass a text file with one sentence per line")
+    elif not isinstance(spec.corpus, str) or spec.corpus not in list_corpora():
+        raise ValueError(f"{where}: corpus must be one of {sorted(list_corpora())}, or the "
+                         f"path of a text file (one sentence per line), got {spec.corpus!r}")
 
 
 def _check_numbers(spec: SweepSpec, where: str) -> None:
@@ -309,6 +312,9 @@ def plan(spec: SweepSpec) -> list[Unit]:
     units: list[Unit] = []
     extract_of: dict[Variant, str] = {}
     corpus = {"name": spec.corpus, "n": spec.n_sentences, "seed": spec.corpus_seed}
+    if is_corpus_file(spec.corpus):  # every worker reads the same file; its text keys units
+        path = Path(spec.corpus).expanduser().absolute()
+        corpus.update(name=str(path), text=hashlib.sha256(path.read_bytes()).hexdigest()[:24])
     for v in variants(spec):
         options = random_options(v.model, spec.model_options)
         if v.model.startswith("random:") and v.seed is not None:
