@@ -357,6 +357,33 @@ def list_corpora() -> dict[str, str]:
     return names
 
 
+def _rows_of(name: str, split: str | None, unit: str) -> tuple[Sequence[str],
+                                                              Sequence[Sequence[str]],
+                                                              Sequence[int] | None,
+                                                              Sequence[str] | None,
+                                                              Sequence[Any] | None]:
+    """Every row of the corpus ``name`` before any filter or sample: texts, words, labels,
+    label names and (hub pair tasks) the second texts."""
+    if name == "tweets":
+        texts, labels = read_tweets()
+        return texts, packaged_words(name), labels, TWEET_LABELS, None
+    if name == "bbc-news":
+        texts, labels = read_bbc(unit)
+        return texts, packaged_words(name, unit), labels, BBC_TOPICS, None
+    if name in HUB_CORPORA:
+        rows = _hub_rows(name, split)
+        names = HUB_CORPORA[name].label_names
+        return rows[0], rows[1], rows[2], list(names) if names else None, rows[3]
+    if is_corpus_file(name):
+        own = from_file(name)
+        return own.texts, own.sentences, None, None, None
+    valid = ", ".join(sorted(list_corpora()))
+    raise ValueError(
+        f"unknown corpus {name!r}; valid names: {valid}, or the path of a text file with one "
+        "sentence per line. For your own text in Python use "
+        "corpora.from_sentences(list_of_strings) or corpora.from_file(path).")
+
+
 def is_corpus_file(name: object) -> bool:
     """Whether ``name`` names a text file of one's own rather than a registered corpus: a
     name ending in ``.txt``, or one with a folder in it (``./mine``, ``~/text/mine``)."""
@@ -410,32 +437,7 @@ def load_corpus(
     checks.integer(seed, "seed", low=0)  # None would draw a new sample on every call
     if unit not in ("sentence", "headline", "article"):
         raise ValueError(f"unit must be 'sentence', 'headline' or 'article', got {unit!r}")
-    pairs = None
-    texts: Sequence[str]
-    words: Sequence[Sequence[str]]
-    labels: Sequence[int] | None
-    label_names: Sequence[str] | None
-    if name == "tweets":
-        texts, labels = read_tweets()
-        label_names = TWEET_LABELS
-        words = packaged_words(name)
-    elif name == "bbc-news":
-        texts, labels = read_bbc(unit)
-        label_names = BBC_TOPICS
-        words = packaged_words(name, unit)
-    elif name in HUB_CORPORA:
-        texts, words, labels, pairs = _hub_rows(name, split)
-        names = HUB_CORPORA[name].label_names
-        label_names = list(names) if names else None
-    elif is_corpus_file(name):
-        own = from_file(name)
-        texts, words, labels, label_names = own.texts, own.sentences, None, None
-    else:
-        valid = ", ".join(sorted(list_corpora()))
-        raise ValueError(
-            f"unknown corpus {name!r}; valid names: {valid}. For your own text use "
-            "corpora.from_sentences(list_of_strings) or corpora.from_file(path)."
-        )
+    texts, words, labels, label_names, pairs = _rows_of(name, split, unit)
     keep = [
         i for i, w in enumerate(words)
         if len(w) >= min_words and (max_words is None or len(w) <= max_words)
@@ -458,7 +460,7 @@ def load_corpus(
         sentences=[list(words[i]) for i in keep],
         texts=[texts[i] for i in keep],
         labels=np.asarray([labels[i] for i in keep]) if labels else None,
-        label_names=label_names if labels else None,
+        label_names=list(label_names) if labels and label_names else None,
         text_pairs=[pairs[i] for i in keep] if pairs else None,
         meta={"name": name, "n": n, "seed": seed, "split": split, "min_words": min_words,
               "max_words": max_words, "unit": unit if name == "bbc-news" else None},

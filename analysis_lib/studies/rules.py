@@ -91,19 +91,26 @@ def _item_problems(name: str, items: list, rules: dict) -> list[str]:
     if rules.get("model"):
         out += [f"{name}: {p}" for p in _model_problems(items)]
     if rules.get("corpus"):
-        from pathlib import Path
+        out += _corpus_problems(name, items)
+    return out
 
-        from ..data.corpora import is_corpus_file, list_corpora
 
-        files = [v for v in items if is_corpus_file(v)]
-        missing = [v for v in files if not Path(v).expanduser().is_file()]
-        if missing:
-            out.append(f"{name}: corpus file {missing!r} does not exist (a path is read from "
-                       "the notebook's folder when relative: give an absolute one)")
-        bad = [v for v in items if v not in list_corpora() and v not in files]
-        if bad:
-            out.append(f"{name}: unknown corpus {bad!r}; valid: {sorted(list_corpora())}, or "
-                       "the path of a text file with one sentence per line")
+def _corpus_problems(name: str, items: list) -> list[str]:
+    """Corpus names that are neither registered nor an existing text file of one's own."""
+    from pathlib import Path
+
+    from ..data.corpora import is_corpus_file, list_corpora
+
+    out = []
+    files = [v for v in items if is_corpus_file(v)]
+    missing = [v for v in files if not Path(v).expanduser().is_file()]
+    if missing:
+        out.append(f"{name}: corpus file {missing!r} does not exist (a path is read from "
+                   "the notebook's folder when relative: give an absolute one)")
+    bad = [v for v in items if v not in list_corpora() and v not in files]
+    if bad:
+        out.append(f"{name}: unknown corpus {bad!r}; valid: {sorted(list_corpora())}, or "
+                   "the path of a text file with one sentence per line")
     return out
 
 
