@@ -684,3 +684,30 @@ def test_the_findings_page_lists_every_claim_from_the_executed_chapters(built_bo
     for claim_id in table["claim id"]:
         assert claim_id in printed
     assert ", ".join(f"{n} {v}" for v, n in table.verdict.value_counts().items()) in printed
+
+
+def test_a_chapter_runs_on_your_own_text_file_and_model_folder(tmp_path):
+    """A chapter (attention) under papermill with ``corpus`` a text file of one's own (one
+    sentence per line) and a model given by its folder."""
+    from analysis_lib import models
+    from analysis_lib.data import corpora
+
+    text = tmp_path / "my_sentences.txt"
+    text.write_text("\n".join(corpora.load_corpus("bbc-news", n=80, seed=3).texts),
+                    encoding="utf-8")
+    loaded = models.load("random:bert", layers=2, hidden=32, heads=2, vocab_size=2000)
+    folder = tmp_path / "my-model"
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    path = ROOT / "notebooks" / "attention.ipynb"
+    params = {**book.notebook_parameters(path, SMOKE), "corpus": str(text),
+              "models": [str(folder), "random:gpt2"]}
+    out = tmp_path / "attention.ipynb"
+    papermill.execute_notebook(str(path), str(out), parameters=params, cwd=str(path.parent),
+                               progress_bar=False, execution_timeout=300)
+    nb = nbformat.read(out, as_version=4)
+    assert "12 sentences" in _text(nb)  # the chapter's attention_sentences of the file
+    charts = json.dumps(_outputs(nb, "application/vnd.vegalite.v6+json"))
+    assert str(folder) in charts  # the folder's model is one of the compared models
+    words = {w.lower() for line in text.read_text().splitlines() for w in line.split()}
+    assert any(f'"{w}"' in charts for w in words if len(w) > 6)  # the file's words

@@ -107,7 +107,7 @@ def leave_out_matrices(layers: Sequence, groups: ArrayLike | None, measure: str 
 
 
 def _checked(layers, groups):
-    layers = _layer_list(layers, "layers")
+    layers = _layer_list(layers, "layers")[0]
     groups = np.asarray(groups)
     n = {np.shape(x)[0] for x in layers}
     if groups.ndim != 1 or n != {len(groups)}:
