@@ -437,6 +437,19 @@ def _unpack(info: ModelInfo, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     )
 
 
+def over_limit(loaded: LoadedModel, corpus: Corpus, max_length: int | None = None
+               ) -> np.ndarray:
+    """The indices of the sentences of ``corpus`` that ``loaded`` would cut at its token
+    limit (``max_length`` when smaller), special tokens counted: what :func:`extract`
+    truncates, found by tokenising alone, before any forward pass."""
+    info = loaded.info
+    limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
+    encoded = loaded.tokenizer([list(s) for s in corpus.sentences], is_split_into_words=True,
+                               add_special_tokens=True)
+    return np.array([i for i, ids in enumerate(encoded["input_ids"]) if len(ids) > limit],
+                    dtype=np.int64)
+
+
 @dataclass
 class _Encoded:
     ids: list[int]

@@ -711,3 +711,39 @@ def test_a_chapter_runs_on_your_own_text_file_and_model_folder(tmp_path):
     assert str(folder) in charts  # the folder's model is one of the compared models
     words = {w.lower() for line in text.read_text().splitlines() for w in line.split()}
     assert any(f'"{w}"' in charts for w in words if len(w) > 6)  # the file's words
+
+
+def _short_model(tmp_path, limit=12):
+    """A model folder whose tokenizer reads at most ``limit`` tokens."""
+    from analysis_lib import models
+
+    loaded = models.load("random:bert", layers=2, hidden=32, heads=2, vocab_size=2000)
+    folder = tmp_path / "short-model"
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.model_max_length = limit
+    loaded.tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_long_sentences_are_refused_before_any_work_or_dropped_on_request(tmp_path):
+    from analysis_lib.data import corpora
+    from analysis_lib.studies import shared
+
+    folder = _short_model(tmp_path)
+    text = corpora.from_sentences(["a short one", "this sentence has far too many words to "
+                                   "fit in twelve tokens of the model", "fine as well"])
+    from analysis_lib.book.params import ParameterError
+
+    with pytest.raises(ParameterError, match="would cut 1 of the 3 sentences at its "
+                                             "limit of 12 tokens.*long_sentences='drop'"):
+        shared.fit_to_models(text, [folder, "random:gpt2"])
+    kept = shared.fit_to_models(text, [folder], long_sentences="drop")
+    assert kept.sentences == [["a", "short", "one"], ["fine", "as", "well"]]
+    assert shared.fit_to_models(text, ["random:gpt2"]) is text
+    # in the chapter: refused at the corpus, before any extraction, naming the parameter
+    path = ROOT / "notebooks" / "representation.ipynb"
+    params = {**book.notebook_parameters(path, SMOKE), "models": [folder]}
+    with pytest.raises(papermill.PapermillExecutionError, match="long_sentences"):
+        papermill.execute_notebook(str(path), str(tmp_path / "out.ipynb"), parameters=params,
+                                   cwd=str(path.parent), progress_bar=False,
+                                   execution_timeout=300)

@@ -21,13 +21,13 @@ import pandas as pd
 
 from ..data.corpora import Corpus
 from ..data.tasks import Task, load_task, split_corpus
-from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract
+from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from ..layers import layer_label
 from ..models import LoadedModel, load, random_options, zoo
 from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
-from .rules import Parameter, validate
+from .rules import Parameter, ParameterError, validate
 from .verdicts import training_problem
 
 
@@ -36,6 +36,45 @@ def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> Loa
     (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
     zoo_training.ensure([name])
     return load(name, **random_options(name, model_options))
+
+
+#: what :func:`fit_to_models` does with a sentence longer than a model's token limit
+LONG_SENTENCES = ("refuse", "drop")
+
+
+def fit_to_models(corpus: Corpus, models: Sequence[str], *, long_sentences: str = "refuse",
+                  model_options: Mapping[str, Any] | None = None) -> Corpus:
+    """``corpus`` checked against every model's token limit before any extraction: a
+    model would cut a sentence longer than its limit, and its word rows would then name
+    other words than another model's. ``long_sentences="refuse"`` (the default) stops with
+    an error that names each model, how many sentences it would cut and the parameter that
+    fixes it; ``"drop"`` leaves those sentences out for every model (the corpus's other
+    sentences, in their order)."""
+    if long_sentences not in LONG_SENTENCES:
+        raise ParameterError(f"long_sentences={long_sentences!r}: choose from "
+                             f"{list(LONG_SENTENCES)}")
+    cut: dict[str, tuple[np.ndarray, int]] = {}
+    for name in models:
+        loaded = load_model(name, model_options)
+        found = over_limit(loaded, corpus)
+        if len(found):
+            cut[name] = (found, loaded.info.max_length)
+    if not cut:
+        return corpus
+    if long_sentences == "refuse":
+        told = "; ".join(f"{name} would cut {len(found)} of the {len(corpus)} sentences at its "
+                         f"limit of {limit} tokens (the first: sentence {found[0]})"
+                         for name, (found, limit) in cut.items())
+        raise ParameterError(
+            f"{told}. Set long_sentences='drop' to leave those sentences out for every model "
+            "(papermill -p long_sentences drop; in a profile, long_sentences: drop), or pass "
+            "shorter sentences")
+    drop = set().union(*(found.tolist() for found, _ in cut.values()))
+    keep = [i for i in range(len(corpus)) if i not in drop]
+    if not keep:
+        raise ValueError(f"every sentence of the corpus is longer than a model's token limit "
+                         f"({', '.join(cut)}); pass shorter sentences")
+    return corpus.subset(keep)
 
 
 #: validation and test examples per task unless a study asks for other sizes
