@@ -162,6 +162,7 @@ def test_the_books_task_split_is_drawn_once_and_each_caller_gets_a_copy():
     (["a b", 3], "sentence 1 is int"),
     (None, "got NoneType"),
     (5, "got int"),
+    ({"a": "first sentence"}, "whose keys would be read"),
 ])
 def test_sentences_that_are_not_text_are_refused_where_they_enter(sentences, match):
     with pytest.raises(TypeError, match=match):

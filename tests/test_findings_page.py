@@ -179,13 +179,17 @@ def test_a_damaged_chapter_is_named_not_read_and_not_a_traceback(tmp_path, capsy
 
 def test_a_failed_or_unfinished_notebook_is_not_read_as_finished(tmp_path):
     for status, why in [("failed", "marked by papermill as failed"),
-                        ("pending", "did not finish")]:
+                        ("pending", "did not finish"),
+                        ("error", "holds an error from a cell .ValueError: bad")]:
         path = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
         nb = nbformat.read(str(path), as_version=4)
         if status == "failed":
             nb.metadata["papermill"] = {"exception": True}
-        else:
+        elif status == "pending":
             nb.cells[-1].metadata["papermill"] = {"status": "pending"}
+        else:
+            nb.cells[-1].outputs = [nbformat.v4.new_output(
+                "error", ename="ValueError", evalue="bad", traceback=[])]
         nbformat.write(nb, str(path))
         with pytest.raises(findings.UnreadableChapter, match=why):
             findings.read(path)

@@ -930,13 +930,15 @@ def test_measures_of_wide_layers_take_memory_that_grows_with_rows():
         assert peak < 400e6, (name, peak)
 
 
-@pytest.mark.parametrize("name", ["linear_cka", "svcca", "pwcca", "neuronsim", "procrustes"])
+@pytest.mark.parametrize("name", ["linear_cka", "svcca", "pwcca", "neuronsim", "procrustes",
+                                  "rbf_cka", "rsa", "mixedsim", "cca"])
 def test_two_rows_are_refused_not_read_as_identical_layers(name):
     """Centred, two rows span one direction: every two-row layer is the same up to scale,
     and CKA would read 1 for any two of them."""
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="needs at least 3"):
-        getattr(sim, name)(rng.standard_normal((2, 5)), rng.standard_normal((2, 7)))
+        sim.pairwise([rng.standard_normal((2, 5))], [rng.standard_normal((2, 7))],
+                     measure=name)
     assert np.isfinite(sim.linear_cka(rng.standard_normal((3, 5)),
                                              rng.standard_normal((3, 7))))
 
@@ -998,3 +1000,31 @@ def test_the_package_reaches_its_modules_without_importing_them_all():
 
     with pytest.raises(AttributeError, match="its modules: alignment"):
         analysis_lib.similarty  # noqa: B018
+
+
+def test_neuronsim_of_wide_layers_is_taken_in_blocks_with_the_same_values(monkeypatch):
+    """A cross-product larger than CROSS_BLOCK is formed block by block of the second
+    layer's neurons: the same values as the whole product (constant neurons left out the
+    same way, both directions), and memory that does not grow with d1 x d2."""
+    import tracemalloc
+
+    from analysis_lib.similarity import kernels
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 300))
+    Y = X[:, :50] @ rng.standard_normal((50, 200)) + rng.standard_normal((60, 200))
+    Y[:, 5] = 1.0
+    whole = [sim.pairwise([X], [Y], measure="neuronsim", top_k=k)[0, 0] for k in (None, 7)]
+    whole_t = sim.neuronsim(Y, X)
+    monkeypatch.setattr(kernels, "CROSS_BLOCK", 999)
+    blocked = [sim.pairwise([X], [Y], measure="neuronsim", top_k=k)[0, 0] for k in (None, 7)]
+    assert blocked == pytest.approx(whole, rel=1e-12)
+    assert sim.neuronsim(Y, X) == pytest.approx(whole_t, rel=1e-12)
+    monkeypatch.undo()
+    A = rng.standard_normal((40, 9_000)).astype(np.float32)  # a whole C: 324 MB
+    B = rng.standard_normal((40, 9_000)).astype(np.float32)
+    tracemalloc.start()
+    value = sim.neuronsim(A, B, backend="numpy")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert 0 < value <= 1 and peak < 250e6, peak

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -45,32 +46,13 @@ def _unreadable(path: Path, why: str) -> UnreadableChapter:
 def read(path: Path) -> pd.DataFrame:
     """The findings rows an executed notebook recorded (empty when none).
 
-    Only a finished chapter is read: a file that is not a notebook (empty, truncated, not
-    JSON), a notebook papermill marked as failed or left unfinished (a cell still pending
-    or running, as after a killed build), or a damaged findings record raise
-    :class:`UnreadableChapter`, which names the file and why."""
-    import nbformat
-
+    Only a finished chapter is read (:func:`_finished_notebook`); a damaged findings record
+    raises :class:`UnreadableChapter` too, which names the file and why."""
     from ..studies.verdicts import VERDICTS
 
     path = Path(path)
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as error:  # nbformat raises many kinds (JSON, schema, conversion)
-        raise _unreadable(path, f"is not a readable notebook ({type(error).__name__}: "
-                                f"{str(error)[:200]})") from error
-    if not isinstance(nb.get("cells"), list):
-        raise _unreadable(path, "is not a notebook (it has no list of cells)")
-    papermill = nb.get("metadata", {}).get("papermill", {})
-    if isinstance(papermill, dict) and papermill.get("exception"):
-        raise _unreadable(path, "is marked by papermill as failed (a cell raised)")
-    unfinished = [c.get("metadata", {}).get("papermill", {}).get("status")
-                  for c in nb.cells if isinstance(c, dict)]
-    unfinished = [s for s in unfinished if s not in (None, "completed")]
-    if unfinished:
-        raise _unreadable(path, f"did not finish ({len(unfinished)} cells {unfinished[0]})")
     rows = []
-    for cell in nb.cells:
+    for cell in _finished_notebook(path).cells:
         for output in cell.get("outputs", []):
             name = output.get("metadata", {}).get("scrapbook", {}).get("name", "")
             if not (str(name).startswith(RECORD) and MIME in output.get("data", {})):
@@ -87,6 +69,36 @@ def read(path: Path) -> pd.DataFrame:
                                   ) from error
             rows += found
     return pd.DataFrame(rows)
+
+
+def _finished_notebook(path: Path) -> Any:
+    """The notebook at ``path`` if a build finished it; :class:`UnreadableChapter` for a
+    file that is not a notebook (empty, truncated, not JSON), a notebook papermill marked
+    as failed or left unfinished (a cell still pending or running, as after a killed
+    build), or one with a cell's error in its outputs."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as error:  # nbformat raises many kinds (JSON, schema, conversion)
+        raise _unreadable(path, f"is not a readable notebook ({type(error).__name__}: "
+                                f"{str(error)[:200]})") from error
+    if not isinstance(nb.get("cells"), list):
+        raise _unreadable(path, "is not a notebook (it has no list of cells)")
+    papermill = nb.get("metadata", {}).get("papermill", {})
+    if isinstance(papermill, dict) and papermill.get("exception"):
+        raise _unreadable(path, "is marked by papermill as failed (a cell raised)")
+    unfinished = [c.get("metadata", {}).get("papermill", {}).get("status")
+                  for c in nb.cells if isinstance(c, dict)]
+    unfinished = [s for s in unfinished if s not in (None, "completed")]
+    if unfinished:
+        raise _unreadable(path, f"did not finish ({len(unfinished)} cells {unfinished[0]})")
+    errors = [o for c in nb.cells for o in c.get("outputs", [])
+              if isinstance(o, dict) and o.get("output_type") == "error"]
+    if errors:
+        raise _unreadable(path, f"holds an error from a cell ({errors[0].get('ename', '')}: "
+                                f"{str(errors[0].get('evalue', ''))[:120]})")
+    return nb
 
 
 def finished(paths: Iterable[Path]) -> list[Path]:

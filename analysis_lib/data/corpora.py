@@ -31,7 +31,7 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -499,6 +499,10 @@ def from_sentences(
     """
     if isinstance(sentences, (str, bytes)):
         raise TypeError("sentences must be a list of strings, not one string")
+    if isinstance(sentences, Mapping):
+        raise TypeError("sentences must be a list of strings (or of word lists), got a "
+                        f"{type(sentences).__name__}, whose keys would be read as the "
+                        "sentences; pass list(d.values()) (and the labels separately)")
     try:
         sentences = list(sentences)
     except TypeError as error:

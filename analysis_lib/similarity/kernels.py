@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from ..runtime import checks
 from ._backend import NUMPY
-from ._core import LayerStats, as_matrix, in_range, span_sq_norms, standardize_pair
+from ._core import MIN_ROWS, LayerStats, as_matrix, in_range, span_sq_norms, standardize_pair
 from .reference import tied_runs, varying
 
 
@@ -345,8 +345,41 @@ def check_variance(variance) -> None:
 # number never depends on the other measures of a suite.
 
 
+#: the most entries of a cross-product neuronsim forms at once (64 MB in float32): a pair of
+#: wider layers is taken in blocks of the second layer's neurons, so that its memory grows
+#: with the rows and one block, not with the product of the two widths
+CROSS_BLOCK = 1 << 24
+
+
+def blocked_best_both(a: LayerStats, b: LayerStats):
+    """:func:`neuron_best_both` without the whole cross-product: ``b``'s neurons in blocks
+    of at most :data:`CROSS_BLOCK` entries of ``C``, each block read by
+    :func:`best_correlations` (the best of ``a``'s neurons kept over the blocks, ``b``'s
+    taken block by block)."""
+    xp = a.xp
+    if not bool(xp.any(varying(a.sq_norms))) or not bool(xp.any(varying(b.sq_norms))):
+        raise ValueError("every neuron of X or of Y is constant; correlation is undefined")
+    width = max(1, CROSS_BLOCK // max(a.d, 1))
+    dt = a.bk.dtype(np.promote_types(a.dtype, b.dtype))
+    left = xp.astype(a.Xc, dt, copy=False).T
+    best_a, best_b = None, []
+    for start in range(0, b.d, width):
+        block = slice(start, min(start + width, b.d))
+        sq_b = b.sq_norms[block]
+        if not bool(xp.any(varying(sq_b))):
+            continue  # constant neurons only: left out, as in the whole product
+        found_a, found_b = best_correlations(left @ xp.astype(b.Xc[:, block], dt, copy=False),
+                                             a.sq_norms, sq_b)
+        best_a = found_a if best_a is None else xp.maximum(best_a, found_a)
+        best_b.append(found_b)
+    return best_a, xp.concat(best_b)
+
+
 def neuronsim_pair(a, b, pair, options, directions):
-    ab, ba = neuron_best_both(a, b, pair.cross())
+    if a.d * b.d <= CROSS_BLOCK or pair.has_cross():
+        ab, ba = neuron_best_both(a, b, pair.cross())
+    else:
+        ab, ba = blocked_best_both(a, b)
     top_k = options.get("top_k")
     return (top_mean(ab, top_k) if directions[0] else None,
             top_mean(ba, top_k) if directions[1] else None)
@@ -450,7 +483,7 @@ def rbf_gram(X: ArrayLike, threshold: float = 1.0) -> np.ndarray:
     """RBF Gram matrix ``exp(-D / (2 s^2))`` of squared distances D, with
     ``s^2 = threshold^2 * median(D)`` (median over all n^2 entries, Kornblith et al.'s
     convention)."""
-    A = as_matrix(X, "X", 2).astype(np.float64)
+    A = as_matrix(X, "X", MIN_ROWS).astype(np.float64)
     Xc = A - A.mean(axis=0)  # distances do not move; |x|^2 terms stay small (large offsets)
     if threshold <= 0:
         raise ValueError(f"threshold must be positive, got {threshold}")

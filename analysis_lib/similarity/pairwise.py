@@ -302,6 +302,10 @@ class Pair:
             self._found[key] = cross(self.a, self.b, dtype)
         return self._found[key]
 
+    def has_cross(self) -> bool:
+        """Whether a cross-product of the pair is already computed (in any dtype)."""
+        return any(isinstance(k, tuple) and k[0] == "cross" for k in self._found)
+
     def provide(self, quantity: str, value) -> None:
         self._found[quantity] = value
 
