@@ -320,3 +320,13 @@ def test_a_decoder_of_a_new_family_is_read_as_causal(tmp_path):
     assert [causal_family(f) for f in ("qwen3", "gemma3_text", "gpt2", "llama")] == [True] * 4
     assert [causal_family(f) for f in ("bert", "roberta", "electra", "xlnet", "mpnet")] == \
         [False] * 5
+
+
+def test_a_damaged_weights_file_is_named_with_the_fix(tmp_path, tiny_models):
+    model, tokenizer, _ = tiny_models["bert"]
+    folder = tmp_path / "cut"
+    _folder(folder, model, tokenizer)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:500])
+    with pytest.raises(ValueError, match="weights file .* cannot be read .* save the model"):
+        models.load(str(folder))

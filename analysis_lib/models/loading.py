@@ -415,6 +415,7 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
                      local_files_only: bool, revision: str | None,
                      trust_remote_code: bool) -> LoadedModel:
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     kwargs = dict(revision=revision, local_files_only=local_files_only,
@@ -445,6 +446,10 @@ def _from_pretrained(path: str, name: str, source: str, fingerprint: str, *,
         if source == "hub":
             raise OfflineError(offline_message("model", name, error)) from error
         raise ValueError(f"could not load model {name!r} from {path}: {error}") from error
+    except SafetensorError as error:
+        raise ValueError(f"model {name!r}: its weights file in {path} cannot be read ({error}): "
+                         "it is damaged or was cut short; save the model again "
+                         "(model.save_pretrained(folder))") from error
     _check_weights(report, model.state_dict().keys(), name, path)
     _prefix_space(tokenizer)
     _check_tokenizer(tokenizer, config, name, path if source != "hub" else None)
