@@ -167,6 +167,7 @@ def test_yaml_alias_bomb_is_refused_at_once():
     ("s: &s " + "x" * 10_000 + "\nl: [" + ", ".join(["*s"] * 10_000) + "]",
      "characters through its aliases"),
     ("a: " + "x" * 2_000_000, "characters long"),
+    ("a: " + "9" * 5000, "a value cannot be read .* a number of ordinary size"),
 ])
 def test_hostile_yaml_is_refused_with_a_short_message(text, match):
     """Depth, keys that are collections and aliases that expand to many bytes: a ValueError

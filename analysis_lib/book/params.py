@@ -231,7 +231,11 @@ def read_yaml(text: str, source: str = "YAML") -> Any:
         raise ValueError(f"{source} expands to {size:,} values and {chars:,} characters "
                          f"through its aliases (*name), more than {MAX_YAML_VALUES:,} values "
                          f"or {MAX_YAML_BYTES:,} characters; write the values out instead")
-    return yaml.safe_load(text)
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError) as error:  # e.g. an integer of thousands of digits
+        raise ValueError(f"{source}: a value cannot be read ({str(error)[:200]}); write it "
+                         "as a quoted string or a number of ordinary size") from error
 
 
 def _check_nodes(node, source: str, where: str, sizes: dict) -> tuple[int, int]:
