@@ -210,17 +210,7 @@ def read_yaml(text: str, source: str = "YAML") -> Any:
                          f"{MAX_YAML_BYTES:,}; a profile or sweep spec is a few kilobytes: "
                          "is this the right file?")
     try:
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_YAML_DEPTH:
-                    line = event.start_mark.line + 1 if event.start_mark else "?"
-                    raise ValueError(f"{source} nests lists and mappings more than "
-                                     f"{MAX_YAML_DEPTH} deep (line {line}); a profile or "
-                                     "sweep spec needs a few levels: flatten it")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        _check_depth(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
         raise ValueError(f"{source} is not valid YAML: {str(error)[:500]}") from error
@@ -236,6 +226,24 @@ def read_yaml(text: str, source: str = "YAML") -> Any:
     except (yaml.YAMLError, ValueError) as error:  # e.g. an integer of thousands of digits
         raise ValueError(f"{source}: a value cannot be read ({str(error)[:200]}); write it "
                          "as a quoted string or a number of ordinary size") from error
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`, read from the
+    parser's event stream (no recursion, unlike composing the document)."""
+    import yaml
+
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise ValueError(f"{source} nests lists and mappings more than "
+                                 f"{MAX_YAML_DEPTH} deep (line {line}); a profile or sweep "
+                                 "spec needs a few levels: flatten it")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _check_nodes(node, source: str, where: str, sizes: dict) -> tuple[int, int]:

@@ -207,6 +207,12 @@ def _check_unit(unit: str, estimate: float, se: float, df: float | None) -> None
     standard error, degrees of freedom that are not positive. A NaN estimate or error stays
     allowed: they mean "not measured" and "no spread to judge by"."""
     where = f"evidence {unit!r}"
+    numbers = (("estimate", estimate), ("standard error", se)) + (
+        (("df", df),) if df is not None else ())
+    for name, value in numbers:
+        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+            raise TypeError(f"{where}: the {name} must be a number, got {value!r} (NaN "
+                            "where it is not known)")
     if np.isinf(estimate):
         raise ValueError(f"{where}: the estimate is {estimate}, which no statistic of the book "
                          "can be; fix the computation that gave it (pass NaN for a unit that "
