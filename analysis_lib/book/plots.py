@@ -169,8 +169,8 @@ def learning_curves(curves: pd.DataFrame,
                     frozen: Mapping[tuple[str, str], float] | pd.Series | float, *,
                     columns: int = 2, title: str = "",
                     reference: str = "frozen head (test split)") -> ChartLike:
-    """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
-    learning_curves`): validation accuracy after each epoch, one line per seed, with a
+    """One panel per (model, task) of ``curves`` (the table the fine-tuning chapter's
+    ``learning_curves`` gives): validation accuracy after each epoch, one line per seed, with a
     reference accuracy (``frozen[(model, task)]``, or one number for every panel; by
     default the frozen head's on the test split, ``reference`` names it) as a dashed rule."""
     charts = []
@@ -183,8 +183,8 @@ def learning_curves(curves: pd.DataFrame,
 
 
 def loss_curves(curves: pd.DataFrame, *, columns: int = 2, title: str = "") -> ChartLike:
-    """One panel per (model, task) of ``curves`` (:func:`~analysis_lib.studies.finetuning.
-    loss_curves`): the training loss at evenly spaced steps, one line per seed; a run that
+    """One panel per (model, task) of ``curves`` (the table the fine-tuning chapter's
+    ``loss_curves`` gives): the training loss at evenly spaced steps, one line per seed; a run that
     failed the training gate is named so in the legend."""
     charts = []
     for (model, task), group in curves.groupby(["model", "task"], sort=False):

@@ -44,7 +44,7 @@ API_PAGES: dict[str, tuple[str, ...]] = {
                  "analysis_lib.training.surgery", "analysis_lib.training.pretrain",
                  "analysis_lib.training.zoo"),
     "sweep": ("analysis_lib.sweep",),
-    "charts": ("analysis_lib.book.plots", "analysis_lib.book.widgets"),
+    "charts": ("analysis_lib.book.plots",),
     "runtime": ("analysis_lib.runtime.device", "analysis_lib.runtime.cache",
                 "analysis_lib.runtime.threads", "analysis_lib.runtime.profile",
                 "analysis_lib.errors"),
