@@ -273,7 +273,7 @@ def test_a_folder_whose_weights_do_not_fit_its_config_is_refused(tmp_path, tiny_
     model, tokenizer, _ = tiny_models["bert"]
     deep = _folder(tmp_path / "deep", model, tokenizer,
                    lambda c: c.update(num_hidden_layers=4))
-    with pytest.raises(ValueError, match=r"lacks 32 of .* \(transformer layers 2, 3\).*"
+    with pytest.raises(ValueError, match=r"lacks 32 of .* \(layers 3, 4\).*"
                                          "save the model and its config together"):
         models.load(deep)
     _folder(tmp_path / "renamed", model, tokenizer)

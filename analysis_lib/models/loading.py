@@ -501,7 +501,8 @@ def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) 
                      if (m := re.search(r"\.(?:layer|layers|h|block)\.(\d+)\.", k))})
     what = (f"all {total} of the weights it reads" if len(missing) >= total else
             f"{len(missing)} of the {total} weights it reads")
-    where = f" (transformer layers {', '.join(map(str, layers))})" if layers else ""
+    # module k is the library's layer k + 1 (layer 0 is the embedding layer)
+    where = f" (layers {', '.join(str(k + 1) for k in layers)})" if layers else ""
     unexpected = list(report.get("unexpected_keys") or [])
     saved = (f"; the checkpoint holds names such as {', '.join(unexpected[:3])}"
              if unexpected and len(missing) >= total else "")
