@@ -99,8 +99,9 @@ class Evidence:
         if x.size == 0:
             return cls(unit, float("nan"), float("nan"), None, 0, note or "not measured")
         if x.size == 1:
+            alone = "one value: no spread to judge by"
             return cls(unit, float(x[0]), float("nan"), None, 1,
-                       note or "one value: no spread to judge by")
+                       f"{note}; {alone}" if note and given.size > 1 else note or alone)
         return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
                    float(x.size - 1), int(x.size), note)
 
