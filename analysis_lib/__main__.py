@@ -58,10 +58,12 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
+    import shutil
+    import textwrap
     from pathlib import Path
 
     from .book import ROOT, findings
-    from .book.builder import profile_label
+    from .book.builder import profile_label, toc_notebooks
 
     folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
         profile_label(args.profile)
@@ -70,12 +72,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
         print(f"error: no executed notebooks in {folder}; build the book with this profile "
               f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
         return 1
-
-    from .book.builder import toc_notebooks
-
     table = findings.collect(notebooks, expected=[p.stem for p in toc_notebooks(ROOT)])
-    import shutil
-
     width = args.width or shutil.get_terminal_size((100, 24)).columns
     if args.format == "csv":
         table.to_csv(sys.stdout, index=False)
@@ -84,8 +81,6 @@ def cmd_findings(args: argparse.Namespace) -> int:
     else:
         print(findings.text_table(table, width))
     if args.format != "csv":
-        import textwrap
-
         summary = f"{len(table)} claims ({folder}): " + ", ".join(
             f"{n} {v}" for v, n in table.verdict.value_counts().items())
         print("\n" + (textwrap.fill(summary, width) if args.format == "table" else summary))
