@@ -81,9 +81,10 @@ def cmd_findings(args: argparse.Namespace) -> int:
     else:
         print(findings.text_table(table, width))
     if args.format != "csv":
-        summary = f"{len(table)} claims ({folder}): " + ", ".join(
-            f"{n} {v}" for v, n in table.verdict.value_counts().items())
-        print("\n" + (textwrap.fill(summary, width) if args.format == "table" else summary))
+        print(f"\n{len(table)} claims: " + ", ".join(
+            f"{n} {v}" for v, n in table.verdict.value_counts().items()))
+        source = f"read from {folder}"
+        print(textwrap.fill(source, width) if args.format == "table" else source)
     unread = table.attrs.get("unread", {})
     for why in unread.values():
         print(f"warning: {why}", file=sys.stderr)
