@@ -485,13 +485,14 @@ def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) 
     fix = ("the folder's weights do not fit its config.json: save the model and its config "
            "together (model.save_pretrained(folder)), or correct config.json to the saved "
            "model's sizes")
-    mismatched = list(report.get("mismatched_keys") or [])
+    # sorted: transformers reports them in no fixed order, and a message should not move
+    mismatched = sorted(report.get("mismatched_keys") or [])
     if mismatched:
         shown = "; ".join(f"{key}: checkpoint {tuple(a)}, config {tuple(b)}"
                           for key, a, b in mismatched[:3])
         raise ValueError(f"model {name!r} ({path}): {len(mismatched)} weights have another "
                          f"shape in the checkpoint than its config gives them ({shown}); {fix}")
-    missing = [k for k in report.get("missing_keys") or []
+    missing = [k for k in sorted(report.get("missing_keys") or [])
                if not any(k.startswith(p) or f".{p}" in k for p in MAY_BE_MISSING)]
     if not missing:
         return
@@ -503,7 +504,7 @@ def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) 
             f"{len(missing)} of the {total} weights it reads")
     # module k is the library's layer k + 1 (layer 0 is the embedding layer)
     where = f" (layers {', '.join(str(k + 1) for k in layers)})" if layers else ""
-    unexpected = list(report.get("unexpected_keys") or [])
+    unexpected = sorted(report.get("unexpected_keys") or [])
     saved = (f"; the checkpoint holds names such as {', '.join(unexpected[:3])}"
              if unexpected and len(missing) >= total else "")
     raise ValueError(f"model {name!r} ({path}): the checkpoint lacks {what}{where}, e.g. "
