@@ -8,7 +8,9 @@ Printed for each measure: seconds (best of two runs) for the full 13 x 13 matrix
 ``similarity.pairwise``, seconds for a plain per-pair loop written here (textbook formulas that
 redo all per-layer work for every pair), and their ratio. Plain loops that take minutes are
 timed on a few pairs and scaled to the whole matrix (marked "est."). Also: the bare matrix
-products linear CKA needs, the five-measure suite, and peak memory.
+products linear CKA needs, the five-measure suite, the backends (the all-pairs linear CKA
+and single small pairs on NumPy and on torch, against the default ``backend="auto"``), and
+peak memory.
 
     python benchmarks/bench_similarity.py [--n 5000] [--d 768] [--layers 13] [--pairs 4]
 """
@@ -159,8 +161,33 @@ def main() -> None:
         single = sim.pairwise(layers[:3], measure=name, progress=False)
         gap = np.abs(sim.pairwise_suite(layers[:3], measures=suite, progress=False)[name] - single)
         assert gap.max() <= 1e-6, name
+    backends(layers)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak:.0f} MB")
+
+
+def backends(layers: list[np.ndarray]) -> None:
+    """The default backend against NumPy's and torch's paths, in this run: the all-pairs
+    linear CKA, and 200 single pairs of 300 x 3 (where a call's fixed cost dominates)."""
+    from analysis_lib.runtime import device as devices
+    from analysis_lib.similarity import _backend
+
+    paths = ["auto", "numpy"] + (["torch"] if devices.torch_available() else [])
+    print(f"\nbackends (auto is {_backend.get().name} here, CPU vendor "
+          f"{_backend.cpu_vendor() or 'unknown'}):")
+    rng = np.random.default_rng(2)
+    small = [rng.standard_normal((300, 3)) for _ in range(2)]
+    matrix, single = {}, {}
+    for path in paths:
+        matrix[path], _ = timed(sim.pairwise, layers, measure="linear_cka", progress=False,
+                                backend=path)
+        single[path], _ = timed(lambda chosen: [sim.linear_cka(*small, backend=chosen)
+                                                for _ in range(200)], path)
+        print(f"  {path:<6} all-pairs linear CKA {matrix[path]:6.2f} s; 200 small pairs "
+              f"{single[path]:6.3f} s")
+    fastest = min(matrix[p] for p in paths if p != "auto")
+    print(f"  default / faster path: all-pairs {matrix['auto'] / fastest:.2f}x, small pairs "
+          f"{single['auto'] / min(single[p] for p in paths if p != 'auto'):.2f}x")
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
       side by side) and PWCCA's weights for both directions.
     """
     from analysis_lib.similarity import kernels as m
-    from analysis_lib.similarity._core import LayerStats, span_sq_norms
+    from analysis_lib.similarity.core import LayerStats, span_sq_norms
     from analysis_lib.similarity.pairwise import LAYER_QUANTITIES
 
     backend = _backend.get("cpu")

@@ -243,7 +243,7 @@ def test_cholesky_span_equals_the_eigendirections_span(backend):
     """mixedsim projects through a Cholesky factor when Y's z-scored G is safely full rank;
     the eigendecomposition path gives the same projection."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity._core import LayerStats, _cholesky_whitener
+    from analysis_lib.similarity.core import LayerStats, _cholesky_whitener
 
     rng = np.random.default_rng(4)
     X = rng.standard_normal((500, 20))
@@ -271,7 +271,7 @@ def test_span_whitener_is_triangular_and_its_blocks_give_the_full_product(backen
     (the eigendirections rotated by a QR factorisation) with the same ``W W'`` as the plain
     basis, and the blockwise product that skips its zero part equals the full one."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity._core import LayerStats, span_sq_norms
+    from analysis_lib.similarity.core import LayerStats, span_sq_norms
 
     rng = np.random.default_rng(11)
     X = rng.standard_normal((400, 30))
@@ -310,7 +310,7 @@ def test_cholesky_route_is_taken_only_when_no_direction_would_be_cut(backend):
     eigenvalue is comfortably above ``rtol`` times the largest, and never one whose
     eigendecomposition route would cut a direction."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity._core import _cholesky_whitener
+    from analysis_lib.similarity.core import _cholesky_whitener
 
     bk = _backend.get("cpu", backend)
     rng = np.random.default_rng(11)
@@ -332,8 +332,8 @@ def test_span_factors_of_several_layers_equal_one_by_one(backend):
     """The suite certifies and factorises every layer's z-scored G side by side (LAPACK, one
     thread each); each result is the one ``_cholesky_whitener`` gives alone, a refusal
     included, and the device route (torch's factorisations) agrees with the host's."""
-    from analysis_lib.similarity import _backend, _backend_base, _torch_backend
-    from analysis_lib.similarity._core import (
+    from analysis_lib.similarity import _backend
+    from analysis_lib.similarity.core import (
         RANK_RTOL,
         LayerStats,
         _cholesky_whitener,
@@ -355,11 +355,11 @@ def test_span_factors_of_several_layers_equal_one_by_one(backend):
             np.testing.assert_allclose(bk.host(s.span_cholesky), bk.host(alone), atol=1e-12)
     assert [s.span_cholesky is None for s in together] == [False, False, True, False]
     G = torch.from_numpy(np.asarray(LayerStats(raw[1]).standardized().G))
-    host = _backend_base._host_inverse_cholesky((G.numpy(), 1e-3))
-    device = _torch_backend._device_inverse_cholesky(G, 1e-3)
+    host = _backend._host_inverse_cholesky((G.numpy(), 1e-3))
+    device = _backend._device_inverse_cholesky(G, 1e-3)
     np.testing.assert_allclose(device.numpy(), host, rtol=1e-10, atol=1e-12)
-    assert _torch_backend._device_inverse_cholesky(G, 1e3) is None  # shift above every eigenvalue
-    assert _backend_base._host_inverse_cholesky((G.numpy(), 1e3)) is None
+    assert _backend._device_inverse_cholesky(G, 1e3) is None  # shift above every eigenvalue
+    assert _backend._host_inverse_cholesky((G.numpy(), 1e3)) is None
 
 
 @pytest.mark.parametrize("backend", ["torch", "numpy"])
@@ -386,7 +386,7 @@ def test_canonical_correlations_of_several_pairs_equal_one_by_one(backend):
     correlations and PWCCA weights that ``canonical_svd`` gives one pair at a time."""
     from analysis_lib.similarity import _backend
     from analysis_lib.similarity import kernels as m
-    from analysis_lib.similarity._core import LayerStats, cross
+    from analysis_lib.similarity.core import LayerStats, cross
 
     bk = _backend.get("cpu", backend)
     layers = [LayerStats(x, backend=bk) for x in _layers()]
@@ -408,7 +408,7 @@ def test_side_by_side_eigendecompositions_equal_one_by_one(backend):
     are the ones ``LayerStats.eig`` computes alone: the same eigenvalues, the same
     eigenvectors up to sign, on the backend's own arrays; one already computed is kept."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity._core import LayerStats, fill_eigs
+    from analysis_lib.similarity.core import LayerStats, fill_eigs
 
     bk = _backend.get("cpu", backend)
     rng = np.random.default_rng(9)
@@ -450,7 +450,7 @@ def test_leading_eigenvectors_equal_those_of_the_whole_decomposition(d, keep):
     """``_host_eigh`` returns every eigenvalue and the leading eigenvectors of ``eigh``
     (up to sign), in its order, and asks its count function with the descending,
     non-negative eigenvalues."""
-    from analysis_lib.similarity._backend_base import _host_eigh
+    from analysis_lib.similarity._backend import _host_eigh
 
     rng = np.random.default_rng(d)
     A = rng.standard_normal((d + 5, d)) * np.linspace(0.1, 2.0, d)
@@ -476,7 +476,7 @@ def test_decompositions_that_keep_leading_vectors_serve_every_reader(backend):
     one when more vectors are read; a count of None or a second reader asking for all
     gives the whole decomposition at once."""
     from analysis_lib.similarity import _backend
-    from analysis_lib.similarity._core import LayerStats, fill_eigs
+    from analysis_lib.similarity.core import LayerStats, fill_eigs
 
     bk = _backend.get("cpu", backend)
     rng = np.random.default_rng(2)
@@ -565,7 +565,7 @@ def test_the_default_device_can_be_set_for_a_process(monkeypatch):
     monkeypatch.delenv(devices.ENV)
     with pytest.raises(ValueError, match="unknown device"):
         devices.set_default("gpu")
-    assert devices._default is None
+    assert devices.process_default is None
 
 
 def test_read_only_arrays_are_read_without_warnings_or_copies_changed():

@@ -1,6 +1,7 @@
 """The library's house rules, checked on its source: no import circles, no import from a
 lower step of the data flow to a higher one, no module reading another package's private
-names, no function above ruff's complexity 10."""
+names or modules, no function above ruff's complexity 10, and a measure's number reached
+through a few files."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 LIBRARY = Path(__file__).resolve().parents[1] / "analysis_lib"
 
@@ -130,6 +134,58 @@ def test_no_package_reads_another_packages_private_names():
     _, private = _graph()
     foreign = [(m, t, n) for m, t, n in private if _top_package(m) != _top_package(t)]
     assert not foreign, foreign
+
+
+def test_no_package_imports_another_packages_private_module():
+    graph, _ = _graph()
+    foreign = sorted((m, t) for m, targets in graph.items() for t in targets
+                     if _top_package(m) != _top_package(t)
+                     and t.rsplit(".", 1)[-1].startswith("_")
+                     and not t.rsplit(".", 1)[-1].startswith("__"))
+    assert not foreign, foreign
+
+
+def _files_reached(fn, *args, **kwargs) -> set[str]:
+    """The library's files whose functions run while ``fn(*args, **kwargs)`` computes, on
+    its second call (the first makes the once-per-process choices, such as the backend)."""
+    fn(*args, **kwargs)
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            path = Path(frame.f_code.co_filename)
+            if LIBRARY in path.parents:
+                seen.add(path.relative_to(LIBRARY).as_posix())
+
+    sys.setprofile(profile)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy", "torch"])
+@pytest.mark.parametrize("name", ["linear_cka", "pwcca", "svcca"])
+def test_a_single_pair_reaches_its_number_through_four_files(name, backend):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    from analysis_lib import similarity
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((50, 8)), rng.standard_normal((50, 6))
+    files = _files_reached(getattr(similarity, name), X, Y, backend=backend)
+    assert "similarity/measures.py" in files and "similarity/kernels.py" in files
+    assert len(files) <= 4, sorted(files)
+
+
+def test_the_file_count_sees_every_file_a_call_enters():
+    from analysis_lib import similarity
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 4))
+    files = _files_reached(similarity.pairwise, [X, X + rng.standard_normal((30, 4))])
+    assert {"similarity/pairwise.py", "similarity/core.py", "similarity/kernels.py"} <= files
 
 
 def test_no_function_of_the_library_is_too_complex():

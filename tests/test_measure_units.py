@@ -233,6 +233,6 @@ def test_hsic_has_one_estimator_for_grams_and_for_moments():
 
 
 def test_one_rank_tolerance():
-    from analysis_lib.similarity import _core
+    from analysis_lib.similarity import core
 
-    assert _core.RANK_RTOL is reference.RANK_RTOL and isinstance(reference.RANK_RTOL, float)
+    assert core.RANK_RTOL is reference.RANK_RTOL and isinstance(reference.RANK_RTOL, float)

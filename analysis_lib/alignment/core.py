@@ -11,8 +11,7 @@ from numpy.typing import ArrayLike
 from ..runtime import checks
 from ..runtime import device as devices
 from ..runtime.device import DeviceLike
-from ..similarity import reference
-from ..similarity._core import LayerStats, check_pair
+from ..similarity.core import LayerStats, check_pair, real_array, tied_runs
 
 METHODS = ("identity", "linreg", "ridge", "procrustes", "cca", "svcca", "pwcca", "inn", "mlp")
 #: the methods that train a network (:mod:`.flows`; they need PyTorch)
@@ -46,8 +45,8 @@ _OPTION_CHECKS = {
 def relative_distance(A: np.ndarray, B: np.ndarray) -> float:
     """``sum ||a_i - b_i||^2 / sum ||b_i - mean(b)||^2`` over the rows (see the package
     docs): 0 for a perfect map, 1 for predicting B's mean."""
-    A = checks.real_array(A, "A").astype(np.float64)
-    B = checks.real_array(B, "B").astype(np.float64)
+    A = real_array(A, "A").astype(np.float64)
+    B = real_array(B, "B").astype(np.float64)
     if A.shape != B.shape:
         raise ValueError(f"mapped rows {A.shape} and targets {B.shape} differ in shape")
     spread = np.sum((B - B.mean(axis=0)) ** 2)
@@ -77,7 +76,7 @@ class Alignment:
         return self._y(self._columns(Y, 1, "Y"))
 
     def _columns(self, A, side: int, name: str) -> np.ndarray:
-        A = checks.real_array(A, name).astype(np.float64)
+        A = real_array(A, name).astype(np.float64)
         width = self.widths[side]
         if A.ndim != 2 or (width >= 0 and A.shape[1] != width):
             raise ValueError(f"{name} has shape {A.shape}; this {self.method} map was fitted "
@@ -102,7 +101,7 @@ def _center(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _whitener(Xc: np.ndarray, ridge: float, variance: float | None = None) -> np.ndarray:
     """Columns that whiten Xc within its principal directions above the rank cut, and of
     those the ones SVCCA keeps for ``variance``: the measures' own whitener
-    (:meth:`analysis_lib.similarity._core.LayerStats.whitener`, the rules of
+    (:meth:`analysis_lib.similarity.core.LayerStats.whitener`, the rules of
     :func:`analysis_lib.similarity.reference.principal_basis` and, with a ridge, of
     :func:`~analysis_lib.similarity.reference.cca`), for the covariance ``G / n``."""
     stats = LayerStats(Xc)
@@ -168,7 +167,7 @@ def _fit_cca(X, Y, ridge: float = 0.0, variance: float | None = None, weighted: 
     weights = np.ones(len(rho))
     if weighted:  # PWCCA: how much of X each canonical direction accounts for
         M = (Xc @ A).T @ Xc
-        for start, end in reference.tied_runs(np.clip(rho, 0.0, 1.0)):
+        for start, end in tied_runs(np.clip(rho, 0.0, 1.0)):
             P = np.linalg.svd(M[start:end], full_matrices=False)[0]
             M[start:end] = P.T @ M[start:end]
             A[:, start:end], B[:, start:end] = A[:, start:end] @ P, B[:, start:end] @ P

@@ -18,8 +18,6 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def integer(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
     """``value`` as an int: a Python or NumPy integer (not a bool, not a float) in
@@ -101,34 +99,3 @@ def existing_file(path: Any, what: str, fix: str) -> Path:
             "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
     raise ValueError(f"{what} {path} is {kind}, not a regular file; {fix}")
-
-
-def real_array(value: Any, name: str) -> np.ndarray:
-    """``value`` as a NumPy array of real numbers (or booleans). Refused with the fix: text or
-    objects, complex numbers (the imaginary part would be dropped), and masked arrays with
-    masked entries (the mask would be ignored and the hidden values compared)."""
-    if np.ma.isMaskedArray(value):
-        hidden = int(np.ma.count_masked(value))
-        if hidden:
-            raise ValueError(
-                f"{name} is a masked array with {hidden} masked values, which a measure would "
-                f"read as numbers; drop those stimuli (X[~X.mask.any(axis=1)]) or fill them "
-                f"(X.filled(value)) first")
-        value = np.ma.getdata(value)
-    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
-        # a tensor on any device, requiring grad or not; bfloat16 (which NumPy lacks) is
-        # widened to float32 exactly
-        value = value.detach().cpu()
-        if str(value.dtype) == "torch.bfloat16":
-            value = value.float()
-    try:
-        array = np.asarray(value)
-    except Exception as error:  # ragged lists and the like
-        raise TypeError(f"{name} must be a numeric array: {error}") from error
-    if np.iscomplexobj(array):
-        raise TypeError(f"{name} has complex values; pass real numbers (e.g. the magnitude "
-                        f"np.abs({name}) or the real part {name}.real, whichever you mean)")
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
-                                     or array.dtype == bool):
-        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}")
-    return array

@@ -44,7 +44,9 @@ PRECISIONS = ("float32", "bfloat16", "float16")
 
 #: the environment variable that sets the default device (a sweep's workers inherit it)
 ENV = "ANALYSIS_LIB_DEVICE"
-_default: str | torch.device | None = None
+#: the device :func:`set_default` chose (None: none was); read it, change it through
+#: :func:`set_default` or :func:`default`
+process_default: str | torch.device | None = None
 
 
 @lru_cache(maxsize=1)
@@ -88,22 +90,22 @@ def set_default(device: str | torch.device | None) -> None:
     """Make ``device`` what ``device=None`` means everywhere in this process (``None``
     restores the automatic choice). Also settable before start-up with the
     ``ANALYSIS_LIB_DEVICE`` environment variable; this call takes precedence."""
-    global _default
+    global process_default
     if device is not None and not is_cpu(device):
         resolve(device)  # refuse a bad device now, not at first use
-    _default = device
+    process_default = device
 
 
 @contextlib.contextmanager
 def default(device: str | torch.device | None) -> Iterator[None]:
     """Run a block with ``device`` as the default (see :func:`set_default`)."""
-    global _default
-    before = _default
+    global process_default
+    before = process_default
     set_default(device)
     try:
         yield
     finally:
-        _default = before
+        process_default = before
 
 
 def resolve(device: str | torch.device | None = None) -> torch.device:
@@ -119,7 +121,7 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
         the message names the devices that are available.
     """
     if device is None:
-        device = _default if _default is not None else (os.environ.get(ENV) or None)
+        device = process_default if process_default is not None else (os.environ.get(ENV) or None)
     torch = require_torch("a device" if device is None else f"device={device!r}")
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

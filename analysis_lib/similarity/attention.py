@@ -33,8 +33,7 @@ from functools import cached_property
 import numpy as np
 from scipy.special import xlogy
 
-from ..runtime import checks
-from ._core import digest
+from .core import digest, real_array
 
 METHODS = ("js", "pearson", "frobenius")
 
@@ -47,7 +46,7 @@ def check_maps(A: Sequence[np.ndarray], name: str) -> list[np.ndarray]:
                         "(heads x t x c)")
     out = []
     for s, a in enumerate(A):
-        a = checks.real_array(a, f"{name}[{s}]").astype(np.float64)
+        a = real_array(a, f"{name}[{s}]").astype(np.float64)
         if a.ndim != 3 or a.shape[1] > a.shape[2]:
             raise ValueError(f"{name}[{s}] must have shape (heads, t, c) with c >= t, "
                              f"got {a.shape}")

@@ -1,6 +1,6 @@
 """The estimators of the cross-product measures, written once for every path.
 
-A kernel computes a measure of two layers from their :class:`~._core.LayerStats` (centred
+A kernel computes a measure of two layers from their :class:`~.core.LayerStats` (centred
 data, Gram matrix, eigendecomposition, each computed once per layer) and what their
 :class:`~.pairwise.Pair` shares: the centred cross-product ``C = Xc' Yc`` and the canonical
 decomposition. Each measure's record in :mod:`.registry` names its kernel; the all-pairs
@@ -22,13 +22,21 @@ from numpy.typing import ArrayLike
 
 from ..runtime import checks
 from ._backend import NUMPY
-from ._core import MIN_ROWS, LayerStats, as_matrix, in_range, span_sq_norms, standardize_pair
-from .reference import tied_runs, varying
+from .core import (
+    MIN_ROWS,
+    LayerStats,
+    as_matrix,
+    in_range,
+    span_sq_norms,
+    standardize_pair,
+    tied_runs,
+    varying,
+)
 
 
 def valid_neurons(stats: LayerStats):
     """Neurons with non-zero variance (constant neurons carry no signal): the rule of
-    :func:`.reference.varying`."""
+    :func:`.core.varying`."""
     return varying(stats.sq_norms)
 
 
@@ -181,7 +189,7 @@ def pw_weights(stats: LayerStats, k: int, u, rho):
     """Morcos et al.'s weights over canonical variates H = X0 u of one side:
     alpha ~ |H.T Xc| 1 with H.T Xc = u.T diag(sqrt(lam_k)) V_k.T.
 
-    Canonical directions whose correlations tie (within :data:`~.reference.TIE_TOL`) are
+    Canonical directions whose correlations tie (within :data:`~.core.TIE_TOL`) are
     only defined as a subspace: any rotation of them is an equally valid SVD, and which one
     the eigensolver returns can change with the BLAS thread count. The absolute values in
     alpha are not rotation-invariant, so within each tied group the directions are first
@@ -240,7 +248,7 @@ def cka_ratio(xy: float, xx: float, yy: float, debiased: bool) -> float:
     """CKA from its three HSIC terms: ``xy / sqrt(xx yy)`` for the debiased estimator (each
     term an unbiased HSIC), ``xy / (xx yy)`` for the biased one, whose ``xx`` and ``yy`` are
     already the norms ``||K~||_F``, ``||L~||_F`` of the centred kernels. Checked to lie in
-    its range (:func:`~._core.in_range`)."""
+    its range (:func:`~.core.in_range`)."""
     if debiased:
         if xx <= 0 or yy <= 0:
             raise ValueError("debiased HSIC of X or Y with itself is not positive (too few "

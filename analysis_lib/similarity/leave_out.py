@@ -32,9 +32,8 @@ from numpy.typing import ArrayLike
 
 from ..errors import UndefinedMeasure
 from ..runtime.profile import profiled
-from ._core import LayerStats, work_dtype
+from .core import LayerStats, rounding, work_dtype
 from .pairwise import _layer_list, pairwise
-from .reference import rounding
 from .registry import FROM_MOMENTS, REGISTRY, canonical, check_options, options_of
 
 __all__ = ["leave_out_matrices", "leave_out_matrices_plain"]

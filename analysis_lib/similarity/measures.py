@@ -4,14 +4,17 @@ Conventions: ``X`` is (n, d1), ``Y`` is (n, d2), rows are the same n stimuli in 
 Every function returns a similarity (higher = more similar). Asymmetric measures average over
 the neurons (or canonical directions) of ``X``, the *first* argument.
 
-Each measure here is the all-pairs engine (:mod:`.pairwise`) run on one pair: the same
-kernels, the same per-layer statistics, the same order of the two layers, so a single-pair
-value and the entry of a matrix over the same layers are the same number to the last bit.
-The functions that return per-neuron or per-direction values read the same pair.
+A measure on activations reads its number in three steps, each in one file: the two
+layers are prepared (:func:`~.core.prepare`: checked, centred, their statistics computed on
+first use) and put in a fixed order (:class:`~.core.Pair`); the measure's kernel
+(:mod:`.kernels`) computes its value from them. The all-pairs engine (:mod:`.pairwise`) runs
+the same preparation and the same kernels, so a single-pair value and the entry of a matrix
+over the same layers are the same number to the last bit. The functions that return
+per-neuron or per-direction values read the same pair.
 
 The measures on activations take ``device`` (default CUDA when available, else the CPU) and
-``backend`` (``"auto"``, the default: torch when PyTorch is installed, else NumPy;
-``"torch"``; or ``"numpy"``, the reference path); see :mod:`._backend`. Inputs and results
+``backend`` (``"auto"``, the default: the faster path where the call computes, see
+:func:`._backend.get`; ``"torch"``; or ``"numpy"``, the reference path). Inputs and results
 are NumPy.
 """
 
@@ -26,39 +29,41 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..runtime import checks
 from ..runtime.device import DeviceLike
 from . import _backend
+from . import kernels as k
 from .attention import METHODS, AttentionInput
-from .kernels import (
-    canonical_of_pairs,
-    check_variance,
-    full_canonical_values,
-    mixed_values,
-    neuron_best_both,
-)
+from .core import Pair, is_wide, prepare_given, principal, reduced
+from .kernels import full_canonical_values, mixed_values, neuron_best_both
 from .kernels import rbf_gram as rbf_gram
-from .pairwise import Pair, one_pair, prepare_layers
+from .pairwise import one_pair
 from .rsa import WeightedRSA, check_kernel_compare
 
 # --------------------------------------------------------------------------- public measures
 
 
-def _pair(X, Y, dtype, device, backend) -> Pair:
-    """The engine's :class:`~.pairwise.Pair` of X and Y (prepared, in its fixed order)."""
-    a, b = prepare_layers([X, Y], ["X", "Y"], "activations", {"dtype": dtype},
-                          _backend.get(device, backend))
-    return Pair.of(a, b)
-
-
-def _first(p: Pair, values: tuple):
-    """Of a pair's values ``(of a, of b)``, the one that belongs to X (the first argument)."""
-    return values[1] if p.flipped else values[0]
+def _pair(X, Y, dtype, device, backend, *, row_space: bool = False,
+          standardize: bool = False) -> tuple[Pair, bool]:
+    """X and Y prepared as the all-pairs engine prepares them, in its fixed order, and
+    whether the measure still has to z-score them. ``row_space``: the measure reads a
+    wide layer as its rotation into its row space (:func:`~.core.reduced`; then both
+    layers are z-scored there when ``standardize`` asks)."""
+    bk = _backend.get(device, backend)
+    wide = (is_wide(X), is_wide(Y)) if row_space else (False, False)
+    if any(wide):
+        X, Y = (reduced(x, name, standardize, w) for x, name, w in zip((X, Y), "XY", wide))
+        standardize = False
+    a, b = prepare_given(X, "X", dtype, bk), prepare_given(Y, "Y", dtype, bk)
+    if a.n != b.n:
+        raise ValueError(f"X and Y must have the same rows (stimuli): X has {a.n}, Y has "
+                         f"{b.n}; pass the same words/sentences in the same order to both")
+    return Pair.of(a, b), standardize
 
 
 def neuron_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
-    p = _pair(X, Y, dtype, device, backend)
-    return p.a.bk.host(_first(p, neuron_best_both(p.a, p.b, p.cross())))
+    p, _ = _pair(X, Y, dtype, device, backend)
+    return p.a.bk.host(p.first(neuron_best_both(p.a, p.b, p.cross())))
 
 
 def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
@@ -80,14 +85,17 @@ def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
-    return one_pair("neuronsim", X, Y, {"top_k": top_k, "dtype": dtype}, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend)
+    if p.alike:
+        return 1.0
+    return p.first(k.neuronsim_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
 
 
 def mixed_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
-    p = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend)
     x, y, C = (p.b, p.a, p.cross().T) if p.flipped else (p.a, p.b, p.cross())
     return x.bk.host(mixed_values(x, y, C))
 
@@ -109,7 +117,10 @@ def mixedsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    return one_pair("mixedsim", X, Y, {"top_k": top_k, "dtype": dtype}, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend)
+    if p.alike:
+        return 1.0
+    return p.first(k.mixedsim_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
 
 
 def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *,
@@ -118,10 +129,10 @@ def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """The canonical correlations (descending) that :func:`svcca` averages, with its
     options."""
-    check_variance(variance)
-    p = _pair(X, Y, dtype, device, backend)
     options = {"variance": variance, "standardize": standardize, "cut": cut}
-    return p.a.bk.host(canonical_of_pairs([p], options)[0][2].rho)
+    k.check_canonical_options(options)
+    p, _ = _pair(X, Y, dtype, device, backend)
+    return p.a.bk.host(k.canonical_of_pairs([p], options)[0][2].rho)
 
 
 def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
@@ -155,9 +166,10 @@ def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
     repeated directions are dropped before the CCA.
     """
-    return one_pair("svcca", X, Y, {"variance": variance, "standardize": standardize,
-                                     "cut": cut, "top_k": top_k, "dtype": dtype},
-                    device, backend)
+    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend)
+    if p.alike:
+        return 1.0
+    return p.first(k.svcca_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
 
 
 def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standardize: bool = False,
@@ -171,8 +183,23 @@ def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     much of X each canonical direction accounts for. Works whichever side has more neurons.
     Options as :func:`svcca`.
     """
-    return one_pair("pwcca", X, Y, {"variance": variance, "standardize": standardize,
-                                     "cut": cut, "dtype": dtype}, device, backend)
+    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend)
+    if p.alike:
+        return 1.0
+    return p.first(k.pwcca_pair(p.a, p.b, p, {}, p.directions()))
+
+
+def _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend) -> Pair:
+    """The pair of SVCCA and PWCCA with its canonical decomposition (the leading principal
+    directions of each layer first, side by side, as the all-pairs engine computes them)."""
+    options = {"variance": variance, "standardize": standardize, "cut": cut}
+    k.check_canonical_options(options)
+    p, options["standardize"] = _pair(X, Y, dtype, device, backend, row_space=True,
+                                      standardize=standardize)
+    if not p.alike:
+        principal([p.a, p.b], variance, cut, options["standardize"])
+        p.provide("canonical", k.canonical_of_pairs([p], options)[0])
+    return p
 
 
 @dataclass(frozen=True)
@@ -206,7 +233,7 @@ def cca(X: ArrayLike, Y: ArrayLike, *, reg: float = 0.0, dtype: DTypeLike | None
     or more stimuli.
     """
     reg = checks.number(reg, "reg", 0.0)
-    p = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend)
     a, b = p.a, p.b
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
         warnings.warn(
@@ -243,8 +270,12 @@ def linear_cka(X: ArrayLike, Y: ArrayLike, *, debiased: bool = False, form: str 
     estimate is about ``d/(n - 1 + d)`` (d = d1 = d2), not 0 - compare against it, or use
     ``debiased=True``, whose expectation is about 0.
     """
-    return one_pair("linear_cka", X, Y, {"debiased": debiased, "form": form, "dtype": dtype},
-                    device, backend)
+    options = {"debiased": debiased, "form": form}
+    k.check_cka_options(options)
+    p, _ = _pair(X, Y, dtype, device, backend)
+    if p.alike:
+        return 1.0
+    return p.first(k.linear_cka_pair(p.a, p.b, p, options, p.directions()))
 
 
 def rbf_cka(X: ArrayLike, Y: ArrayLike, threshold: float = 1.0, *, debiased: bool = False) -> float:
@@ -262,7 +293,10 @@ def procrustes(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
     ``2 - 2 * similarity`` is the squared Procrustes distance of the centred,
     unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower side).
     Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
-    return one_pair("procrustes", X, Y, {"dtype": dtype}, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, row_space=True)
+    if p.alike:
+        return 1.0
+    return p.first(k.procrustes_pair(p.a, p.b, p, {}, p.directions()))
 
 
 def rsa(X: ArrayLike, Y: ArrayLike, kernel: str = "cosine", compare: str = "pearson", *,

@@ -16,9 +16,10 @@ plans from the measures' records (:mod:`.registry`) and never names a measure:
 3. each measure's kernel reads the pair and gives one value or, for an asymmetric measure,
    both directions.
 
-The single-pair functions (:mod:`.measures`) are this engine on one pair, so that a matrix's
-entry and the single-pair value of the same layers are the same number to the last bit, and
-a measure's value does not depend on which other measures a suite computes.
+The single-pair functions (:mod:`.measures`) prepare their two layers as step 1 does and
+call the same kernels, so that a matrix's entry and the single-pair value of the same layers
+are the same number to the last bit, and a measure's value does not depend on which other
+measures a suite computes.
 """
 
 from __future__ import annotations
@@ -30,23 +31,22 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..errors import UndefinedMeasure
 from ..runtime.device import DeviceLike
 from ..runtime.profile import profiled
 from . import _backend
-from ._core import (
-    MIN_ROWS,
-    RANK_RTOL,
-    LayerStats,
-    as_matrix,
-    components_of,
-    cross,
-    digest,
-    fill_eigs,
-    fill_span_choleskys,
-    row_space,
-)
 from .attention import AttentionLayer, check_maps
+from .core import (
+    LayerStats,
+    Pair,
+    digest,
+    eigs,
+    grams,
+    is_wide,
+    prepare_given,
+    principal,
+    reduced,
+    spans,
+)
 from .kernels import canonical_of_pairs, center_gram, rbf_gram
 from .registry import DEFAULT, MEASURES, REGISTRY, canonical, check_options, options_of
 from .rsa import prepare_stimuli
@@ -83,7 +83,9 @@ def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None =
     backend : {'auto', 'torch', 'numpy'}
         ``'torch'`` runs the measures on activations on torch tensors on ``device``;
         ``'numpy'`` runs the same kernels on NumPy arrays (CPU), the reference path;
-        ``'auto'`` (default) is ``'torch'`` when PyTorch is installed, else ``'numpy'``.
+        ``'auto'`` (default) is the faster of the two where the call computes: torch on a
+        GPU; on the CPU torch on an Intel processor (with a torch build on Intel's MKL),
+        else NumPy (:func:`._backend.get`).
     **options
         The measure's options (its record in :mod:`.registry` lists them with their
         defaults): ``variance``, ``standardize``, ``cut`` (SVCCA/PWCCA), ``debiased``,
@@ -167,43 +169,22 @@ def _plans(group: list, A: list, B: list | None, labels, options: dict) -> list[
     """How one kind's measures run: ``(measures, A, B, options they see instead)``. A
     wide layer (more neurons than rows) is given to the measures that declare
     :attr:`~.registry.Measure.row_space` as its rotation into its row space
-    (:func:`~._core.row_space`; every layer z-scored first when they ask for
+    (:func:`~.core.row_space`; every layer z-scored first when they ask for
     ``standardize``, which they then need not do), so that their memory grows with the
     rows; the other measures, and every measure when no layer is wide, see the layers as
     given."""
     layers = A + (B or [])
-    wide = [_is_wide(x) for x in layers]
+    wide = [is_wide(x) for x in layers]
     reduce = [r for r in group if r.row_space] if any(wide) else []
     rest = [r for r in group if r not in reduce]
     plans: list[tuple] = [(rest, A, B, {})] if rest else []
     if reduce:
         standardize = any(options_of(r.name, options).get("standardize") for r in reduce)
-        reduced: list = []
-        for x, name, is_wide in zip(layers, labels[0] + labels[1], wide):
-            if is_wide or standardize:
-                R, Q = row_space(as_matrix(x, name, min_rows=MIN_ROWS), standardize)
-                reduced.append(RowSpace(R, Q) if is_wide else R @ Q.T)
-            else:
-                reduced.append(x)
-        plans.append((reduce, reduced[:len(A)], None if B is None else reduced[len(A):],
+        given = [reduced(x, name, standardize, w)
+                 for x, name, w in zip(layers, labels[0] + labels[1], wide)]
+        plans.append((reduce, given[:len(A)], None if B is None else given[len(A):],
                       {"standardize": False} if standardize else {}))
     return plans
-
-
-class RowSpace:
-    """A wide layer given as its rotation into its row space (:func:`~._core.row_space`):
-    ``R`` (n x r) and the basis ``Q`` (d x r) back to its neurons."""
-
-    def __init__(self, R: np.ndarray, Q: np.ndarray):
-        self.R, self.Q = R, Q
-
-
-def _is_wide(x) -> bool:
-    """Whether ``x`` is a 2-D layer with more neurons than rows."""
-    if isinstance(x, (list, tuple, dict)):
-        return False
-    shape = np.shape(x)
-    return len(shape) == 2 and shape[1] > shape[0] >= MIN_ROWS
 
 
 def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, out: dict,
@@ -271,62 +252,6 @@ def _fill(M: np.ndarray, i: int, j: int, p: Pair, r, options: dict,
         M[j, i] = ji
 
 
-class Pair:
-    """Two prepared layers in a fixed order, and what their measures share.
-
-    The order is decided by the layers' contents (:func:`_order_key`), so that the pair of
-    ``(X, Y)`` and of ``(Y, X)`` computes the same products in the same orientation and
-    every value is the same number to the last bit whichever way it was asked for.
-    ``flipped`` says that ``a`` is the second layer asked for. ``alike``: the two layers
-    have the same contents (the diagonal of a symmetric matrix, or a layer compared with a
-    copy of itself)."""
-
-    def __init__(self, a, b, flipped: bool, alike: bool):
-        self.a, self.b, self.flipped, self.alike = a, b, flipped, alike
-        self._found: dict = {}
-
-    @classmethod
-    def of(cls, x, y) -> Pair:
-        if x is y:
-            return cls(x, y, False, True)
-        kx, ky = _order_key(x), _order_key(y)
-        if kx == ky:  # the same summary: order, and compare, by the whole contents
-            kx, ky = _content_key(x), _content_key(y)
-        return cls(y, x, True, kx == ky) if ky < kx else cls(x, y, False, kx == ky)
-
-    def cross(self, dtype=None):
-        """The centred cross-product ``a.Xc' b.Xc`` in the pair's work dtype (or ``dtype``),
-        computed once."""
-        key = ("cross", None if dtype is None else np.dtype(dtype))
-        if key not in self._found:
-            self._found[key] = cross(self.a, self.b, dtype)
-        return self._found[key]
-
-    def has_cross(self) -> bool:
-        """Whether a cross-product of the pair is already computed (in any dtype)."""
-        return any(isinstance(k, tuple) and k[0] == "cross" for k in self._found)
-
-    def provide(self, quantity: str, value) -> None:
-        self._found[quantity] = value
-
-    def get(self, quantity: str):
-        """A pair quantity its measures declared (:data:`PAIR_QUANTITIES`)."""
-        return self._found[quantity]
-
-
-def _order_key(layer) -> bytes:
-    """A cheap summary of a prepared layer's contents that orders the two layers of a pair."""
-    if "order_key" not in vars(layer):
-        vars(layer)["order_key"] = layer.summary()
-    return vars(layer)["order_key"]
-
-
-def _content_key(layer) -> bytes:
-    if "content_key" not in vars(layer):
-        vars(layer)["content_key"] = layer.digest()
-    return vars(layer)["content_key"]
-
-
 def _layer_list(layers, name: str) -> tuple[list, list]:
     """``layers`` as a list of layers and their keys: a list or tuple (Hugging Face's
     ``hidden_states`` among them: each (1, n, d) layer is read as (n, d)), a dict (its keys
@@ -374,20 +299,8 @@ def _is_row(x) -> bool:
 # ----------------------------------------------------------------------- layer kinds
 
 def _activations(layers: list, names: list[str], options: dict, bk) -> list[LayerStats]:
-    """Each layer's :class:`~._core.LayerStats` (centred once, statistics on first use); a
-    :class:`RowSpace` layer's with the basis back to its neurons."""
-    found = []
-    for x, name in zip(layers, names):
-        stats = LayerStats(x.R if isinstance(x, RowSpace) else x, dtype=options.get("dtype"),
-                           name=name, backend=bk)
-        stats.basis = x.Q if isinstance(x, RowSpace) else None
-        found.append(stats)
-    for s in found:
-        if s.total_var == 0:
-            raise UndefinedMeasure(f"{s.name} has no variance (every neuron constant, or every "
-                                   f"row the same), so no measure is defined for it; leave that "
-                                   f"layer out or check how it was made")
-    return found
+    """Each layer's :class:`~.core.LayerStats` (:func:`~.core.prepare_given`)."""
+    return [prepare_given(x, name, options.get("dtype"), bk) for x, name in zip(layers, names)]
 
 
 class _Gram:
@@ -436,55 +349,21 @@ LAYER_KINDS: dict[str, Callable] = {
 
 # ----------------------------------------------------------------------- layer quantities
 
-def _distinct(PA: list, PB: list) -> list:
-    return list(dict.fromkeys(PA + PB))
-
-
-def _grams(PA, PB, same, options) -> None:
-    """Every layer's self cross-product ``G``, one after another
-    (:meth:`~._backend_base.Backend.grams`)."""
-    todo = [s for s in _distinct(PA, PB) if not s.has("G")]
-    if todo:
-        for s, G in zip(todo, todo[0].bk.grams([s.Xc for s in todo])):
-            s.provide("G", G)
-
-
 def _principal(PA, PB, same, options) -> None:
-    """SVCCA's and PWCCA's eigendecompositions of ``G`` (of the z-scored ``G`` with
-    ``standardize=True``), side by side; only the leading eigenvectors that the variance
-    threshold keeps are read."""
-    layers = _distinct(PA, PB)
-    if options.get("standardize"):
-        layers = [s.standardized() for s in layers]
-    count = _principal_count(options.get("variance", 0.99), options.get("cut", "reach"))
-    fill_eigs(layers, [count] * len(layers))
-
-
-def _eig(PA, PB, same, options) -> None:
-    """Every eigenvector of every layer's ``G`` (full-space CCA), side by side."""
-    fill_eigs(_distinct(PA, PB))
-
-
-def _span(PA, PB, same, options) -> None:
-    """The span of every layer that a neuron is projected onto (mixedsim): the Cholesky
-    route where it is certified, else the z-scored ``G``'s eigendecomposition."""
-    spans = _distinct(PA, PB) if same else list(dict.fromkeys(PB))
-    fill_span_choleskys(spans)
-    fill_eigs([s.standardized() for s in spans if s.span_cholesky is None])
+    principal(PA + PB, options.get("variance", 0.99), options.get("cut", "reach"),
+              bool(options.get("standardize")))
 
 
 #: per-layer quantities a measure may declare (:attr:`~.registry.Measure.layer_needs`),
 #: each computed for every layer at once: ``compute(PA, PB, same, options)``
 LAYER_QUANTITIES: dict[str, Callable] = {
-    "G": _grams, "principal": _principal, "eig": _eig, "span": _span,
+    "G": lambda PA, PB, same, options: grams(PA + PB),
+    "principal": _principal,
+    "eig": lambda PA, PB, same, options: eigs(PA + PB),
+    # a neuron of A is projected onto the span of B (and of A, when A is compared with itself)
+    "span": lambda PA, PB, same, options: spans(PA if same else PB),
 }
 
 #: per-pair quantities a measure may declare (:attr:`~.registry.Measure.pair_needs`),
 #: each computed for a row of pairs at once: ``compute(pairs, options) -> values``
 PAIR_QUANTITIES: dict[str, Callable] = {"canonical": canonical_of_pairs}
-
-
-def _principal_count(variance: float | None, cut: str) -> Callable[[np.ndarray], int]:
-    """How many principal directions SVCCA and PWCCA keep of a layer, as a function of its
-    descending eigenvalues (what :meth:`~._backend_base.Backend.eighs` asks)."""
-    return lambda lam: components_of(lam, RANK_RTOL, variance, cut)

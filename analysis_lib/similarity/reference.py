@@ -15,23 +15,10 @@ every column centred. Asymmetric measures average over X's neurons (or heads).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-#: Directions whose variance is below this share of the largest count as zero (float64).
-RANK_RTOL = 1e-12
-#: Canonical correlations closer than this form one tied group (PWCCA's weights). Far above
-#: the rounding of float32 products (about 1e-6), so that float32 and float64 inputs, and any
-#: BLAS thread count, find the same groups.
-TIE_TOL = 1e-4
-
-
-def rounding(n: int) -> float:
-    """The share of a column's largest magnitude that centring ``n`` values in float64 can
-    leave behind as rounding (the mean's summation error grows like ``log2 n``). Far below
-    any real spread, even of float32 data (one float32 step is about 6e-8 of a value)."""
-    return 4.0 * (1.0 + np.log2(max(n, 2))) * np.finfo(np.float64).eps
+from .core import RANK_RTOL, rounding, tied_runs, varying
 
 
 def centred(X: np.ndarray) -> np.ndarray:
@@ -43,19 +30,6 @@ def centred(X: np.ndarray) -> np.ndarray:
         flat = np.abs(Xc).max(axis=0) <= rounding(len(X)) * np.abs(X).max(axis=0)
         Xc[:, flat] = 0.0
     return Xc
-
-
-#: a centred column whose norm is at most this share of its layer's largest column norm is
-#: constant (after :func:`centred` has zeroed the columns that are constant up to rounding)
-CONSTANT_RTOL = 1e-10
-
-
-def varying(sq_norms: Any) -> Any:
-    """Which columns vary, from their squared centred norms (NumPy or torch): the one rule
-    by which every measure leaves a constant neuron out."""
-    if not len(sq_norms):
-        return sq_norms > 0
-    return sq_norms > sq_norms.max() * CONSTANT_RTOL**2
 
 
 def _nonconstant(Xc: np.ndarray) -> np.ndarray:
@@ -166,16 +140,6 @@ def pwcca(X: np.ndarray, Y: np.ndarray, variance: float | None = 0.99, cut: str 
         M[start:end] = P.T @ M[start:end]
     alpha = np.abs(M).sum(axis=1)
     return float(alpha @ rho / alpha.sum())
-
-
-def tied_runs(rho: np.ndarray, tol: float = TIE_TOL) -> list[tuple[int, int]]:
-    """``(start, end)`` of every run of two or more consecutive values of the descending
-    ``rho`` within ``tol`` of their neighbours."""
-    if rho.size < 2:
-        return []
-    breaks = np.flatnonzero(np.abs(np.diff(rho)) > tol) + 1
-    edges = np.concatenate([[0], breaks, [rho.size]])
-    return [(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:]) if e - s > 1]
 
 
 def cca(X: np.ndarray, Y: np.ndarray, reg: float = 0.0) -> tuple[float, float, np.ndarray]:

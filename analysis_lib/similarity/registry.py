@@ -94,9 +94,9 @@ class Measure:
         permutation test resample; False for per-sentence attention maps.
     row_space : bool
         A layer with more neurons than rows may be given to it as its rotation into its
-        row space (:func:`~._core.row_space`), with the same value: it is unchanged by an
+        row space (:func:`~.core.row_space`), with the same value: it is unchanged by an
         orthogonal map of either layer's neurons, or (PWCCA) reads the neurons only through
-        :meth:`~._core.LayerStats.loadings`, which maps back. Its memory then grows with
+        :meth:`~.core.LayerStats.loadings`, which maps back. Its memory then grows with
         the rows, not with the square of the neurons.
     check : callable or None
         ``check(options)`` raises on an invalid option value before any work.
@@ -126,7 +126,7 @@ class Measure:
 _ROTATION = ("permutation", "translation", "isotropic_scaling", "orthogonal")
 _NEURONS = ("permutation", "translation", "isotropic_scaling", "neuron_scaling")
 _CANONICAL = {"variance": 0.99, "standardize": False, "cut": "reach"}
-_WORK = {"dtype": None}  # the work dtype of the cross-products (see _core.work_dtype)
+_WORK = {"dtype": None}  # the work dtype of the cross-products (see core.work_dtype)
 _ATTENTION = ("permutation",)  # of the heads
 
 MEASURE_TABLE: tuple[Measure, ...] = (

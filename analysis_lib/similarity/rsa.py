@@ -29,7 +29,7 @@ from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from ..errors import UndefinedMeasure
-from ._core import as_matrix, check_pair, digest, in_range
+from .core import as_matrix, check_pair, digest, in_range
 
 KERNELS = ("cosine", "correlation", "euclidean")
 

@@ -27,7 +27,7 @@ import numpy as np
 from ..runtime.device import DeviceLike
 from . import _backend
 from ._backend import NUMPY, Backend
-from ._core import as_matrix
+from .core import as_matrix
 from .kernels import best_correlations, cka_from_sums, gram_hsic_sums, unbiased_hsic
 from .registry import STREAM_MEASURES
 

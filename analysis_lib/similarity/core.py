@@ -24,9 +24,49 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime import checks
+from ..errors import UndefinedMeasure
 from ._backend import NUMPY, Backend
-from .reference import RANK_RTOL, rounding
+
+# ------------------------------------------------------------------ the shared rules
+# What counts as zero, as constant and as tied: one rule each, read by the fast paths
+# and by the plain definitions in :mod:`.reference` alike.
+
+#: Directions whose variance is below this share of the largest count as zero (float64).
+RANK_RTOL = 1e-12
+#: Canonical correlations closer than this form one tied group (PWCCA's weights). Far above
+#: the rounding of float32 products (about 1e-6), so that float32 and float64 inputs, and any
+#: BLAS thread count, find the same groups.
+TIE_TOL = 1e-4
+
+
+def rounding(n: int) -> float:
+    """The share of a column's largest magnitude that centring ``n`` values in float64 can
+    leave behind as rounding (the mean's summation error grows like ``log2 n``). Far below
+    any real spread, even of float32 data (one float32 step is about 6e-8 of a value)."""
+    return 4.0 * (1.0 + np.log2(max(n, 2))) * np.finfo(np.float64).eps
+
+
+#: a centred column whose norm is at most this share of its layer's largest column norm is
+#: constant (after the columns that are constant up to :func:`rounding` have been zeroed)
+CONSTANT_RTOL = 1e-10
+
+
+def varying(sq_norms: Any) -> Any:
+    """Which columns vary, from their squared centred norms (NumPy or torch): the one rule
+    by which every measure leaves a constant neuron out."""
+    if not len(sq_norms):
+        return sq_norms > 0
+    return sq_norms > sq_norms.max() * CONSTANT_RTOL**2
+
+
+def tied_runs(rho: np.ndarray, tol: float = TIE_TOL) -> list[tuple[int, int]]:
+    """``(start, end)`` of every run of two or more consecutive values of the descending
+    ``rho`` within ``tol`` of their neighbours."""
+    if rho.size < 2:
+        return []
+    breaks = np.flatnonzero(np.abs(np.diff(rho)) > tol) + 1
+    edges = np.concatenate([[0], breaks, [rho.size]])
+    return [(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:]) if e - s > 1]
 
 
 def digest(*arrays) -> bytes:
@@ -37,6 +77,37 @@ def digest(*arrays) -> bytes:
         h.update(repr((x.shape, x.dtype.str)).encode())
         h.update(x.data)
     return h.digest()
+
+
+def real_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a NumPy array of real numbers (or booleans). Refused with the fix: text or
+    objects, complex numbers (the imaginary part would be dropped), and masked arrays with
+    masked entries (the mask would be ignored and the hidden values compared)."""
+    if np.ma.isMaskedArray(value):
+        hidden = int(np.ma.count_masked(value))
+        if hidden:
+            raise ValueError(
+                f"{name} is a masked array with {hidden} masked values, which a measure would "
+                f"read as numbers; drop those stimuli (X[~X.mask.any(axis=1)]) or fill them "
+                f"(X.filled(value)) first")
+        value = np.ma.getdata(value)
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        # a tensor on any device, requiring grad or not; bfloat16 (which NumPy lacks) is
+        # widened to float32 exactly
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            value = value.float()
+    try:
+        array = np.asarray(value)
+    except Exception as error:  # ragged lists and the like
+        raise TypeError(f"{name} must be a numeric array: {error}") from error
+    if np.iscomplexobj(array):
+        raise TypeError(f"{name} has complex values; pass real numbers (e.g. the magnitude "
+                        f"np.abs({name}) or the real part {name}.real, whichever you mean)")
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
+                                     or array.dtype == bool):
+        raise TypeError(f"{name} must be a numeric array, got dtype {array.dtype}")
+    return array
 
 
 def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
@@ -51,7 +122,7 @@ def as_matrix(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
         Not 2-D, no columns, fewer than ``min_rows`` rows, or NaN/inf values (the message gives
         their count and the fix).
     """
-    A = checks.real_array(X, name)
+    A = real_array(X, name)
     if A.ndim == 3 and A.shape[0] == 1:  # one sequence with its batch axis (Hugging Face)
         A = A[0]
     if A.ndim == 3:
@@ -601,3 +672,153 @@ def span_sq_norms(C, b: LayerStats, width: int = 192):
         M = C[:, rows] @ W[rows, cols]
         out = out + xp.sum(M * M, axis=1, dtype=xp.float64)
     return out
+
+
+# ------------------------------------------------------------------ a pair of prepared layers
+
+def prepare(X, name: str, dtype, bk: Backend, basis: np.ndarray | None = None) -> LayerStats:
+    """A layer's :class:`LayerStats` (centred once, every statistic on first use), refused
+    when it has no variance; ``basis``: of a layer given as its row-space rotation
+    (:func:`row_space`), the map back onto its neurons."""
+    stats = LayerStats(X, dtype=dtype, name=name, backend=bk)
+    stats.basis = basis
+    if stats.total_var == 0:
+        raise UndefinedMeasure(f"{name} has no variance (every neuron constant, or every row "
+                               f"the same), so no measure is defined for it; leave that layer "
+                               f"out or check how it was made")
+    return stats
+
+
+class RowSpace:
+    """A wide layer given as its rotation into its row space (:func:`row_space`): ``R``
+    (n x r) and the basis ``Q`` (d x r) back to its neurons."""
+
+    def __init__(self, R: np.ndarray, Q: np.ndarray):
+        self.R, self.Q = R, Q
+
+
+def is_wide(x) -> bool:
+    """Whether ``x`` is a 2-D layer with more neurons than rows."""
+    if isinstance(x, (list, tuple, dict)):
+        return False
+    shape = np.shape(x)
+    return len(shape) == 2 and shape[1] > shape[0] >= MIN_ROWS
+
+
+def reduced(x, name: str, standardize: bool, wide: bool):
+    """A layer as the measures that declare ``row_space`` read it when a layer of theirs is
+    wide: a wide layer as its :class:`RowSpace`; with ``standardize``, every layer z-scored
+    through the same rotation (so that they need not z-score it again); else as given."""
+    if not (wide or standardize):
+        return x
+    R, Q = row_space(as_matrix(x, name, min_rows=MIN_ROWS), standardize)
+    return RowSpace(R, Q) if wide else R @ Q.T
+
+
+def prepare_given(x, name: str, dtype, bk: Backend) -> LayerStats:
+    """:func:`prepare` of a layer as given, or of a :class:`RowSpace` (with its basis)."""
+    if isinstance(x, RowSpace):
+        return prepare(x.R, name, dtype, bk, x.Q)
+    return prepare(x, name, dtype, bk)
+
+
+class Pair:
+    """Two prepared layers in a fixed order, and what their measures share.
+
+    The order is decided by the layers' contents (:meth:`LayerStats.summary`, then the whole
+    contents), so that the pair of ``(X, Y)`` and of ``(Y, X)`` computes the same products in
+    the same orientation and every value is the same number to the last bit whichever way it
+    was asked for. ``flipped`` says that ``a`` is the second layer asked for. ``alike``: the
+    two layers have the same contents (the diagonal of a symmetric matrix, or a layer
+    compared with a copy of itself)."""
+
+    def __init__(self, a, b, flipped: bool, alike: bool):
+        self.a, self.b, self.flipped, self.alike = a, b, flipped, alike
+        self._found: dict = {}
+
+    @classmethod
+    def of(cls, x, y) -> Pair:
+        if x is y:
+            return cls(x, y, False, True)
+        kx, ky = _order_key(x), _order_key(y)
+        if kx == ky:  # the same summary: order, and compare, by the whole contents
+            kx, ky = _content_key(x), _content_key(y)
+        return cls(y, x, True, kx == ky) if ky < kx else cls(x, y, False, kx == ky)
+
+    def cross(self, dtype=None):
+        """The centred cross-product ``a.Xc' b.Xc`` in the pair's work dtype (or ``dtype``),
+        computed once."""
+        key = ("cross", None if dtype is None else np.dtype(dtype))
+        if key not in self._found:
+            self._found[key] = cross(self.a, self.b, dtype)
+        return self._found[key]
+
+    def has_cross(self) -> bool:
+        """Whether a cross-product of the pair is already computed (in any dtype)."""
+        return any(isinstance(k, tuple) and k[0] == "cross" for k in self._found)
+
+    def provide(self, quantity: str, value) -> None:
+        self._found[quantity] = value
+
+    def get(self, quantity: str):
+        """A pair quantity its measures declared (``pair_needs`` of a measure's record)."""
+        return self._found[quantity]
+
+    def directions(self, wanted: tuple[bool, bool] = (True, False)) -> tuple[bool, bool]:
+        """Which of the kernel's values ``(a to b, b to a)`` are needed, for ``wanted``
+        given in the order asked (first to second, second to first)."""
+        return (wanted[1], wanted[0]) if self.flipped else wanted
+
+    def first(self, values: tuple):
+        """Of a kernel's values ``(a to b, b to a)``, the one from the first layer asked
+        for to the second."""
+        return values[1] if self.flipped else values[0]
+
+
+def _order_key(layer) -> bytes:
+    """A cheap summary of a prepared layer's contents that orders the two layers of a pair."""
+    if "order_key" not in vars(layer):
+        vars(layer)["order_key"] = layer.summary()
+    return vars(layer)["order_key"]
+
+
+def _content_key(layer) -> bytes:
+    if "content_key" not in vars(layer):
+        vars(layer)["content_key"] = layer.digest()
+    return vars(layer)["content_key"]
+
+
+# ------------------------------------------------------------------ per-layer quantities,
+# computed for several layers at once (side by side on the CPU); a layer computes any of
+# them itself on first use too, with the same bits
+
+def grams(layers: list) -> None:
+    """Every layer's self cross-product ``G``, one after another
+    (:meth:`~._backend.Backend.grams`)."""
+    todo = [s for s in dict.fromkeys(layers) if not s.has("G")]
+    if todo:
+        for s, G in zip(todo, todo[0].bk.grams([s.Xc for s in todo])):
+            s.provide("G", G)
+
+
+def principal(layers: list, variance: float | None, cut: str, standardize: bool) -> None:
+    """SVCCA's and PWCCA's eigendecompositions of ``G`` (of the z-scored ``G`` with
+    ``standardize``), side by side; only the leading eigenvectors that the variance
+    threshold keeps are formed."""
+    layers = list(dict.fromkeys(layers))
+    if standardize:
+        layers = [s.standardized() for s in layers]
+    fill_eigs(layers, [lambda lam: components_of(lam, RANK_RTOL, variance, cut)] * len(layers))
+
+
+def eigs(layers: list) -> None:
+    """Every eigenvector of every layer's ``G`` (full-space CCA), side by side."""
+    fill_eigs(list(dict.fromkeys(layers)))
+
+
+def spans(layers: list) -> None:
+    """The span of every layer that a neuron is projected onto (mixedsim): the Cholesky
+    route where it is certified, else the z-scored ``G``'s eigendecomposition."""
+    layers = list(dict.fromkeys(layers))
+    fill_span_choleskys(layers)
+    fill_eigs([s.standardized() for s in layers if s.span_cholesky is None])
