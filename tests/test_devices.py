@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -614,3 +616,30 @@ def test_float32_pwcca_is_the_same_at_one_and_two_threads(dtype):
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for name in names:
         np.testing.assert_allclose(found[0][name], found[1][name], atol=tol, err_msg=name)
+
+
+def test_auto_takes_numpy_on_the_cpu_and_torch_on_an_intel_cpu_with_mkl(monkeypatch):
+    """The ``"auto"`` rule: on the CPU, torch only where its products run on MKL on an
+    Intel processor; NumPy on any other processor and where the vendor cannot be read."""
+    torch = pytest.importorskip("torch")
+    from analysis_lib.similarity import _backend
+
+    mkl = torch.backends.mkl.is_available()
+    try:
+        for vendor, expected in (("AuthenticAMD", "numpy"), ("", "numpy"),
+                                 ("GenuineIntel", "torch" if mkl else "numpy")):
+            monkeypatch.setattr(_backend, "cpu_vendor", lambda v=vendor: v)
+            _backend._chosen.cache_clear()
+            assert _backend.get("cpu").name == expected, vendor
+            assert _backend.get("cpu", "numpy").name == "numpy"
+            assert _backend.get("cpu", "torch").name == "torch"
+    finally:
+        _backend._chosen.cache_clear()
+
+
+def test_the_cpu_vendor_is_read_from_the_processor():
+    from analysis_lib.similarity import _backend
+
+    vendor = _backend.cpu_vendor()
+    if Path("/proc/cpuinfo").exists():
+        assert vendor and vendor in Path("/proc/cpuinfo").read_text()
