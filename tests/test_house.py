@@ -145,6 +145,28 @@ def test_no_package_imports_another_packages_private_module():
     assert not foreign, foreign
 
 
+#: the modules that compute a chapter's results (the notebooks call them)
+CHAPTERS = tuple(f"analysis_lib.studies.{name}" for name in (
+    "representation", "attention", "finetuning", "truncation", "seeds", "domains"))
+
+
+def test_the_build_and_the_sweep_never_run_a_chapters_computation():
+    graph, _ = _graph()
+    assert all(chapter in graph for chapter in CHAPTERS)
+    found = sorted((m, t) for m, targets in graph.items() for t in targets
+                   if _top_package(m) in ("analysis_lib.book", "analysis_lib.sweep")
+                   and t in CHAPTERS)
+    assert not found, found
+
+
+def test_the_sweep_never_imports_the_book():
+    graph, _ = _graph()
+    found = sorted((m, t) for m, targets in graph.items() for t in targets
+                   if _top_package(m) == "analysis_lib.sweep"
+                   and _top_package(t) == "analysis_lib.book")
+    assert not found, found
+
+
 def _files_reached(fn, *args, **kwargs) -> set[str]:
     """The library's files whose functions run while ``fn(*args, **kwargs)`` computes, on
     its second call (the first makes the once-per-process choices, such as the backend)."""

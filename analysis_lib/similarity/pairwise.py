@@ -85,7 +85,7 @@ def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None =
         ``'numpy'`` runs the same kernels on NumPy arrays (CPU), the reference path;
         ``'auto'`` (default) is the faster of the two where the call computes: torch on a
         GPU; on the CPU torch on an Intel processor (with a torch build on Intel's MKL),
-        else NumPy (:func:`._backend.get`).
+        else NumPy.
     **options
         The measure's options (its record in :mod:`.registry` lists them with their
         defaults): ``variance``, ``standardize``, ``cut`` (SVCCA/PWCCA), ``debiased``,

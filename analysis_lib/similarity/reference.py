@@ -10,6 +10,13 @@ offsets, a few huge neurons, rows that nearly point one way, ties, rank deficien
 
 Notation: ``X`` is (n, d1), ``Y`` is (n, d2), rows are the same n stimuli. ``Xc`` is X with
 every column centred. Asymmetric measures average over X's neurons (or heads).
+
+What counts as zero, as constant and as tied is one rule each, shared with the fast paths
+and imported from ``similarity/core.py``: ``RANK_RTOL`` (a direction whose variance is below
+this share of the largest is zero), ``rounding(n)`` (a column constant up to the rounding of
+its float64 mean is constant), ``varying`` (a neuron whose norm is below ``CONSTANT_RTOL``
+of the layer's largest is constant) and ``tied_runs`` (canonical correlations within
+``TIE_TOL`` of each other tie).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ def centred(X: np.ndarray) -> np.ndarray:
 
 
 def _nonconstant(Xc: np.ndarray) -> np.ndarray:
-    """Which columns of a centred layer vary (:func:`varying`)."""
+    """Which columns of a centred layer vary (the rule ``similarity.core.varying``)."""
     return varying(np.sum(Xc * Xc, axis=0))
 
 

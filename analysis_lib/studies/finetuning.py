@@ -40,7 +40,7 @@ from ..similarity import (
     pairwise_suite,
     rsa,
 )
-from ..training.finetune import FineTuned, finetune, lookup
+from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
 from . import verdicts
 from .shared import (
@@ -323,33 +323,6 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
             found = linear_probe(loaded, runs.task(task), loaded.info.n_attention_layers,
                                  pooling="mean")
             rows.append({"model": model, "task": task, "frozen_head": found["accuracy"]})
-    return pd.DataFrame(rows)
-
-
-#: the learning rates the ``cpu`` preset was chosen from (its own, 2e-4, and the usual
-#: rates for BERT-sized models over thousands of steps)
-RATES = (5e-5, 1e-4, 2e-4)
-
-
-def rate_table(grid: FinetuneGrid, rates: Sequence[float] = RATES, *, seed: int | None = None,
-               train: bool = False) -> pd.DataFrame:
-    """The grid's first model fine-tuned at each learning rate of ``rates`` on each task,
-    with everything else the grid's (``seed``: default its first): validation and test
-    accuracy, one row per rate and task. With ``train`` the missing runs are trained;
-    without, they are read from the cache only (``cached`` False and no numbers where it
-    does not hold them)."""
-    model, seed = grid.models[0], grid.seeds[0] if seed is None else seed
-    rows = []
-    for rate in rates:
-        for task_name in grid.tasks:
-            task, config = grid.task(task_name), grid.settings(seed, learning_rate=rate)
-            result = (finetune(model, task, config, progress=False, **grid.options(model))
-                      if train else lookup(model, task, config, **grid.options(model)))
-            metrics = result.metrics if result is not None else {}
-            rows.append({"learning rate": rate, "task": task_name,
-                         "validation": metrics.get("validation", {}).get("accuracy"),
-                         "test": metrics.get("test", {}).get("accuracy"),
-                         "cached": result is not None})
     return pd.DataFrame(rows)
 
 

@@ -89,7 +89,7 @@ def load_spec(source: str | Path | dict[str, Any]) -> SweepSpec:
     if isinstance(source, dict):
         raw, where = source, "the sweep spec"
     else:
-        from ..book.params import read_yaml
+        from ..runtime.plain_yaml import read_yaml
 
         path = checks.existing_file(source, "sweep spec", "pass its YAML file (see "
                                     "book/running.md) or a mapping to load_spec")
