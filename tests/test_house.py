@@ -167,6 +167,37 @@ def test_the_sweep_never_imports_the_book():
     assert not found, found
 
 
+NOTEBOOKS = LIBRARY.parent / "notebooks"
+
+
+def _code_cells() -> list[tuple[str, int, str]]:
+    import json
+
+    found = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found += [(path.name, k, "".join(cell["source"])) for k, cell in enumerate(cells)
+                  if cell["cell_type"] == "code"]
+    return found
+
+
+def test_no_notebook_code_cell_names_a_claim():
+    """A chapter's claims are judged and glued by the library (``prose.glue_verdicts``,
+    ``verdicts.verdict_lines``); a cell that lists claim ids is a second list to keep."""
+    from analysis_lib.studies.claims import CLAIMS
+
+    cells = _code_cells()
+    assert len(cells) > 50
+    named = [(name, k, claim) for name, k, text in cells for claim in CLAIMS if claim in text]
+    assert not named, named
+
+
+def test_no_notebook_code_cell_is_over_30_lines():
+    long = [(name, k, len(text.splitlines())) for name, k, text in _code_cells()
+            if len(text.splitlines()) > 30]
+    assert not long, long
+
+
 def _files_reached(fn, *args, **kwargs) -> set[str]:
     """The library's files whose functions run while ``fn(*args, **kwargs)`` computes, on
     its second call (the first makes the once-per-process choices, such as the backend)."""

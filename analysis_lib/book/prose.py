@@ -149,6 +149,23 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
     return table
 
 
+def glue_verdicts(findings: pd.DataFrame) -> pd.DataFrame:
+    """Glue every claim's :func:`verdict` of a findings table for the prose, each under
+    ``verdict-`` and its claim id (``{glue:md}`verdict-wu-within-model```). Returns the
+    table."""
+    for claim_id in findings.index:
+        glue(f"verdict-{claim_id}", verdict(findings, str(claim_id)))
+    return findings
+
+
+def glue_not_measured(claim_ids: Iterable[str], reason: str) -> None:
+    """Glue claims that a run does not measure as such, with ``reason``, under the names
+    :func:`glue_verdicts` uses."""
+    from ..studies.verdicts import not_measured, table
+
+    glue_verdicts(table([not_measured(claim_id, reason) for claim_id in claim_ids]))
+
+
 def verdict(findings: pd.DataFrame, claim_id: str) -> str:
     """A claim's verdict in bold with what this run shows, for a chapter's summary:
     ``**holds** (this run: +0.21 [+0.18, +0.24])``."""

@@ -471,6 +471,8 @@ GRID_CLAIMS = ("wu-ft-top-change", "wu-localization-ft", "merchant-depth", "phan
                "phang-ft-orig")
 FREEZING_CLAIMS = ("merchant-freeze-bottom", "merchant-freeze-order")
 CLAIM_IDS = GRID_CLAIMS + FREEZING_CLAIMS
+#: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
+SCHEDULE_CLAIMS = ("phang-blocks", "phang-ft-orig")
 
 
 def adjusted_r2(r2: float, n: int, p: int) -> float:

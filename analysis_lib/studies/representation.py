@@ -574,6 +574,10 @@ def _relative_depth(values: Mapping[SummaryKey, float], measure: str) -> list[Ev
 #: the contrasts that also get a unit over models (:func:`per_model`): each model has cells
 #: of both groups
 OVER_MODELS = ("wu-within-model", "wu-lower-layers", "wu-adjacent")
+#: the claims of the chapter's later sections, each judged by its own function
+LOCALIZATION_CLAIMS = ("wu-localization-depth",)
+CORPUS_CLAIMS = ("wu-other-corpus",)
+OBJECTIVE_CLAIMS = ("wu-objective",)
 
 
 def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
@@ -629,7 +633,7 @@ def corpus_findings(agreements: Mapping[str, float], n_layers: int) -> pd.DataFr
     """Wu et al. App. B.1 judged by the verdict rule: per measure, the correlation of the
     across-model cells on two corpora (:func:`agreement`'s ``across_models``), as Fisher's
     z with the number of layers as the sample size, against z of ``r = 0.5``."""
-    claim = claims.get("wu-other-corpus")
+    claim = claims.get(CORPUS_CLAIMS[0])
     evidence = [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
                 for m, r in agreements.items()]
     return verdicts.table([decide(claim, evidence,
@@ -660,7 +664,7 @@ def objective_findings(values: Mapping[SummaryKey, float], seeds: Sequence[str],
     (the same architecture and training length, the other objective). Both terms compare
     models of different seeds, so the seed cancels and the objective is left. One value per
     seed, a t interval over them; "not measured" when a model did not learn."""
-    claim = "wu-objective"
+    claim = OBJECTIVE_CLAIMS[0]
     skipped = [m for m in [*seeds, other] if m in set(not_learned)]
     if skipped:
         return verdicts.table([verdicts.not_measured(
@@ -692,7 +696,7 @@ def localization_findings(local: pd.DataFrame, models: Sequence[str]) -> pd.Data
             for _, group in plain.groupby("model", sort=False)]
     evidence = ([Evidence.from_values(f"{len(gaps)} models, upper - lower half", gaps)]
                 if gaps else [])
-    return verdicts.table([decide("wu-localization-depth", evidence)])
+    return verdicts.table([decide(LOCALIZATION_CLAIMS[0], evidence)])
 
 
 def random_across(M: np.ndarray, collection: Collection) -> float:

@@ -300,6 +300,11 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
 #: the claims :func:`findings` answers, in its order
 CLAIM_IDS = ("phang-untuned", "phang-tuned", "phang-tuned-orig", "phang-cka-predicts",
              "phang-skip-bottom", "merchant-truncate")
+#: the claim about the untuned model (read again with another pooling) and the claim
+#: about cut models (read again with a longer schedule)
+UNTUNED_CLAIM, CUT_CLAIM = "phang-untuned", "merchant-truncate"
+#: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
+SCHEDULE_CLAIMS = (UNTUNED_CLAIM, CUT_CLAIM)
 #: the claims read from the fine-tuning grid's own runs (``merchant-truncate`` reads the
 #: cut-then-fine-tuned runs, and gates them itself)
 GRID_CLAIMS = CLAIM_IDS[:5]

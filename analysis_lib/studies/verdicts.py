@@ -591,12 +591,14 @@ def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd
         "shown_after": str(after.loc[claim_id, "what this run shows"])}])
 
 
-def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str]) -> list[str]:
-    """One line per named claim of a findings table, in the order named: the verdict, the
-    claim and what this run shows (the estimates with their intervals, or why nothing was
-    measured); a claim the table lacks is an error, not a silent omission."""
+def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str] | None = None) -> list[str]:
+    """One line per claim of a findings table (every claim it holds, in its order, or those
+    named, in the order named): the verdict, the claim and what this run shows (the
+    estimates with their intervals, or why nothing was measured); a named claim the table
+    lacks is an error, not a silent omission."""
+    ids = list(findings.index) if claim_ids is None else claim_ids
     return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid}); this run: "
-            f"{findings.loc[cid, 'what this run shows']}" for cid in claim_ids]
+            f"{findings.loc[cid, 'what this run shows']}" for cid in ids]
 
 
 def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
