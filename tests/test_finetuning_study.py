@@ -100,8 +100,24 @@ def test_seed_interval_is_a_t_interval():
     mean, low, high = shared.seed_interval([1.0, 2.0, 3.0])
     # t(0.975, 2) = 4.303; sd = 1; se = 1 / sqrt(3)
     assert mean == 2.0 and high - mean == pytest.approx(4.3027 / np.sqrt(3), rel=1e-4)
-    assert shared.seed_interval([0.5]) == (0.5, 0.5, 0.5)
+    mean, low, high = shared.seed_interval([0.5, float("nan")])  # one value: no spread
+    assert mean == 0.5 and np.isnan(low) and np.isnan(high)
     assert all(np.isnan(shared.seed_interval([float("nan")])))
+
+
+def test_the_seed_interval_is_the_verdicts_interval():
+    """One t interval: a table's interval over seeds and a verdict's interval of the same
+    values are the same numbers."""
+    from analysis_lib.studies.verdicts import Evidence, decide
+
+    values = [0.61, 0.64, 0.70, 0.58]
+    mean, low, high = shared.seed_interval(values)
+    units = decide("wu-within-model", [Evidence.from_values("seeds", values)]).units
+    assert (mean, low, high) == pytest.approx(
+        (units.estimate[0], units.low[0], units.high[0]), rel=1e-12)
+    assert np.isnan(Evidence.from_values("one", [1.0]).interval()[0])
+    normal = Evidence("normal", 1.0, 0.5).interval(0.05)
+    assert normal == pytest.approx((1.0 - 1.959964 * 0.5, 1.0 + 1.959964 * 0.5), rel=1e-6)
 
 
 @pytest.mark.slow

@@ -559,6 +559,15 @@ def test_grouped_bootstrap_resamples_whole_groups(monkeypatch):
                         lambda A, B, m, o: seen.append(len(A[0])) or real(A, B, m, o))
     sim.bootstrap(X, Y, "linear_cka", n_boot=20, seed=0, groups=groups)
     assert set(seen[1:]) == {40}  # eight groups of five rows, drawn with replacement
+    # the resample is group_weights' (the one rule both group bootstraps draw by)
+    drawn = []
+    monkeypatch.setattr(stats, "_compute",
+                        lambda A, B, m, o: drawn.append(A[0]) or real(A, B, m, o))
+    sim.bootstrap(X, Y, "linear_cka", n_boot=3, seed=4, groups=groups)
+    rng = np.random.default_rng(4)
+    for resample in drawn[1:]:
+        weights = stats.group_weights(groups, rng)
+        np.testing.assert_array_equal(resample, X[np.repeat(np.arange(40), weights)])
     with pytest.raises(ValueError, match="one entry per row"):
         sim.bootstrap(X, Y, n_boot=5, groups=groups[:-1])
 

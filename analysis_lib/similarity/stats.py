@@ -154,16 +154,17 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
         raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
     single, A, B = _as_layers(X, Y)
     n = _n_rows(A + (B or []))
-    index = _group_index(groups, n)
+    if groups is not None:
+        _group_index(groups, n)  # one entry per row, two groups or more
     rng = np.random.default_rng(seed)
     estimate = _compute(A, B, name, options)
     samples = np.empty((n_boot,) + estimate.shape)
     for k in tqdm(range(n_boot), desc="bootstrap", disable=progress is False, leave=False,
                   delay=1.0 if progress is None else 0.0):
-        if index is None:
+        if groups is None:
             rows = rng.integers(0, n, size=n)
-        else:
-            rows = np.concatenate([index[g] for g in rng.integers(0, len(index), len(index))])
+        else:  # whole groups, drawn as group_bootstrap draws them
+            rows = np.repeat(np.arange(n), group_weights(groups, rng))
         take = [np.asarray(x)[rows] for x in A]
         try:
             samples[k] = _compute(take, None if B is None else [np.asarray(x)[rows] for x in B],

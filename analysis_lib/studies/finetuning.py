@@ -596,8 +596,9 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
     costs, order = _freezing_evidence(frozen)
     localized = _localization_drop(change) if "localization_ft" in change else []
-    evidence = dict(zip(CLAIM_IDS, (top_change, localized, depth, blocks, ft_orig, costs,
-                                    order)))
+    evidence = {"wu-ft-top-change": top_change, "wu-localization-ft": localized,
+                "merchant-depth": depth, "phang-blocks": blocks, "phang-ft-orig": ft_orig,
+                "merchant-freeze-bottom": costs, "merchant-freeze-order": order}
     found = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
     found = verdicts.gate(found, untrained, GRID_CLAIMS)
     if frozen is not None and "did_not_train" in frozen:

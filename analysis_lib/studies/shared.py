@@ -28,7 +28,7 @@ from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
 from .rules import Parameter, ParameterError, validate
-from .verdicts import training_problem
+from .verdicts import Evidence, training_problem
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -375,17 +375,12 @@ def sample_rows(total: int, n: int, seed: int = 0) -> np.ndarray:
 
 
 def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and a t interval over seeds: ``(mean, low, high)``; with one value the interval
-    is that value (no spread to estimate)."""
-    from scipy.stats import t
-
-    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
-    if x.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    if x.size == 1:
-        return float(x[0]), float(x[0]), float(x[0])
-    half = t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+    """Mean and the t interval over seeds (:meth:`~.verdicts.Evidence.interval` of
+    :meth:`~.verdicts.Evidence.from_values`): ``(mean, low, high)``; NaN values are left
+    out, and one value has no interval (NaN bounds: no spread to estimate)."""
+    evidence = Evidence.from_values("seeds", values)
+    low, high = evidence.interval(1 - level)
+    return evidence.estimate, float(low), float(high)
 
 
 def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:

@@ -79,6 +79,15 @@ class Evidence:
             raise ValueError(f"evidence {self.unit!r}: n must be a count (an integer >= 0), "
                              f"got {self.n!r}")
 
+    def interval(self, alpha: float = 0.05) -> tuple[float, float]:
+        """The two-sided ``1 - alpha`` interval ``estimate +- q se``, ``q`` the quantile of
+        Student's t with ``df`` degrees of freedom (of the normal when ``df`` is None): the
+        book's one t interval. NaN bounds when there is no spread to judge by (``se`` NaN,
+        one seed)."""
+        q = (stats.norm.ppf(1 - alpha / 2) if self.df is None or not np.isfinite(self.df)
+             else stats.t.ppf(1 - alpha / 2, self.df))
+        return self.estimate - q * self.se, self.estimate + q * self.se
+
     @classmethod
     def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
         """Mean of independent values (one per seed, seed pair, ...) and its t standard
@@ -311,13 +320,12 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
                        np.where(p_opposite < alpha, "opposite",
                                 np.where(p_equiv < alpha, "equivalent", "inconclusive")))
     outcome = np.where(np.isfinite(se), outcome, "inconclusive")
-    q = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, 1)),
-                 stats.norm.ppf(1 - alpha / 2))
     raw = np.array([e.estimate for e in evidence])
+    bounds = np.array([e.interval(alpha) for e in evidence], dtype=np.float64)
     reach = _reach(se, df, alpha)
     units = pd.DataFrame({
         "unit": [e.unit for e in evidence], "estimate": raw,
-        "low": raw - q * se, "high": raw + q * se, "se": se,
+        "low": bounds[:, 0], "high": bounds[:, 1], "se": se,
         "n": [e.n for e in evidence],
         "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
         "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
