@@ -236,3 +236,34 @@ def test_one_rank_tolerance():
     from analysis_lib.similarity import core
 
     assert core.RANK_RTOL is reference.RANK_RTOL and isinstance(reference.RANK_RTOL, float)
+
+
+@pytest.mark.parametrize("kind", ["repeated row", "one varying neuron", "rounding noise",
+                                  "large offset", "float32 repeated row"])
+def test_one_constant_layer_rule(kind):
+    """A layer is constant by one rule wherever it is asked: the chapters' check
+    (``constant_layer``), the measures' refusal, and the plain definitions' centring."""
+    from analysis_lib.errors import UndefinedMeasure
+    from analysis_lib.similarity import core
+    from analysis_lib.studies.finetuning import constant_layers
+
+    rng = np.random.default_rng(3)
+    row = rng.standard_normal(6)
+    X = np.tile(row, (40, 1))
+    if kind == "one varying neuron":
+        X[:, 2] += 1e-3 * rng.standard_normal(40)
+    elif kind == "rounding noise":
+        X[::2] = np.nextafter(X[::2], np.inf)  # a float64 ulp: rounding, not signal
+    elif kind == "large offset":
+        X = X + 1e6
+    elif kind == "float32 repeated row":
+        X = X.astype(np.float32)
+    constant = kind != "one varying neuron"
+    assert core.constant_layer(X) is constant
+    assert constant_layers([X]) == [constant]
+    assert (not reference.centred(X).any()) is constant
+    if constant:
+        with pytest.raises(UndefinedMeasure, match="no variance"):
+            sim.linear_cka(X, rng.standard_normal((40, 3)))
+    else:
+        assert np.isfinite(sim.linear_cka(X, rng.standard_normal((40, 3))))

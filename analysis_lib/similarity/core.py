@@ -46,6 +46,23 @@ def rounding(n: int) -> float:
     return 4.0 * (1.0 + np.log2(max(n, 2))) * np.finfo(np.float64).eps
 
 
+def constant_columns(peak: Any, spread: Any, n: int) -> Any:
+    """Which columns of a layer of ``n`` rows are constant: their largest centred magnitude
+    (``spread``) is within the rounding of their float64 mean (:func:`rounding`) of their
+    largest magnitude (``peak``). NumPy or torch arrays."""
+    return spread <= rounding(n) * peak
+
+
+def constant_layer(X: Any) -> bool:
+    """Whether a layer (n x d) is constant, every neuron constant by
+    :func:`constant_columns` (one row repeated, e.g. the first token's vector at the
+    embedding layer): the one rule by which a layer has no variance and no measure is
+    defined for it."""
+    A = np.asarray(X, dtype=np.float64)
+    spread = np.abs(A - A.mean(axis=0)).max(axis=0)
+    return bool(np.all(constant_columns(np.abs(A).max(axis=0), spread, len(A))))
+
+
 #: a centred column whose norm is at most this share of its layer's largest column norm is
 #: constant (after the columns that are constant up to :func:`rounding` have been zeroed)
 CONSTANT_RTOL = 1e-10
@@ -276,7 +293,7 @@ def _zero_rounding_columns(X: np.ndarray, Xc, backend: Backend) -> None:
     xp = backend.xp
     peak = backend.asarray(np.abs(X).max(axis=0).astype(np.float64))
     spread = xp.astype(xp.max(xp.abs(Xc), axis=0), xp.float64)
-    flat = spread <= rounding(X.shape[0]) * peak
+    flat = constant_columns(peak, spread, X.shape[0])
     if bool(xp.any(flat)):
         Xc[:, flat] = 0
 

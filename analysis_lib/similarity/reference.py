@@ -13,8 +13,8 @@ every column centred. Asymmetric measures average over X's neurons (or heads).
 
 What counts as zero, as constant and as tied is one rule each, shared with the fast paths
 and imported from ``similarity/core.py``: ``RANK_RTOL`` (a direction whose variance is below
-this share of the largest is zero), ``rounding(n)`` (a column constant up to the rounding of
-its float64 mean is constant), ``varying`` (a neuron whose norm is below ``CONSTANT_RTOL``
+this share of the largest is zero), ``constant_columns`` (a column constant up to the rounding
+of its float64 mean is constant), ``varying`` (a neuron whose norm is below ``CONSTANT_RTOL``
 of the layer's largest is constant) and ``tied_runs`` (canonical correlations within
 ``TIE_TOL`` of each other tie).
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .core import RANK_RTOL, rounding, tied_runs, varying
+from .core import RANK_RTOL, constant_columns, tied_runs, varying
 
 
 def centred(X: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ def centred(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     Xc = X - X.mean(axis=0)
     if Xc.size:
-        flat = np.abs(Xc).max(axis=0) <= rounding(len(X)) * np.abs(X).max(axis=0)
+        flat = constant_columns(np.abs(X).max(axis=0), np.abs(Xc).max(axis=0), len(X))
         Xc[:, flat] = 0.0
     return Xc
 

@@ -40,6 +40,7 @@ from ..similarity import (
     pairwise_suite,
     rsa,
 )
+from ..similarity.core import constant_layer
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
 from . import verdicts
@@ -67,16 +68,11 @@ COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
 # --------------------------------------------------------------------------- CLS matrices
 
 
-def constant_layers(layers: Sequence[np.ndarray], rtol: float = 1e-4) -> list[bool]:
-    """Whether each layer's vectors are (numerically) the same for every stimulus: the spread
-    of every neuron is below ``rtol`` times the layer's largest absolute value. A similarity
-    over such a layer measures rounding noise, so it is undefined."""
-    out = []
-    for X in layers:
-        X = np.asarray(X, dtype=np.float64)
-        scale = np.abs(X).max() or 1.0
-        out.append(bool(np.ptp(X, axis=0).max() <= rtol * scale))
-    return out
+def constant_layers(layers: Sequence[np.ndarray]) -> list[bool]:
+    """Whether each layer's vectors are the same for every stimulus
+    (:func:`analysis_lib.similarity.core.constant_layer`, the rule by which the measures
+    refuse a layer): a similarity over such a layer is undefined."""
+    return [constant_layer(X) for X in layers]
 
 
 def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
