@@ -9,7 +9,7 @@ each thread count (2 and the most this machine has, or ``--threads``):
   (the defaults) and in the released code's variant (``standardize=True, cut="below"``,
   Wu et al.'s numbers);
 
-on the torch path (the default) and the NumPy path, best of two runs each, and prints every
+on the torch path and the NumPy path, best of two runs each, and prints every
 time with its ratio to the bare products of the same library. Under each thread count it also
 times the work of the paper rule that no implementation shares with the products (the
 layers' factorisations, mixedsim's projections, SVCCA/PWCCA's per-pair work), the part of
@@ -104,7 +104,7 @@ def paper_rule_floor(layers) -> tuple[float, float, float]:
     from analysis_lib.similarity.core import LayerStats, span_sq_norms
     from analysis_lib.similarity.pairwise import LAYER_QUANTITIES
 
-    backend = _backend.get("cpu")
+    backend = _backend.get("cpu", "torch")
 
     def stats():
         out = [LayerStats(x, backend=backend) for x in layers]
