@@ -43,10 +43,6 @@ def _always(options: Mapping[str, Any]) -> bool:
     return True
 
 
-def _never(options: Mapping[str, Any]) -> bool:
-    return False
-
-
 @dataclass(frozen=True)
 class Measure:
     """A similarity measure, declared.
@@ -79,9 +75,6 @@ class Measure:
         The per-pair quantities it reads beyond the cross-products, computed for a row of
         pairs at once and shared by every measure that names them
         (:data:`.pairwise.PAIR_QUANTITIES`).
-    exact_products : callable
-        ``exact_products(options)``: whether its cross-products must be float64 whatever
-        the inputs' dtype (full-space CCA resolves directions that float32 products lose).
     one_with_itself : callable
         ``one_with_itself(options)``: whether a layer compared with itself is 1 by
         definition (so no work is done for it).
@@ -113,7 +106,6 @@ class Measure:
     invariances: tuple[str, ...] = ()
     layer_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] = _nothing
     pair_needs: tuple[str, ...] = ()
-    exact_products: Callable[[Mapping[str, Any]], bool] = _never
     one_with_itself: Callable[[Mapping[str, Any]], bool] = _always
     streams: bool = False
     from_moments: bool = False
@@ -156,7 +148,7 @@ MEASURE_TABLE: tuple[Measure, ...] = (
             _ROTATION, row_space=True),
     Measure("cca", True, "activations", k.cca_pair, ref.mean_cca, {"reg": 0.0, **_WORK},
             _ROTATION + ("invertible_linear", "neuron_scaling"),
-            layer_needs=lambda options: ("G", "eig"), exact_products=_always, row_space=True,
+            layer_needs=lambda options: ("G", "eig"), row_space=True,
             one_with_itself=lambda options: not options.get("reg", 0.0),
             check=lambda options: k.check_reg(options.get("reg", 0.0))),
     Measure("rsa", True, "stimuli", rsa_pair, ref.rsa,
