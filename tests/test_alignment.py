@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from analysis_lib import alignment
+from analysis_lib.similarity import structure
 from analysis_lib.studies import seeds
 
 
@@ -306,20 +307,20 @@ def test_the_layer_gradient_reads_distance_growing_away_from_the_diagonal():
     # far minus adjacent over transformer layers 1..5 (the embedding row and column are
     # left out, so a huge value there changes nothing)
     M = 0.1 * gaps
-    assert seeds.layer_gradient(M) == pytest.approx(0.1 * (gaps[1:, 1:][gaps[1:, 1:] >= 2]
+    assert structure.layer_gradient(M) == pytest.approx(0.1 * (gaps[1:, 1:][gaps[1:, 1:] >= 2]
                                                            .mean() - 1))
     M[0, :] = M[:, 0] = 100.0
-    assert seeds.layer_gradient(M) == pytest.approx(seeds.layer_gradient(0.1 * gaps))
-    assert seeds.layer_gradient(np.ones((6, 6)) - np.eye(6)) == pytest.approx(0.0)
-    assert np.isnan(seeds.layer_gradient(np.zeros((3, 3))))  # two layers: no far pair
+    assert structure.layer_gradient(M) == pytest.approx(structure.layer_gradient(0.1 * gaps))
+    assert structure.layer_gradient(np.ones((6, 6)) - np.eye(6)) == pytest.approx(0.0)
+    assert np.isnan(structure.layer_gradient(np.zeros((3, 3))))  # two layers: no far pair
     # on real alignments: a chain of layers, each the last plus noise, grows apart with
     # depth; independent layers do not
     rng = np.random.default_rng(0)
     chain = [rng.standard_normal((300, 16))]
     for _ in range(4):
         chain.append(chain[-1] + 0.7 * rng.standard_normal((300, 16)))
-    walk = seeds.layer_gradient(seeds.layer_by_layer(chain, "procrustes"))
-    independent = seeds.layer_gradient(seeds.layer_by_layer(
+    walk = structure.layer_gradient(seeds.layer_by_layer(chain, "procrustes"))
+    independent = structure.layer_gradient(seeds.layer_by_layer(
         [rng.standard_normal((300, 16)) for _ in range(5)], "procrustes"))
     assert walk > 0.1
     assert abs(independent) < 0.05

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis_lib.book import prose
+from analysis_lib.similarity import structure
 from analysis_lib.studies import finetuning as study
 from analysis_lib.studies import shared
 from analysis_lib.studies.shared import FinetuneGrid
@@ -23,15 +24,15 @@ def planted_blocks(starts, n, inside=0.9, across=0.2):
 
 def test_block_fit_recovers_planted_blocks():
     M = planted_blocks([0, 4], 10)
-    fit = study.block_fit(M, 2)
+    fit = structure.block_fit(M, 2)
     assert fit["starts"] == [0, 4] and fit["r2"] == pytest.approx(1.0)
     assert fit["within"] == pytest.approx(0.9) and fit["between"] == pytest.approx(0.2)
-    three = study.block_fit(planted_blocks([0, 3, 7], 10), 3)
+    three = structure.block_fit(planted_blocks([0, 3, 7], 10), 3)
     assert three["starts"] == [0, 3, 7] and three["r2"] == pytest.approx(1.0)
     # noise lowers R^2 but keeps the boundary
     rng = np.random.default_rng(0)
     noisy = M + 0.05 * rng.standard_normal(M.shape)
-    fit = study.block_fit((noisy + noisy.T) / 2, 2)
+    fit = structure.block_fit((noisy + noisy.T) / 2, 2)
     assert fit["starts"] == [0, 4] and 0.8 < fit["r2"] < 1.0
 
 
@@ -39,22 +40,22 @@ def test_band_and_block_tell_a_decay_from_blocks():
     n = 10
     gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
     band = np.exp(-gap / 3.0)
-    assert study.band_fit(band) == pytest.approx(1.0)
-    assert study.block_fit(band, 2)["r2"] < 0.9
+    assert structure.band_fit(band) == pytest.approx(1.0)
+    assert structure.block_fit(band, 2)["r2"] < 0.9
     blocks = planted_blocks([0, 5], n)
-    assert study.block_fit(blocks, 2)["r2"] == pytest.approx(1.0)
-    assert study.band_fit(blocks) < 0.9
+    assert structure.block_fit(blocks, 2)["r2"] == pytest.approx(1.0)
+    assert structure.band_fit(blocks) < 0.9
 
 
 def test_undefined_layers_are_left_out_not_scored():
     M = planted_blocks([0, 4], 8)
     M[0, :] = M[:, 0] = np.nan  # the first token at the embedding layer
-    fit = study.block_fit(M, 2)
+    fit = structure.block_fit(M, 2)
     assert fit["starts"] == [1, 4] and fit["r2"] == pytest.approx(1.0)
     table = study.structure_table({"FT-FT": [M[:4, :4]]})  # 3 defined layers: no 2-block fit
     assert np.isnan(table.loc[0, "block2_r2"]) and table.loc[0, "block2_starts"] == []
     with pytest.raises(ValueError, match="k=9 blocks need 1..7 defined layers"):
-        study.block_fit(M, 9)
+        structure.block_fit(M, 9)
 
 
 def _layers(rng, n=120, d=8, constant_first=True):
@@ -295,10 +296,10 @@ def test_freezing_claims_pair_the_runs_of_each_seed():
 def test_block_gain_charges_the_band_for_its_parameters():
     n = 7
     decay = 1 - 0.1 * np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
-    assert study.block_gain(decay) < 0
-    assert study.block_gain(planted_blocks([0, 3], n)) > 0
-    assert study.adjusted_r2(0.9, 21, 3) == pytest.approx(1 - 0.1 * 20 / 17)
-    assert np.isnan(study.adjusted_r2(0.9, 4, 3))
+    assert structure.block_gain(decay) < 0
+    assert structure.block_gain(planted_blocks([0, 3], n)) > 0
+    assert structure.adjusted_r2(0.9, 21, 3) == pytest.approx(1 - 0.1 * 20 / 17)
+    assert np.isnan(structure.adjusted_r2(0.9, 4, 3))
 
 
 def test_frozen_head_reads_what_the_frozen_encoder_already_separates(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ splits and the stimuli are shared with the other studies: :mod:`.shared`):
   the first-token (CLS) or mean-pooled sentence vectors, for ORIG-ORIG, FT-ORIG, FT-FT and
   FT[1]-FT[2] (Phang et al. Fig. 1, 5, 6), with layers whose vectors are constant (the first
   token at the embedding layer) reported as undefined;
-* :func:`block_fit`, :func:`band_fit` and :func:`structure_table`: how much of a matrix's
+* :func:`structure_table` (:func:`~analysis_lib.similarity.structure.block_fit` and
+  :func:`~analysis_lib.similarity.structure.band_fit` of each matrix): how much of its
   off-diagonal similarity a partition into k contiguous blocks explains, against a banded
   model in which similarity depends only on the distance between layers;
 * :func:`layer_change`: per layer, base against fine-tuned under CKA, neuronsim and RSA on
@@ -41,6 +42,7 @@ from ..similarity import (
     rsa,
 )
 from ..similarity.core import constant_layer
+from ..similarity.structure import band_fit, block_fit, block_gain, n_defined
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
 from . import verdicts
@@ -116,78 +118,6 @@ def comparisons(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndar
         "FT[1]-FT[2]": [cka_matrix(tuned[a], tuned[b])
                         for a, b in itertools.combinations(seeds, 2)],
     }
-
-
-# --------------------------------------------------------------------------- block structure
-
-
-def _off_diagonal(M: np.ndarray) -> np.ndarray:
-    mask = ~np.eye(len(M), dtype=bool) & np.isfinite(M)
-    return mask
-
-
-def _defined(M: np.ndarray) -> list[int]:
-    return [i for i in range(len(M)) if np.isfinite(np.delete(M[i], i)).any()]
-
-
-def n_defined(M: np.ndarray) -> int:
-    """Layers of a square matrix with at least one defined off-diagonal cell."""
-    return len(_defined(np.asarray(M, dtype=np.float64)))
-
-
-def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
-    """The best partition of the layers (over the defined ones) into ``k`` contiguous blocks.
-
-    Each pair of blocks (a, b) gets the mean of its off-diagonal cells; the partition that
-    leaves the smallest squared error is chosen (exhaustively). ``r2`` is the share of the
-    off-diagonal cells' variance the block means explain (1: the matrix is exactly
-    block-constant; 0: blocks explain nothing), ``starts`` the first layer of each block
-    (matrix positions), ``within`` / ``between`` the mean similarity inside blocks and
-    across them.
-    """
-    M = np.asarray(M, dtype=np.float64)
-    defined = _defined(M)
-    n = len(defined)
-    if not 1 <= k <= n:
-        raise ValueError(f"k={k} blocks need 1..{n} defined layers")
-    S = M[np.ix_(defined, defined)]
-    mask = _off_diagonal(S)
-    values = S[mask]
-    total = np.sum((values - values.mean()) ** 2)
-    best: tuple[float, tuple[int, ...], np.ndarray, np.ndarray] | None = None
-    for cuts in itertools.combinations(range(1, n), k - 1):
-        label = np.searchsorted(np.array(cuts), np.arange(n), side="right")
-        pair = label[:, None] * k + label[None, :]
-        pred = np.zeros_like(S)
-        for p in np.unique(pair[mask]):
-            cells = mask & (pair == p)
-            pred[cells] = S[cells].mean()
-        sse = np.sum((S[mask] - pred[mask]) ** 2)
-        if best is None or sse < best[0] - 1e-15:
-            same = label[:, None] == label[None, :]
-            best = (sse, cuts, S[mask & same], S[mask & ~same])
-    if best is None:  # pragma: no cover - the loop runs at least once for 1 <= k <= n
-        raise ValueError(f"no way to cut {n} layers into {k} blocks")
-    sse, cuts, inside, across = best
-    return {"k": k, "r2": float(1 - sse / total) if total > 0 else float("nan"),
-            "starts": [defined[0]] + [defined[c] for c in cuts],
-            "within": float(inside.mean()) if inside.size else float("nan"),
-            "between": float(across.mean()) if across.size else float("nan")}
-
-
-def band_fit(M: np.ndarray) -> float:
-    """Share of the off-diagonal variance explained when similarity depends only on the
-    distance between the two layers (a banded, Toeplitz model): the alternative to blocks."""
-    M = np.asarray(M, dtype=np.float64)
-    mask = _off_diagonal(M)
-    i, j = np.nonzero(mask)
-    gap = np.abs(i - j)
-    values = M[mask]
-    pred = np.zeros_like(values)
-    for g in np.unique(gap):
-        pred[gap == g] = values[gap == g].mean()
-    total = np.sum((values - values.mean()) ** 2)
-    return float(1 - np.sum((values - pred) ** 2) / total) if total > 0 else float("nan")
 
 
 def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int] = (2, 3)
@@ -471,27 +401,6 @@ CLAIM_IDS = GRID_CLAIMS + FREEZING_CLAIMS
 SCHEDULE_CLAIMS = ("phang-blocks", "phang-ft-orig")
 
 
-def adjusted_r2(r2: float, n: int, p: int) -> float:
-    """R^2 charged for ``p`` fitted parameters (besides the mean) on ``n`` values:
-    ``1 - (1 - R^2) (n - 1) / (n - p - 1)``; NaN when ``n <= p + 1``."""
-    return float(1 - (1 - r2) * (n - 1) / (n - p - 1)) if n > p + 1 else float("nan")
-
-
-def block_gain(M: np.ndarray) -> float:
-    """Adjusted R^2 of the best 2-block partition minus that of the band model, on one
-    symmetric layer x layer matrix. Each off-diagonal pair of layers counts once; the block
-    model fits 3 means and chooses a cut (4 parameters counting the cut, i.e. 3 besides
-    the mean), the band model one mean per distance (``L - 1`` distances: ``L - 2``)."""
-    M = np.asarray(M, dtype=np.float64)
-    n_layers = n_defined(M)
-    if n_layers < 4:
-        return float("nan")
-    n = n_layers * (n_layers - 1) // 2
-    block = adjusted_r2(block_fit(M, 2)["r2"], n, 3)
-    band = adjusted_r2(band_fit(M), n, n_layers - 2)
-    return block - band
-
-
 def _depth_drop(frame: pd.DataFrame, measure: str) -> list[Evidence]:
     """Per (model, task): similarity at the first transformer layer minus at the top layer,
     one value per seed."""
@@ -578,8 +487,9 @@ def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
     :func:`view_matrices` per ``(model, task, pooling)``; ``frozen``: :func:`freezing_runs`.
     Depth claims compare the first transformer layer with the top one (the embedding
     layer, shared by construction when it is frozen, is never the baseline), per seed; the
-    block claim charges each model for its parameters (:func:`block_gain`); freezing claims
-    pair the runs of each fine-tuning seed and take their spread over seeds.
+    block claim charges each model for its parameters
+    (:func:`~analysis_lib.similarity.structure.block_gain`); freezing claims pair the runs
+    of each fine-tuning seed and take their spread over seeds.
 
     Claims read from runs that failed the training gate get no verdict: ``untrained``
     (:func:`~analysis_lib.studies.shared.training_problems` of the grid) for

@@ -9,7 +9,8 @@ The bookkeeping of the seeds chapter, on :mod:`analysis_lib.alignment`:
 * :func:`pair_distances`: per layer, the held-out distance after alignment for every pair of
   seeds (Fig. 2, 4, 5), each pair once, never a model with itself;
 * :func:`layer_by_layer`: the distance between every pair of layers of one model (Fig. 3),
-  and :func:`layer_gradient`, how much it grows away from the diagonal;
+  and :func:`~analysis_lib.similarity.structure.layer_gradient`, how much it grows away
+  from the diagonal;
 * :func:`method_table`: the methods on real seed pairs, train and held-out (Table 4);
 * :func:`injection`: model 1's last layer mapped into model 2's space and read by model 2's
   head (Table 5).
@@ -33,6 +34,7 @@ from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..similarity import attention_representation
+from ..similarity.structure import layer_gradient
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
 from . import verdicts
@@ -172,19 +174,6 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
             M[i, j] = alignment.held_out(layers[i], layers[j], method, seed=seed,
                                          **options)["test"]
     return M
-
-
-def layer_gradient(within: np.ndarray, first_layer: int = 1) -> float:
-    """Ren et al.'s Fig. 3 as one number: in a :func:`layer_by_layer` matrix, the mean
-    distance between layers two or more apart minus the mean between adjacent layers (both
-    directions of each pair; layers below ``first_layer`` left out: Ren et al. show the 12
-    transformer layers, not the embeddings). Positive when distance grows away from the
-    diagonal; NaN for fewer than three layers."""
-    M = np.asarray(within, dtype=np.float64)[first_layer:, first_layer:]
-    apart = np.abs(np.subtract.outer(np.arange(len(M)), np.arange(len(M))))
-    if len(M) < 3:
-        return float("nan")
-    return float(M[apart >= 2].mean() - M[apart == 1].mean())
 
 
 def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequence[str], *,
@@ -362,8 +351,8 @@ def _apart_evidence(before: pd.DataFrame | None, after: pd.DataFrame | None
 
 
 def _gradient_evidence(within: Mapping[str, np.ndarray] | None) -> list[Evidence]:
-    """One :func:`layer_gradient` per model (models that differ only by their pretraining
-    seed: independent units)."""
+    """One :func:`~analysis_lib.similarity.structure.layer_gradient` per model (models that
+    differ only by their pretraining seed: independent units)."""
     if not within:
         return []
     top = len(next(iter(within.values()))) - 1

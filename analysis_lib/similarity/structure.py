@@ -1,0 +1,121 @@
+"""The structure of a layer x layer matrix, as the papers read it.
+
+Phang et al. 2021 see clusters of similar layers: :func:`block_fit` finds the best
+partition of the layers into contiguous blocks and how much of the matrix the blocks
+explain, :func:`band_fit` the same for the alternative in which similarity depends only on
+the distance between two layers, and :func:`block_gain` compares the two, each charged for
+its parameters (:func:`adjusted_r2`). Ren et al. 2023 (Fig. 3) see distance grow away from
+the diagonal: :func:`layer_gradient`. Cells that are NaN (an undefined similarity, such as
+a constant layer's) are left out of every fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+
+def _off_diagonal(M: np.ndarray) -> np.ndarray:
+    mask = ~np.eye(len(M), dtype=bool) & np.isfinite(M)
+    return mask
+
+
+def _defined(M: np.ndarray) -> list[int]:
+    return [i for i in range(len(M)) if np.isfinite(np.delete(M[i], i)).any()]
+
+
+def n_defined(M: np.ndarray) -> int:
+    """Layers of a square matrix with at least one defined off-diagonal cell."""
+    return len(_defined(np.asarray(M, dtype=np.float64)))
+
+
+def block_fit(M: np.ndarray, k: int) -> dict[str, Any]:
+    """The best partition of the layers (over the defined ones) into ``k`` contiguous blocks.
+
+    Each pair of blocks (a, b) gets the mean of its off-diagonal cells; the partition that
+    leaves the smallest squared error is chosen (exhaustively). ``r2`` is the share of the
+    off-diagonal cells' variance the block means explain (1: the matrix is exactly
+    block-constant; 0: blocks explain nothing), ``starts`` the first layer of each block
+    (matrix positions), ``within`` / ``between`` the mean similarity inside blocks and
+    across them.
+    """
+    M = np.asarray(M, dtype=np.float64)
+    defined = _defined(M)
+    n = len(defined)
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} blocks need 1..{n} defined layers")
+    S = M[np.ix_(defined, defined)]
+    mask = _off_diagonal(S)
+    values = S[mask]
+    total = np.sum((values - values.mean()) ** 2)
+    best: tuple[float, tuple[int, ...], np.ndarray, np.ndarray] | None = None
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        label = np.searchsorted(np.array(cuts), np.arange(n), side="right")
+        pair = label[:, None] * k + label[None, :]
+        pred = np.zeros_like(S)
+        for p in np.unique(pair[mask]):
+            cells = mask & (pair == p)
+            pred[cells] = S[cells].mean()
+        sse = np.sum((S[mask] - pred[mask]) ** 2)
+        if best is None or sse < best[0] - 1e-15:
+            same = label[:, None] == label[None, :]
+            best = (sse, cuts, S[mask & same], S[mask & ~same])
+    if best is None:  # pragma: no cover - the loop runs at least once for 1 <= k <= n
+        raise ValueError(f"no way to cut {n} layers into {k} blocks")
+    sse, cuts, inside, across = best
+    return {"k": k, "r2": float(1 - sse / total) if total > 0 else float("nan"),
+            "starts": [defined[0]] + [defined[c] for c in cuts],
+            "within": float(inside.mean()) if inside.size else float("nan"),
+            "between": float(across.mean()) if across.size else float("nan")}
+
+
+def band_fit(M: np.ndarray) -> float:
+    """Share of the off-diagonal variance explained when similarity depends only on the
+    distance between the two layers (a banded, Toeplitz model): the alternative to blocks."""
+    M = np.asarray(M, dtype=np.float64)
+    mask = _off_diagonal(M)
+    i, j = np.nonzero(mask)
+    gap = np.abs(i - j)
+    values = M[mask]
+    pred = np.zeros_like(values)
+    for g in np.unique(gap):
+        pred[gap == g] = values[gap == g].mean()
+    total = np.sum((values - values.mean()) ** 2)
+    return float(1 - np.sum((values - pred) ** 2) / total) if total > 0 else float("nan")
+
+
+def adjusted_r2(r2: float, n: int, p: int) -> float:
+    """R^2 charged for ``p`` fitted parameters (besides the mean) on ``n`` values:
+    ``1 - (1 - R^2) (n - 1) / (n - p - 1)``; NaN when ``n <= p + 1``."""
+    return float(1 - (1 - r2) * (n - 1) / (n - p - 1)) if n > p + 1 else float("nan")
+
+
+def block_gain(M: np.ndarray) -> float:
+    """Adjusted R^2 of the best 2-block partition minus that of the band model, on one
+    symmetric layer x layer matrix. Each off-diagonal pair of layers counts once; the block
+    model fits 3 means and chooses a cut (4 parameters counting the cut, i.e. 3 besides
+    the mean), the band model one mean per distance (``L - 1`` distances: ``L - 2``)."""
+    M = np.asarray(M, dtype=np.float64)
+    n_layers = n_defined(M)
+    if n_layers < 4:
+        return float("nan")
+    n = n_layers * (n_layers - 1) // 2
+    block = adjusted_r2(block_fit(M, 2)["r2"], n, 3)
+    band = adjusted_r2(band_fit(M), n, n_layers - 2)
+    return block - band
+
+
+def layer_gradient(within: np.ndarray, first_layer: int = 1) -> float:
+    """Ren et al.'s Fig. 3 as one number: in a layer x layer distance matrix (such as
+    ``studies.seeds.layer_by_layer``'s), the mean distance between layers two or more
+    apart minus the mean between adjacent layers (both
+    directions of each pair; layers below ``first_layer`` left out: Ren et al. show the 12
+    transformer layers, not the embeddings). Positive when distance grows away from the
+    diagonal; NaN for fewer than three layers."""
+    M = np.asarray(within, dtype=np.float64)[first_layer:, first_layer:]
+    apart = np.abs(np.subtract.outer(np.arange(len(M)), np.arange(len(M))))
+    if len(M) < 3:
+        return float("nan")
+    return float(M[apart >= 2].mean() - M[apart == 1].mean())
