@@ -149,13 +149,12 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
     return table
 
 
-def glue_verdicts(findings: pd.DataFrame) -> pd.DataFrame:
+def glue_verdicts(findings: pd.DataFrame) -> None:
     """Glue every claim's :func:`verdict` of a findings table for the prose, each under
-    ``verdict-`` and its claim id (``{glue:md}`verdict-wu-within-model```). Returns the
-    table."""
+    ``verdict-`` and its claim id (``{glue:md}`verdict-wu-within-model```). Returns
+    nothing, so that a cell ending with it shows nothing."""
     for claim_id in findings.index:
         glue(f"verdict-{claim_id}", verdict(findings, str(claim_id)))
-    return findings
 
 
 def glue_not_measured(claim_ids: Iterable[str], reason: str) -> None:
