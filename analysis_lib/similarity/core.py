@@ -287,9 +287,9 @@ def components_of(lam: np.ndarray, rtol: float, variance: float | None,
 
 
 def _zero_rounding_columns(X: np.ndarray, Xc, backend: Backend) -> None:
-    """Set to zero the centred columns that are constant up to rounding (the rule of
-    :func:`.reference.centred`): a repeated row or a constant neuron then counts as
-    constant, and no measure compares rounding noise."""
+    """Set to zero the centred columns that are constant (:func:`constant_columns`): a
+    repeated row or a constant neuron then counts as constant, and no measure compares
+    rounding noise."""
     xp = backend.xp
     peak = backend.asarray(np.abs(X).max(axis=0).astype(np.float64))
     spread = xp.astype(xp.max(xp.abs(Xc), axis=0), xp.float64)
