@@ -6,7 +6,7 @@ import pytest
 
 from analysis_lib import alignment
 from analysis_lib.similarity import structure
-from analysis_lib.studies import seeds
+from analysis_lib.studies import claims, ren, seeds, verdicts
 
 
 def test_linear_regression_recovers_a_linear_map():
@@ -174,7 +174,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
         assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
                                                     "needs 26 rows to fit, this split has 16")
     assert np.isfinite(table.loc["procrustes", "test"]) and table.loc["procrustes", "note"] == ""
-    assert seeds._method_evidence(long) == []
+    assert ren.inn_real(long) == []
     feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
                     "test": rng.standard_normal((10, 24)).astype(np.float32)}
              for name in ("a", "b")}
@@ -189,7 +189,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
     assert injected[injected.method == "procrustes"].accuracy.notna().all()
-    assert seeds._injection_evidence(injected) == []  # the proposed map (INN) is absent
+    assert ren.injection(injected) == []  # the proposed map (INN) is absent
 
 
 @pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
@@ -222,6 +222,12 @@ def _pairs(values_by_layer, pairs=("a / b", "a / c", "b / c"), noise=0.002, task
     return frame
 
 
+def _ren(synthetic=None, methods=None, injected=None, **results):
+    """The seeds chapter's findings: Ren et al.'s claims judged on these results."""
+    return verdicts.judge(claims.of_chapter("seeds"), {
+        "synthetic": synthetic, "methods": methods, "injected": injected, **results})
+
+
 def test_seed_findings_follow_planted_distances():
     import pandas as pd
 
@@ -252,32 +258,32 @@ def test_seed_findings_follow_planted_distances():
     # Fig. 3: within each seed model the distance grows with the layers' distance apart
     gaps = np.abs(np.subtract.outer(np.arange(5), np.arange(5)))
     within = {f"seed {s}": 0.05 * gaps + 0.002 * s for s in range(5)}
-    found = seeds.findings(synthetic, methods, injected, pretraining=_pairs(rising),
+    found = _ren(synthetic, methods, injected, pretraining=_pairs(rising),
                            pretraining_attention=same, pretraining_finetuned=drifted,
                            pretraining_within=within)
-    assert list(found.index) == list(seeds.CLAIM_IDS)
-    for claim_id in seeds.CLAIM_IDS:
+    assert list(found.index) == [c.id for c in claims.of_chapter("seeds")]
+    for claim_id in found.index:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
     assert "L4, fine-tuned - pretrained, 3 pairs: +0.30" in found.loc[
         "ren-finetune-apart", "what this run shows"]
     # no drift: not "holds"; a fine-tuned seed that did not train: no verdict
-    still = seeds.findings(synthetic, pretraining=_pairs(rising),
+    still = _ren(synthetic, pretraining=_pairs(rising),
                            pretraining_finetuned=_pairs(rising, seed=2))
     assert still.loc["ren-finetune-apart", "verdict"] != "holds"
-    gated = seeds.findings(synthetic, pretraining=_pairs(rising),
+    gated = _ren(synthetic, pretraining=_pairs(rising),
                            pretraining_finetuned=drifted,
                            untrained_pretraining={"zoo:mlm on t": "loss did not fall"})
     assert gated.loc["ren-finetune-apart", "verdict"] == "not measured"
     assert "zoo:mlm on t" in gated.loc["ren-finetune-apart", "what this run shows"]
     # flat pretraining seeds: no depth effect; without them, not measured
-    flat = seeds.findings(synthetic, methods, injected,
+    flat = _ren(synthetic, methods, injected,
                           pretraining=_pairs({k: 0.3 for k in range(5)}, noise=0.0005))
     assert flat.loc["ren-depth", "verdict"] == "equivalent"
     # attention no closer than hidden states: not "holds"; no same-sentence table: not
     # measured (the fine-tuning seeds never stand in for it)
     alike = pd.concat([hidden, _pairs(rising, task="t", kind="attention")],
                       ignore_index=True)
-    assert seeds.findings(synthetic, pretraining_attention=alike).loc[
+    assert _ren(synthetic, pretraining_attention=alike).loc[
         "ren-attention", "verdict"] != "holds"
     assert flat.loc["ren-attention", "verdict"] == "not measured"
     # the INN against the controls, not against a random map or the best map after the fact:
@@ -285,16 +291,16 @@ def test_seed_findings_follow_planted_distances():
     # matches no map at all
     inn_real = found.loc["ren-inn-real", "what this run shows"]
     assert inn_real.startswith("ridge - inn") and "+0.200" in inn_real
-    close = seeds.findings(synthetic, methods, injected_with(0.70))
+    close = _ren(synthetic, methods, injected_with(0.70))
     assert close.loc["ren-injection", "verdict"] == "mixed"  # beats identity, not ridge
     units = close.loc["ren-injection", "what this run shows"]
     assert "inn - identity" in units and "inn - ridge" in units
-    level = seeds.findings(synthetic, methods, injected_with(0.60))
+    level = _ren(synthetic, methods, injected_with(0.60))
     assert level.loc["ren-injection", "verdict"] != "holds"
     linreg_only = methods[methods.method != "ridge"]
-    assert seeds.findings(synthetic, linreg_only).loc[
+    assert _ren(synthetic, linreg_only).loc[
         "ren-inn-real", "verdict"] == "not measured"
-    none = seeds.findings(synthetic)
+    none = _ren(synthetic)
     assert none.loc["ren-depth", "what this run shows"] == "not measured in this run"
     assert none.loc["ren-inn-real", "verdict"] == "not measured"
 
@@ -324,13 +330,13 @@ def test_the_layer_gradient_reads_distance_growing_away_from_the_diagonal():
         [rng.standard_normal((300, 16)) for _ in range(5)], "procrustes"))
     assert walk > 0.1
     assert abs(independent) < 0.05
-    assert (seeds.findings(nothing, pretraining_within={"a": 0.1 * gaps, "b": 0.1 * gaps
+    assert (_ren(nothing, pretraining_within={"a": 0.1 * gaps, "b": 0.1 * gaps
                                                            + 0.01})
             .loc["ren-layer-gradient", "verdict"] == "holds")
     flat = {f"s{k}": np.ones((6, 6)) - np.eye(6) + 0.001 * k for k in range(5)}
-    assert seeds.findings(nothing, pretraining_within=flat).loc[
+    assert _ren(nothing, pretraining_within=flat).loc[
         "ren-layer-gradient", "verdict"] == "equivalent"
-    assert seeds.findings(nothing).loc["ren-layer-gradient", "verdict"] == "not measured"
+    assert _ren(nothing).loc["ren-layer-gradient", "verdict"] == "not measured"
 
 
 def test_the_depth_statistic_by_training_step_follows_planted_trends():

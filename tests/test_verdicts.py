@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib.studies import claim as records
 from analysis_lib.studies import claims, verdicts
 from analysis_lib.studies.verdicts import Evidence, decide
 
@@ -17,18 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _claim(direction, delta=0.1):
-    return claims.Claim("test-claim", "Wu", "nowhere", "a test", "yes", "a number",
-                        direction, delta, "because", ("baseline", "zero"), "none reported")
+    return records.Claim("test-claim", "Wu", "nowhere", "a test", "yes", "a number",
+                       direction, delta, "because", ("baseline", "zero"), "none reported")
 
 
 def test_every_claim_names_its_control_and_the_findings_show_it():
     for claim in claims.CLAIMS.values():
         kind, what = claim.control
-        assert kind in claims.CONTROL_KINDS and len(what) > 10, claim.id
+        assert kind in records.CONTROL_KINDS and len(what) > 10, claim.id
     found = verdicts.table([decide("ren-inn-real", [Evidence("u", 0.1, 0.01)])])
     assert found.loc["ren-inn-real", "control"].startswith("baseline: ridge")
     with pytest.raises(ValueError, match="control must name its kind"):
-        claims.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "")
+        records.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "")
 
 
 def test_every_smallest_effect_lets_the_papers_own_effect_pass():
@@ -49,16 +50,16 @@ def test_every_smallest_effect_lets_the_papers_own_effect_pass():
         else:
             assert abs(c.paper_value) < c.smallest_effect, c.id
     with pytest.raises(ValueError, match="paper_effect must quote"):
-        claims.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "", ("baseline", "zero"))
+        records.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "", ("baseline", "zero"))
 
 
 def test_there_are_enough_claims_from_every_paper():
     assert len(claims.CLAIMS) >= 20
-    for paper in claims.PAPERS:
+    for paper in records.PAPERS:
         assert claims.of_paper(paper), paper
     for c in claims.CLAIMS.values():
         assert c.id and c.where and c.claim and c.statistic and c.why and c.reported
-        assert c.direction in claims.DIRECTIONS and c.smallest_effect >= 0
+        assert c.direction in records.DIRECTIONS and c.smallest_effect >= 0
 
 
 def test_every_claim_is_judged_by_a_chapter_module():
@@ -67,7 +68,8 @@ def test_every_claim_is_judged_by_a_chapter_module():
     chapters = ("representation", "attention", "finetuning", "truncation", "seeds", "domains")
     sources = "".join((ROOT / "analysis_lib" / "studies" / f"{name}.py").read_text()
                       for name in chapters)
-    missing = [cid for cid in claims.CLAIMS if f'"{cid}"' not in sources]
+    missing = [cid for cid, c in claims.CLAIMS.items()
+               if f'"{cid}"' not in sources and c.evidence is None]
     assert not missing, f"claims no chapter module judges: {missing}"
 
 
@@ -75,9 +77,9 @@ def test_an_unknown_claim_names_the_closest():
     with pytest.raises(KeyError, match="wu-adjacent"):
         claims.get("wu-adjacnet")
     with pytest.raises(ValueError, match="direction"):
-        claims.Claim("x", "Wu", "", "", "", "", "up", 0.1, "")
+        records.Claim("x", "Wu", "", "", "", "", "up", 0.1, "")
     with pytest.raises(ValueError, match="paper"):
-        claims.Claim("x", "Smith", "", "", "", "", "greater", 0.1, "")
+        records.Claim("x", "Smith", "", "", "", "", "greater", 0.1, "")
 
 
 @pytest.mark.parametrize("direction,estimate,se,expected", [
@@ -192,10 +194,10 @@ def test_the_p_value_form_agrees_with_the_interval_form(direction):
     (lambda: Evidence.from_correlation("u", -1.01, 30), "impossible"),
     (lambda: Evidence.from_proportions("u", 80.0, 100, 0.7, 100), "not a proportion"),
     (lambda: Evidence.from_proportions("u", 0.8, 0, 0.7, 100), "count of test examples"),
-    (lambda: decide(_claim("greater"), [Evidence("u", 0.3, 0.1)], smallest_effect=-0.1),
+    (lambda: _claim("greater", -0.1), "smallest_effect must be >= 0"),
+    (lambda: _claim("greater", float("nan")), "smallest_effect must be >= 0"),
+    (lambda: decide(_claim("greater", float("inf")), [Evidence("u", 0.3, 0.1)]),
      "smallest effect"),
-    (lambda: decide(_claim("greater"), [Evidence("u", 0.3, 0.1)],
-                    smallest_effect=float("nan")), "smallest effect"),
     (lambda: decide(_claim("greater"), [(0.3, 0.1)]), "Evidence records"),
     (lambda: verdicts.reference_decide("greater", 0.3, -0.1, 0.1), "never negative"),
     (lambda: verdicts.reference_decide("greater", 0.3, 0.1, -0.1), "smallest effect"),
@@ -450,3 +452,61 @@ def test_a_chapter_summary_line_gives_the_verdict_with_its_numbers():
     assert line.endswith("(phang-blocks); this run: m, t: +0.300 [+0.280, +0.320]")
     with pytest.raises(KeyError, match="holds no claim 'phang-ft-orig'"):
         verdicts.verdict_lines(found, ["phang-ft-orig"])
+
+
+def test_judge_reads_each_claims_results_by_name_and_stops_it_where_it_cannot_be_judged():
+    """judge calls each claim's evidence function with the results its parameters name,
+    stops a claim at the first gate holding a run that did not train, turns NotMeasured and
+    DidNotTrain into 'not measured' with the reason, and refuses a result no claim reads."""
+    paper = records.Paper("Wu")
+    seen = {}
+
+    def fields(gates=()):
+        return dict(chapter="seeds", gates=gates, control=("baseline", "zero"),
+                    paper_effect="none reported")
+
+    @paper.claim("t-ok", "here", "c", "yes", "s", "greater", 0.1, "w", **fields(("gate",)))
+    def ok(values, label="unit"):  # a parameter with a default is a setting, not a result
+        seen["label"] = label
+        return [Evidence.from_values(label, values)]
+
+    @paper.claim("t-none", "here", "c", "yes", "s", "greater", 0.1, "w", **fields())
+    def nothing(other):
+        raise records.NotMeasured("not measured: the section did not run")
+
+    @paper.claim("t-train", "here", "c", "yes", "s", "greater", 0.1, "w", **fields())
+    def failed(other):
+        raise records.DidNotTrain({"run 1": "loss did not fall"})
+
+    ok_claim, none_claim, train_claim = paper.claims
+    assert ok_claim.reads == ("values",) and ok_claim.evidence is ok
+    found = verdicts.judge(paper.claims, {"values": [0.5, 0.6, 0.55], "other": 1})
+    assert list(found.index) == ["t-ok", "t-none", "t-train"]
+    assert found.loc["t-ok", "verdict"] == "holds" and seen["label"] == "unit"
+    assert found.loc["t-none", "verdict"] == "not measured"
+    assert "the section did not run" in found.loc["t-none", "what this run shows"]
+    assert found.loc["t-train", "verdict"] == "not measured"
+    assert "run 1: loss did not fall" in found.loc["t-train", "what this run shows"]
+    gated = verdicts.judge(paper.claims[:1], {"values": [0.5, 0.6], "gate": {"r": "flat"}})
+    assert gated.loc["t-ok", "verdict"] == "not measured"
+    assert "r: flat" in gated.loc["t-ok", "what this run shows"]
+    assert verdicts.judge(paper.claims[:1], {"values": [0.5, 0.6, 0.55], "gate": {}}).loc[
+        "t-ok", "verdict"] == "holds"  # an empty gate stops nothing
+    with pytest.raises(KeyError, match="no claim reads the results .'valeus'."):
+        verdicts.judge(paper.claims, {"valeus": [0.5]})
+    with pytest.raises(ValueError, match="two claims share the id"):
+        paper.claim("t-ok", "here", "c", "yes", "s", "greater", 0.1, "w", **fields())(ok)
+
+
+def test_a_correlation_claim_compares_fisher_z_with_the_atanh_of_its_smallest_effect():
+    z = records.Claim("t-z", "Wu", "here", "c", "yes", "s", "greater", 0.5, "w",
+                      ("baseline", "zero"), "none", fisher_z=True)
+    assert z.delta == pytest.approx(np.arctanh(0.5))
+    # r = 0.6 on 400 points: z = 0.693 with se 0.050, reliably above atanh(0.5) = 0.549;
+    # r = 0.52 (z = 0.576) is not
+    unit = Evidence.from_correlation("u", 0.6, 400)
+    assert decide(z, [unit]).outcome == "holds"
+    assert decide(z, [Evidence.from_correlation("u", 0.52, 400)]).outcome == "inconclusive"
+    with pytest.raises(ValueError, match="below 1"):
+        records.Claim("t-z", "Wu", "here", "c", "yes", "s", "greater", 1.0, "w",
+                      ("baseline", "zero"), "none", fisher_z=True)

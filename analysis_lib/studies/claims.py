@@ -25,71 +25,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
-PAPERS = {
-    "Wu": "Wu et al. 2020, Similarity analysis of contextual word representation models",
-    "Phang": "Phang et al. 2021, Fine-tuned transformers show clusters of similar "
-             "representations across layers",
-    "Merchant": "Merchant et al. 2020, What happens to BERT embeddings during fine-tuning?",
-    "Ren": "Ren et al. 2023, All roads lead to Rome? Exploring the invariance of "
-           "transformers' representations",
-}
-DIRECTIONS = ("greater", "less", "none")
-#: what a claim's statistic is read against: a simple alternative it must beat
-#: (``baseline``: ridge for a fitted map, the full model for a cut one, no relation for a
-#: correlation), the value the measure gives unrelated inputs at the page's sizes
-#: (``floor``), or the same models in a control condition (``condition``: another layer,
-#: the pretrained model, the other task's model on the same stimuli)
-CONTROL_KINDS = ("baseline", "floor", "condition")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of one paper, and how this book tests it."""
-
-    id: str
-    paper: str
-    where: str
-    claim: str
-    reported: str
-    statistic: str
-    direction: str
-    smallest_effect: float
-    why: str
-    control: tuple[str, str] = ("", "")
-    paper_effect: str = ""
-    paper_value: float | None = None
-
-    def __post_init__(self):
-        if self.paper not in PAPERS:
-            raise ValueError(f"claim {self.id!r}: paper must be one of {sorted(PAPERS)}, "
-                             f"got {self.paper!r}")
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"claim {self.id!r}: direction must be one of {DIRECTIONS}, "
-                             f"got {self.direction!r}")
-        if not self.smallest_effect >= 0:
-            raise ValueError(f"claim {self.id!r}: smallest_effect must be >= 0, "
-                             f"got {self.smallest_effect!r}")
-        if self.control[0] not in CONTROL_KINDS or not self.control[1]:
-            raise ValueError(f"claim {self.id!r}: control must name its kind (one of "
-                             f"{CONTROL_KINDS}) and what it is, got {self.control!r}")
-        if not self.paper_effect:
-            raise ValueError(f"claim {self.id!r}: paper_effect must quote the paper's own "
-                             "effect size beside the smallest effect (or say that the paper "
-                             "shows it in a figure only)")
-
-
-def _figure(where: str) -> str:
-    """The ``paper_effect`` of a claim whose paper shows its effect in a figure only."""
-    return f"in a figure only ({where}), no number stated"
-
-
-_SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
-        "sentences; smaller differences would not survive a change of corpus sample")
-_ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 test "
-        "examples; a smaller gap is not a difference a reader could act on")
+from . import ren
+from .claim import ACC, CHAPTERS, PAPERS, SIM, Claim, figure
 
 _CLAIMS = [
     # --------------------------------------------------------------- Wu et al. 2020
@@ -97,9 +36,9 @@ _CLAIMS = [
           "layers of one model are more similar to each other than to other models' layers",
           "yes, under every measure",
           "mean linear CKA within a model minus across models (pretrained models)",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "layers of the other models: across-model CKA"),
-          paper_effect=_figure("Fig. 1")),
+          paper_effect=figure("Fig. 1")),
     Claim("wu-neurons-differ", "Wu", "§5.1, Fig. 1-2",
           "across models, representations are similar while single neurons are not",
           "representation-level measures high across models, neuronsim low",
@@ -112,54 +51,54 @@ _CLAIMS = [
           control=("floor", "each measure's word-identity floor on the compared rows "
                            "(two unrelated random codes of the word forms), subtracted "
                            "from both levels"),
-          paper_effect=_figure("Figs. 1-2")),
+          paper_effect=figure("Figs. 1-2")),
     Claim("wu-lower-layers", "Wu", "§5.1, Fig. 1",
           "lower layers are more similar across models than higher layers",
           "yes", "mean linear CKA across models, lower half of each model's layers minus "
-                 "upper half", "greater", 0.02, _SIM,
+                 "upper half", "greater", 0.02, SIM,
           control=("condition", "the upper half of the same models' layers"),
-          paper_effect=_figure("Fig. 1")),
+          paper_effect=figure("Fig. 1")),
     Claim("wu-adjacent", "Wu", "§5.1, Fig. 1",
           "adjacent layers of a model are the most similar",
           "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "layers of the same model further apart"),
-          paper_effect=_figure("Fig. 1")),
+          paper_effect=figure("Fig. 1")),
     Claim("wu-relative-depth", "Wu", "§5.1, Fig. 1",
           "across models, layers at the same relative depth are the most alike",
           "yes: a bright band along each across-model block's diagonal",
           "per pair of models: mean linear CKA of their layers at matching relative depth "
           "minus over all their cross-model cells; t interval over the pairs of models",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "every cross-model cell of the same pair of models"),
-          paper_effect=_figure("Fig. 1")),
+          paper_effect=figure("Fig. 1")),
     Claim("wu-localization-depth", "Wu", "§5.1, Fig. 3",
           "higher layers have more localized representations than lower layers",
           "yes: the localization score mostly increases with depth in every model",
           "per pretrained model: mean localization (neuronsim minus SVCCA means, the paper's "
           "plain score) of its upper half of layers minus its lower half; t interval over "
           "the models",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "the lower half of the same model's layers"),
-          paper_effect=_figure("Fig. 3")),
+          paper_effect=figure("Fig. 3")),
     Claim("wu-family", "Wu", "§5.1, Fig. 2",
           "models of one family (architecture and objective) are more similar",
           "yes: within-family more similar; the objective matters",
           "mean linear CKA across two bidirectional encoders minus across an encoder and a "
-          "left-to-right decoder", "greater", 0.02, _SIM,
+          "left-to-right decoder", "greater", 0.02, SIM,
           control=("condition", "an encoder against a left-to-right decoder (architecture and "
                                "objective differ at once)"),
-          paper_effect=_figure("Fig. 2")),
+          paper_effect=figure("Fig. 2")),
     Claim("wu-objective", "Wu", "§5.1, Fig. 2",
           "the objective alone matters: models of one architecture trained with another "
           "objective are less alike than models that differ only by seed",
           "yes: within-family more similar; the objective matters",
           "per masked-LM seed model of the zoo: mean linear CKA at matching depth to the "
           "other seeds minus to the causal LM of the same architecture and training length, "
-          "over the seed models", "greater", 0.02, _SIM,
+          "over the seed models", "greater", 0.02, SIM,
           control=("condition", "pairs that differ only by the pretraining seed (one factor: "
                                 "the objective)"),
-          paper_effect=_figure("Fig. 2")),
+          paper_effect=figure("Fig. 2")),
     Claim("wu-other-corpus", "Wu", "App. B.1",
           "the similarity patterns hold on another corpus",
           "yes: the same patterns on other corpora",
@@ -168,7 +107,7 @@ _CLAIMS = [
           "greater", 0.5,
           "r = 0.5 (z = 0.55) means the second corpus reproduces a quarter of the "
           "pattern's variance; less would not be 'the same pattern'",
-          control=("baseline", "no agreement between the corpora (r = 0)"),
+          control=("baseline", "no agreement between the corpora (r = 0)"), fisher_z=True,
           paper_effect=("App. B.1 calls the two corpora's heatmaps 'highly similar' (Figs. 8 and "
                         "9); no correlation is reported")),
     Claim("wu-attention-heads", "Wu", "§5.2, Fig. 4",
@@ -182,23 +121,23 @@ _CLAIMS = [
           "as for neurons against representations: a 5% shift of relative level",
           control=("floor", "each method's value between two unrelated random attention "
                            "layers on the same sentences, subtracted from both levels"),
-          paper_effect=_figure("Fig. 4")),
+          paper_effect=figure("Fig. 4")),
     Claim("wu-ft-top-change", "Wu", "§6, Fig. 5-6",
           "fine-tuning changes the top layers more than the lower ones",
           "yes: similarity to the pretrained model drops in the top layers",
           "per measure: similarity of base and fine-tuned model at the first transformer "
           "layer minus at the top layer (linear CKA, neuronsim, head-level JS), mean over "
-          "fine-tuning seeds", "greater", 0.02, _SIM,
+          "fine-tuning seeds", "greater", 0.02, SIM,
           control=("condition", "the first transformer layer of the same runs"),
-          paper_effect=_figure("Figs. 5-6")),
+          paper_effect=figure("Figs. 5-6")),
     Claim("wu-localization-ft", "Wu", "§6, Fig. 7",
           "fine-tuning makes the top layers less localized",
           "yes: lower localization at the top layers after fine-tuning",
           "per model and task: localization of the pretrained model's top layer minus that "
           "of the fine-tuned model's, over fine-tuning seeds",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "the pretrained model's own top layer, on the same words"),
-          paper_effect=_figure("Fig. 7")),
+          paper_effect=figure("Fig. 7")),
     Claim("wu-cross-task", "Wu", "§6, Fig. 5–6; Phang App. B, Fig. 7",
           "models fine-tuned on different tasks from one base stay alike in their bottom "
           "layers and diverge in their top layers",
@@ -206,9 +145,9 @@ _CLAIMS = [
           "per model and pair of tasks: linear CKA between the two tasks' models (same seed, "
           "the same words of one task's stimuli) at the first transformer layer minus at "
           "the top layer, over seeds",
-          "greater", 0.02, _SIM,
+          "greater", 0.02, SIM,
           control=("condition", "the top layers of the same two models on the same words"),
-          paper_effect=_figure("Wu Figs. 5-6, Phang Fig. 7")),
+          paper_effect=figure("Wu Figs. 5-6, Phang Fig. 7")),
     # --------------------------------------------------------------- Phang et al. 2021
     Claim("phang-blocks", "Phang", "§3, Fig. 1-2",
           "the layers of a fine-tuned model form blocks of similar layers",
@@ -222,20 +161,20 @@ _CLAIMS = [
           "model; a smaller gain is no structure",
           control=("condition", "the pretrained model's own ORIG-ORIG matrix: its block gain is"
                                " subtracted from each seed's"),
-          paper_effect=_figure("Figs. 1-2")),
+          paper_effect=figure("Figs. 1-2")),
     Claim("phang-ft-orig", "Phang", "§3, Fig. 5",
           "fine-tuned and pretrained layers agree at the bottom and part at the top",
           "yes: FT-ORIG similarity falls with depth",
           "FT-ORIG diagonal linear CKA (CLS) at the first transformer layer minus at the top "
-          "layer, over seeds", "greater", 0.02, _SIM,
+          "layer, over seeds", "greater", 0.02, SIM,
           control=("condition", "the first transformer layer of the same runs"),
-          paper_effect=_figure("Fig. 5")),
+          paper_effect=figure("Fig. 5")),
     Claim("phang-untuned", "Phang", "§4, Fig. 3",
           "the top layers can be dropped with no retraining (UNTUNED close to the full "
           "model a few layers below the top)",
           "yes for RoBERTa and ALBERT, no for ELECTRA",
           "full model's test accuracy minus UNTUNED's two layers below the top, over seeds",
-          "none", 0.02, _ACC,
+          "none", 0.02, ACC,
           control=("baseline", "the full model's own accuracy, same seed"),
           paper_effect=("§4: RoBERTa on Yelp Polarity with its top 4 of 12 layers dropped, UNTUNED "
                         "95.5 against the full model's 96.1: a gap of 0.006"),
@@ -244,17 +183,17 @@ _CLAIMS = [
           "a head retrained on a lower layer does as well as the full model",
           "yes: TUNED plateaus well below the top",
           "full model's test accuracy minus TUNED's two layers below the top, over seeds",
-          "none", 0.02, _ACC,
+          "none", 0.02, ACC,
           control=("baseline", "the full model's own accuracy, same seed"),
-          paper_effect=_figure("Fig. 3")),
+          paper_effect=figure("Fig. 3")),
     Claim("phang-tuned-orig", "Phang", "§4, Fig. 3",
           "fine-tuned layers are better features than pretrained ones",
           "yes: TUNED above TUNEDORIG",
           "TUNED minus TUNEDORIG accuracy, mean over transformer layers, over seeds",
-          "greater", 0.02, _ACC,
+          "greater", 0.02, ACC,
           control=("baseline", "a head on the pretrained model's layer (TUNEDORIG), same seed"),
           paper_effect=("§4: TUNEDORIG 'performs very poorly' against TUNED at every layer; "
-                        + _figure("Fig. 3"))),
+                        + figure("Fig. 3"))),
     Claim("phang-cka-predicts", "Phang", "§4",
           "layers whose CLS resembles the last layer's lose little when the top is cut",
           "implied by the block structure",
@@ -262,7 +201,7 @@ _CLAIMS = [
           "Fisher z over layers", "less", 0.3,
           "|r| = 0.3 is the conventional 'moderate' correlation; a weaker link would not "
           "let a reader predict anything from CKA",
-          control=("baseline", "no relation (r = 0)"),
+          control=("baseline", "no relation (r = 0)"), fisher_z=True,
           paper_effect=("not reported: the paper implies the link from its block structure and "
                         "computes no correlation")),
     Claim("phang-skip-bottom", "Phang", "§4, Fig. 4",
@@ -270,28 +209,28 @@ _CLAIMS = [
           "yes: the first layers matter most; single upper layers can be skipped",
           "test accuracy with the top transformer layer skipped minus with the first one "
           "skipped, per fine-tuning seed (t interval over seeds)",
-          "greater", 0.02, _ACC,
+          "greater", 0.02, ACC,
           control=("condition", "the first transformer layer skipped, same seed"),
-          paper_effect=_figure("Fig. 4")),
+          paper_effect=figure("Fig. 4")),
     # --------------------------------------------------------------- Merchant et al. 2020
     Claim("merchant-depth", "Merchant", "§4, Fig. 2",
           "fine-tuning changes mostly the top layers",
           "yes: RSA to the pretrained model stays high in the lower layers, falls at the top",
           "in-domain RSA (base vs fine-tuned, word tokens) at the first transformer layer "
-          "minus at the top layer, over seeds", "greater", 0.02, _SIM,
+          "minus at the top layer, over seeds", "greater", 0.02, SIM,
           control=("condition", "the first transformer layer of the same runs"),
           paper_effect=("§5.1: MNLI's RSA to the base model is still 0.84 +- 0.02 at the "
                         "second-to-last layer and drops at the last; the first layer's is "
-                        + _figure("Fig. 2"))),
+                        + figure("Fig. 2"))),
     Claim("merchant-domain", "Merchant", "§6, Fig. 5",
           "fine-tuning changes in-domain inputs more than out-of-domain ones",
           "yes: RSA to the base model lower in-domain",
           "out-of-domain minus in-domain RSA at the top layer, averaged over tasks whose "
           "corpora cross (each corpus once in-domain, once out-of-domain), bootstrap over "
-          "sentences and seeds", "greater", 0.02, _SIM,
+          "sentences and seeds", "greater", 0.02, SIM,
           control=("condition", "the other task's model on the same corpus: the tasks' corpora "
                                "cross, so the stimuli's own effect cancels"),
-          paper_effect="a 'significantly larger' change in-domain, " + _figure("Fig. 5")),
+          paper_effect="a 'significantly larger' change in-domain, " + figure("Fig. 5")),
     Claim("merchant-no-forgetting", "Merchant", "§4, Table 1",
           "fine-tuning keeps what the base model encodes: no catastrophic forgetting",
           "yes: edge-probing F1 drops of 0.5-2 points after fine-tuning",
@@ -312,7 +251,7 @@ _CLAIMS = [
           "freezing the bottom layers costs little accuracy",
           "yes: few top layers need to change",
           "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
-          "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, _ACC,
+          "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, ACC,
           control=("condition", "the unfrozen run of the same seed"),
           paper_effect=("Wu Table 1 (BERT): unfrozen minus bottom 4 or 6 frozen, -0.006 to +0.003 "
                         "accuracy on SST-2, MNLI, QNLI and QQP; Merchant Fig. 3: no significant "
@@ -336,99 +275,14 @@ _CLAIMS = [
           "yes: 3 layers for MNLI, 5 for SQuAD",
           "accuracy of the full fine-tuned model minus that of the model cut to half its "
           "layers and fine-tuned, paired by fine-tuning seed (t interval over seeds)",
-          "none", 0.02, _ACC,
+          "none", 0.02, ACC,
           control=("baseline", "the full fine-tuned model of the same seed; cut models that "
                                "did not train give no verdict"),
           paper_effect=("§5.2: 'comparable performance' with 3 of 12 layers for MNLI and 5 for "
-                        "SQuAD; the gap is " + _figure("Fig. 4"))),
-    # --------------------------------------------------------------- Ren et al. 2023
-    Claim("ren-depth", "Ren", "§5, Fig. 2, 5",
-          "models that differ only by seed are more alike in shallow layers than deep ones",
-          "yes", "held-out alignment distance (the page's figure_method map, Procrustes by "
-                 "default) at the first transformer layer minus at the top layer, over pairs "
-                 "of pretraining seeds (masked LMs)", "less", 0.01,
-          "0.01 of the relative distance is a 1% change of the unexplained share",
-          control=("condition", "the top layer of the same seed pairs"),
-          paper_effect=("Fig. 2: L2 distance about 0.02 in layers 1-6 and over 0.06 at the top: "
-                        "about -0.04 (raw L2; this page's distance is relative)"),
-          paper_value=-0.04),
-    Claim("ren-attention", "Ren", "§5, Fig. 4",
-          "attention is more alike across seeds than hidden states",
-          "yes, by two orders of magnitude",
-          "per matched transformer layer: attention distance minus hidden-state distance "
-          "(the page's figure_method map, held out), median over layers, over pairs of "
-          "pretraining seeds (masked LMs), both read on the same sentences",
-          "less", 0.01,
-          "as for depth: a 1% change of the unexplained share",
-          control=("condition", "the hidden states of the same layers, seed pairs and "
-                                "sentences"),
-          paper_effect=("Fig. 4: attention 0.0002-0.0004 against hidden states 0.02 to over 0.06: "
-                        "at least -0.02 (raw L2)"),
-          paper_value=-0.02),
-    Claim("ren-finetune-apart", "Ren", "§5.3, Fig. 5a against Fig. 2",
-          "fine-tuning pushes the deep layers of models pretrained from different seeds "
-          "further apart than they were before it",
-          "yes: deep-layer L2 distance up to 0.12 after fine-tuning, against at most 0.06 "
-          "before",
-          "held-out alignment distance (the page's figure_method map) at the top layer, "
-          "each pretraining seed fine-tuned once on the same data, minus the same pair's "
-          "distance before fine-tuning, over pairs of pretraining seeds (masked LMs)",
-          "greater", 0.01,
-          "as for depth: a 1% change of the unexplained share",
-          control=("condition", "the same pairs of seeds before fine-tuning, on the same "
-                                "sentences"),
-          paper_effect=("Figs. 5a and 2: the deep layers' largest distance doubles, 0.06 to 0.12: "
-                        "+0.06 (raw L2)"),
-          paper_value=0.06),
-    Claim("ren-layer-gradient", "Ren", "§5.1, Fig. 3",
-          "within one model, neighbouring layers are alike and layers far apart differ",
-          "yes: the distance grows away from the diagonal, gradually, with no abrupt change",
-          "per pretraining seed model (masked LMs): mean held-out distance (the page's "
-          "figure_method map, layer i aligned to layer j, both directions) between "
-          "transformer layers two or more apart minus between adjacent ones, over the seed "
-          "models", "greater", 0.01,
-          "as for depth: a 1% change of the unexplained share",
-          control=("condition", "adjacent layers of the same model"),
-          paper_effect=_figure("Fig. 3")),
-    Claim("ren-inn-synthetic", "Ren", "§4, Table 3",
-          "an invertible network recovers an invertible nonlinear map far better than "
-          "linear methods",
-          "yes: INN 0.0059 against more than 0.13",
-          "linreg minus INN held-out distance on a known coupling-flow map, over data seeds",
-          "greater", 0.01, "a 1% share of unexplained variance",
-          control=("baseline", "linreg, the exact map's linear part, on the same rows"),
-          paper_effect=("Table 3: linreg 1.088 against INN 0.0059 (every linear method above "
-                        "0.13): +1.08"),
-          paper_value=1.082),
-    Claim("ren-linear-check", "Ren", "§4, Table 3",
-          "linear regression recovers a linear map (a check of the method)",
-          "yes: distance near 0",
-          "0.05 minus linreg's held-out distance on a known linear map, over data seeds",
-          "greater", 0.0, "the check passes when the distance is reliably below 0.05",
-          control=("baseline", "a held-out distance of 0.05"),
-          paper_effect="not reported: a check of this book's method, not a claim of the paper"),
-    Claim("ren-inn-real", "Ren", "§5, Table 4",
-          "the INN aligns real seed pairs best on held-out rows",
-          "yes", "ridge minus INN held-out distance, over seed pairs and layers",
-          "greater", 0.01, "a 1% share of unexplained variance",
-          control=("baseline", "ridge, the best simple linear map (penalty chosen on the "
-                               "fitted rows), on the same rows"),
-          paper_effect=("Table 4, test rows: INN ahead of linear regression by 0.056 (MNLI), "
-                        "0.037 (SST-2) and 0.033 (MRPC) (raw L2, against linreg; the paper has "
-                        "no ridge)"),
-          paper_value=0.033),
-    Claim("ren-injection", "Ren", "§6, Table 5",
-          "a layer mapped into another seed's space works with that seed's head",
-          "yes, the INN best",
-          "accuracy of the INN map (fixed before looking) minus that of no map (identity), "
-          "and minus that of ridge: two units over ordered seed pairs", "greater", 0.02, _ACC,
-          control=("baseline", "no map (identity) and ridge, with the INN fixed as the map "
-                               "before looking"),
-          paper_effect=("Table 5: INN ahead of the best other map by 0.36 (MNLI), 0.10 (SST-2) and "
-                        "0.33 (MRPC) accuracy (the paper has no identity control)"),
-          paper_value=0.098),
+                        "SQuAD; the gap is " + figure("Fig. 4"))),
 ]
 
+_CLAIMS += ren.REN.claims
 #: every claim the book tests, by id
 CLAIMS: Mapping[str, Claim] = MappingProxyType({c.id: c for c in _CLAIMS})
 if len(CLAIMS) != len(_CLAIMS):
@@ -449,3 +303,12 @@ def of_paper(paper: str) -> list[Claim]:
     if paper not in PAPERS:
         raise ValueError(f"paper must be one of {sorted(PAPERS)}, got {paper!r}")
     return [c for c in CLAIMS.values() if c.paper == paper]
+
+
+def of_chapter(chapter: str) -> list[Claim]:
+    """The claims one chapter's results test (one of :data:`~.claim.CHAPTERS`), in the order
+    of the papers' modules; pass them with the results to
+    :func:`analysis_lib.studies.verdicts.judge`."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"chapter must be one of {CHAPTERS}, got {chapter!r}")
+    return [c for c in CLAIMS.values() if c.chapter == chapter]

@@ -636,8 +636,7 @@ def corpus_findings(agreements: Mapping[str, float], n_layers: int) -> pd.DataFr
     claim = claims.get(CORPUS_CLAIMS[0])
     evidence = [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
                 for m, r in agreements.items()]
-    return verdicts.table([decide(claim, evidence,
-                                  smallest_effect=float(np.arctanh(claim.smallest_effect)))])
+    return verdicts.table([decide(claim, evidence)])
 
 
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection

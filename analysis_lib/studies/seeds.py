@@ -34,12 +34,11 @@ from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..similarity import attention_representation
-from ..similarity.structure import layer_gradient
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
-from . import verdicts
+from . import ren, verdicts
 from .shared import seed_interval, sentence_extraction, word_layers
-from .verdicts import Evidence, decide
+from .verdicts import decide
 
 
 def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -251,45 +250,6 @@ def heads_of(results: Mapping[str, FineTuned]) -> dict[str, FirstTokenHead]:
     return {name: FirstTokenHead(result.model) for name, result in results.items()}
 
 
-#: the claims :func:`findings` answers, in its order
-CLAIM_IDS = ("ren-inn-synthetic", "ren-linear-check", "ren-depth", "ren-attention",
-             "ren-finetune-apart", "ren-layer-gradient", "ren-inn-real", "ren-injection")
-#: the claims read from the fine-tuning seeds (the others: synthetic maps, the zoo's
-#: pretraining seeds)
-FINETUNED_CLAIMS = ("ren-inn-real", "ren-injection")
-#: the distance below which linear regression counts as recovering a linear map
-LINEAR_CHECK = 0.05
-
-
-def _synthetic_evidence(synthetic: pd.DataFrame) -> tuple[list[Evidence], list[Evidence]]:
-    """At the largest size: linreg minus INN on the flow, and the linear check, one value
-    per data seed (``seed`` column; a table without one is a single seed)."""
-    if synthetic is None or not len(synthetic):
-        return [], []
-    table = synthetic if "seed" in synthetic else synthetic.assign(seed=0)
-    largest = table[table.rows == table.rows.max()] if "rows" in table else table
-    rows = int(largest.rows.iloc[0]) if "rows" in largest else len(largest)
-    flow = largest[largest.g == "flow"].pivot_table(index="seed", columns="method",
-                                                    values="test")
-    linear = largest[largest.g == "linear"].pivot_table(index="seed", columns="method",
-                                                        values="test")
-    inn = [Evidence.from_values(f"flow, {rows} rows", flow["linreg"] - flow["inn"])] \
-        if {"inn", "linreg"} <= set(flow.columns) else []
-    check = [Evidence.from_values(f"linear map, {rows} rows", LINEAR_CHECK - linear["linreg"])] \
-        if "linreg" in linear.columns else []
-    return inn, check
-
-
-def _depth_evidence(pairs: pd.DataFrame | None, label: str) -> list[Evidence]:
-    """Per pair of seeds: distance at the first transformer layer minus at the top layer."""
-    if pairs is None or not len(pairs):
-        return []
-    top = int(pairs.layer.max())
-    wide = pairs.pivot_table(index="pair", columns="layer", values="test")
-    return [Evidence.from_values(f"{label} (L1 - L{top}, {len(wide)} pairs)",
-                                 wide[1] - wide[top], note="pairs share seeds")]
-
-
 def depth_by_step(pairs_by_step: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Ren et al.'s depth statistic (:func:`pair_distances` of the pretraining seeds: the
     distance at the first transformer layer minus at the top, over seed pairs) at each
@@ -303,8 +263,7 @@ def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.Da
     width, ...), one row per setting in the mapping's order, named ``column``."""
     rows = []
     for setting, pairs in pairs_by.items():
-        evidence = _depth_evidence(pairs, f"{column} {setting}")
-        verdict = decide("ren-depth", evidence)
+        verdict = decide("ren-depth", ren.depth(pairs, f"{column} {setting}"))
         unit = verdict.units.iloc[0] if len(verdict.units) else {}
         rows.append({column: setting,
                      **{name: float(unit.get(field, np.nan)) for name, field in
@@ -333,120 +292,3 @@ def finetuned_seed_models(names: Sequence[str], task: Task,
     models too differ only by their pretraining seed (Ren et al. Fig. 5a). Cached as every
     fine-tuning run is."""
     return {name: finetune(name, task, config, progress=False) for name in names}
-
-
-def _apart_evidence(before: pd.DataFrame | None, after: pd.DataFrame | None
-                    ) -> list[Evidence]:
-    """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
-    before (both :func:`pair_distances` of the same models on the same sentences)."""
-    if before is None or after is None or not len(before) or not len(after):
-        return []
-    top = int(min(before.layer.max(), after.layer.max()))
-    was = before[before.layer == top].set_index("pair").test
-    now = after[after.layer == top].set_index("pair").test
-    shared_pairs = was.index.intersection(now.index)
-    return [Evidence.from_values(f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
-                                 now[shared_pairs] - was[shared_pairs],
-                                 note="pairs share seeds")]
-
-
-def _gradient_evidence(within: Mapping[str, np.ndarray] | None) -> list[Evidence]:
-    """One :func:`~analysis_lib.similarity.structure.layer_gradient` per model (models that
-    differ only by their pretraining seed: independent units)."""
-    if not within:
-        return []
-    top = len(next(iter(within.values()))) - 1
-    return [Evidence.from_values(f"layers 1-{top}, {len(within)} seed models",
-                                 [layer_gradient(M) for M in within.values()])]
-
-
-def _attention_evidence(hidden: pd.DataFrame, attention: pd.DataFrame) -> list[Evidence]:
-    """Per task and pair: median over matched transformer layers of attention distance
-    minus hidden-state distance (the embedding layer, with no attention, left out)."""
-    out = []
-    for task, h in hidden.groupby("task", sort=False):
-        a = attention[attention.task == task]
-        if not len(a):
-            continue
-        hw = h.pivot_table(index="pair", columns="layer", values="test")
-        aw = a.pivot_table(index="pair", columns="layer", values="test")
-        shared = [k for k in aw.columns if k in hw.columns and k >= 1]
-        values = (aw[shared] - hw[shared]).median(axis=1)
-        out.append(Evidence.from_values(f"{task}, layers {shared[0]}-{shared[-1]}", values,
-                                        note="pairs share seeds"))
-    return out
-
-
-#: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and
-#: ``ren-injection`` judge it against the claims' controls (claims.py), never the best of
-#: several maps picked after the fact
-PROPOSED_MAP = "inn"
-#: the best simple map, the baseline ``ren-inn-real`` must beat (linreg over-fits wide
-#: layers, so beating it says little)
-SIMPLE_MAP = "ridge"
-
-
-def _method_evidence(long: pd.DataFrame | None) -> list[Evidence]:
-    if long is None or not {PROPOSED_MAP, SIMPLE_MAP} <= set(long.dropna(subset=["test"]).method):
-        return []
-    wide = long.pivot_table(index=["pair", "layer"], columns="method", values="test")
-    return [Evidence.from_values(f"{SIMPLE_MAP} - {PROPOSED_MAP} over {len(wide)} pair-layers",
-                                 wide[SIMPLE_MAP] - wide[PROPOSED_MAP],
-                                 note="pairs share seeds")]
-
-
-def _injection_evidence(injected: pd.DataFrame | None) -> list[Evidence]:
-    """The proposed map's accuracy minus each control's (no map at all, and the best simple
-    map), one difference per ordered pair of seeds: two units."""
-    if injected is None or not len(injected):
-        return []
-    wide = injected.pivot_table(index=["from", "to"], columns="method", values="accuracy")
-    if PROPOSED_MAP not in wide:
-        return []
-    return [Evidence.from_values(f"{PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
-                                 wide[PROPOSED_MAP] - wide[control])
-            for control in ("identity", SIMPLE_MAP) if control in wide]
-
-
-def findings(synthetic: pd.DataFrame, methods: pd.DataFrame | None = None,
-             injected: pd.DataFrame | None = None, pretraining: pd.DataFrame | None = None,
-             pretraining_attention: pd.DataFrame | None = None,
-             pretraining_finetuned: pd.DataFrame | None = None,
-             pretraining_within: Mapping[str, np.ndarray] | None = None, *,
-             untrained: Mapping[str, str] | None = None,
-             untrained_pretraining: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Ren et al.'s claims (:data:`CLAIM_IDS`), each judged by the book's verdict rule, one
-    row per claim id.
-
-    ``synthetic``: :func:`synthetic_table` rows (with ``rows`` and ``seed`` columns);
-    ``methods``: :func:`method_distances`; ``injected``: :func:`injection`;
-    ``pretraining``: :func:`pair_distances` of models that differ only by their
-    *pretraining* seed (the zoo's masked LMs, or the MultiBERTs);
-    ``pretraining_attention``: :func:`same_sentences` of those models, with a ``task``
-    column; ``pretraining_finetuned``: :func:`pair_distances` of the same models after
-    :func:`finetuned_seed_models`, on the same sentences as ``pretraining`` (Ren et al.'s
-    "fine-tuning pushes the deep layers apart", Fig. 5a against Fig. 2), gated by
-    ``untrained_pretraining`` (their training problems); ``pretraining_within``: the
-    :func:`layer_by_layer` matrix of each of those models (Fig. 3), one unit per model.
-    Ren et al.'s depth and attention claims are about pretraining seeds (their Figs. 2
-    and 4), so they are judged on those only: fine-tuning seeds share their pretrained
-    weights and agree at the bottom by construction. Pairs of seeds share models, so their
-    spread understates the error a little; the units say so. The claims read from the
-    fine-tuning seeds (:data:`FINETUNED_CLAIMS`) get no verdict when one of
-    those runs failed the training gate (``untrained``:
-    :func:`~analysis_lib.studies.shared.training_problems`)."""
-    inn, check = _synthetic_evidence(synthetic)
-    same = pretraining_attention
-    evidence = {
-        "ren-inn-synthetic": inn, "ren-linear-check": check,
-        "ren-depth": _depth_evidence(pretraining, "pretraining seeds"),
-        "ren-attention": [] if same is None else _attention_evidence(
-            same[same.kind == "hidden states"], same[same.kind == "attention"]),
-        "ren-finetune-apart": _apart_evidence(pretraining, pretraining_finetuned),
-        "ren-layer-gradient": _gradient_evidence(pretraining_within),
-        "ren-inn-real": _method_evidence(methods),
-        "ren-injection": _injection_evidence(injected),
-    }
-    table = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
-    table = verdicts.gate(table, untrained, FINETUNED_CLAIMS)
-    return verdicts.gate(table, untrained_pretraining, ("ren-finetune-apart",))

@@ -35,7 +35,7 @@ from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.surgery import truncated_copy
-from . import claims, verdicts
+from . import verdicts
 from .shared import (
     SENTENCE_POOLINGS,
     FinetuneGrid,
@@ -519,9 +519,6 @@ def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
     for claim_id in CLAIM_IDS:
         if claim_id == "merchant-truncate" and cuts_failed:
             out.append(verdicts.untrained(claim_id, cuts_failed))
-        elif claim_id == "phang-cka-predicts":
-            out.append(decide(claim_id, evidence[claim_id], smallest_effect=float(
-                np.arctanh(claims.get(claim_id).smallest_effect))))
         else:
             out.append(decide(claim_id, evidence[claim_id]))
     return verdicts.gate(verdicts.table(out), untrained, GRID_CLAIMS)

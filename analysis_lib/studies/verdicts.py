@@ -40,7 +40,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .claims import Claim, get
+from .claim import Claim, DidNotTrain, Evidence, NotMeasured, check_unit
+from .claims import get
 
 #: a unit's outcome
 OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
@@ -53,137 +54,6 @@ NOT_MEASURED = "not measured"
 VERDICTS = (*OUTCOMES, MIXED, NOT_MEASURED)
 #: the level of every verdict of the book
 ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One unit's estimate of a claim's statistic.
-
-    ``se``: standard error (0 for a number without sampling error, NaN when there is no
-    spread to estimate, e.g. one seed); ``df``: degrees of freedom of a t reference (``None``:
-    normal); ``n``: how many values the estimate comes from; ``unit``: what it is about.
-    """
-
-    unit: str
-    estimate: float
-    se: float
-    df: float | None = None
-    n: int | None = None
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        # evidence no estimate can give is refused where it is made, so that the verdict
-        # rule and its interval-form twin never read it
-        _check_unit(self.unit, self.estimate, self.se, self.df)
-        if self.n is not None and not (isinstance(self.n, (int, np.integer)) and self.n >= 0):
-            raise ValueError(f"evidence {self.unit!r}: n must be a count (an integer >= 0), "
-                             f"got {self.n!r}")
-
-    def interval(self, alpha: float = 0.05) -> tuple[float, float]:
-        """The two-sided ``1 - alpha`` interval ``estimate +- q se``, ``q`` the quantile of
-        Student's t with ``df`` degrees of freedom (of the normal when ``df`` is None): the
-        book's one t interval. NaN bounds when there is no spread to judge by (``se`` NaN,
-        one seed)."""
-        q = (stats.norm.ppf(1 - alpha / 2) if self.df is None or not np.isfinite(self.df)
-             else stats.t.ppf(1 - alpha / 2, self.df))
-        return self.estimate - q * self.se, self.estimate + q * self.se
-
-    @classmethod
-    def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
-        """Mean of independent values (one per seed, seed pair, ...) and its t standard
-        error; one value gives no spread (``se`` NaN). A NaN value is a unit that was not
-        measured (a run that gave nothing): it is left out and the note says how many were;
-        an infinite value is no estimate of anything and is refused."""
-        given = np.asarray(list(values), dtype=np.float64).ravel()
-        if np.isinf(given).any():
-            raise ValueError(
-                f"evidence {unit!r}: {int(np.isinf(given).sum())} of its {given.size} values "
-                "are infinite, which no estimate can be (a division by zero or an overflow "
-                "upstream); fix the computation that gave them, or pass NaN for a value "
-                "that was not measured")
-        x = given[np.isfinite(given)]
-        if x.size < given.size:
-            dropped = f"{given.size - x.size} of {given.size} values not measured (NaN)"
-            note = f"{note}; {dropped}" if note else dropped
-        if x.size == 0:
-            return cls(unit, float("nan"), float("nan"), None, 0, note or "not measured")
-        if x.size == 1:
-            alone = "one value: no spread to judge by"
-            return cls(unit, float(x[0]), float("nan"), None, 1,
-                       f"{note}; {alone}" if note and given.size > 1 else note or alone)
-        return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
-                   float(x.size - 1), int(x.size), note)
-
-    @classmethod
-    def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
-                    note: str = "") -> Evidence:
-        """``first - second`` paired by key (a fine-tuning seed: the two runs of one seed
-        share the head's initialisation and the batch order), over the keys both hold, as
-        :meth:`from_values`."""
-        return cls.from_values(unit, [first[k] - second[k] for k in first if k in second],
-                               note)
-
-    @classmethod
-    def from_jackknife(cls, unit: str, estimate: float, replicates: Sequence[float],
-                       note: str = "") -> Evidence:
-        """An estimate with the grouped-jackknife standard error of its leave-one-out
-        ``replicates`` (``se^2 = (K-1)/K sum (theta_k - mean)^2``, t with K-1 df)."""
-        r = np.asarray(replicates, dtype=np.float64)
-        k = r.size
-        if np.isinf(r).any():
-            raise ValueError(f"evidence {unit!r}: {int(np.isinf(r).sum())} of its {k} "
-                             "jackknife replicates are infinite, which no estimate can be; "
-                             "fix the computation that gave them")
-        if k < 2 or not np.isfinite(r).all():
-            return cls(unit, float(estimate), float("nan"), None, k, note or "no jackknife")
-        se = math.sqrt((k - 1) / k * float(np.sum((r - r.mean()) ** 2)))
-        return cls(unit, float(estimate), se, float(k - 1), k, note)
-
-    @classmethod
-    def from_proportions(cls, unit: str, p1: float, n1: int, p2: float, n2: int,
-                         note: str = "") -> Evidence:
-        """``p1 - p2`` for two accuracies on ``n1`` and ``n2`` test examples, with the
-        binomial standard error of the difference (independent test sets; the same test set
-        makes it conservative)."""
-        for name, p, n in (("p1", p1, n1), ("p2", p2, n2)):
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"evidence {unit!r}: {name} = {p!r} is not a proportion "
-                                 "(it must lie in [0, 1]); pass accuracies, not percentages")
-            if not (isinstance(n, (int, np.integer)) and n >= 1):
-                raise ValueError(f"evidence {unit!r}: a proportion needs a count of test "
-                                 f"examples >= 1, got {n!r}")
-        se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-        return cls(unit, float(p1 - p2), se, None, min(n1, n2), note)
-
-    @classmethod
-    def from_correlation(cls, unit: str, r: float, n: int, note: str = "") -> Evidence:
-        """A Pearson correlation as Fisher's z (``atanh r``) with standard error
-        ``1/sqrt(n-3)``; compare with a smallest effect on the same z scale. A correlation
-        beyond +-1 (more than rounding) is no correlation and is refused, not clipped."""
-        if np.isfinite(r) and abs(r) > 1 + 1e-9:
-            raise ValueError(f"evidence {unit!r}: a correlation of {r!r} is impossible (it "
-                             "must lie in [-1, 1]); the statistic passed is not a correlation")
-        if n < 4 or not np.isfinite(r):
-            return cls(unit, float(np.arctanh(np.clip(r, -0.999999, 0.999999)))
-                       if np.isfinite(r) else float("nan"), float("nan"), None, n,
-                       note or "fewer than 4 points")
-        r = float(np.clip(r, -0.999999, 0.999999))
-        return cls(unit, float(np.arctanh(r)), 1 / math.sqrt(n - 3), None, n, note)
-
-    @classmethod
-    def from_samples(cls, unit: str, estimate: float, samples: Sequence[float],
-                     note: str = "") -> Evidence:
-        """An estimate with the standard deviation of its bootstrap samples as error (NaN
-        samples, resamples where the statistic was undefined, are left out; an infinite one
-        is refused)."""
-        s = np.asarray(samples, dtype=np.float64)
-        if np.isinf(s).any():
-            raise ValueError(f"evidence {unit!r}: {int(np.isinf(s).sum())} of its {s.size} "
-                             "bootstrap samples are infinite, which no estimate can be")
-        s = s[np.isfinite(s)]
-        if s.size < 2:
-            return cls(unit, float(estimate), float("nan"), None, s.size, note)
-        return cls(unit, float(estimate), float(s.std(ddof=1)), None, int(s.size), note)
 
 
 @dataclass(frozen=True)
@@ -210,29 +80,6 @@ class Verdict:
                 text += f" [{row.low:+.3f}, {row.high:+.3f}]"
             parts.append(f"{row.unit}: {text}" if row.unit else text)
         return "; ".join(parts)
-
-
-def _check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
-    """Refuse a unit's numbers that no estimate can have: an infinite estimate, a negative
-    standard error, degrees of freedom that are not positive. A NaN estimate or error stays
-    allowed: they mean "not measured" and "no spread to judge by"."""
-    where = f"evidence {unit!r}"
-    numbers = (("estimate", estimate), ("standard error", se)) + (
-        (("df", df),) if df is not None else ())
-    for name, value in numbers:
-        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
-            raise TypeError(f"{where}: the {name} must be a number, got {value!r} (NaN "
-                            "where it is not known)")
-    if np.isinf(estimate):
-        raise ValueError(f"{where}: the estimate is {estimate}, which no statistic of the book "
-                         "can be; fix the computation that gave it (pass NaN for a unit that "
-                         "was not measured)")
-    if se < 0 or np.isneginf(se):
-        raise ValueError(f"{where}: the standard error is {se}, and a standard error is never "
-                         "negative; pass its absolute value (or NaN when there is no spread)")
-    if df is not None and not (df > 0):
-        raise ValueError(f"{where}: degrees of freedom must be positive, got {df} (pass None "
-                         "for a normal reference, NaN se for a single value)")
 
 
 def _check_smallest_effect(delta: float) -> float:
@@ -284,22 +131,22 @@ def _one_sided(est, se, df, delta):
     return up, down, inside
 
 
-def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = ALPHA,
-           smallest_effect: float | None = None) -> Verdict:
+def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = ALPHA
+           ) -> Verdict:
     """The verdict of ``claim`` on ``evidence`` (one :class:`Evidence` per unit).
 
-    ``smallest_effect`` overrides the claim's (e.g. on the Fisher z scale of a correlation
-    claim, pass ``atanh`` of it). ``units`` of the result holds, per unit, the estimate, its
-    95% interval, the Holm-adjusted p-values of the three questions, ``reach`` (the one-sided
-    bound that must fit inside the smallest effect for equivalence: :func:`_reach`) and the
-    unit's outcome. An undecided claim says in its reason when equivalence was out of reach
-    at these sample sizes (three seeds give a t reference with two degrees of freedom).
+    The units are compared with the claim's smallest effect on their own scale
+    (:attr:`~analysis_lib.studies.claim.Claim.delta`: Fisher's z of a correlation claim's).
+    ``units`` of the result holds, per unit, the estimate, its 95% interval, the
+    Holm-adjusted p-values of the three questions, ``reach`` (the one-sided bound that must
+    fit inside the smallest effect for equivalence: :func:`_reach`) and the unit's outcome.
+    An undecided claim says in its reason when equivalence was out of reach at these sample
+    sizes (three seeds give a t reference with two degrees of freedom).
     """
     claim = get(claim) if isinstance(claim, str) else claim
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
-    delta = _check_smallest_effect(claim.smallest_effect if smallest_effect is None
-                                   else smallest_effect)
+    delta = _check_smallest_effect(claim.delta)
     for e in evidence:
         if not isinstance(e, Evidence):
             raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
@@ -435,6 +282,44 @@ def not_measured(claim: Claim | str, reason: str) -> Verdict:
     return Verdict(claim, NOT_MEASURED, _empty_units(), ALPHA, reason)
 
 
+def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float = ALPHA
+          ) -> pd.DataFrame:
+    """The findings table (:func:`table`) of ``claims`` on a chapter's ``results``.
+
+    ``claims``: usually :func:`analysis_lib.studies.claims.of_chapter`; ``results``: what the
+    chapter computed, by name. Per claim, in order: the first of its
+    :attr:`~analysis_lib.studies.claim.Claim.gates` that holds a run which failed the
+    training gate stops it (:func:`untrained`); otherwise its evidence function reads the
+    results its parameters name (one the chapter did not compute reads ``None``) and
+    :func:`decide` draws the verdict, or the function says why there is none
+    (:class:`~analysis_lib.studies.claim.NotMeasured`,
+    :class:`~analysis_lib.studies.claim.DidNotTrain`). A result that no claim reads is an
+    error: a misspelt name would otherwise leave its claim "not measured"."""
+    known = {name for claim in claims for name in (*claim.reads, *claim.gates)}
+    unknown = sorted(set(results) - known)
+    if unknown:
+        raise KeyError(f"no claim reads the results {unknown}; the claims read "
+                       f"{sorted(known)} (check the names)")
+    found = []
+    for claim in claims:
+        if claim.evidence is None:
+            raise ValueError(f"claim {claim.id!r} names no evidence function, so no results "
+                             "can judge it")
+        problems = next((results[name] for name in claim.gates if results.get(name)), None)
+        if problems:
+            found.append(untrained(claim, problems))
+            continue
+        try:
+            units = claim.evidence(**{name: results.get(name) for name in claim.reads})
+        except DidNotTrain as stop:
+            found.append(untrained(claim, stop.problems))
+        except NotMeasured as stop:
+            found.append(not_measured(claim, str(stop)))
+        else:
+            found.append(decide(claim, units, alpha=alpha))
+    return table(found)
+
+
 def _combine(outcomes: list[str]) -> str:
     """The claim's verdict from its units' outcomes (see the module docs)."""
     found = set(outcomes)
@@ -467,7 +352,7 @@ def reference_decide(direction: str, estimate: float, se: float, delta: float,
     inside ``+-delta`` for ``equivalent`` (a claim of no difference is ``opposite`` when
     the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``). It refuses the
     same impossible numbers as :func:`decide`."""
-    _check_unit("reference", estimate, se, df)
+    check_unit("reference", estimate, se, df)
     delta = _check_smallest_effect(delta)
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")

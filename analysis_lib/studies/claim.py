@@ -1,0 +1,335 @@
+"""What a claim is, and what evidence for it is: the records every paper module fills in.
+
+One :class:`Claim` per claim of a paper: which paper makes it and where, what it says, the
+number this book computes to test it, the direction the claim predicts for that number, the
+smallest effect that would matter (with the reason), and the control the number is read
+against (:data:`CONTROL_KINDS`: the best simple baseline, the measure's floor, or a control
+condition), which the statistic subtracts or compares with, and the papers' own effect size
+beside the smallest effect (``paper_effect``, quoted; ``paper_value``, the same on the
+statistic's scale where the paper states a number): a smallest effect larger than the papers'
+own effect would reject the papers' data.
+
+A claim also names the chapter whose results test it and its ``evidence``: the one function
+that turns those results into :class:`Evidence`, one record per unit (a task, a model, a
+measure, a pair of seeds). The function's parameters name the results it reads
+(:attr:`Claim.reads`); it raises :class:`NotMeasured` or :class:`DidNotTrain` when those
+results cannot test the claim. :func:`analysis_lib.studies.verdicts.judge` calls it and draws
+the verdict by the book's one rule, :func:`analysis_lib.studies.verdicts.decide`.
+
+A statistic is always oriented so that the claim reads as one of three statements:
+
+``"greater"``  the statistic exceeds ``+smallest_effect``;
+``"less"``     the statistic is below ``-smallest_effect``;
+``"none"``     the statistic lies within ``+-smallest_effect`` (a claim of no difference).
+
+Smallest effects are on the statistic's own scale: CKA-like similarities in [0, 1], test
+accuracies, held-out alignment distances, Pearson correlations (on Fisher's z scale where
+the claim says ``fisher_z``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+PAPERS = {
+    "Wu": "Wu et al. 2020, Similarity analysis of contextual word representation models",
+    "Phang": "Phang et al. 2021, Fine-tuned transformers show clusters of similar "
+             "representations across layers",
+    "Merchant": "Merchant et al. 2020, What happens to BERT embeddings during fine-tuning?",
+    "Ren": "Ren et al. 2023, All roads lead to Rome? Exploring the invariance of "
+           "transformers' representations",
+}
+DIRECTIONS = ("greater", "less", "none")
+#: what a claim's statistic is read against: a simple alternative it must beat
+#: (``baseline``: ridge for a fitted map, the full model for a cut one, no relation for a
+#: correlation), the value the measure gives unrelated inputs at the page's sizes
+#: (``floor``), or the same models in a control condition (``condition``: another layer,
+#: the pretrained model, the other task's model on the same stimuli)
+CONTROL_KINDS = ("baseline", "floor", "condition")
+#: the chapters whose results test the claims, one notebook each
+CHAPTERS = ("representation", "attention", "finetuning", "truncation", "seeds", "domains")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of one paper, and how this book tests it."""
+
+    id: str
+    paper: str
+    where: str
+    claim: str
+    reported: str
+    statistic: str
+    direction: str
+    smallest_effect: float
+    why: str
+    control: tuple[str, str] = ("", "")
+    paper_effect: str = ""
+    paper_value: float | None = None
+    #: the chapter whose results :attr:`evidence` reads (one of :data:`CHAPTERS`)
+    chapter: str = field(default="", kw_only=True)
+    #: results -> the units' evidence; its parameter names are the results it reads
+    evidence: Callable[..., list[Evidence]] | None = field(default=None, kw_only=True,
+                                                           repr=False, compare=False)
+    #: the results (run -> training problem) that stop the claim when any run in them
+    #: failed the training gate, checked in this order
+    gates: tuple[str, ...] = field(default=(), kw_only=True)
+    #: the units' estimates are Fisher's z of a correlation, so the smallest effect (a
+    #: correlation) is compared as its ``atanh``
+    fisher_z: bool = field(default=False, kw_only=True)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The chapter results the claim's evidence reads: the names of its function's
+        parameters that have no default (one with a default is a setting, not a result)."""
+        if self.evidence is None:
+            return ()
+        return tuple(name for name, p in inspect.signature(self.evidence).parameters.items()
+                     if p.default is inspect.Parameter.empty)
+
+    @property
+    def delta(self) -> float:
+        """The smallest effect on the scale of the units' estimates."""
+        return float(np.arctanh(self.smallest_effect)) if self.fisher_z \
+            else self.smallest_effect
+
+    def __post_init__(self):
+        if self.paper not in PAPERS:
+            raise ValueError(f"claim {self.id!r}: paper must be one of {sorted(PAPERS)}, "
+                             f"got {self.paper!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"claim {self.id!r}: direction must be one of {DIRECTIONS}, "
+                             f"got {self.direction!r}")
+        if not self.smallest_effect >= 0:
+            raise ValueError(f"claim {self.id!r}: smallest_effect must be >= 0, "
+                             f"got {self.smallest_effect!r}")
+        if self.control[0] not in CONTROL_KINDS or not self.control[1]:
+            raise ValueError(f"claim {self.id!r}: control must name its kind (one of "
+                             f"{CONTROL_KINDS}) and what it is, got {self.control!r}")
+        if not self.paper_effect:
+            raise ValueError(f"claim {self.id!r}: paper_effect must quote the paper's own "
+                             "effect size beside the smallest effect (or say that the paper "
+                             "shows it in a figure only)")
+        if self.evidence is not None and self.chapter not in CHAPTERS:
+            raise ValueError(f"claim {self.id!r}: chapter must be one of {CHAPTERS}, got "
+                             f"{self.chapter!r}")
+        if self.fisher_z and not self.smallest_effect < 1:
+            raise ValueError(f"claim {self.id!r}: a correlation's smallest effect must be "
+                             f"below 1, got {self.smallest_effect!r}")
+
+
+def figure(where: str) -> str:
+    """The ``paper_effect`` of a claim whose paper shows its effect in a figure only."""
+    return f"in a figure only ({where}), no number stated"
+
+
+#: why 0.02 is the smallest effect of a CKA-like similarity
+SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
+        "sentences; smaller differences would not survive a change of corpus sample")
+#: why 0.02 is the smallest effect of a test accuracy
+ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 test "
+        "examples; a smaller gap is not a difference a reader could act on")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One unit's estimate of a claim's statistic.
+
+    ``se``: standard error (0 for a number without sampling error, NaN when there is no
+    spread to estimate, e.g. one seed); ``df``: degrees of freedom of a t reference (``None``:
+    normal); ``n``: how many values the estimate comes from; ``unit``: what it is about.
+    """
+
+    unit: str
+    estimate: float
+    se: float
+    df: float | None = None
+    n: int | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        # evidence no estimate can give is refused where it is made, so that the verdict
+        # rule and its interval-form twin never read it
+        check_unit(self.unit, self.estimate, self.se, self.df)
+        if self.n is not None and not (isinstance(self.n, (int, np.integer)) and self.n >= 0):
+            raise ValueError(f"evidence {self.unit!r}: n must be a count (an integer >= 0), "
+                             f"got {self.n!r}")
+
+    def interval(self, alpha: float = 0.05) -> tuple[float, float]:
+        """The two-sided ``1 - alpha`` interval ``estimate +- q se``, ``q`` the quantile of
+        Student's t with ``df`` degrees of freedom (of the normal when ``df`` is None): the
+        book's one t interval. NaN bounds when there is no spread to judge by (``se`` NaN,
+        one seed)."""
+        q = (stats.norm.ppf(1 - alpha / 2) if self.df is None or not np.isfinite(self.df)
+             else stats.t.ppf(1 - alpha / 2, self.df))
+        return self.estimate - q * self.se, self.estimate + q * self.se
+
+    @classmethod
+    def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
+        """Mean of independent values (one per seed, seed pair, ...) and its t standard
+        error; one value gives no spread (``se`` NaN). A NaN value is a unit that was not
+        measured (a run that gave nothing): it is left out and the note says how many were;
+        an infinite value is no estimate of anything and is refused."""
+        given = np.asarray(list(values), dtype=np.float64).ravel()
+        if np.isinf(given).any():
+            raise ValueError(
+                f"evidence {unit!r}: {int(np.isinf(given).sum())} of its {given.size} values "
+                "are infinite, which no estimate can be (a division by zero or an overflow "
+                "upstream); fix the computation that gave them, or pass NaN for a value "
+                "that was not measured")
+        x = given[np.isfinite(given)]
+        if x.size < given.size:
+            dropped = f"{given.size - x.size} of {given.size} values not measured (NaN)"
+            note = f"{note}; {dropped}" if note else dropped
+        if x.size == 0:
+            return cls(unit, float("nan"), float("nan"), None, 0, note or "not measured")
+        if x.size == 1:
+            alone = "one value: no spread to judge by"
+            return cls(unit, float(x[0]), float("nan"), None, 1,
+                       f"{note}; {alone}" if note and given.size > 1 else note or alone)
+        return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
+                   float(x.size - 1), int(x.size), note)
+
+    @classmethod
+    def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
+                    note: str = "") -> Evidence:
+        """``first - second`` paired by key (a fine-tuning seed: the two runs of one seed
+        share the head's initialisation and the batch order), over the keys both hold, as
+        :meth:`from_values`."""
+        return cls.from_values(unit, [first[k] - second[k] for k in first if k in second],
+                               note)
+
+    @classmethod
+    def from_jackknife(cls, unit: str, estimate: float, replicates: Sequence[float],
+                       note: str = "") -> Evidence:
+        """An estimate with the grouped-jackknife standard error of its leave-one-out
+        ``replicates`` (``se^2 = (K-1)/K sum (theta_k - mean)^2``, t with K-1 df)."""
+        r = np.asarray(replicates, dtype=np.float64)
+        k = r.size
+        if np.isinf(r).any():
+            raise ValueError(f"evidence {unit!r}: {int(np.isinf(r).sum())} of its {k} "
+                             "jackknife replicates are infinite, which no estimate can be; "
+                             "fix the computation that gave them")
+        if k < 2 or not np.isfinite(r).all():
+            return cls(unit, float(estimate), float("nan"), None, k, note or "no jackknife")
+        se = math.sqrt((k - 1) / k * float(np.sum((r - r.mean()) ** 2)))
+        return cls(unit, float(estimate), se, float(k - 1), k, note)
+
+    @classmethod
+    def from_proportions(cls, unit: str, p1: float, n1: int, p2: float, n2: int,
+                         note: str = "") -> Evidence:
+        """``p1 - p2`` for two accuracies on ``n1`` and ``n2`` test examples, with the
+        binomial standard error of the difference (independent test sets; the same test set
+        makes it conservative)."""
+        for name, p, n in (("p1", p1, n1), ("p2", p2, n2)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"evidence {unit!r}: {name} = {p!r} is not a proportion "
+                                 "(it must lie in [0, 1]); pass accuracies, not percentages")
+            if not (isinstance(n, (int, np.integer)) and n >= 1):
+                raise ValueError(f"evidence {unit!r}: a proportion needs a count of test "
+                                 f"examples >= 1, got {n!r}")
+        se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+        return cls(unit, float(p1 - p2), se, None, min(n1, n2), note)
+
+    @classmethod
+    def from_correlation(cls, unit: str, r: float, n: int, note: str = "") -> Evidence:
+        """A Pearson correlation as Fisher's z (``atanh r``) with standard error
+        ``1/sqrt(n-3)``; compare with a smallest effect on the same z scale. A correlation
+        beyond +-1 (more than rounding) is no correlation and is refused, not clipped."""
+        if np.isfinite(r) and abs(r) > 1 + 1e-9:
+            raise ValueError(f"evidence {unit!r}: a correlation of {r!r} is impossible (it "
+                             "must lie in [-1, 1]); the statistic passed is not a correlation")
+        if n < 4 or not np.isfinite(r):
+            return cls(unit, float(np.arctanh(np.clip(r, -0.999999, 0.999999)))
+                       if np.isfinite(r) else float("nan"), float("nan"), None, n,
+                       note or "fewer than 4 points")
+        r = float(np.clip(r, -0.999999, 0.999999))
+        return cls(unit, float(np.arctanh(r)), 1 / math.sqrt(n - 3), None, n, note)
+
+    @classmethod
+    def from_samples(cls, unit: str, estimate: float, samples: Sequence[float],
+                     note: str = "") -> Evidence:
+        """An estimate with the standard deviation of its bootstrap samples as error (NaN
+        samples, resamples where the statistic was undefined, are left out; an infinite one
+        is refused)."""
+        s = np.asarray(samples, dtype=np.float64)
+        if np.isinf(s).any():
+            raise ValueError(f"evidence {unit!r}: {int(np.isinf(s).sum())} of its {s.size} "
+                             "bootstrap samples are infinite, which no estimate can be")
+        s = s[np.isfinite(s)]
+        if s.size < 2:
+            return cls(unit, float(estimate), float("nan"), None, s.size, note)
+        return cls(unit, float(estimate), float(s.std(ddof=1)), None, int(s.size), note)
+
+
+def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
+    """Refuse a unit's numbers that no estimate can have: an infinite estimate, a negative
+    standard error, degrees of freedom that are not positive. A NaN estimate or error stays
+    allowed: they mean "not measured" and "no spread to judge by"."""
+    where = f"evidence {unit!r}"
+    numbers = (("estimate", estimate), ("standard error", se)) + (
+        (("df", df),) if df is not None else ())
+    for name, value in numbers:
+        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+            raise TypeError(f"{where}: the {name} must be a number, got {value!r} (NaN "
+                            "where it is not known)")
+    if np.isinf(estimate):
+        raise ValueError(f"{where}: the estimate is {estimate}, which no statistic of the book "
+                         "can be; fix the computation that gave it (pass NaN for a unit that "
+                         "was not measured)")
+    if se < 0 or np.isneginf(se):
+        raise ValueError(f"{where}: the standard error is {se}, and a standard error is never "
+                         "negative; pass its absolute value (or NaN when there is no spread)")
+    if df is not None and not (df > 0):
+        raise ValueError(f"{where}: degrees of freedom must be positive, got {df} (pass None "
+                         "for a normal reference, NaN se for a single value)")
+
+
+class Paper:
+    """One paper's claims, each registered by :meth:`claim` on the function that computes its
+    evidence, so that a claim's record sits beside its computation."""
+
+    def __init__(self, name: str):
+        if name not in PAPERS:
+            raise ValueError(f"paper must be one of {sorted(PAPERS)}, got {name!r}")
+        self.name = name
+        self.claims: list[Claim] = []
+
+    def claim(self, id: str, where: str, claim: str, reported: str, statistic: str,
+              direction: str, smallest_effect: float, why: str, **fields: Any
+              ) -> Callable[[Callable[..., list[Evidence]]], Callable[..., list[Evidence]]]:
+        """A decorator: the :class:`Claim` of this paper whose evidence the decorated
+        function computes (``fields``: the record's other fields, ``chapter`` among them).
+        The function itself is returned unchanged."""
+        def register(evidence: Callable[..., list[Evidence]]) -> Callable[..., list[Evidence]]:
+            if any(c.id == id for c in self.claims):
+                raise ValueError(f"{self.name}: two claims share the id {id!r}")
+            self.claims.append(Claim(id, self.name, where, claim, reported, statistic,
+                                     direction, smallest_effect, why, evidence=evidence,
+                                     **fields))
+            return evidence
+        return register
+
+
+class NoVerdict(Exception):
+    """Raised by an evidence function when its chapter's results cannot test the claim."""
+
+
+class NotMeasured(NoVerdict):
+    """The results cannot test the claim (a section that did not run, a design that cannot
+    separate the claim's factor from another); the message says why."""
+
+
+class DidNotTrain(NoVerdict):
+    """The runs the claim reads failed the training gate (``problems``: run -> problem)."""
+
+    def __init__(self, problems: Mapping[str, str]):
+        self.problems = dict(problems)
+        super().__init__("; ".join(f"{run}: {why}" for run, why in self.problems.items()))

@@ -1,0 +1,256 @@
+"""Ren et al. 2023's claims, each beside the function that computes its evidence.
+
+All of them are tested by the seeds chapter (:mod:`analysis_lib.studies.seeds`), whose
+results the functions read by name:
+
+``synthetic``              :func:`~analysis_lib.studies.seeds.synthetic_table` rows (with
+                           ``rows`` and ``seed`` columns): Table 3's known maps;
+``pretraining``            :func:`~analysis_lib.studies.seeds.pair_distances` of models that
+                           differ only by their *pretraining* seed (the zoo's masked LMs, or
+                           the MultiBERTs);
+``pretraining_attention``  :func:`~analysis_lib.studies.seeds.same_sentences` of those
+                           models, with a ``task`` column;
+``pretraining_finetuned``  :func:`~analysis_lib.studies.seeds.pair_distances` of the same
+                           models after
+                           :func:`~analysis_lib.studies.seeds.finetuned_seed_models`, on the
+                           same sentences as ``pretraining``;
+``pretraining_within``     the :func:`~analysis_lib.studies.seeds.layer_by_layer` matrix of
+                           each of those models (Fig. 3);
+``methods``                :func:`~analysis_lib.studies.seeds.method_distances` of the
+                           fine-tuning seeds;
+``injected``               :func:`~analysis_lib.studies.seeds.injection`;
+``untrained``              the fine-tuning seeds' training problems
+                           (:func:`~analysis_lib.studies.shared.training_problems`);
+``untrained_pretraining``  those of the fine-tuned pretraining seeds.
+
+Ren et al.'s depth and attention claims are about pretraining seeds (their Figs. 2 and 4),
+so they are judged on those only: fine-tuning seeds share their pretrained weights and agree
+at the bottom by construction. Pairs of seeds share models, so their spread understates the
+error a little; the units say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..similarity.structure import layer_gradient
+from .claim import ACC, Evidence, Paper, figure
+
+REN = Paper("Ren")
+#: the distance below which linear regression counts as recovering a linear map
+LINEAR_CHECK = 0.05
+#: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and
+#: ``ren-injection`` judge it against the claims' controls, never the best of several maps
+#: picked after the fact
+PROPOSED_MAP = "inn"
+#: the best simple map, the baseline ``ren-inn-real`` must beat (linreg over-fits wide
+#: layers, so beating it says little)
+SIMPLE_MAP = "ridge"
+_SHARE = "as for depth: a 1% change of the unexplained share"
+
+
+def _largest(synthetic: pd.DataFrame | None, g: str) -> tuple[pd.DataFrame, int]:
+    """Table 3 at its largest size for the map ``g``: one row per data seed (a table
+    without a ``seed`` column is one seed), one column per method; and that size."""
+    if synthetic is None or not len(synthetic):
+        return pd.DataFrame(), 0
+    table = synthetic if "seed" in synthetic else synthetic.assign(seed=0)
+    largest = table[table.rows == table.rows.max()] if "rows" in table else table
+    rows = int(largest.rows.iloc[0]) if "rows" in largest else len(largest)
+    return largest[largest.g == g].pivot_table(index="seed", columns="method",
+                                               values="test"), rows
+
+
+@REN.claim(
+    "ren-inn-synthetic", "§4, Table 3",
+    "an invertible network recovers an invertible nonlinear map far better than linear "
+    "methods",
+    "yes: INN 0.0059 against more than 0.13",
+    "linreg minus INN held-out distance on a known coupling-flow map, over data seeds",
+    "greater", 0.01, "a 1% share of unexplained variance", chapter="seeds",
+    control=("baseline", "linreg, the exact map's linear part, on the same rows"),
+    paper_effect=("Table 3: linreg 1.088 against INN 0.0059 (every linear method above 0.13): "
+                  "+1.08"),
+    paper_value=1.082)
+def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
+    """linreg minus INN on the flow at the largest size, one value per data seed."""
+    flow, rows = _largest(synthetic, "flow")
+    if not {"inn", "linreg"} <= set(flow.columns):
+        return []
+    return [Evidence.from_values(f"flow, {rows} rows", flow["linreg"] - flow["inn"])]
+
+
+@REN.claim(
+    "ren-linear-check", "§4, Table 3",
+    "linear regression recovers a linear map (a check of the method)",
+    "yes: distance near 0",
+    f"{LINEAR_CHECK} minus linreg's held-out distance on a known linear map, over data seeds",
+    "greater", 0.0, f"the check passes when the distance is reliably below {LINEAR_CHECK}",
+    chapter="seeds",
+    control=("baseline", f"a held-out distance of {LINEAR_CHECK}"),
+    paper_effect="not reported: a check of this book's method, not a claim of the paper")
+def linear_check(synthetic: pd.DataFrame | None) -> list[Evidence]:
+    """:data:`LINEAR_CHECK` minus linreg's distance on the linear map, per data seed."""
+    linear, rows = _largest(synthetic, "linear")
+    if "linreg" not in linear.columns:
+        return []
+    return [Evidence.from_values(f"linear map, {rows} rows", LINEAR_CHECK - linear["linreg"])]
+
+
+@REN.claim(
+    "ren-depth", "§5, Fig. 2, 5",
+    "models that differ only by seed are more alike in shallow layers than deep ones",
+    "yes",
+    "held-out alignment distance (the page's figure_method map, Procrustes by default) at "
+    "the first transformer layer minus at the top layer, over pairs of pretraining seeds "
+    "(masked LMs)",
+    "less", 0.01, "0.01 of the relative distance is a 1% change of the unexplained share",
+    chapter="seeds",
+    control=("condition", "the top layer of the same seed pairs"),
+    paper_effect=("Fig. 2: L2 distance about 0.02 in layers 1-6 and over 0.06 at the top: "
+                  "about -0.04 (raw L2; this page's distance is relative)"),
+    paper_value=-0.04)
+def depth(pretraining: pd.DataFrame | None, label: str = "pretraining seeds"
+          ) -> list[Evidence]:
+    """Per pair of seeds: the distance at the first transformer layer minus at the top."""
+    if pretraining is None or not len(pretraining):
+        return []
+    top = int(pretraining.layer.max())
+    wide = pretraining.pivot_table(index="pair", columns="layer", values="test")
+    return [Evidence.from_values(f"{label} (L1 - L{top}, {len(wide)} pairs)",
+                                 wide[1] - wide[top], note="pairs share seeds")]
+
+
+@REN.claim(
+    "ren-attention", "§5, Fig. 4",
+    "attention is more alike across seeds than hidden states",
+    "yes, by two orders of magnitude",
+    "per matched transformer layer: attention distance minus hidden-state distance (the "
+    "page's figure_method map, held out), median over layers, over pairs of pretraining "
+    "seeds (masked LMs), both read on the same sentences",
+    "less", 0.01, _SHARE, chapter="seeds",
+    control=("condition", "the hidden states of the same layers, seed pairs and sentences"),
+    paper_effect=("Fig. 4: attention 0.0002-0.0004 against hidden states 0.02 to over 0.06: "
+                  "at least -0.02 (raw L2)"),
+    paper_value=-0.02)
+def attention(pretraining_attention: pd.DataFrame | None) -> list[Evidence]:
+    """Per task and pair: the median over matched transformer layers of the attention
+    distance minus the hidden-state distance (the embedding layer, with no attention, left
+    out)."""
+    if pretraining_attention is None:
+        return []
+    same = pretraining_attention
+    hidden, attended = same[same.kind == "hidden states"], same[same.kind == "attention"]
+    out = []
+    for task, h in hidden.groupby("task", sort=False):
+        a = attended[attended.task == task]
+        if not len(a):
+            continue
+        hw = h.pivot_table(index="pair", columns="layer", values="test")
+        aw = a.pivot_table(index="pair", columns="layer", values="test")
+        shared = [k for k in aw.columns if k in hw.columns and k >= 1]
+        values = (aw[shared] - hw[shared]).median(axis=1)
+        out.append(Evidence.from_values(f"{task}, layers {shared[0]}-{shared[-1]}", values,
+                                        note="pairs share seeds"))
+    return out
+
+
+@REN.claim(
+    "ren-finetune-apart", "§5.3, Fig. 5a against Fig. 2",
+    "fine-tuning pushes the deep layers of models pretrained from different seeds further "
+    "apart than they were before it",
+    "yes: deep-layer L2 distance up to 0.12 after fine-tuning, against at most 0.06 before",
+    "held-out alignment distance (the page's figure_method map) at the top layer, each "
+    "pretraining seed fine-tuned once on the same data, minus the same pair's distance "
+    "before fine-tuning, over pairs of pretraining seeds (masked LMs)",
+    "greater", 0.01, _SHARE, chapter="seeds", gates=("untrained_pretraining",),
+    control=("condition", "the same pairs of seeds before fine-tuning, on the same "
+                          "sentences"),
+    paper_effect=("Figs. 5a and 2: the deep layers' largest distance doubles, 0.06 to 0.12: "
+                  "+0.06 (raw L2)"),
+    paper_value=0.06)
+def finetune_apart(pretraining: pd.DataFrame | None,
+                   pretraining_finetuned: pd.DataFrame | None) -> list[Evidence]:
+    """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
+    before (the same models on the same sentences)."""
+    before, after = pretraining, pretraining_finetuned
+    if before is None or after is None or not len(before) or not len(after):
+        return []
+    top = int(min(before.layer.max(), after.layer.max()))
+    was = before[before.layer == top].set_index("pair").test
+    now = after[after.layer == top].set_index("pair").test
+    shared_pairs = was.index.intersection(now.index)
+    return [Evidence.from_values(f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
+                                 now[shared_pairs] - was[shared_pairs],
+                                 note="pairs share seeds")]
+
+
+@REN.claim(
+    "ren-layer-gradient", "§5.1, Fig. 3",
+    "within one model, neighbouring layers are alike and layers far apart differ",
+    "yes: the distance grows away from the diagonal, gradually, with no abrupt change",
+    "per pretraining seed model (masked LMs): mean held-out distance (the page's "
+    "figure_method map, layer i aligned to layer j, both directions) between transformer "
+    "layers two or more apart minus between adjacent ones, over the seed models",
+    "greater", 0.01, _SHARE, chapter="seeds",
+    control=("condition", "adjacent layers of the same model"),
+    paper_effect=figure("Fig. 3"))
+def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
+                            ) -> list[Evidence]:
+    """One :func:`~analysis_lib.similarity.structure.layer_gradient` per model (models that
+    differ only by their pretraining seed: independent units)."""
+    if not pretraining_within:
+        return []
+    top = len(next(iter(pretraining_within.values()))) - 1
+    return [Evidence.from_values(f"layers 1-{top}, {len(pretraining_within)} seed models",
+                                 [layer_gradient(M) for M in pretraining_within.values()])]
+
+
+@REN.claim(
+    "ren-inn-real", "§5, Table 4",
+    "the INN aligns real seed pairs best on held-out rows",
+    "yes", f"{SIMPLE_MAP} minus INN held-out distance, over seed pairs and layers",
+    "greater", 0.01, "a 1% share of unexplained variance", chapter="seeds",
+    gates=("untrained",),
+    control=("baseline", "ridge, the best simple linear map (penalty chosen on the fitted "
+                         "rows), on the same rows"),
+    paper_effect=("Table 4, test rows: INN ahead of linear regression by 0.056 (MNLI), 0.037 "
+                  "(SST-2) and 0.033 (MRPC) (raw L2, against linreg; the paper has no ridge)"),
+    paper_value=0.033)
+def inn_real(methods: pd.DataFrame | None) -> list[Evidence]:
+    """:data:`SIMPLE_MAP` minus :data:`PROPOSED_MAP`, per seed pair and layer."""
+    if methods is None or not {PROPOSED_MAP, SIMPLE_MAP} <= set(
+            methods.dropna(subset=["test"]).method):
+        return []
+    wide = methods.pivot_table(index=["pair", "layer"], columns="method", values="test")
+    return [Evidence.from_values(f"{SIMPLE_MAP} - {PROPOSED_MAP} over {len(wide)} pair-layers",
+                                 wide[SIMPLE_MAP] - wide[PROPOSED_MAP],
+                                 note="pairs share seeds")]
+
+
+@REN.claim(
+    "ren-injection", "§6, Table 5",
+    "a layer mapped into another seed's space works with that seed's head",
+    "yes, the INN best",
+    "accuracy of the INN map (fixed before looking) minus that of no map (identity), and "
+    "minus that of ridge: two units over ordered seed pairs",
+    "greater", 0.02, ACC, chapter="seeds", gates=("untrained",),
+    control=("baseline", "no map (identity) and ridge, with the INN fixed as the map before "
+                         "looking"),
+    paper_effect=("Table 5: INN ahead of the best other map by 0.36 (MNLI), 0.10 (SST-2) and "
+                  "0.33 (MRPC) accuracy (the paper has no identity control)"),
+    paper_value=0.098)
+def injection(injected: pd.DataFrame | None) -> list[Evidence]:
+    """The proposed map's accuracy minus each control's (no map at all, and the best simple
+    map), one difference per ordered pair of seeds: two units."""
+    if injected is None or not len(injected):
+        return []
+    wide = injected.pivot_table(index=["from", "to"], columns="method", values="accuracy")
+    if PROPOSED_MAP not in wide:
+        return []
+    return [Evidence.from_values(f"{PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
+                                 wide[PROPOSED_MAP] - wide[control])
+            for control in ("identity", SIMPLE_MAP) if control in wide]
