@@ -6,7 +6,15 @@ import pandas as pd
 import pytest
 
 from analysis_lib.similarity import rsa
+from analysis_lib.studies import claims, merchant, verdicts
 from analysis_lib.studies import domains as study
+
+
+def _findings(curves, sources, *, cross=None, probes=None, untrained=None):
+    """The domains chapter's findings: its claims judged on these results."""
+    return verdicts.judge(claims.of_chapter("domains"), {
+        "curves": curves, "sources": sources, "cross": cross, "probes": probes,
+        "untrained": untrained})
 
 
 def layers_with_change(rng, n, noise, n_layers=3, d=16):
@@ -138,31 +146,31 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
     (in-domain inputs changed more, here by 0.1) shows."""
     stimuli_only = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.8,
                              ("B", "in-domain"): 0.8, ("B", "out-of-domain"): 0.5})
-    found = study.findings(stimuli_only, CROSSED)
-    assert list(found.index) == list(study.CLAIM_IDS)
+    found = _findings(stimuli_only, CROSSED)
+    assert list(found.index) == [c.id for c in claims.of_chapter("domains")]
     assert found.loc["merchant-domain", "verdict"] == "equivalent"
     assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
     domain = _top_rsa({("A", "in-domain"): 0.4, ("A", "out-of-domain"): 0.8,
                        ("B", "in-domain"): 0.7, ("B", "out-of-domain"): 0.5})
-    found = study.findings(domain, CROSSED)
+    found = _findings(domain, CROSSED)
     assert found.loc["merchant-domain", "verdict"] == "holds"
     assert "+0.100" in found.loc["merchant-domain", "what this run shows"]
     swapped = domain.assign(domain=domain.domain.map(
         {"in-domain": "out-of-domain", "out-of-domain": "in-domain"}))
-    assert study.findings(swapped, CROSSED).loc["merchant-domain", "verdict"] == "opposite"
+    assert _findings(swapped, CROSSED).loc["merchant-domain", "verdict"] == "opposite"
     # the standard error combines the four curves' errors: sqrt(4 se^2) / 2 tasks = se
-    noisy = study.findings(_top_rsa({k: v for k, v in [
+    noisy = _findings(_top_rsa({k: v for k, v in [
         (("A", "in-domain"), 0.4), (("A", "out-of-domain"), 0.8),
         (("B", "in-domain"), 0.7), (("B", "out-of-domain"), 0.5)]}, se=0.2), CROSSED)
     assert noisy.loc["merchant-domain", "verdict"] == "inconclusive"
     # corpora that do not cross: no verdict, and the reason
     for sources in ({"A": CROSSED["A"]},
                     {"A": CROSSED["A"], "B": {"in-domain": "b", "out-of-domain": "c"}}):
-        assert not study.crossed(sources)
-        found = study.findings(domain, sources)
+        assert not merchant.crossed(sources)
+        found = _findings(domain, sources)
         assert found.loc["merchant-domain", "verdict"] == "not measured"
         assert "do not cross" in found.loc["merchant-domain", "what this run shows"]
-    assert study.crossed(CROSSED)
+    assert merchant.crossed(CROSSED)
 
 
 def test_permutation_floor_says_when_permutations_are_too_few():
@@ -193,7 +201,7 @@ def test_cross_task_claim_reads_bottom_against_top_layers_of_two_tasks_models():
     other = {s: tuned(200 + s, 1.0) for s in (0, 1, 2)}
     frame = study.cross_task(own, other)
     assert len(frame) == 12 and set(frame.seed) == {0, 1, 2}
-    found = study.findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+    found = _findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                                      ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
                            CROSSED, cross={("m", "A", "B"): frame})
     assert found.loc["wu-cross-task", "verdict"] == "holds"
@@ -202,7 +210,7 @@ def test_cross_task_claim_reads_bottom_against_top_layers_of_two_tasks_models():
     # the same divergence at every layer: no bottom-top difference
     flat = study.cross_task({s: tuned(100 + s, 0.05) for s in (0, 1, 2)},
                             {s: tuned(200 + s, 0.05) for s in (0, 1, 2)})
-    found = study.findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+    found = _findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                                      ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
                            {"A": CROSSED["A"]}, cross={("m", "A", "B"): flat})
     assert found.loc["wu-cross-task", "verdict"] == "equivalent"
@@ -234,9 +242,9 @@ def test_forgetting_probes_find_planted_word_properties_and_compare_best_layers(
     lost = {s: study.probe_r2(layers(0.5), cov, sentence, seed=0) for s in (0, 1, 2)}
     curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                        ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
-    found = study.findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
+    found = _findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
     assert found.loc["merchant-no-forgetting", "verdict"] == "equivalent"
-    found = study.findings(curves, CROSSED, probes={("m", "A"): (base, lost)})
+    found = _findings(curves, CROSSED, probes={("m", "A"): (base, lost)})
     assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
     with pytest.raises(ValueError, match="too few"):
         study.probe_r2(layers(1.0)[:1], cov.iloc[:5], sentence[:5])

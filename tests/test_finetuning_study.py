@@ -9,10 +9,16 @@ import pytest
 
 from analysis_lib.book import prose
 from analysis_lib.similarity import structure
+from analysis_lib.studies import claims, shared, verdicts
 from analysis_lib.studies import finetuning as study
-from analysis_lib.studies import shared
 from analysis_lib.studies.shared import FinetuneGrid
 from analysis_lib.training import loop
+
+
+def _findings(change, views, frozen=None, *, untrained=None):
+    """The fine-tuning chapter's findings: its claims judged on these results."""
+    return verdicts.judge(claims.of_chapter("finetuning"), {
+        "change": change, "views": views, "frozen": frozen, "untrained": untrained})
 
 
 def planted_blocks(starts, n, inside=0.9, across=0.2):
@@ -241,8 +247,8 @@ def test_findings_follow_planted_structure():
     views = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)],
                                     "FT-ORIG": [_noisy(ft_orig, rng) for _ in range(3)],
                                     "ORIG-ORIG": [decay]}}
-    found = study.findings(_change(0.05, rng), views, _frozen(0.80, 0.80, 0.60))
-    assert list(found.index) == list(study.CLAIM_IDS)
+    found = _findings(_change(0.05, rng), views, _frozen(0.80, 0.80, 0.60))
+    assert list(found.index) == [c.id for c in claims.of_chapter("finetuning")]
     assert found.loc["wu-ft-top-change", "verdict"] == "holds"
     assert found.loc["merchant-depth", "verdict"] == "holds"
     assert found.loc["phang-blocks", "verdict"] == "holds"
@@ -254,17 +260,17 @@ def test_findings_follow_planted_structure():
     views = {("m", "t1", "first"): {"FT-FT": [_noisy(decay, rng) for _ in range(3)],
                                     "ORIG-ORIG": [blocks]}}
     # (Holm over six units with two degrees of freedom each needs a tight spread)
-    found = study.findings(_change(0.0, rng, noise=0.001), views, _frozen(0.80, 0.60, 0.80))
+    found = _findings(_change(0.0, rng, noise=0.001), views, _frozen(0.80, 0.60, 0.80))
     assert found.loc["phang-blocks", "verdict"] == "opposite"  # blocks smoothed away
     # blocks that the pretrained model already has are not fine-tuning's doing: the control
     # condition (ORIG-ORIG) takes them away
     inherited = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)],
                                         "ORIG-ORIG": [blocks]}}
-    kept = study.findings(_change(0.0, rng, noise=0.001), inherited).loc["phang-blocks"]
+    kept = _findings(_change(0.0, rng, noise=0.001), inherited).loc["phang-blocks"]
     assert kept["verdict"] in ("opposite", "equivalent")
     assert "FT-FT CLS - ORIG-ORIG" in kept["what this run shows"]
     alone = {("m", "t1", "first"): {"FT-FT": [_noisy(blocks, rng) for _ in range(3)]}}
-    assert study.findings(_change(0.0, rng), alone).loc["phang-blocks", "verdict"] == \
+    assert _findings(_change(0.0, rng), alone).loc["phang-blocks", "verdict"] == \
         "not measured"  # no control condition, no verdict
     assert found.loc["wu-ft-top-change", "verdict"] == "equivalent"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "opposite"
@@ -274,7 +280,7 @@ def test_findings_follow_planted_structure():
 
 def test_one_seed_gives_no_verdict():
     rng = np.random.default_rng(1)
-    found = study.findings(_change(0.1, rng, seeds=(0,)), {}, _frozen(0.8, 0.8, 0.6, (0,)))
+    found = _findings(_change(0.1, rng, seeds=(0,)), {}, _frozen(0.8, 0.8, 0.6, (0,)))
     assert found.loc["wu-ft-top-change", "verdict"] == "inconclusive"
     assert found.loc["phang-blocks", "what this run shows"] == "not measured in this run"
     # one freezing seed: a 0.2 gap is not judged from test examples alone
@@ -285,11 +291,11 @@ def test_freezing_claims_pair_the_runs_of_each_seed():
     """A seed effect shared by a seed's runs cancels in the paired differences: the same
     gaps with a large seed-to-seed spread still give a verdict."""
     rng = np.random.default_rng(2)
-    found = study.findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.7, spread=0.002))
+    found = _findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.7, spread=0.002))
     assert found.loc["merchant-freeze-order", "verdict"] == "holds"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "equivalent"
     # with each run's own noise as large as the gap, three seeds cannot tell
-    found = study.findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.77, spread=0.03))
+    found = _findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.77, spread=0.03))
     assert found.loc["merchant-freeze-order", "verdict"] == "inconclusive"
 
 
@@ -385,12 +391,12 @@ def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch
 def test_claims_from_runs_that_did_not_train_read_not_measured():
     rng = np.random.default_rng(5)
     frozen = _frozen(0.80, 0.80, 0.60).assign(did_not_train="")
-    found = study.findings(_change(0.05, rng), {}, frozen)
+    found = _findings(_change(0.05, rng), {}, frozen)
     assert found.loc["merchant-freeze-order", "verdict"] == "holds"
     frozen.loc[frozen.frozen == "top", "did_not_train"] = "loss flat"
-    found = study.findings(_change(0.05, rng), {}, frozen,
+    found = _findings(_change(0.05, rng), {}, frozen,
                            untrained={"m, t1, seed 0": "accuracy at the majority"})
-    for claim_id in study.GRID_CLAIMS + study.FREEZING_CLAIMS:
+    for claim_id in [c.id for c in claims.of_chapter("finetuning")]:
         assert found.loc[claim_id, "verdict"] == "not measured", claim_id
     assert "top 2, seed 0: loss flat" in found.loc["merchant-freeze-order", "what this run shows"]
 
@@ -421,13 +427,13 @@ def test_localization_claim_reads_the_top_layer_before_and_after_fine_tuning():
     planted = change.assign(localization_base=0.30,
                             localization_ft=np.where(top, 0.10, 0.30)
                             + 0.002 * rng.standard_normal(len(change)))
-    found = study.findings(planted, {})
+    found = _findings(planted, {})
     assert found.loc["wu-localization-ft", "verdict"] == "holds"
     assert "localization at L6 (base - tuned)" in found.loc["wu-localization-ft",
                                                           "what this run shows"]
     same = planted.assign(localization_ft=0.30 + 0.0005 * rng.standard_normal(len(change)))
-    assert study.findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
-    assert study.findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"
+    assert _findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
+    assert _findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"
 
 
 def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monkeypatch,

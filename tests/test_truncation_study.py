@@ -9,11 +9,18 @@ import torch
 from analysis_lib import extract, models
 from analysis_lib.book import prose
 from analysis_lib.data import corpora, tasks
+from analysis_lib.studies import claims, verdicts
 from analysis_lib.studies import truncation as study
-from analysis_lib.studies import verdicts
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
 from tests.conftest import TINY
+
+
+def _findings(scores, link=None, truncated=None, full=None, skips=None, *, untrained=None):
+    """The truncation chapter's findings: its claims judged on these results."""
+    return verdicts.judge(claims.of_chapter("truncation"), {
+        "scores": scores, "link": link, "truncated": truncated, "full": full, "skips": skips,
+        "untrained": untrained})
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +183,7 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     assert (table.low <= table["full - UNTUNED"]).all()
     assert (table["full - UNTUNED"] <= table.high).all()
     # two dropped layers is the findings table's own statistic, unit for unit
-    found = study.findings(scores)
+    found = _findings(scores)
     assert f"{table['full - UNTUNED'].iloc[1]:+.3f}" in found.loc["phang-untuned",
                                                                   "what this run shows"]
     assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
@@ -199,8 +206,8 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
 def test_findings_follow_planted_accuracies():
     import pandas as pd
 
-    found = study.findings(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
-    assert list(found.index) == list(study.CLAIM_IDS)
+    found = _findings(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
+    assert list(found.index) == [c.id for c in claims.of_chapter("truncation")]
     assert found.loc["phang-untuned", "verdict"] == "opposite"   # collapses below the top
     assert found.loc["phang-tuned", "verdict"] == "equivalent"   # a new head does as well
     assert found.loc["phang-tuned-orig", "verdict"] == "holds"
@@ -217,14 +224,14 @@ def test_findings_follow_planted_accuracies():
                               "accuracy": [0.6, 0.61, 0.6, 0.8, 0.801, 0.799],
                               "n_test": 500})
     full = {s: 0.8 + jitter[s] / 4 for s in seeds}
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=truncated, full=full,
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=truncated, full=full,
                            skips=skips)
     assert found.loc["phang-untuned", "verdict"] == "equivalent"
     assert found.loc["phang-cka-predicts", "verdict"] == "holds"
     assert found.loc["phang-skip-bottom", "verdict"] == "holds"
     assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # 3 of 6 layers
     # one seed of the cut and skipped runs: no spread over seeds, no verdict
-    found = study.findings(_scores(0.0, 0.0, 0.0), link,
+    found = _findings(_scores(0.0, 0.0, 0.0), link,
                            truncated=truncated[truncated.seed == 0], full=full,
                            skips={k: v for k, v in skips.items() if k[1] == 0})
     assert found.loc["phang-skip-bottom", "verdict"] == "inconclusive"
@@ -232,25 +239,25 @@ def test_findings_follow_planted_accuracies():
     # a cut model that did not train gives no verdict, whatever its accuracy says
     gate = truncated.assign(did_not_train="")
     gate.loc[(gate.layers_kept == 3) & (gate.seed == 1), "did_not_train"] = "loss flat"
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
     assert found.loc["merchant-truncate", "verdict"] == "not measured"
     assert "did not train (3 layers kept, seed 1: loss flat)" in \
         found.loc["merchant-truncate", "what this run shows"]
     gate.loc[gate.layers_kept == 3, "did_not_train"] = ""  # only another cut failed
     gate.loc[gate.layers_kept == 2, "did_not_train"] = "loss flat"
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
     assert found.loc["merchant-truncate", "verdict"] == "equivalent"
     # the cut runs' failures take only merchant-truncate; the grid's own runs gate the rest
     gate.loc[gate.layers_kept == 3, "did_not_train"] = "loss flat"
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
     assert found.loc["merchant-truncate", "verdict"] == "not measured"
     assert found.loc["phang-untuned", "verdict"] == "equivalent"
-    found = study.findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips, untrained={"m, t, seed 0": "flat"})
-    for claim_id in study.GRID_CLAIMS:
+    for claim_id in [c.id for c in claims.of_chapter("truncation") if "untrained" in c.gates]:
         assert found.loc[claim_id, "verdict"] == "not measured", claim_id
         assert "m, t, seed 0: flat" in found.loc[claim_id, "what this run shows"]
 

@@ -36,10 +36,9 @@ from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity, WeightedRSA
 from . import claims, verdicts
+from .merchant import DOMAINS
 from .shared import Runs, load_model, stimuli, word_layers, word_rows
-from .verdicts import Evidence, decide
 
-DOMAINS = ("in-domain", "out-of-domain")
 #: the corpus of each offline task's own domain, and the other one
 OTHER_DOMAIN = {"tweets-sentiment": "bbc-news", "bbc-topic": "tweets"}
 
@@ -289,8 +288,6 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
                       for (m, t, d), frame in results.items()], ignore_index=True)
 
 
-#: the claims :func:`findings` answers
-CLAIM_IDS = ("merchant-domain", "wu-cross-task", "merchant-no-forgetting")
 #: the word properties the forgetting probes read (:func:`token_covariates`' columns)
 PROBED = ("sentence_length", "log_frequency", "subwords")
 
@@ -326,30 +323,6 @@ def probe_r2(layers: Sequence[np.ndarray], covariates: pd.DataFrame, sentence: n
     return pd.DataFrame(rows)
 
 
-def _forgetting_evidence(probes) -> list[Evidence]:
-    """Per (model, task): the base model's best-layer R^2 minus each fine-tuned seed's, mean
-    over the properties, one value per seed."""
-    out = []
-    for (model, task), (base, tuned) in probes.items():
-        best = base.groupby("property").r2.max()
-        values = [float((best - frame.groupby("property").r2.max()).mean())
-                  for frame in tuned.values()]
-        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)", values))
-    return out
-
-
-def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether the tasks' stimuli cross: every corpus is in-domain for one task exactly as
-    often as it is out-of-domain for another (``sources``: task -> domain -> corpus, from
-    :attr:`DomainSample.source`). Then the mean over the tasks of out- minus in-domain RSA
-    is a difference in differences: each corpus's own effect on RSA (some stimuli keep RSA
-    higher under any model) enters once with each sign and cancels, and what is left is
-    whether a model changes its own task's inputs more."""
-    inside = sorted(pair["in-domain"] for pair in sources.values())
-    outside = sorted(pair["out-of-domain"] for pair in sources.values())
-    return len(sources) >= 2 and inside == outside
-
-
 def cross_task(own: Mapping[int, Sequence[np.ndarray]],
                other: Mapping[int, Sequence[np.ndarray]]) -> pd.DataFrame:
     """Two tasks' fine-tuned models from one base on the same words (``own`` and
@@ -363,64 +336,6 @@ def cross_task(own: Mapping[int, Sequence[np.ndarray]],
         for layer, (X, Y) in enumerate(zip(own[seed], other[seed])):
             rows.append({"seed": seed, "layer": layer, "linear_cka": linear_cka(X, Y)})
     return pd.DataFrame(rows)
-
-
-def _cross_task_evidence(cross: Mapping[tuple[str, str, str], pd.DataFrame]
-                         ) -> list[Evidence]:
-    """Per (model, stimuli's task, other task): CKA at the first transformer layer minus at
-    the top one, one value per seed."""
-    out = []
-    for (model, task, other), frame in cross.items():
-        if not len(frame):
-            continue
-        top = int(frame.layer.max())
-        wide = frame.pivot_table(index="seed", columns="layer", values="linear_cka")
-        if 1 in wide and top > 1:
-            out.append(Evidence.from_values(f"{model}, {task} and {other} models on {task}'s "
-                                            f"words (L1 - L{top})", wide[1] - wide[top]))
-    return out
-
-
-def findings(curves: pd.DataFrame, sources: Mapping[str, Mapping[str, str]], *,
-             cross: Mapping[tuple[str, str, str], pd.DataFrame] | None = None,
-             probes: Mapping[tuple[str, str], tuple[pd.DataFrame, Mapping[int, pd.DataFrame]]]
-             | None = None,
-             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Merchant et al.'s domain claim judged by the book's verdict rule, one unit per model:
-    out-of-domain minus in-domain RSA at the top layer, averaged over the tasks, with the
-    bootstrap standard errors of the curves (:func:`bootstrap_rsa`: sentences and seeds
-    resampled; the resamples of each curve are independent) combined.
-
-    The tasks' stimuli must cross (:func:`crossed`); otherwise the contrast mixes the
-    domain with the stimuli's own effect, and the claim reads "not measured" with the
-    reason; so it does when a fine-tuned run failed the training gate (``untrained``:
-    :func:`~analysis_lib.studies.shared.training_problems`). ``cross``: :func:`cross_task`
-    per (model, task whose words, other task), for ``wu-cross-task``; ``probes``: per
-    (model, task), :func:`probe_r2` of the base model and of each fine-tuned seed, for
-    ``merchant-no-forgetting``."""
-    across = decide("wu-cross-task", _cross_task_evidence(cross or {}))
-    kept = decide("merchant-no-forgetting", _forgetting_evidence(probes or {}))
-    if not crossed(sources):
-        return verdicts.gate(verdicts.table([verdicts.not_measured(
-            "merchant-domain", "not measured: the tasks' corpora do not cross (each corpus "
-            "must be in-domain for one task and out-of-domain for another), so out minus in "
-            "would mix the domain with the stimuli; set other_domains to swap the tasks' "
-            "corpora"), across, kept]), untrained, CLAIM_IDS)
-    evidence = []
-    for model, by_model in curves.groupby("model", sort=False):
-        gaps, variances = [], []
-        for _, group in by_model.groupby("task", sort=False):
-            top = group[group.layer == group.layer.max()].set_index("domain")
-            if set(DOMAINS) <= set(top.index):
-                inside, outside = top.loc["in-domain"], top.loc["out-of-domain"]
-                gaps.append(float(outside.rsa - inside.rsa))
-                variances += [float(inside.se) ** 2, float(outside.se) ** 2]
-        if len(gaps) == len(sources):
-            evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
-                                     float(np.mean(gaps)),
-                                     float(np.sqrt(np.sum(variances)) / len(gaps))))
-    return verdicts.gate(verdicts.table([decide("merchant-domain", evidence), across, kept]),
-                         untrained, CLAIM_IDS)
 
 
 def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:

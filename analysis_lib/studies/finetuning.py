@@ -17,7 +17,9 @@ splits and the stimuli are shared with the other studies: :mod:`.shared`):
   (Wu et al. Fig. 6) and localization (Wu et al. Fig. 7);
 * :func:`freezing_runs`: fine-tuning with the bottom or top k layers frozen (Wu et al. App. D;
   Merchant et al. Fig. 3);
-* :func:`findings`: the papers' claims judged by the book's verdict rule.
+and the results these give, by name, for the claims they test (their evidence functions
+are in :mod:`.wu`, :mod:`.phang` and :mod:`.merchant`; the notebook judges them with
+:func:`~analysis_lib.studies.verdicts.judge`).
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ from ..similarity import (
     rsa,
 )
 from ..similarity.core import constant_layer
-from ..similarity.structure import band_fit, block_fit, block_gain, n_defined
+from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
-from . import verdicts
+from . import claims, verdicts
 from .shared import (
     FinetuneGrid,
     Runs,
@@ -62,7 +64,6 @@ from .shared import (
     word_layers,
     word_rows,
 )
-from .verdicts import Evidence, decide
 
 COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
 
@@ -391,127 +392,8 @@ def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([base, tuned.drop(columns="n")], ignore_index=True)
 
 
-#: the claims :func:`findings` answers, in its order
-#: the claims read from the fine-tuning grid's own runs, and from the freezing runs
-GRID_CLAIMS = ("wu-ft-top-change", "wu-localization-ft", "merchant-depth", "phang-blocks",
-               "phang-ft-orig")
-FREEZING_CLAIMS = ("merchant-freeze-bottom", "merchant-freeze-order")
-CLAIM_IDS = GRID_CLAIMS + FREEZING_CLAIMS
 #: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
 SCHEDULE_CLAIMS = ("phang-blocks", "phang-ft-orig")
-
-
-def _depth_drop(frame: pd.DataFrame, measure: str) -> list[Evidence]:
-    """Per (model, task): similarity at the first transformer layer minus at the top layer,
-    one value per seed."""
-    out = []
-    for (model, task), group in frame.groupby(["model", "task"], sort=False):
-        top = int(group.layer.max())
-        by_seed = group.set_index(["seed", "layer"])[measure]
-        values = [by_seed.get((seed, 1), np.nan) - by_seed.get((seed, top), np.nan)
-                  for seed in group.seed.unique()]
-        out.append(Evidence.from_values(f"{model}, {task}, {measure} (L1 - L{top})",
-                                        values))
-    return out
-
-
-def _localization_drop(frame: pd.DataFrame) -> list[Evidence]:
-    """Per (model, task): the pretrained model's localization at the top layer minus each
-    fine-tuned seed's (Wu et al. Fig. 7), one value per seed."""
-    out = []
-    for (model, task), group in frame.groupby(["model", "task"], sort=False):
-        top = group[group.layer == group.layer.max()]
-        out.append(Evidence.from_values(
-            f"{model}, {task}, localization at L{int(top.layer.iloc[0])} (base - tuned)",
-            top.localization_base - top.localization_ft))
-    return out
-
-
-def _view_evidence(views, view: str, statistic, label: str) -> list[Evidence]:
-    out = []
-    for (model, task, pooling), matrices in views.items():
-        if pooling == "first" and view in matrices:
-            out.append(Evidence.from_values(f"{model}, {task}, {label}",
-                                            [statistic(M) for M in matrices[view]]))
-    return out
-
-
-def _blocks_evidence(views) -> list[Evidence]:
-    """Per (model, task): each seed's FT-FT block gain minus the pretrained model's own
-    (ORIG-ORIG), the control condition: a pretrained model whose layers already form blocks
-    says nothing about what fine-tuning does."""
-    out = []
-    for (model, task, pooling), matrices in views.items():
-        if pooling != "first" or not {"FT-FT", "ORIG-ORIG"} <= set(matrices):
-            continue
-        control = block_gain(matrices["ORIG-ORIG"][0])
-        out.append(Evidence.from_values(
-            f"{model}, {task}, FT-FT CLS - ORIG-ORIG ({control:+.3f})",
-            [block_gain(M) - control for M in matrices["FT-FT"]]))
-    return out
-
-
-def _diagonal_drop(M: np.ndarray) -> float:
-    return float(M[1, 1] - M[-1, -1])
-
-
-def _freezing_evidence(frozen: pd.DataFrame) -> tuple[list[Evidence], list[Evidence]]:
-    """Unfrozen minus bottom-k frozen accuracy, and bottom-k minus top-k, per k: one
-    difference per fine-tuning seed (the runs of a seed share the task head's initialisation
-    and the batch order), with a t interval over seeds. One seed gives no spread to judge
-    by (inconclusive)."""
-    if frozen is None or len(frozen) < 2:
-        return [], []
-    by_seed = {key: dict(zip(group.seed, group.accuracy))
-               for key, group in frozen.groupby(["frozen", "k"])}
-    costs, order = [], []
-    for k in sorted(set(frozen.k) - {0}):
-        if ("bottom", k) in by_seed:
-            costs.append(Evidence.from_paired(f"bottom {k} frozen",
-                                              by_seed.get(("none", 0), {}),
-                                              by_seed[("bottom", k)]))
-            if ("top", k) in by_seed:
-                order.append(Evidence.from_paired(f"k = {k}", by_seed[("bottom", k)],
-                                                  by_seed[("top", k)]))
-    return costs, order
-
-
-def findings(change: pd.DataFrame, views: Mapping[tuple[str, str, str],
-                                                   Mapping[str, Sequence[np.ndarray]]],
-             frozen: pd.DataFrame | None = None, *,
-             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """The papers' claims about fine-tuning (:data:`CLAIM_IDS`), each judged by the book's
-    verdict rule (:func:`analysis_lib.studies.verdicts.decide`), one row per claim id.
-
-    ``change``: :func:`change_frame` (one row per model, task, seed and layer); ``views``:
-    :func:`view_matrices` per ``(model, task, pooling)``; ``frozen``: :func:`freezing_runs`.
-    Depth claims compare the first transformer layer with the top one (the embedding
-    layer, shared by construction when it is frozen, is never the baseline), per seed; the
-    block claim charges each model for its parameters
-    (:func:`~analysis_lib.similarity.structure.block_gain`); freezing claims pair the runs
-    of each fine-tuning seed and take their spread over seeds.
-
-    Claims read from runs that failed the training gate get no verdict: ``untrained``
-    (:func:`~analysis_lib.studies.shared.training_problems` of the grid) for
-    :data:`GRID_CLAIMS`, the freezing runs' own ``did_not_train`` for
-    :data:`FREEZING_CLAIMS`."""
-    top_change = [e for m in ("linear_cka", "neuronsim", "attention_js")
-                  if m in change for e in _depth_drop(change, m)]
-    depth = _depth_drop(change, "rsa") if "rsa" in change else []
-    blocks = _blocks_evidence(views)
-    ft_orig = _view_evidence(views, "FT-ORIG", _diagonal_drop, "FT-ORIG CLS (L1 - top)")
-    costs, order = _freezing_evidence(frozen)
-    localized = _localization_drop(change) if "localization_ft" in change else []
-    evidence = {"wu-ft-top-change": top_change, "wu-localization-ft": localized,
-                "merchant-depth": depth, "phang-blocks": blocks, "phang-ft-orig": ft_orig,
-                "merchant-freeze-bottom": costs, "merchant-freeze-order": order}
-    found = verdicts.table([decide(c, evidence[c]) for c in CLAIM_IDS])
-    found = verdicts.gate(found, untrained, GRID_CLAIMS)
-    if frozen is not None and "did_not_train" in frozen:
-        failed = frozen[frozen.did_not_train != ""]
-        found = verdicts.gate(found, {f"{r.frozen} {r.k}, seed {r.seed}": r.did_not_train
-                                      for r in failed.itertuples()}, FREEZING_CLAIMS)
-    return found
 
 
 @dataclass
@@ -543,6 +425,7 @@ def longer_schedule(grid: FinetuneGrid, profile: str = "larger", *,
                                                    stimuli(runs.task(task), n_stimuli),
                                                    "first", model_options=options)
              for model in grid.models for task in grid.tasks}
+    found = verdicts.judge(claims.of_chapter("finetuning"),
+                           {"views": views, "untrained": training_problems(runs)})
     return Schedule(profile, runs, accuracy_table(runs, model_options=options),
-                    learning_curves(runs), views, findings(pd.DataFrame(), views,
-                             untrained=training_problems(runs)))
+                    learning_curves(runs), views, found)

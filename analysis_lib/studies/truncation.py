@@ -35,7 +35,7 @@ from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.surgery import truncated_copy
-from . import verdicts
+from . import claims, phang, verdicts
 from .shared import (
     SENTENCE_POOLINGS,
     FinetuneGrid,
@@ -297,99 +297,11 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
     return pd.DataFrame(rows)
 
 
-#: the claims :func:`findings` answers, in its order
-CLAIM_IDS = ("phang-untuned", "phang-tuned", "phang-tuned-orig", "phang-cka-predicts",
-             "phang-skip-bottom", "merchant-truncate")
 #: the claim about the untuned model (read again with another pooling) and the claim
 #: about cut models (read again with a longer schedule)
 UNTUNED_CLAIM, CUT_CLAIM = "phang-untuned", "merchant-truncate"
 #: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
 SCHEDULE_CLAIMS = (UNTUNED_CLAIM, CUT_CLAIM)
-#: the claims read from the fine-tuning grid's own runs (``merchant-truncate`` reads the
-#: cut-then-fine-tuned runs, and gates them itself)
-GRID_CLAIMS = CLAIM_IDS[:5]
-
-
-def _per_seed(scores: pd.DataFrame, statistic, label: str) -> list[Evidence]:
-    """One :class:`Evidence` per (model, task): ``statistic(rows of one seed)`` over seeds."""
-    out = []
-    for (model, task), group in scores.groupby(["model", "task"], sort=False):
-        values = [statistic(seed_rows) for _, seed_rows in group.groupby("seed")]
-        out.append(Evidence.from_values(f"{model}, {task}, {label}", values))
-    return out
-
-
-def _full_minus(config: str, below: int):
-    def statistic(rows: pd.DataFrame) -> float:
-        layer = int(rows.layer.max()) - below
-        at = rows[(rows.config == config) & (rows.layer == layer)]
-        return float(rows.full.iloc[0] - at.accuracy.iloc[0]) if len(at) else float("nan")
-    return statistic
-
-
-def _tuned_gain(rows: pd.DataFrame) -> float:
-    tuned = rows[rows.config == "TUNED"].set_index("layer").accuracy
-    orig = rows[rows.config == "TUNEDORIG"].set_index("layer").accuracy
-    return float((tuned - orig).mean())
-
-
-def _link_evidence(link: pd.DataFrame | None) -> list[Evidence]:
-    """Within each task (pooling tasks mixes their levels): Pearson r of CKA-to-last with
-    accuracy lost, as Fisher z."""
-    out = []
-    for task, group in ([] if link is None else link.groupby("task", sort=False)):
-        x, y = group.cka_to_last.to_numpy(), group.accuracy_lost.to_numpy()
-        r = float(np.corrcoef(x, y)[0, 1]) if len(x) > 2 and x.std() > 0 and y.std() > 0 \
-            else float("nan")
-        out.append(Evidence.from_correlation(f"{task} (Fisher z of r = {r:.2f})", r,
-                                             len(group)))
-    return out
-
-
-def _skip_evidence(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Evidence]:
-    """Per task: accuracy with the top transformer layer skipped minus with the first one
-    skipped, one value per fine-tuning seed (``skips`` keyed ``(task, seed)``)."""
-    values: dict[str, list[float]] = {}
-    labels: dict[str, str] = {}
-    for (task, _seed), frame in (skips or {}).items():
-        single = frame[frame.single].set_index("first").accuracy
-        if len(single) < 2:
-            continue
-        top, bottom = int(single.index.max()), int(single.index.min())
-        values.setdefault(task, []).append(float(single[top] - single[bottom]))
-        labels[task] = f"{task}: skip L{top} - skip L{bottom}"
-    return [Evidence.from_values(labels[task], v) for task, v in values.items()]
-
-
-def _truncate_evidence(truncated: pd.DataFrame | None, full: Mapping[int, float] | None,
-                       n_layers: int) -> list[Evidence]:
-    """Full model minus the model cut closest to half the layers and then fine-tuned, one
-    difference per fine-tuning seed (``full``: the uncut model's accuracy per seed)."""
-    if truncated is None or not len(truncated) or not full:
-        return []
-    k = _half_cut(truncated, n_layers)
-    cut = truncated[truncated.layers_kept == k]
-    return [Evidence.from_paired(f"{k} of {n_layers} layers kept", full,
-                                 dict(zip(cut.seed, cut.accuracy)))]
-
-
-def _half_cut(truncated: pd.DataFrame, n_layers: int) -> int:
-    """The number of layers kept that ``merchant-truncate`` reads: the cut closest to half
-    the model's layers."""
-    kept = truncated.layers_kept.unique()
-    return int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
-
-
-def _untrained_cuts(truncated: pd.DataFrame | None, n_layers: int) -> dict[str, str]:
-    """The cut-then-fine-tuned runs ``merchant-truncate`` reads that failed the training
-    gate (:func:`~analysis_lib.studies.verdicts.training_problem`), by run."""
-    if truncated is None or not len(truncated) or "did_not_train" not in truncated:
-        return {}
-    k = _half_cut(truncated, n_layers)
-    cut = truncated[(truncated.layers_kept == k) & (truncated.did_not_train != "")]
-    return {f"{k} layers kept, seed {r.seed}": r.did_not_train for r in cut.itertuples()}
-
-
 #: the share of depth Phang et al. drop in ``phang-untuned`` (two of RoBERTa-base's twelve)
 PHANG_SHARE = 2 / 12
 
@@ -406,8 +318,8 @@ def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, task), group in scores.groupby(["model", "task"], sort=False):
         for dropped in range(1, n_layers):
-            verdict = decide("phang-untuned", _per_seed(group, _full_minus("UNTUNED", dropped),
-                                                        "full - UNTUNED"))
+            verdict = decide("phang-untuned", phang.per_seed(
+                group, phang.full_minus("UNTUNED", dropped), "full - UNTUNED"))
             unit = verdict.units.iloc[0]
             rows.append({"model": model, "task": task, "dropped": dropped,
                          "share": dropped / n_layers, "full - UNTUNED": float(unit.estimate),
@@ -489,41 +401,6 @@ def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
     return verdicts.changes(first, mean, ["model", "task"], "top - UNTUNED")
 
 
-def findings(scores: pd.DataFrame, link: pd.DataFrame | None = None,
-             truncated: pd.DataFrame | None = None, full: Mapping[int, float] | None = None,
-             skips: Mapping[tuple[str, int], pd.DataFrame] | None = None, *,
-             untrained: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """The papers' claims about how many layers a task needs (:data:`CLAIM_IDS`), each
-    judged by the book's verdict rule, one row per claim id.
-
-    ``scores``: :func:`score_grid` (one row per seed); ``link``: :func:`cka_and_loss`;
-    ``truncated`` and ``full``: :func:`truncated_runs` and the uncut model's accuracy per
-    fine-tuning seed; ``skips``: :func:`skip_scores` per ``(task, seed)``. Every claim
-    takes its spread over fine-tuning seeds (paired by seed where two settings are
-    compared); one seed gives no spread to judge by. Claims read from runs that failed
-    the training gate get no verdict (``untrained``:
-    :func:`~analysis_lib.studies.shared.training_problems` of the grid, for
-    :data:`GRID_CLAIMS`; the cut runs' own ``did_not_train`` for ``merchant-truncate``).
-    """
-    n_layers = int(scores.layer.max()) if len(scores) else 0
-    evidence = {
-        "phang-untuned": _per_seed(scores, _full_minus("UNTUNED", 2), "full - UNTUNED"),
-        "phang-tuned": _per_seed(scores, _full_minus("TUNED", 2), "full - TUNED"),
-        "phang-tuned-orig": _per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG"),
-        "phang-cka-predicts": _link_evidence(link),
-        "phang-skip-bottom": _skip_evidence(skips),
-        "merchant-truncate": _truncate_evidence(truncated, full, n_layers),
-    }
-    cuts_failed = _untrained_cuts(truncated, n_layers)
-    out = []
-    for claim_id in CLAIM_IDS:
-        if claim_id == "merchant-truncate" and cuts_failed:
-            out.append(verdicts.untrained(claim_id, cuts_failed))
-        else:
-            out.append(decide(claim_id, evidence[claim_id]))
-    return verdicts.gate(verdicts.table(out), untrained, GRID_CLAIMS)
-
-
 @dataclass
 class Longer:
     """The runs of a longer schedule (another profile's) that the cache holds, scored as
@@ -543,7 +420,7 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
     """The training-length ablation of this page's claims: the fine-tuned and the
     cut-then-fine-tuned runs (at ``truncate_layers``) of another profile's ``grid``
     (:meth:`FinetuneGrid.from_profile`), read from the cache and never trained, scored by
-    :func:`untuned_scores`, :func:`untuned_by_depth` and :func:`findings`. None when the
+    :func:`untuned_scores`, :func:`untuned_by_depth` and the chapter's claims. None when the
     cache does not hold two seeds of every fine-tuned run (the profile has not been
     built)."""
     runs = cached_grid(grid)
@@ -555,9 +432,10 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
     full = {s: runs.get(model, task, s).metrics["test"]["accuracy"]
             for s in runs.seeds(model, task)}
     steps = runs.get(model, task, runs.seeds(model, task)[0]).record["history"][-1]["steps"]
-    return Longer(profile, runs, untuned_by_depth(scores), truncated,
-                  findings(scores, truncated=truncated, full=full,
-                           untrained=training_problems(runs)), int(steps))
+    found = verdicts.judge(claims.of_chapter("truncation"), {
+        "scores": scores, "truncated": truncated, "full": full,
+        "untrained": training_problems(runs)})
+    return Longer(profile, runs, untuned_by_depth(scores), truncated, found, int(steps))
 
 
 def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:

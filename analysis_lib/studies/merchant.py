@@ -1,0 +1,241 @@
+"""Merchant et al. 2020's claims, each beside the function that computes its evidence.
+
+Three chapters test them, and the functions read their results by name:
+
+* the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
+  (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
+  layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`);
+* the truncation chapter (:mod:`analysis_lib.studies.truncation`): ``truncated`` and
+  ``full`` (:func:`~analysis_lib.studies.truncation.truncated_runs` and the uncut model's
+  accuracy per fine-tuning seed) beside ``scores``, whose layers give the model's depth;
+* the domains chapter (:mod:`analysis_lib.studies.domains`): ``curves``
+  (:func:`~analysis_lib.studies.domains.bootstrap_rsa` curves of every model, task and
+  domain), ``sources`` (task -> domain -> corpus) and ``probes`` (per (model, task),
+  :func:`~analysis_lib.studies.domains.probe_r2` of the base model and of each fine-tuned
+  seed).
+
+Depth claims compare the first transformer layer with the top one (the embedding layer,
+shared by construction when it is frozen, is never the baseline), per seed; settings of
+fine-tuning (frozen or not, cut or not) are compared seed by seed, with their spread over
+seeds. Claims read from runs that failed the training gate get no verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .claim import ACC, SIM, DidNotTrain, Evidence, NotMeasured, Paper, figure
+
+MERCHANT = Paper("Merchant")
+#: the two domains of a task's stimuli
+DOMAINS = ("in-domain", "out-of-domain")
+
+
+def depth_drop(change: pd.DataFrame | None, measure: str) -> list[Evidence]:
+    """Per (model, task): ``measure`` at the first transformer layer minus at the top layer,
+    one value per seed (no units when ``change`` lacks the measure)."""
+    if change is None or measure not in change:
+        return []
+    out = []
+    for (model, task), group in change.groupby(["model", "task"], sort=False):
+        top = int(group.layer.max())
+        by_seed = group.set_index(["seed", "layer"])[measure]
+        values = [by_seed.get((seed, 1), np.nan) - by_seed.get((seed, top), np.nan)
+                  for seed in group.seed.unique()]
+        out.append(Evidence.from_values(f"{model}, {task}, {measure} (L1 - L{top})",
+                                        values))
+    return out
+
+
+@MERCHANT.claim("merchant-depth", "§4, Fig. 2",
+    "fine-tuning changes mostly the top layers",
+    "yes: RSA to the pretrained model stays high in the lower layers, falls at the top",
+    "in-domain RSA (base vs fine-tuned, word tokens) at the first transformer layer "
+    "minus at the top layer, over seeds", "greater", 0.02, SIM,
+    control=("condition", "the first transformer layer of the same runs"),
+    paper_effect=("§5.1: MNLI's RSA to the base model is still 0.84 +- 0.02 at the "
+                  "second-to-last layer and drops at the last; the first layer's is "
+                  + figure("Fig. 2")),
+    chapter="finetuning", gates=("untrained",))
+def depth(change: pd.DataFrame | None) -> list[Evidence]:
+    """RSA to the base model at the first transformer layer minus at the top, per seed."""
+    return depth_drop(change, "rsa")
+
+
+def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether the tasks' stimuli cross: every corpus is in-domain for one task exactly as
+    often as it is out-of-domain for another (``sources``: task -> domain -> corpus, from
+    :attr:`~analysis_lib.studies.domains.DomainSample.source`). Then the mean over the
+    tasks of out- minus in-domain RSA is a difference in differences: each corpus's own
+    effect on RSA (some stimuli keep RSA higher under any model) enters once with each sign
+    and cancels, and what is left is whether a model changes its own task's inputs more."""
+    inside = sorted(pair["in-domain"] for pair in sources.values())
+    outside = sorted(pair["out-of-domain"] for pair in sources.values())
+    return len(sources) >= 2 and inside == outside
+
+
+@MERCHANT.claim("merchant-domain", "§6, Fig. 5",
+    "fine-tuning changes in-domain inputs more than out-of-domain ones",
+    "yes: RSA to the base model lower in-domain",
+    "out-of-domain minus in-domain RSA at the top layer, averaged over tasks whose "
+    "corpora cross (each corpus once in-domain, once out-of-domain), bootstrap over "
+    "sentences and seeds", "greater", 0.02, SIM,
+    control=("condition", "the other task's model on the same corpus: the tasks' corpora "
+                         "cross, so the stimuli's own effect cancels"),
+    paper_effect="a 'significantly larger' change in-domain, " + figure("Fig. 5"),
+    chapter="domains", gates=("untrained",))
+def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]] | None
+           ) -> list[Evidence]:
+    """One unit per model: out-of-domain minus in-domain RSA at the top layer, averaged over
+    the tasks, with the bootstrap standard errors of the curves (sentences and seeds
+    resampled; the resamples of each curve are independent) combined. The tasks' stimuli
+    must cross (:func:`crossed`); otherwise the contrast mixes the domain with the stimuli's
+    own effect, and the claim is not measured."""
+    if curves is None or sources is None:
+        return []
+    if not crossed(sources):
+        raise NotMeasured(
+            "not measured: the tasks' corpora do not cross (each corpus must be in-domain "
+            "for one task and out-of-domain for another), so out minus in would mix the "
+            "domain with the stimuli; set other_domains to swap the tasks' corpora")
+    evidence = []
+    for model, by_model in curves.groupby("model", sort=False):
+        gaps, variances = [], []
+        for _, group in by_model.groupby("task", sort=False):
+            top = group[group.layer == group.layer.max()].set_index("domain")
+            if set(DOMAINS) <= set(top.index):
+                inside, outside = top.loc["in-domain"], top.loc["out-of-domain"]
+                gaps.append(float(outside.rsa - inside.rsa))
+                variances += [float(inside.se) ** 2, float(outside.se) ** 2]
+        if len(gaps) == len(sources):
+            evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
+                                     float(np.mean(gaps)),
+                                     float(np.sqrt(np.sum(variances)) / len(gaps))))
+    return evidence
+
+
+@MERCHANT.claim("merchant-no-forgetting", "§4, Table 1",
+    "fine-tuning keeps what the base model encodes: no catastrophic forgetting",
+    "yes: edge-probing F1 drops of 0.5-2 points after fine-tuning",
+    "per model and task: held-out R^2 of linear probes for word properties (sentence "
+    "length, log frequency, subword pieces) from the base model's best layer minus "
+    "from the fine-tuned model's best layer, mean over the properties, over seeds (an "
+    "offline stand-in for the paper's linguistic probes)",
+    "none", 0.02,
+    "the paper's own drops are up to 2 points of F1; a loss of 0.02 of explained "
+    "variance is of that size",
+    control=("condition", "the pretrained model's own layers, on the same words and "
+                          "the same probe"),
+    paper_effect=("Table 1: mean F1 drop over the eight edge-probing tasks of 0.7 (MNLI), "
+                  "1.2 (SQuAD) and 0.2 (Dep) points, within the +-0.7 of fine-tuning seeds; "
+                  "at most 0.012 as a fraction (F1, not this page's R^2)"),
+    paper_value=0.012,
+    chapter="domains", gates=("untrained",))
+def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
+                                                          Mapping[int, pd.DataFrame]]] | None
+                  ) -> list[Evidence]:
+    """Per (model, task): the base model's best-layer R^2 minus each fine-tuned seed's, mean
+    over the properties, one value per seed."""
+    out = []
+    for (model, task), (base, tuned) in (probes or {}).items():
+        best = base.groupby("property").r2.max()
+        values = [float((best - frame.groupby("property").r2.max()).mean())
+                  for frame in tuned.values()]
+        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)", values))
+    return out
+
+
+def _frozen_by_seed(frozen: pd.DataFrame | None) -> dict[tuple[str, int], dict[int, float]]:
+    """The freezing runs' accuracy per (frozen, k) and fine-tuning seed; a run that failed
+    the training gate stops the freezing claims (:class:`~.claim.DidNotTrain`)."""
+    if frozen is not None and "did_not_train" in frozen:
+        failed = frozen[frozen.did_not_train != ""]
+        if len(failed):
+            raise DidNotTrain({f"{r.frozen} {r.k}, seed {r.seed}": r.did_not_train
+                               for r in failed.itertuples()})
+    if frozen is None or len(frozen) < 2:
+        return {}
+    return {key: dict(zip(group.seed, group.accuracy))
+            for key, group in frozen.groupby(["frozen", "k"])}
+
+
+@MERCHANT.claim("merchant-freeze-bottom", "§5.1, Fig. 3",
+    "freezing the bottom layers costs little accuracy",
+    "yes: few top layers need to change",
+    "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
+    "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, ACC,
+    control=("condition", "the unfrozen run of the same seed"),
+    paper_effect=("Wu Table 1 (BERT): unfrozen minus bottom 4 or 6 frozen, -0.006 to +0.003 "
+                  "accuracy on SST-2, MNLI, QNLI and QQP; Merchant Fig. 3: no significant "
+                  "drop unless the last two layers are frozen"),
+    paper_value=-0.006,
+    chapter="finetuning")
+def freeze_bottom(frozen: pd.DataFrame | None) -> list[Evidence]:
+    """Unfrozen minus bottom-k frozen accuracy, per k: one difference per fine-tuning seed
+    (the runs of a seed share the task head's initialisation and the batch order)."""
+    by_seed = _frozen_by_seed(frozen)
+    return [Evidence.from_paired(f"bottom {k} frozen", by_seed.get(("none", 0), {}),
+                                 by_seed[("bottom", k)])
+            for k in sorted({k for _, k in by_seed} - {0}) if ("bottom", k) in by_seed]
+
+
+@MERCHANT.claim("merchant-freeze-order", "§5.1, Fig. 3; Wu App. D",
+    "freezing the bottom layers costs less than freezing the top ones",
+    "yes", "accuracy with the bottom k layers frozen minus with the top k frozen, for "
+           "each k, paired by fine-tuning seed (t interval over seeds)",
+    "greater", 0.005,
+    "half a point of accuracy: below Wu et al.'s own bottom-minus-top gaps on three of "
+    "their four tasks (0.006-0.017), so their data would pass; the book's usual 0.02 "
+    "would reject most of them",
+    control=("condition", "the top-k frozen run of the same seed"),
+    paper_effect=("Wu Table 1 (BERT): bottom minus top k frozen, +0.006 to +0.017 on SST-2, "
+                  "MNLI and QNLI at k = 4 and 6, -0.001 and +0.001 on QQP; median of the "
+                  "eight 0.009"),
+    paper_value=0.009,
+    chapter="finetuning")
+def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
+    """Bottom-k minus top-k frozen accuracy, per k, paired by fine-tuning seed."""
+    by_seed = _frozen_by_seed(frozen)
+    return [Evidence.from_paired(f"k = {k}", by_seed[("bottom", k)], by_seed[("top", k)])
+            for k in sorted({k for _, k in by_seed} - {0})
+            if ("bottom", k) in by_seed and ("top", k) in by_seed]
+
+
+def half_cut(truncated: pd.DataFrame, n_layers: int) -> int:
+    """The number of layers kept that ``merchant-truncate`` reads: the cut closest to half
+    the model's layers."""
+    kept = truncated.layers_kept.unique()
+    return int(kept[int(np.argmin(np.abs(kept - n_layers / 2)))])
+
+
+@MERCHANT.claim("merchant-truncate", "§5.2, Fig. 4",
+    "a model cut to its lower layers and fine-tuned reaches the full score",
+    "yes: 3 layers for MNLI, 5 for SQuAD",
+    "accuracy of the full fine-tuned model minus that of the model cut to half its "
+    "layers and fine-tuned, paired by fine-tuning seed (t interval over seeds)",
+    "none", 0.02, ACC,
+    control=("baseline", "the full fine-tuned model of the same seed; cut models that "
+                         "did not train give no verdict"),
+    paper_effect=("§5.2: 'comparable performance' with 3 of 12 layers for MNLI and 5 for "
+                  "SQuAD; the gap is " + figure("Fig. 4")),
+    chapter="truncation")
+def truncate(truncated: pd.DataFrame | None, full: Mapping[int, float] | None,
+             scores: pd.DataFrame | None) -> list[Evidence]:
+    """The full model minus the model cut closest to half the layers and then fine-tuned,
+    one difference per fine-tuning seed (``full``: the uncut model's accuracy per seed);
+    no verdict when one of those cut runs failed the training gate."""
+    if truncated is None or not len(truncated):
+        return []
+    n_layers = int(scores.layer.max()) if scores is not None and len(scores) else 0
+    k = half_cut(truncated, n_layers)
+    cut = truncated[truncated.layers_kept == k]
+    if "did_not_train" in cut and (cut.did_not_train != "").any():
+        raise DidNotTrain({f"{k} layers kept, seed {r.seed}": r.did_not_train
+                           for r in cut[cut.did_not_train != ""].itertuples()})
+    if not full:
+        return []
+    return [Evidence.from_paired(f"{k} of {n_layers} layers kept", full,
+                                 dict(zip(cut.seed, cut.accuracy)))]

@@ -1,0 +1,195 @@
+"""Phang et al. 2021's claims, each beside the function that computes its evidence.
+
+The fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`) tests the block claims from
+its results ``views`` (:func:`~analysis_lib.studies.finetuning.view_matrices` per ``(model,
+task, pooling)``); the truncation chapter (:mod:`analysis_lib.studies.truncation`) tests the
+others from ``scores`` (:func:`~analysis_lib.studies.truncation.score_grid`, one row per
+seed), ``link`` (:func:`~analysis_lib.studies.truncation.cka_and_loss`) and ``skips``
+(:func:`~analysis_lib.studies.truncation.skip_scores` per ``(task, seed)``). Every claim
+takes its spread over fine-tuning seeds (paired by seed where two settings are compared);
+one seed gives no spread to judge by. All of them read the fine-tuning grid's runs, and get
+no verdict when one of those failed the training gate (``untrained``:
+:func:`~analysis_lib.studies.shared.training_problems`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..similarity.structure import block_gain
+from .claim import ACC, SIM, Evidence, Paper, figure
+
+PHANG = Paper("Phang")
+#: a chapter's view matrices: per (model, task, pooling), per view ("FT-FT", "ORIG-ORIG",
+#: ...), one layer-by-layer matrix per seed
+Views = Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]
+
+
+@PHANG.claim("phang-blocks", "§3, Fig. 1-2",
+    "the layers of a fine-tuned model form blocks of similar layers",
+    "yes for RoBERTa and ALBERT, less for ELECTRA",
+    "block gain (adjusted R^2 of the best 2-block partition minus that of a band "
+    "model, in which similarity depends on distance only) of the FT-FT CLS matrix "
+    "minus that of the pretrained model's ORIG-ORIG matrix, over seeds; the "
+    "adjustment charges each model for its parameters",
+    "greater", 0.02,
+    "0.02 of explained variance is less than one layer's worth of cells in a 6-layer "
+    "model; a smaller gain is no structure",
+    control=("condition", "the pretrained model's own ORIG-ORIG matrix: its block gain is"
+                         " subtracted from each seed's"),
+    paper_effect=figure("Figs. 1-2"),
+    chapter="finetuning", gates=("untrained",))
+def blocks(views: Views | None) -> list[Evidence]:
+    """Per (model, task): each seed's FT-FT block gain minus the pretrained model's own
+    (ORIG-ORIG), the control condition: a pretrained model whose layers already form blocks
+    says nothing about what fine-tuning does."""
+    out = []
+    for (model, task, pooling), matrices in (views or {}).items():
+        if pooling != "first" or not {"FT-FT", "ORIG-ORIG"} <= set(matrices):
+            continue
+        control = block_gain(matrices["ORIG-ORIG"][0])
+        out.append(Evidence.from_values(
+            f"{model}, {task}, FT-FT CLS - ORIG-ORIG ({control:+.3f})",
+            [block_gain(M) - control for M in matrices["FT-FT"]]))
+    return out
+
+
+@PHANG.claim("phang-ft-orig", "§3, Fig. 5",
+    "fine-tuned and pretrained layers agree at the bottom and part at the top",
+    "yes: FT-ORIG similarity falls with depth",
+    "FT-ORIG diagonal linear CKA (CLS) at the first transformer layer minus at the top "
+    "layer, over seeds", "greater", 0.02, SIM,
+    control=("condition", "the first transformer layer of the same runs"),
+    paper_effect=figure("Fig. 5"),
+    chapter="finetuning", gates=("untrained",))
+def ft_orig(views: Views | None) -> list[Evidence]:
+    """Per (model, task): the FT-ORIG diagonal at the first transformer layer minus at the
+    top one, one value per seed."""
+    out = []
+    for (model, task, pooling), matrices in (views or {}).items():
+        if pooling == "first" and "FT-ORIG" in matrices:
+            out.append(Evidence.from_values(f"{model}, {task}, FT-ORIG CLS (L1 - top)",
+                                            [float(M[1, 1] - M[-1, -1])
+                                             for M in matrices["FT-ORIG"]]))
+    return out
+
+
+def per_seed(scores: pd.DataFrame | None, statistic: Callable[[pd.DataFrame], float],
+             label: str) -> list[Evidence]:
+    """One :class:`Evidence` per (model, task): ``statistic(rows of one seed)`` over seeds."""
+    out = []
+    for (model, task), group in ([] if scores is None else
+                                 scores.groupby(["model", "task"], sort=False)):
+        values = [statistic(seed_rows) for _, seed_rows in group.groupby("seed")]
+        out.append(Evidence.from_values(f"{model}, {task}, {label}", values))
+    return out
+
+
+def full_minus(config: str, below: int) -> Callable[[pd.DataFrame], float]:
+    """The statistic of one seed's rows: the full model's accuracy minus ``config``'s
+    (``"UNTUNED"``, ``"TUNED"``) ``below`` layers under the top."""
+    def statistic(rows: pd.DataFrame) -> float:
+        layer = int(rows.layer.max()) - below
+        at = rows[(rows.config == config) & (rows.layer == layer)]
+        return float(rows.full.iloc[0] - at.accuracy.iloc[0]) if len(at) else float("nan")
+    return statistic
+
+
+@PHANG.claim("phang-untuned", "§4, Fig. 3",
+    "the top layers can be dropped with no retraining (UNTUNED close to the full "
+    "model a few layers below the top)",
+    "yes for RoBERTa and ALBERT, no for ELECTRA",
+    "full model's test accuracy minus UNTUNED's two layers below the top, over seeds",
+    "none", 0.02, ACC,
+    control=("baseline", "the full model's own accuracy, same seed"),
+    paper_effect=("§4: RoBERTa on Yelp Polarity with its top 4 of 12 layers dropped, UNTUNED "
+                  "95.5 against the full model's 96.1: a gap of 0.006"),
+    paper_value=0.006,
+    chapter="truncation", gates=("untrained",))
+def untuned(scores: pd.DataFrame | None) -> list[Evidence]:
+    """Per (model, task): the full model minus UNTUNED two layers below the top, per seed."""
+    return per_seed(scores, full_minus("UNTUNED", 2), "full - UNTUNED")
+
+
+@PHANG.claim("phang-tuned", "§4, Fig. 3",
+    "a head retrained on a lower layer does as well as the full model",
+    "yes: TUNED plateaus well below the top",
+    "full model's test accuracy minus TUNED's two layers below the top, over seeds",
+    "none", 0.02, ACC,
+    control=("baseline", "the full model's own accuracy, same seed"),
+    paper_effect=figure("Fig. 3"),
+    chapter="truncation", gates=("untrained",))
+def tuned(scores: pd.DataFrame | None) -> list[Evidence]:
+    """Per (model, task): the full model minus TUNED two layers below the top, per seed."""
+    return per_seed(scores, full_minus("TUNED", 2), "full - TUNED")
+
+
+def _tuned_gain(rows: pd.DataFrame) -> float:
+    tuned = rows[rows.config == "TUNED"].set_index("layer").accuracy
+    orig = rows[rows.config == "TUNEDORIG"].set_index("layer").accuracy
+    return float((tuned - orig).mean())
+
+
+@PHANG.claim("phang-tuned-orig", "§4, Fig. 3",
+    "fine-tuned layers are better features than pretrained ones",
+    "yes: TUNED above TUNEDORIG",
+    "TUNED minus TUNEDORIG accuracy, mean over transformer layers, over seeds",
+    "greater", 0.02, ACC,
+    control=("baseline", "a head on the pretrained model's layer (TUNEDORIG), same seed"),
+    paper_effect=("§4: TUNEDORIG 'performs very poorly' against TUNED at every layer; "
+                  + figure("Fig. 3")),
+    chapter="truncation", gates=("untrained",))
+def tuned_orig(scores: pd.DataFrame | None) -> list[Evidence]:
+    """Per (model, task): TUNED minus TUNEDORIG, mean over layers, per seed."""
+    return per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG")
+
+
+@PHANG.claim("phang-cka-predicts", "§4",
+    "layers whose CLS resembles the last layer's lose little when the top is cut",
+    "implied by the block structure",
+    "within each task: Pearson r of CKA-to-last-layer with accuracy lost (UNTUNED), as "
+    "Fisher z over layers", "less", 0.3,
+    "|r| = 0.3 is the conventional 'moderate' correlation; a weaker link would not "
+    "let a reader predict anything from CKA",
+    control=("baseline", "no relation (r = 0)"), fisher_z=True,
+    paper_effect=("not reported: the paper implies the link from its block structure and "
+                  "computes no correlation"),
+    chapter="truncation", gates=("untrained",))
+def cka_predicts(link: pd.DataFrame | None) -> list[Evidence]:
+    """Within each task (pooling tasks mixes their levels): Pearson r of CKA-to-last with
+    accuracy lost, as Fisher z."""
+    out = []
+    for task, group in ([] if link is None else link.groupby("task", sort=False)):
+        x, y = group.cka_to_last.to_numpy(), group.accuracy_lost.to_numpy()
+        r = float(np.corrcoef(x, y)[0, 1]) if len(x) > 2 and x.std() > 0 and y.std() > 0 \
+            else float("nan")
+        out.append(Evidence.from_correlation(f"{task} (Fisher z of r = {r:.2f})", r,
+                                             len(group)))
+    return out
+
+
+@PHANG.claim("phang-skip-bottom", "§4, Fig. 4",
+    "skipping a single lower layer costs more than skipping a single upper one",
+    "yes: the first layers matter most; single upper layers can be skipped",
+    "test accuracy with the top transformer layer skipped minus with the first one "
+    "skipped, per fine-tuning seed (t interval over seeds)",
+    "greater", 0.02, ACC,
+    control=("condition", "the first transformer layer skipped, same seed"),
+    paper_effect=figure("Fig. 4"),
+    chapter="truncation", gates=("untrained",))
+def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Evidence]:
+    """Per task: accuracy with the top transformer layer skipped minus with the first one
+    skipped, one value per fine-tuning seed (``skips`` keyed ``(task, seed)``)."""
+    values: dict[str, list[float]] = {}
+    labels: dict[str, str] = {}
+    for (task, _seed), frame in (skips or {}).items():
+        single = frame[frame.single].set_index("first").accuracy
+        if len(single) < 2:
+            continue
+        top, bottom = int(single.index.max()), int(single.index.min())
+        values.setdefault(task, []).append(float(single[top] - single[bottom]))
+        labels[task] = f"{task}: skip L{top} - skip L{bottom}"
+    return [Evidence.from_values(labels[task], v) for task, v in values.items()]
