@@ -5,10 +5,41 @@ import pytest
 from analysis_lib import similarity
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
+from analysis_lib.studies import claims, verdicts, wu
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
-K = collection.PairKey
+K = wu.PairKey
+
+
+def _findings(summaries, jackknives, measures, *, floors=None, matrices=None,
+              collection=None, models=None):
+    """The representation chapter's findings on the results of its section 3 (the later
+    sections' claims read "not measured")."""
+    return verdicts.judge(claims.of_chapter("representation"), {
+        "summaries": summaries, "jackknives": jackknives, "measures": measures,
+        "floors": floors, "matrices": matrices, "collection": collection, "models": models})
+
+
+def _objective(values, seeds, other, not_learned=()):
+    return verdicts.judge([claims.get("wu-objective")], {
+        "zoo_summary": values, "zoo_seeds": seeds, "zoo_control": other,
+        "not_learned": not_learned, "measures": ["linear_cka"]})
+
+
+def _corpus(agreements, n_layers):
+    return verdicts.judge([claims.get("wu-other-corpus")],
+                          {"agreements": agreements, "n_layers": n_layers})
+
+
+def _localization(local, models):
+    return verdicts.judge([claims.get("wu-localization-depth")],
+                          {"localization": local, "models": models})
+
+
+def _attention(methods, collection, floors=None):
+    return verdicts.judge(claims.of_chapter("attention"),
+                          {"methods": methods, "collection": collection, "floors": floors})
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +90,7 @@ def test_summary_cells_on_a_known_matrix(coll):
     M[3:, 3:] = 0.8
     np.fill_diagonal(M, 1.0)
     M[0, 1] = M[1, 0] = M[1, 2] = M[2, 1] = 0.95
-    s = collection.summary(M, c)
+    s = wu.summary(M, c)
     assert s["across_models"] == pytest.approx(0.2)
     assert s["within_model"] == pytest.approx((4 * 0.95 + 2 * 0.9 + 6 * 0.8) / 12)
     assert s["adjacent"] == pytest.approx((4 * 0.95 + 4 * 0.8) / 8)
@@ -70,14 +101,14 @@ def test_summary_encoder_decoder_and_pairs_on_a_known_matrix(coll):
     c, _ = coll  # random:bert reads both ways, random:gpt2 left to right
     M = np.full((6, 6), 0.2)
     M[:3, 3:] = 0.3  # bert rows, gpt2 columns: an asymmetric measure
-    s = collection.summary(M, c)
+    s = wu.summary(M, c)
     assert np.isnan(s["encoders_across"])  # one encoder: no pair of encoders
     assert s["encoder_decoder"] == pytest.approx(0.25)
     assert s[K("pair", "random:bert", "random:gpt2")] == pytest.approx(0.25)
-    only = collection.summary(M, c, models=["random:bert"])
+    only = wu.summary(M, c, models=["random:bert"])
     assert np.isnan(only["across_models"]) and only["within_model"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="not in this collection"):
-        collection.summary(M, c, models=["minilm"])
+        wu.summary(M, c, models=["minilm"])
 
 
 def test_a_subset_gives_the_restricted_summary(coll):
@@ -91,7 +122,7 @@ def test_a_subset_gives_the_restricted_summary(coll):
     sub = collection.subset(three, keep)
     assert sub.models == keep and len(sub.layers) == 6
     rows = np.flatnonzero(np.isin(three.table.owners, keep))
-    full, part = collection.summary(M, three, models=keep), collection.summary(
+    full, part = wu.summary(M, three, models=keep), wu.summary(
         M[np.ix_(rows, rows)], sub)
     assert full.keys() == part.keys()
     for key in full:
@@ -159,7 +190,7 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
         M[i, j] = M[j, i] = 1.0
     for i, j in zip((0, 2, 4), flat):  # depths 0, .5, 1 of both
         M[i, j] = M[j, i] = 0.5
-    s = collection.summary(M, c)
+    s = wu.summary(M, c)
     assert s[K("matched", "deep", "twin")] == pytest.approx(1.0)
     assert s[K("matched", "deep", "flat")] == pytest.approx(0.5)
     assert s[K("pair", "deep", "twin")] == pytest.approx(5 / 25)
@@ -199,7 +230,7 @@ def test_agreement(coll):
 def test_jackknife_intervals_cover_the_estimate(coll):
     c, _ = coll
     M = similarity.pairwise(c.layers, measure="linear_cka")
-    est = collection.summary(M, c)
+    est = wu.summary(M, c)
     iv = collection.summary_intervals("linear_cka", c, n_folds=5)
     for key in ("within_model", "across_models", "adjacent"):
         low, high = iv[key]
@@ -292,7 +323,7 @@ def _jackknife(values: dict, spread: float, k: int = 10, seed: int = 0):
     rng = np.random.default_rng(seed)
     reps = pd.DataFrame({key: v + spread * rng.standard_normal(k) / np.sqrt(k)
                          for key, v in values.items()})
-    return collection.Jackknife(dict(values), reps)
+    return wu.Jackknife(dict(values), reps)
 
 
 def _summary(within, across, lower=0.5, higher=0.5, adjacent=0.5, non_adjacent=0.5,
@@ -309,8 +340,8 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     summaries = {"linear_cka": cka, "neuronsim": neuron}
     jk = {"linear_cka": _jackknife(cka, 0.004), "neuronsim": _jackknife(neuron, 0.004)}
     zero = {"linear_cka": 0.0, "neuronsim": 0.0}
-    found = collection.findings(summaries, jk, ["neuronsim", "linear_cka"], floors=zero)
-    assert list(found.index) == list(collection.CLAIM_IDS)
+    found = _findings(summaries, jk, ["neuronsim", "linear_cka"], floors=zero)
+    assert list(found.index) == [c.id for c in claims.of_chapter("representation")]
     assert found.loc["wu-within-model", "verdict"] == "holds"
     assert found.loc["wu-lower-layers", "verdict"] == "holds"
     assert found.loc["wu-adjacent", "verdict"] == "holds"
@@ -319,18 +350,18 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     assert found.loc["wu-neurons-differ", "verdict"] == "holds"
     # the same levels read above the floors: CKA's across level sits on its word-identity
     # floor (nothing above chance survives across models), neuronsim's does not
-    floored = collection.findings(summaries, jk, ["neuronsim", "linear_cka"],
+    floored = _findings(summaries, jk, ["neuronsim", "linear_cka"],
                                   floors={"linear_cka": 0.3, "neuronsim": 0.0})
     assert floored.loc["wu-neurons-differ", "verdict"] == "opposite"
     assert "word-identity floor" in floored.loc["wu-neurons-differ", "what this run shows"]
     assert floored.loc["wu-neurons-differ", "control"].startswith("floor:")
     # without the floors, no verdict
-    bare = collection.findings(summaries, jk, ["neuronsim", "linear_cka"])
+    bare = _findings(summaries, jk, ["neuronsim", "linear_cka"])
     assert bare.loc["wu-neurons-differ", "verdict"] == "not measured"
     # reversed numbers give the opposite verdict
     flipped = {"linear_cka": _summary(0.3, 0.8), "neuronsim": neuron}
     jk2 = {"linear_cka": _jackknife(flipped["linear_cka"], 0.01), "neuronsim": jk["neuronsim"]}
-    found2 = collection.findings(flipped, jk2, ["neuronsim", "linear_cka"])
+    found2 = _findings(flipped, jk2, ["neuronsim", "linear_cka"])
     assert found2.loc["wu-within-model", "verdict"] == "opposite"
 
 
@@ -355,24 +386,24 @@ def test_contrasts_get_a_unit_over_models():
     """Within minus across per model, from the cells that involve that model; the claim
     holds only where the interval over models agrees with the one over sentences."""
     M, fake, names = _three_models({"a": 0.8, "b": 0.7, "c": 0.75})
-    values = collection.per_model(M, fake, names, "within_model", "across_models")
+    values = wu.per_model(M, fake, names, "within_model", "across_models")
     assert values == pytest.approx({"a": 0.5, "b": 0.4, "c": 0.45})
-    cka = collection.summary(M, fake)
+    cka = wu.summary(M, fake)
     jk = {"linear_cka": _jackknife(cka, 0.004)}
-    found = collection.findings({"linear_cka": cka}, jk, ["linear_cka"], matrices={
+    found = _findings({"linear_cka": cka}, jk, ["linear_cka"], matrices={
         "linear_cka": M}, collection=fake, models=names)
     assert found.loc["wu-within-model", "verdict"] == "holds"
     assert "over 3 models" in found.loc["wu-within-model", "what this run shows"]
     # one model whose layers are no closer to each other than to other models': the
     # sentences' interval still holds, the models' does not
     M2, fake2, _ = _three_models({"a": 0.8, "b": 0.3, "c": 0.31})
-    cka2 = collection.summary(M2, fake2)
-    found2 = collection.findings({"linear_cka": cka2}, {"linear_cka": _jackknife(cka2, 0.004)},
+    cka2 = wu.summary(M2, fake2)
+    found2 = _findings({"linear_cka": cka2}, {"linear_cka": _jackknife(cka2, 0.004)},
                                  ["linear_cka"], matrices={"linear_cka": M2},
                                  collection=fake2, models=names)
     assert found2.loc["wu-within-model", "verdict"] != "holds"
     # fewer than three models: the sentences' unit alone
-    alone = collection.findings({"linear_cka": cka}, jk, ["linear_cka"],
+    alone = _findings({"linear_cka": cka}, jk, ["linear_cka"],
                                 matrices={"linear_cka": M}, collection=fake, models=names[:2])
     assert "models" not in alone.loc["wu-within-model", "what this run shows"]
 
@@ -393,17 +424,17 @@ def test_objective_claim_cancels_the_seed():
                     for k, s in enumerate(seeds)})
         return out
 
-    found = collection.objective_findings(values(0.5), seeds, "clm")
+    found = _objective(values(0.5), seeds, "clm")
     assert found.loc["wu-objective", "verdict"] == "holds"
     assert "5 seed models against clm" in found.loc["wu-objective", "what this run shows"]
-    same = collection.objective_findings(values(0.845), seeds, "clm")
+    same = _objective(values(0.845), seeds, "clm")
     assert same.loc["wu-objective", "verdict"] != "holds"
-    gated = collection.objective_findings(values(0.5), seeds, "clm", not_learned=["clm"])
+    gated = _objective(values(0.5), seeds, "clm", not_learned=["clm"])
     assert gated.loc["wu-objective", "verdict"] == "not measured"
     with pytest.raises(ValueError, match="no pair s0 - other"):
-        collection.objective_findings(values(0.5), seeds, "other")
+        _objective(values(0.5), seeds, "other")
     # a run without the zoo still records the claim, with the reason
-    empty = collection.objective_findings({}, [], "clm")
+    empty = _objective({}, [], "clm")
     assert empty.loc["wu-objective", "verdict"] == "not measured"
     assert "zoo_set" in empty.loc["wu-objective", "what this run shows"]
 
@@ -415,13 +446,13 @@ def test_neurons_claim_is_invariant_to_each_measures_scale():
     cka, neuron = _summary(0.8, 0.4), _summary(0.2, 0.1)  # same ratio 0.5
     jk = {"linear_cka": _jackknife(cka, 0.005), "neuronsim": _jackknife(neuron, 0.005)}
     floors = {"linear_cka": 0.0, "neuronsim": 0.0}
-    found = collection.findings({"linear_cka": cka, "neuronsim": neuron}, jk,
+    found = _findings({"linear_cka": cka, "neuronsim": neuron}, jk,
                                 ["neuronsim", "linear_cka"], floors=floors)
     assert found.loc["wu-neurons-differ", "verdict"] != "holds"
     # a measure's scale and offset move its floor with it: nothing changes
     scaled = {k: 3 * v + 0.2 for k, v in neuron.items()}
-    jk["neuronsim"] = collection.Jackknife(scaled, 3 * jk["neuronsim"].replicates + 0.2)
-    again = collection.findings({"linear_cka": cka, "neuronsim": scaled}, jk,
+    jk["neuronsim"] = wu.Jackknife(scaled, 3 * jk["neuronsim"].replicates + 0.2)
+    again = _findings({"linear_cka": cka, "neuronsim": scaled}, jk,
                                 ["neuronsim", "linear_cka"],
                                 floors={**floors, "neuronsim": 0.2})
     assert again.loc["wu-neurons-differ", "what this run shows"] == \
@@ -430,7 +461,7 @@ def test_neurons_claim_is_invariant_to_each_measures_scale():
 
 def test_without_a_jackknife_no_verdict_is_decided():
     cka = _summary(0.8, 0.3)
-    found = collection.findings({"linear_cka": cka}, {}, ["linear_cka"])
+    found = _findings({"linear_cka": cka}, {}, ["linear_cka"])
     assert set(found.verdict) <= {"inconclusive", "not measured"}
 
 
@@ -445,16 +476,15 @@ def test_jackknife_replicates_give_the_intervals(coll):
 
 
 def test_corpus_claim_reads_fisher_z():
-    high = collection.corpus_findings({"linear_cka": 0.95}, n_layers=40)
+    high = _corpus({"linear_cka": 0.95}, n_layers=40)
     assert high.loc["wu-other-corpus", "verdict"] == "holds"
-    low = collection.corpus_findings({"linear_cka": 0.1}, n_layers=40)
+    low = _corpus({"linear_cka": 0.1}, n_layers=40)
     assert low.loc["wu-other-corpus", "verdict"] == "equivalent"  # |r| reliably < 0.5
 
 
 def test_attention_claim_compares_each_method_with_itself():
     from types import SimpleNamespace
 
-    from analysis_lib.studies import attention
 
     names = ["a", "b", "c"]
     table = LayerTable.concat([LayerTable.for_model(m, "bert", True, 3, kind="attention")
@@ -467,24 +497,24 @@ def test_attention_claim_compares_each_method_with_itself():
         return (M + M.T) / 2
 
     # heads: across/within = 0.8; distributed: 0.4, on a very different scale
-    heads = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
-    dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
-    zero = dict.fromkeys(attention.METHODS, 0.0)
-    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table), floors=zero)
+    heads = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
+    dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(wu.DISTRIBUTED)}
+    zero = dict.fromkeys(wu.METHODS, 0.0)
+    found = _attention({**heads, **dist}, SimpleNamespace(table=table), floors=zero)
     assert found.loc["wu-attention-heads", "verdict"] == "holds"
     # raw head values far above the distributed ones, but the same relative level
     same_level = {m: matrix(0.3, 0.24, 0.002, 9 + k)
-                  for k, m in enumerate(attention.DISTRIBUTED)}
-    found = attention.findings({**heads, **same_level}, SimpleNamespace(table=table),
+                  for k, m in enumerate(wu.DISTRIBUTED)}
+    found = _attention({**heads, **same_level}, SimpleNamespace(table=table),
                                floors=zero)
     assert found.loc["wu-attention-heads", "verdict"] != "holds"
     # near-uniform heads: their across level (0.72) is the floor any two models reach, so
     # nothing head-level survives across models, and the claim turns around
-    floored = {**zero, **dict.fromkeys(attention.HEAD_LEVEL, 0.72)}
-    found = attention.findings({**heads, **dist}, SimpleNamespace(table=table), floors=floored)
+    floored = {**zero, **dict.fromkeys(wu.HEAD_LEVEL, 0.72)}
+    found = _attention({**heads, **dist}, SimpleNamespace(table=table), floors=floored)
     assert found.loc["wu-attention-heads", "verdict"] == "opposite"
     assert found.loc["wu-attention-heads", "control"].startswith("floor:")
-    bare = attention.findings({**heads, **dist}, SimpleNamespace(table=table))
+    bare = _attention({**heads, **dist}, SimpleNamespace(table=table))
     assert bare.loc["wu-attention-heads", "verdict"] == "not measured"
 
 
@@ -509,7 +539,7 @@ def test_attention_floors_come_from_unrelated_random_heads():
     assert not np.allclose(random.maps[0], attention.random_like(layer, seed=2).maps[0])
     collection = SimpleNamespace(layers=[layer])
     floors = attention.method_floors(collection, seed=3)
-    assert set(floors) == set(attention.METHODS)
+    assert set(floors) == set(wu.METHODS)
     # flat random rows are close to uniform, so the head-level JS floor is high; a causal
     # layer's rows spread over fewer words the earlier they are, a structure any two models
     # share, so the distributed floor is far from zero as well; neither reaches 1
@@ -533,14 +563,14 @@ def test_pair_entries_are_data_not_text(coll):
     """The per-pair entries carry their kind and models as fields: reordering or renaming
     models never needs a key to be parsed back."""
     c, _ = coll
-    s = collection.summary(np.full((6, 6), 0.2), c)
-    pairs = collection.pair_entries(s)
+    s = wu.summary(np.full((6, 6), 0.2), c)
+    pairs = wu.pair_entries(s)
     assert list(pairs) == [K("pair", "random:bert", "random:gpt2")]
     assert str(next(iter(pairs))) == "pair: random:bert - random:gpt2"
-    assert set(collection.pair_entries(s, "matched")) == {K("matched", "random:bert",
+    assert set(wu.pair_entries(s, "matched")) == {K("matched", "random:bert",
                                                             "random:gpt2")}
-    assert all(isinstance(k, str) for k in collection.named(s))
-    assert len(collection.named(s)) + 2 == len(s)
+    assert all(isinstance(k, str) for k in wu.named(s))
+    assert len(wu.named(s)) + 2 == len(s)
 
 
 def test_uniform_heads_are_not_counted_as_duplicates():
@@ -583,16 +613,16 @@ def test_relative_depth_claim_reads_matched_cells_against_the_pairs_other_cells(
                **{PairKey("matched", a, b): 0.45 + 0.012 * k for k, (a, b) in
                   enumerate(pairs)}}
     zero = {"linear_cka": 0.0, "neuronsim": 0.0}
-    found = collection.findings({"linear_cka": planted}, {}, ["linear_cka"], floors=zero)
+    found = _findings({"linear_cka": planted}, {}, ["linear_cka"], floors=zero)
     row = found.loc["wu-relative-depth"]
     assert row["verdict"] == "holds", row["what this run shows"]
     assert "3 pairs of models" in row["what this run shows"] and "+0.152" in \
         row["what this run shows"]
     flat = {**planted, **{PairKey("matched", a, b): 0.30 + 0.01 * k + 0.0005 * (-1) ** k
                           for k, (a, b) in enumerate(pairs)}}
-    found = collection.findings({"linear_cka": flat}, {}, ["linear_cka"], floors=zero)
+    found = _findings({"linear_cka": flat}, {}, ["linear_cka"], floors=zero)
     assert found.loc["wu-relative-depth", "verdict"] == "equivalent"
-    alone = collection.findings({"linear_cka": cka}, {}, ["linear_cka"], floors=zero)
+    alone = _findings({"linear_cka": cka}, {}, ["linear_cka"], floors=zero)
     assert alone.loc["wu-relative-depth", "verdict"] == "not measured"
 
 
@@ -606,10 +636,10 @@ def test_localization_claim_compares_each_models_upper_and_lower_layers():
             rows.append({"model": model, "layer": layer, "depth": depth,
                          "value": -depth, "variant": "released code (z-scored)"})
     local = pd.DataFrame(rows)
-    found = collection.localization_findings(local, ["a", "b", "c"])
+    found = _localization(local, ["a", "b", "c"])
     assert found.loc["wu-localization-depth", "verdict"] == "holds"  # +0.058 in each model
     falling = local.assign(value=-local.value)
-    assert collection.localization_findings(falling, ["a", "b", "c"]).loc[
+    assert _localization(falling, ["a", "b", "c"]).loc[
         "wu-localization-depth", "verdict"] == "opposite"
-    one = collection.localization_findings(local, ["a"])
+    one = _localization(local, ["a"])
     assert one.loc["wu-localization-depth", "verdict"] == "inconclusive"  # no spread

@@ -3,6 +3,7 @@ adjustment, agreement with the interval form, and claims that notebooks name."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -62,15 +63,20 @@ def test_there_are_enough_claims_from_every_paper():
         assert c.direction in records.DIRECTIONS and c.smallest_effect >= 0
 
 
-def test_every_claim_is_judged_by_a_chapter_module():
-    """Each claim is judged by the module of its chapter (the notebooks name none: they
-    glue and list whole findings tables)."""
-    chapters = ("representation", "attention", "finetuning", "truncation", "seeds", "domains")
-    sources = "".join((ROOT / "analysis_lib" / "studies" / f"{name}.py").read_text()
-                      for name in chapters)
-    missing = [cid for cid, c in claims.CLAIMS.items()
-               if f'"{cid}"' not in sources and c.evidence is None]
-    assert not missing, f"claims no chapter module judges: {missing}"
+def test_every_claim_names_its_evidence_and_each_chapter_judges_its_claims_once():
+    """Each claim's record names the function, in its paper's module, that computes its
+    evidence from one chapter's results; each chapter's notebook judges its claims with one
+    call (the notebooks name no claim ids: they glue and list whole findings tables)."""
+    for claim in claims.CLAIMS.values():
+        assert callable(claim.evidence) and claim.chapter in records.CHAPTERS, claim.id
+        assert claim.evidence.__module__ == f"analysis_lib.studies.{claim.paper.lower()}"
+        assert claim.reads, claim.id  # every claim reads some result
+    assert sum(len(claims.of_chapter(c)) for c in records.CHAPTERS) == len(claims.CLAIMS)
+    for chapter in records.CHAPTERS:
+        cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
+        calls = ["".join(c["source"]).count(f'judge(claims.of_chapter("{chapter}")')
+                 for c in cells if c["cell_type"] == "code"]
+        assert sum(calls) == 1, chapter
 
 
 def test_an_unknown_claim_names_the_closest():

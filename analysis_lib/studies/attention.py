@@ -21,8 +21,8 @@ from ..extract import NO_SENTENCES, SENTENCES_ONLY
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation, pairwise_suite
 from ..similarity.attention import head_similarity
-from . import extract_each, verdicts
-from .verdicts import Evidence, decide
+from . import extract_each
+from .wu import DISTRIBUTED, HEAD_LEVEL, METHODS
 
 
 @dataclass
@@ -133,19 +133,9 @@ def random_like(layer: AttentionLayer, seed: int = 0) -> AttentionLayer:
     return AttentionLayer(found)
 
 
-#: the chapter's methods: a measure of the library on the head-level maps (``attention``)
-#: or on each layer's (word pairs x heads) matrix (``distributed``)
-METHODS = {"JS (head)": ("attention", "attention_js"),
-           "Pearson (head)": ("attention", "attention_pearson"),
-           "Frobenius (head)": ("attention", "attention_frobenius"),
-           "SVCCA (distributed)": ("distributed", "svcca"),
-           "PWCCA (distributed)": ("distributed", "pwcca"),
-           "CKA (distributed)": ("distributed", "linear_cka")}
-
-
 def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
                     ) -> dict[str, np.ndarray]:
-    """Every method of :data:`METHODS` between every two of ``layers``: one matrix each."""
+    """Every method of :data:`~analysis_lib.studies.wu.METHODS` between every two of ``layers``: one matrix each."""
     heads = [METHODS[name][1] for name in HEAD_LEVEL]
     flat = [METHODS[name][1] for name in DISTRIBUTED]
     found = {**pairwise_suite(list(layers), measures=heads, progress=progress),
@@ -251,58 +241,3 @@ def duplicate_counts(red: pd.DataFrame, column: str = "near_duplicate") -> pd.Da
     counts = later.groupby(["model", "layer"], sort=False)[column].sum()
     table = counts.unstack("layer").astype("Int64")
     return table[sorted(table.columns)]
-
-
-#: the claims :func:`findings` answers
-CLAIM_IDS = ("wu-attention-heads",)
-#: the names of :data:`METHODS` that read the head-level maps, and those that read each
-#: layer's (word pairs x heads) matrix
-HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "attention")
-DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
-
-
-def relative_level(M: np.ndarray, table, a: str, b: str, floor: float = 0.0) -> float:
-    """Similarity across models ``a`` and ``b`` relative to within them, each above the
-    measure's ``floor``: (mean over their cross cells - floor) / (mean over different layers
-    of one model, both models' within cells - floor), the share of the within-model level
-    above chance that survives across models. A ratio of one measure with itself, so
-    measures of different scales and chance levels can be compared by it."""
-    owners = np.asarray(table.owners)
-    is_a, is_b = owners == a, owners == b
-    across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
-    within = ((is_a[:, None] & is_a[None, :]) | (is_b[:, None] & is_b[None, :])) & \
-        ~np.eye(len(owners), dtype=bool)
-    if not across.any() or not within.any():
-        return float("nan")
-    return float((M[across].mean() - floor) / (M[within].mean() - floor))
-
-
-def findings(methods: Mapping[str, np.ndarray], collection: AttentionCollection, *,
-             floors: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """Wu et al.'s localized-above-distributed claim judged by the book's verdict rule: per
-    pair of models (the pretrained ones when there are two or more), the mean of the
-    head-level methods' :func:`relative_level` minus the mean of the distributed ones',
-    each read above its own floor (``floors``: :func:`method_floors`); one value per pair,
-    a t interval over pairs. Without the floors the claim reads "not measured": a
-    head-level ratio of near-uniform heads is high for any pair."""
-    if floors is None or not set(methods) <= set(floors):
-        return verdicts.table([verdicts.not_measured(
-            "wu-attention-heads", "not measured: needs each method's floor on these "
-            "sentences (method_floors)")])
-    frame = collection.table.frame
-    trained = list(dict.fromkeys(frame.model[frame.pretrained]))
-    names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
-    head = [m for m in HEAD_LEVEL if m in methods]
-    dist = [m for m in DISTRIBUTED if m in methods]
-    values = []
-    if head and dist:
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                values.append(
-                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
-                             for m in head]) -
-                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
-                             for m in dist]))
-    evidence = [Evidence.from_values(f"{len(values)} pairs of models, above each method's "
-                                     "floor", values)] if values else []
-    return verdicts.table([decide("wu-attention-heads", evidence)])

@@ -193,3 +193,7 @@ def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Ev
         values.setdefault(task, []).append(float(single[top] - single[bottom]))
         labels[task] = f"{task}: skip L{top} - skip L{bottom}"
     return [Evidence.from_values(labels[task], v) for task, v in values.items()]
+
+
+#: the paper's claims, in the order above
+CLAIMS = PHANG.claims

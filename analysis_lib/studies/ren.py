@@ -254,3 +254,7 @@ def injection(injected: pd.DataFrame | None) -> list[Evidence]:
     return [Evidence.from_values(f"{PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
                                  wide[PROPOSED_MAP] - wide[control])
             for control in ("identity", SIMPLE_MAP) if control in wide]
+
+
+#: the paper's claims, in the order above
+CLAIMS = REN.claims

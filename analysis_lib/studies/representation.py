@@ -4,9 +4,10 @@
 their layers, on the same (optionally subsampled) word rows, with a
 :class:`~analysis_lib.layers.LayerTable` saying which layer is which.
 :func:`matrices` computes the layer x layer matrix of the whole collection for any measures;
-:func:`summary` turns one matrix into the numbers the paper's observations are about (within
-and across models, neuron against representation level, lower against higher layers, adjacent
-layers); :func:`surface_covariates` and :func:`regress_out` remove what sentence length, word
+:func:`~analysis_lib.studies.wu.summary` turns one matrix into the numbers the paper's
+observations are about (within and across models, neuron against representation level, lower
+against higher layers, adjacent layers), which :mod:`analysis_lib.studies.wu` judges;
+:func:`surface_covariates` and :func:`regress_out` remove what sentence length, word
 position and word frequency explain from every layer before any measure.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,14 +24,12 @@ import pandas as pd
 from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
-from ..models import causal_family
 from ..runtime.profile import profiled
 from ..similarity import localization as _localization
 from ..similarity import pairwise, pairwise_suite
 from ..similarity.leave_out import leave_out_matrices
-from . import claims, verdicts
 from .shared import load_model, sample_rows
-from .verdicts import Evidence, decide
+from .wu import Jackknife, PairKey, SummaryKey, summary
 
 
 @dataclass
@@ -179,143 +178,15 @@ def matrices(collection: Collection, measures: Sequence[str], *, controlled: boo
     return pairwise_suite(layers, measures=list(measures), progress=progress, **options)
 
 
-class PairKey(NamedTuple):
-    """A :func:`summary` entry about two models: ``kind`` is ``"pair"`` (every cell across
-    them) or ``"matched"`` (their layers at matching relative depth). Prints as
-    ``pair: a - b``."""
-
-    kind: str
-    a: str
-    b: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.a} - {self.b}"
-
-
-#: a key of :func:`summary`: a named group of cells (``"within_model"``) or a pair of models
-SummaryKey = str | PairKey
-
-
-def summary(M: np.ndarray, collection: Collection, models: Sequence[str] | None = None
-            ) -> dict[SummaryKey, float]:
-    """Means of one collection matrix over the cells each observation is about.
-
-    ``within_model``: different layers of one model; ``across_models``: layers of different
-    models; ``same_family`` / ``other_family``: across models of the same / a different
-    family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model (in the
-    collection's order: with ``layers_per_model``, neighbours in the sample);
-    ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
-    model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
-    ``encoder_decoder``: across two models that both read in both directions / of which one
-    reads left to right (a decoder such as GPT-2 or SmolLM2). Then, for every pair of models
-    ``a``, ``b`` (in the collection's order), two :class:`PairKey` entries:
-    ``PairKey("pair", a, b)``, across the two models (both directions), and
-    ``PairKey("matched", a, b)``, the same two models at matching relative depth only (each
-    layer of the model with fewer layers against the other's nearest layer).
-
-    ``models`` restricts every mean to the cells between layers of those models (default:
-    all), e.g. the pretrained ones.
-    """
-    cells, both = _cells(collection, models)
-    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
-            for k, mask in cells.items()}
-
-
-def _cells(collection: Collection, models: Sequence[str] | None
-           ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
-    """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
-    cells."""
-    frame = collection.table.frame
-    owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
-    chosen = list(dict.fromkeys(owners)) if models is None else list(models)
-    missing = [m for m in chosen if m not in set(owners)]
-    if missing:
-        raise ValueError(f"models {missing} are not in this collection; it holds "
-                         f"{list(dict.fromkeys(owners))}")
-    keep = np.isin(owners, chosen)
-    both = keep[:, None] & keep[None, :]
-    depth = frame["depth"].to_numpy()
-    idx = np.arange(len(owners))
-    same = owners[:, None] == owners[None, :]
-    off = ~np.eye(len(owners), dtype=bool)
-    gap = np.abs(idx[:, None] - idx[None, :])
-    low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
-    high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
-    causal = np.array([causal_family(str(f)) for f in fam], dtype=bool)
-    cells: dict[SummaryKey, np.ndarray] = {
-        "within_model": same & off,
-        "across_models": ~same,
-        "same_family": ~same & (fam[:, None] == fam[None, :]),
-        "other_family": ~same & (fam[:, None] != fam[None, :]),
-        "adjacent": same & (gap == 1),
-        "non_adjacent": same & (gap > 1),
-        "lower_across": ~same & low,
-        "higher_across": ~same & high,
-        "encoders_across": ~same & ~causal[:, None] & ~causal[None, :],
-        "encoder_decoder": ~same & (causal[:, None] != causal[None, :]),
-    }
-    for i, a in enumerate(chosen):
-        for b in chosen[i + 1:]:
-            is_a, is_b = owners == a, owners == b
-            cells[PairKey("pair", a, b)] = (is_a[:, None] & is_b[None, :]) | (
-                is_b[:, None] & is_a[None, :])
-            cells[PairKey("matched", a, b)] = _matched(depth, is_a, is_b)
-    return cells, both
-
-
-def per_model(M: np.ndarray, collection: Collection, models: Sequence[str], high: str,
-              low: str) -> dict[str, float]:
-    """Per model of ``models``: the mean of :func:`summary`'s ``high`` cells minus its
-    ``low`` cells, among the cells that involve that model (its own layers, and its layers
-    against the other models'): one value per model, for an interval over models, the
-    sample Wu et al.'s observations are about. NaN for a model with no cell of a group."""
-    cells, both = _cells(collection, models)
-    owners = collection.table.frame["model"].to_numpy()
-    out = {}
-    for model in models:
-        mine = owners == model
-        touches = both & (mine[:, None] | mine[None, :])
-        values = [M[cells[g] & touches].mean() if (cells[g] & touches).any() else np.nan
-                  for g in (high, low)]
-        out[model] = float(values[0] - values[1])
-    return out
-
-
-def named(values: Mapping) -> dict[str, float]:
-    """The entries of a :func:`summary` about groups of cells (``within_model``, ...),
-    without the per-pair ones."""
-    return {k: v for k, v in values.items() if isinstance(k, str)}
-
-
-def pair_entries(values: Mapping, kind: str = "pair") -> dict[PairKey, float]:
-    """The per-pair entries of a :func:`summary` of one kind (``"pair"`` or
-    ``"matched"``)."""
-    return {k: v for k, v in values.items() if isinstance(k, PairKey) and k.kind == kind}
-
-
-def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarray:
-    """Cells pairing each layer of the model with fewer layers (kept) with the other model's
-    layer of the nearest relative depth, both ways round (layer k with layer k when the two
-    have the same depth)."""
-    few, many = (is_a, is_b) if is_a.sum() <= is_b.sum() else (is_b, is_a)
-    rows, cols = np.flatnonzero(few), np.flatnonzero(many)
-    mask = np.zeros((len(depth), len(depth)), dtype=bool)
-    if not rows.size or not cols.size:
-        return mask
-    nearest = cols[np.abs(depth[cols][None, :] - depth[rows][:, None]).argmin(axis=1)]
-    mask[rows, nearest] = True
-    mask[nearest, rows] = True
-    return mask
-
-
 def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
                  intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]],
                  factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
                  not_learned: Sequence[str] = ()) -> pd.DataFrame:
     """One row per pair of models that differ in one factor: the mean similarity of their
     layers at matching relative depth under ``measure`` (the ``matched`` cells of
-    :func:`summary`), its interval where computed, and a flag when either model did not learn
-    (such a pair is left out of the factor's mean, not compared silently).
+    :func:`~analysis_lib.studies.wu.summary`), its interval where computed, and a flag when
+    either model did not learn (such a pair is left out of the factor's mean, not compared
+    silently).
 
     ``factors`` maps a factor's name to its pairs of model names as the collection holds
     them (e.g. ``{"seed": [("zoo:base", "zoo:seed-1")]}``).
@@ -405,7 +276,8 @@ def first_word_share(collection: Collection, top: int = 3) -> pd.DataFrame:
 def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
                intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
     """One row per pair of models, one column per measure: the mean across the two models'
-    layers (from :func:`summary`), with its interval where one was computed."""
+    layers (from :func:`~analysis_lib.studies.wu.summary`), with its interval where one was
+    computed."""
     out = {}
     for measure, values in summaries.items():
         column: dict[str, str] = {}
@@ -444,40 +316,17 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
     return {k: corr(m) for k, m in masks.items()}
 
 
-@dataclass(frozen=True)
-class Jackknife:
-    """The :func:`summary` numbers of one measure (``estimate``) and their grouped-jackknife
-    replicates (``replicates``: one row per left-out fold of sentences, one column per
-    summary key), from :func:`summary_jackknife`."""
-
-    estimate: dict[SummaryKey, float]
-    replicates: pd.DataFrame
-
-    def se(self, key: SummaryKey) -> float:
-        """The jackknife standard error of one summary number."""
-        values = self.replicates[key].to_numpy()
-        k = len(values)
-        return float(np.sqrt((k - 1) / k * np.sum((values - values.mean()) ** 2)))
-
-    def intervals(self, level: float = 0.95) -> dict[SummaryKey, tuple[float, float]]:
-        """``estimate +- z * se`` of every summary number."""
-        from scipy.stats import norm
-
-        z = norm.ppf(0.5 + level / 2)
-        return {key: (value - z * self.se(key), value + z * self.se(key))
-                for key, value in self.estimate.items()}
-
-
 @profiled("resampling", lambda measure, *a, **k: f"jackknife {measure}")
 def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
                       seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None) -> Jackknife:
-    """Every :func:`summary` number of one measure with its grouped-jackknife replicates:
-    the sentences are split at random into ``n_folds`` folds and the matrix is computed
-    with each fold left out (:func:`~analysis_lib.similarity.leave_out.leave_out_matrices`:
-    for CKA and neuronsim from per-fold moments in about the time of one matrix). Two
-    measures jackknifed with the same ``seed`` and ``n_folds`` on the same collection share
-    their folds, so a contrast of the two has replicates too.
+    """Every :func:`~analysis_lib.studies.wu.summary` number of one measure with its
+    grouped-jackknife replicates: the sentences are split at random into ``n_folds`` folds
+    and the matrix is computed with each fold left out
+    (:func:`~analysis_lib.similarity.leave_out.leave_out_matrices`: for CKA and neuronsim
+    from per-fold moments in about the time of one matrix). Two measures jackknifed with the
+    same ``seed`` and ``n_folds`` on the same collection share their folds, so a contrast of
+    the two has replicates too.
 
     Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
     raise the chance level of CKA-like measures, so the resampled values are shifted
@@ -508,135 +357,11 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
                       level: float = 0.95, seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None
                       ) -> dict[SummaryKey, tuple[float, float]]:
-    """Intervals of every :func:`summary` number of one measure: ``estimate +- z * se``
-    with the grouped-jackknife standard error of :func:`summary_jackknife`
+    """Intervals of every :func:`~analysis_lib.studies.wu.summary` number of one measure:
+    ``estimate +- z * se`` with the grouped-jackknife standard error of :func:`summary_jackknife`
     (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
     return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,
                              controlled=controlled, models=models).intervals(level)
-
-
-#: Wu et al.'s observations tested on one measure: claim id -> (higher key, lower key)
-CONTRASTS = {
-    "wu-within-model": ("within_model", "across_models"),
-    "wu-lower-layers": ("lower_across", "higher_across"),
-    "wu-adjacent": ("adjacent", "non_adjacent"),
-    "wu-family": ("encoders_across", "encoder_decoder"),
-}
-#: the claims :func:`findings` answers, in its order
-CLAIM_IDS = ("wu-within-model", "wu-neurons-differ", "wu-lower-layers", "wu-adjacent",
-             "wu-relative-depth", "wu-family")
-
-
-def _contrast(summaries, jackknives, measure, high, low) -> Evidence:
-    values = summaries.get(measure, {})
-    estimate = values.get(high, np.nan) - values.get(low, np.nan)
-    if measure not in jackknives:
-        return Evidence(measure, estimate, np.nan, note="no jackknife (n_folds < 2)")
-    reps = jackknives[measure].replicates
-    return Evidence.from_jackknife(measure, estimate, reps[high] - reps[low])
-
-
-def _relative(summaries, jackknives, rep, neuron, floors) -> Evidence:
-    """Across/within of ``rep`` minus across/within of ``neuron``, each measure's own
-    contrast read above its own floor (``(across - floor) / (within - floor)``: the share of
-    the within-model similarity above chance that survives across models), with replicates
-    when both measures were jackknifed on the same folds."""
-    unit = f"{rep} vs {neuron}, above each one's word-identity floor"
-    if rep not in summaries or neuron not in summaries or rep == neuron:
-        return Evidence(unit, np.nan, np.nan)
-
-    def ratio(values, measure):
-        floor = floors[measure]
-        return (values["across_models"] - floor) / (values["within_model"] - floor)
-
-    estimate = ratio(summaries[rep], rep) - ratio(summaries[neuron], neuron)
-    if rep not in jackknives or neuron not in jackknives or \
-            len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
-        return Evidence(unit, estimate, np.nan, note="no jackknife of both measures")
-    reps = (ratio(jackknives[rep].replicates, rep)
-            - ratio(jackknives[neuron].replicates, neuron))
-    return Evidence.from_jackknife(unit, estimate, reps)
-
-
-def _relative_depth(values: Mapping[SummaryKey, float], measure: str) -> list[Evidence]:
-    """Per pair of models, their similarity at matching relative depth minus over all their
-    cross-model cells: one value per pair, a t interval over the pairs (the models are the
-    sample; pairs share models, so the spread understates the error a little)."""
-    gaps = [values[key] - values[PairKey("pair", key.a, key.b)] for key in values
-            if isinstance(key, PairKey) and key.kind == "matched"
-            and PairKey("pair", key.a, key.b) in values]
-    if not gaps:
-        return []
-    return [Evidence.from_values(f"{measure}, {len(gaps)} pairs of models", gaps,
-                                 note="pairs share models")]
-
-
-#: the contrasts that also get a unit over models (:func:`per_model`): each model has cells
-#: of both groups
-OVER_MODELS = ("wu-within-model", "wu-lower-layers", "wu-adjacent")
-#: the claims of the chapter's later sections, each judged by its own function
-LOCALIZATION_CLAIMS = ("wu-localization-depth",)
-CORPUS_CLAIMS = ("wu-other-corpus",)
-OBJECTIVE_CLAIMS = ("wu-objective",)
-
-
-def findings(summaries: Mapping[str, Mapping[SummaryKey, float]],
-             jackknives: Mapping[str, Jackknife], measures: Sequence[str], *,
-             floors: Mapping[str, float] | None = None,
-             matrices: Mapping[str, np.ndarray] | None = None,
-             collection: Collection | None = None,
-             models: Sequence[str] | None = None) -> pd.DataFrame:
-    """Wu et al.'s five observations (:data:`CLAIM_IDS`) judged by the book's verdict rule,
-    one row per claim id, from :func:`summary` numbers (``summaries[measure]``) and the
-    jackknives of the measures that have one (without one a claim is inconclusive).
-
-    The jackknife's interval is over sentences. With ``matrices`` (measure -> collection
-    matrix), ``collection`` and ``models`` (the models the summaries are about, at least
-    three), the contrasts of :data:`OVER_MODELS` get a second unit: one value per model
-    (:func:`per_model`), a t interval over the models, the sample the observations are
-    about; the claim holds only where both units say so.
-
-    Each observation is a contrast of one measure with itself (linear CKA, or the last
-    measure given); "similar representations, different neurons" compares each measure's
-    across/within ratio above its own floor (``floors[measure]``: :func:`word_identity_floor`
-    on the compared rows), never the raw values of two measures. Without the two floors that
-    claim reads "not measured": a ratio of raw values can sit on the floor."""
-    rep = "linear_cka" if "linear_cka" in measures else measures[-1]
-    neuron = "neuronsim" if "neuronsim" in measures else measures[0]
-    floors = dict(floors or {})
-    out = []
-    for claim_id in CLAIM_IDS:
-        if claim_id == "wu-relative-depth":
-            out.append(decide(claim_id, _relative_depth(summaries.get(rep, {}), rep)))
-            continue
-        if claim_id == "wu-neurons-differ":
-            if not {rep, neuron} <= set(floors):
-                out.append(verdicts.not_measured(
-                    claim_id, f"not measured: needs the word-identity floors of {rep} and "
-                    f"{neuron} on the compared rows (a run with the layers at hand)"))
-                continue
-            evidence = _relative(summaries, jackknives, rep, neuron, floors)
-        else:
-            evidence = _contrast(summaries, jackknives, rep, *CONTRASTS[claim_id])
-        units = [evidence]
-        if claim_id in OVER_MODELS and matrices is not None and collection is not None \
-                and models is not None and len(models) >= 3 and rep in matrices:
-            values = per_model(matrices[rep], collection, models, *CONTRASTS[claim_id])
-            units.append(Evidence.from_values(
-                f"{rep}, over {len(values)} models", list(values.values()),
-                note="the models' cells against each other are shared"))
-        out.append(decide(claim_id, units))
-    return verdicts.table(out)
-
-
-def corpus_findings(agreements: Mapping[str, float], n_layers: int) -> pd.DataFrame:
-    """Wu et al. App. B.1 judged by the verdict rule: per measure, the correlation of the
-    across-model cells on two corpora (:func:`agreement`'s ``across_models``), as Fisher's
-    z with the number of layers as the sample size, against z of ``r = 0.5``."""
-    claim = claims.get(CORPUS_CLAIMS[0])
-    evidence = [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
-                for m, r in agreements.items()]
-    return verdicts.table([decide(claim, evidence)])
 
 
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
@@ -651,51 +376,6 @@ def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collectio
         frame["variant"] = variant
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
-
-
-def objective_findings(values: Mapping[SummaryKey, float], seeds: Sequence[str], other: str,
-                       measure: str = "linear_cka", not_learned: Sequence[str] = ()
-                       ) -> pd.DataFrame:
-    """``wu-objective``, Wu et al.'s family observation with one factor changed: for each
-    of ``seeds`` (models of one objective that differ only by their seed), its mean
-    similarity at matching depth (``values``: :func:`summary` of a collection holding them
-    all, ``PairKey("matched", ...)``) to the other seeds minus its similarity to ``other``
-    (the same architecture and training length, the other objective). Both terms compare
-    models of different seeds, so the seed cancels and the objective is left. One value per
-    seed, a t interval over them; "not measured" when a model did not learn."""
-    claim = OBJECTIVE_CLAIMS[0]
-    skipped = [m for m in [*seeds, other] if m in set(not_learned)]
-    if skipped:
-        return verdicts.table([verdicts.not_measured(
-            claim, f"not measured: {', '.join(skipped)} did not learn")])
-
-    def matched(a: str, b: str) -> float:
-        for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
-            if key in values:
-                return values[key]
-        raise ValueError(f"the collection holds no pair {a} - {b}")
-
-    if len(seeds) < 2:
-        return verdicts.table([verdicts.not_measured(
-            claim, "not measured: needs two seed models or more that learned (a profile "
-                   "with a zoo_set trains them)")])
-    gaps = [np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, other)
-            for s in seeds]
-    return verdicts.table([decide(claim, [Evidence.from_values(
-        f"{measure}, {len(seeds)} seed models against {other}", gaps,
-        note="the seeds' pairs are shared")])])
-
-
-def localization_findings(local: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
-    """Wu et al. Fig. 3 judged by the verdict rule: per model of ``models`` (the pretrained
-    ones), the mean localization (:func:`localization_frame`, the paper's plain score) of
-    its upper half of layers minus its lower half, with a t interval over the models."""
-    plain = local[(local.variant == "paper (plain)") & local.model.isin(list(models))]
-    gaps = [group.value[group.depth > 0.5].mean() - group.value[group.depth <= 0.5].mean()
-            for _, group in plain.groupby("model", sort=False)]
-    evidence = ([Evidence.from_values(f"{len(gaps)} models, upper - lower half", gaps)]
-                if gaps else [])
-    return verdicts.table([decide(LOCALIZATION_CLAIMS[0], evidence)])
 
 
 def random_across(M: np.ndarray, collection: Collection) -> float:

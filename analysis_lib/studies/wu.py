@@ -1,23 +1,556 @@
-"""Wu et al. 2020's claims, each beside the function that computes its evidence.
+"""Wu et al. 2020's claims, each beside the function that computes its evidence, and the
+statistics of a collection matrix they read.
 
-The fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`) tests what fine-tuning
-changes from its result ``change`` (:func:`~analysis_lib.studies.finetuning.change_frame`,
-one row per model, task, seed and layer); the domains chapter
-(:mod:`analysis_lib.studies.domains`) tests the two tasks' models against each other from
-``cross``. Claims read from runs that failed the training gate get no verdict
-(``untrained``: :func:`~analysis_lib.studies.shared.training_problems`).
+Three chapters test them, and the functions read their results by name:
+
+* the representation chapter (:mod:`analysis_lib.studies.representation`): ``summaries``
+  (per measure, :func:`summary` of the collection matrix on the pretrained models),
+  ``jackknives`` (per measure, a :class:`Jackknife` of those numbers), ``measures``,
+  ``floors`` (per measure, its word-identity floor on the compared rows), ``matrices``,
+  ``collection`` and ``models`` (for a second unit over models), ``localization``
+  (:func:`~analysis_lib.studies.representation.localization_frame`), ``agreements`` and
+  ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
+  ``zoo_control`` and ``not_learned``;
+* the attention chapter (:mod:`analysis_lib.studies.attention`): ``methods`` (per method of
+  :data:`METHODS`, its collection matrix), ``collection`` and ``floors`` (per method);
+* the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
+  (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
+  layer); the domains chapter (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read
+  from runs that failed the training gate get no verdict (``untrained``:
+  :func:`~analysis_lib.studies.shared.training_problems`).
+
+Each observation is a contrast of one measure with itself (linear CKA, or the last measure
+given); "similar representations, different neurons" compares each measure's across/within
+ratio above its own floor, never the raw values of two measures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
-from .claim import SIM, Evidence, Paper, figure
+from ..layers import LayerCollection, LayerTable
+from .claim import SIM, Evidence, NotMeasured, Paper, figure
 from .merchant import depth_drop
 
 WU = Paper("Wu")
+
+
+class PairKey(NamedTuple):
+    """A :func:`summary` entry about two models: ``kind`` is ``"pair"`` (every cell across
+    them) or ``"matched"`` (their layers at matching relative depth). Prints as
+    ``pair: a - b``."""
+
+    kind: str
+    a: str
+    b: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.a} - {self.b}"
+
+
+#: a key of :func:`summary`: a named group of cells (``"within_model"``) or a pair of models
+SummaryKey = str | PairKey
+
+
+def summary(M: np.ndarray, collection: LayerCollection, models: Sequence[str] | None = None
+            ) -> dict[SummaryKey, float]:
+    """Means of one collection matrix over the cells each observation is about.
+
+    ``within_model``: different layers of one model; ``across_models``: layers of different
+    models; ``same_family`` / ``other_family``: across models of the same / a different
+    family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model (in the
+    collection's order: with ``layers_per_model``, neighbours in the sample);
+    ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
+    model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
+    ``encoder_decoder``: across two models that both read in both directions / of which one
+    reads left to right (a decoder such as GPT-2 or SmolLM2). Then, for every pair of models
+    ``a``, ``b`` (in the collection's order), two :class:`PairKey` entries:
+    ``PairKey("pair", a, b)``, across the two models (both directions), and
+    ``PairKey("matched", a, b)``, the same two models at matching relative depth only (each
+    layer of the model with fewer layers against the other's nearest layer).
+
+    ``models`` restricts every mean to the cells between layers of those models (default:
+    all), e.g. the pretrained ones.
+    """
+    cells, both = _cells(collection, models)
+    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
+            for k, mask in cells.items()}
+
+
+def _cells(collection: LayerCollection, models: Sequence[str] | None
+           ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
+    """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
+    cells."""
+    from ..models.info import causal_family  # loads PyTorch: only where cells are computed
+
+    frame = collection.table.frame
+    owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
+    chosen = list(dict.fromkeys(owners)) if models is None else list(models)
+    missing = [m for m in chosen if m not in set(owners)]
+    if missing:
+        raise ValueError(f"models {missing} are not in this collection; it holds "
+                         f"{list(dict.fromkeys(owners))}")
+    keep = np.isin(owners, chosen)
+    both = keep[:, None] & keep[None, :]
+    depth = frame["depth"].to_numpy()
+    idx = np.arange(len(owners))
+    same = owners[:, None] == owners[None, :]
+    off = ~np.eye(len(owners), dtype=bool)
+    gap = np.abs(idx[:, None] - idx[None, :])
+    low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
+    high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
+    causal = np.array([causal_family(str(f)) for f in fam], dtype=bool)
+    cells: dict[SummaryKey, np.ndarray] = {
+        "within_model": same & off,
+        "across_models": ~same,
+        "same_family": ~same & (fam[:, None] == fam[None, :]),
+        "other_family": ~same & (fam[:, None] != fam[None, :]),
+        "adjacent": same & (gap == 1),
+        "non_adjacent": same & (gap > 1),
+        "lower_across": ~same & low,
+        "higher_across": ~same & high,
+        "encoders_across": ~same & ~causal[:, None] & ~causal[None, :],
+        "encoder_decoder": ~same & (causal[:, None] != causal[None, :]),
+    }
+    for i, a in enumerate(chosen):
+        for b in chosen[i + 1:]:
+            is_a, is_b = owners == a, owners == b
+            cells[PairKey("pair", a, b)] = (is_a[:, None] & is_b[None, :]) | (
+                is_b[:, None] & is_a[None, :])
+            cells[PairKey("matched", a, b)] = _matched(depth, is_a, is_b)
+    return cells, both
+
+
+def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarray:
+    """Cells pairing each layer of the model with fewer layers (kept) with the other model's
+    layer of the nearest relative depth, both ways round (layer k with layer k when the two
+    have the same depth)."""
+    few, many = (is_a, is_b) if is_a.sum() <= is_b.sum() else (is_b, is_a)
+    rows, cols = np.flatnonzero(few), np.flatnonzero(many)
+    mask = np.zeros((len(depth), len(depth)), dtype=bool)
+    if not rows.size or not cols.size:
+        return mask
+    nearest = cols[np.abs(depth[cols][None, :] - depth[rows][:, None]).argmin(axis=1)]
+    mask[rows, nearest] = True
+    mask[nearest, rows] = True
+    return mask
+
+
+def per_model(M: np.ndarray, collection: LayerCollection, models: Sequence[str], high: str,
+              low: str) -> dict[str, float]:
+    """Per model of ``models``: the mean of :func:`summary`'s ``high`` cells minus its
+    ``low`` cells, among the cells that involve that model (its own layers, and its layers
+    against the other models'): one value per model, for an interval over models, the
+    sample Wu et al.'s observations are about. NaN for a model with no cell of a group."""
+    cells, both = _cells(collection, models)
+    owners = collection.table.frame["model"].to_numpy()
+    out = {}
+    for model in models:
+        mine = owners == model
+        touches = both & (mine[:, None] | mine[None, :])
+        values = [M[cells[g] & touches].mean() if (cells[g] & touches).any() else np.nan
+                  for g in (high, low)]
+        out[model] = float(values[0] - values[1])
+    return out
+
+
+def named(values: Mapping) -> dict[str, float]:
+    """The entries of a :func:`summary` about groups of cells (``within_model``, ...),
+    without the per-pair ones."""
+    return {k: v for k, v in values.items() if isinstance(k, str)}
+
+
+def pair_entries(values: Mapping, kind: str = "pair") -> dict[PairKey, float]:
+    """The per-pair entries of a :func:`summary` of one kind (``"pair"`` or
+    ``"matched"``)."""
+    return {k: v for k, v in values.items() if isinstance(k, PairKey) and k.kind == kind}
+
+
+@dataclass(frozen=True)
+class Jackknife:
+    """The :func:`summary` numbers of one measure (``estimate``) and their grouped-jackknife
+    replicates (``replicates``: one row per left-out fold of sentences, one column per
+    summary key), from :func:`~analysis_lib.studies.representation.summary_jackknife`."""
+
+    estimate: dict[SummaryKey, float]
+    replicates: pd.DataFrame
+
+    def se(self, key: SummaryKey) -> float:
+        """The jackknife standard error of one summary number."""
+        values = self.replicates[key].to_numpy()
+        k = len(values)
+        return float(np.sqrt((k - 1) / k * np.sum((values - values.mean()) ** 2)))
+
+    def intervals(self, level: float = 0.95) -> dict[SummaryKey, tuple[float, float]]:
+        """``estimate +- z * se`` of every summary number."""
+        from scipy.stats import norm
+
+        z = norm.ppf(0.5 + level / 2)
+        return {key: (value - z * self.se(key), value + z * self.se(key))
+                for key, value in self.estimate.items()}
+
+
+Summaries = Mapping[str, Mapping[SummaryKey, float]]
+
+
+def _rep(measures: Sequence[str]) -> str:
+    """The representation-level measure the observations are read on: linear CKA, or the
+    last measure given."""
+    return "linear_cka" if "linear_cka" in measures else measures[-1]
+
+
+def _contrast(summaries: Summaries, jackknives: Mapping[str, Jackknife], measure: str,
+              high: str, low: str) -> Evidence:
+    """``high`` minus ``low`` cells of one measure, with its jackknife interval over folds
+    of sentences."""
+    values = summaries.get(measure, {})
+    estimate = values.get(high, np.nan) - values.get(low, np.nan)
+    if measure not in jackknives:
+        return Evidence(measure, estimate, np.nan, note="no jackknife (n_folds < 2)")
+    reps = jackknives[measure].replicates
+    return Evidence.from_jackknife(measure, estimate, reps[high] - reps[low])
+
+
+def _contrast_units(high: str, low: str, summaries: Summaries | None,
+                    jackknives: Mapping[str, Jackknife] | None, measures: Sequence[str] | None,
+                    matrices: Mapping[str, np.ndarray] | None = None,
+                    collection: LayerCollection | None = None,
+                    models: Sequence[str] | None = None) -> list[Evidence]:
+    """The contrast over sentences (:func:`_contrast`) and, given the collection's
+    ``matrices`` and at least three ``models``, a second unit: the contrast per model
+    (:func:`per_model`) with its t interval over the models, the sample the observations
+    are about."""
+    if summaries is None or not measures:
+        return []
+    rep = _rep(measures)
+    units = [_contrast(summaries, jackknives or {}, rep, high, low)]
+    if matrices is not None and collection is not None and models is not None \
+            and len(models) >= 3 and rep in matrices:
+        values = per_model(matrices[rep], collection, models, high, low)
+        units.append(Evidence.from_values(
+            f"{rep}, over {len(values)} models", list(values.values()),
+            note="the models' cells against each other are shared"))
+    return units
+
+
+@WU.claim("wu-within-model", "§5.1, Fig. 1",
+    "layers of one model are more similar to each other than to other models' layers",
+    "yes, under every measure",
+    "mean linear CKA within a model minus across models (pretrained models)",
+    "greater", 0.02, SIM,
+    control=("condition", "layers of the other models: across-model CKA"),
+    paper_effect=figure("Fig. 1"),
+    chapter="representation")
+def within_model(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
+                 measures: Sequence[str] | None, matrices: Mapping[str, np.ndarray] | None,
+                 collection: LayerCollection | None, models: Sequence[str] | None
+                 ) -> list[Evidence]:
+    """Within-model minus across-model cells, over sentences and over models."""
+    return _contrast_units("within_model", "across_models", summaries, jackknives, measures,
+                           matrices, collection, models)
+
+
+@WU.claim("wu-neurons-differ", "§5.1, Fig. 1-2",
+    "across models, representations are similar while single neurons are not",
+    "representation-level measures high across models, neuronsim low",
+    "each measure's own contrast above its own floor: (across - floor) / (within - "
+    "floor) for linear CKA minus the same for neuronsim (a ratio of one measure with "
+    "itself, so the two scales never meet)",
+    "greater", 0.05,
+    "a 0.05 difference of ratios is a 5% shift of the across-model level relative to "
+    "the within-model level; less is within the spread of either ratio",
+    control=("floor", "each measure's word-identity floor on the compared rows "
+                     "(two unrelated random codes of the word forms), subtracted "
+                     "from both levels"),
+    paper_effect=figure("Figs. 1-2"),
+    chapter="representation")
+def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
+                   measures: Sequence[str] | None, floors: Mapping[str, float] | None
+                   ) -> list[Evidence]:
+    """Across/within of the representation-level measure minus across/within of
+    neuronsim, each measure's own contrast read above its own floor (``(across - floor) /
+    (within - floor)``: the share of the within-model similarity above chance that survives
+    across models), with replicates when both measures were jackknifed on the same folds.
+    Without the two floors (``floors``:
+    :func:`~analysis_lib.studies.representation.word_identity_floor` on the compared rows)
+    the claim is not measured: a ratio of raw values can sit on the floor."""
+    if summaries is None or not measures:
+        return []
+    rep = _rep(measures)
+    neuron = "neuronsim" if "neuronsim" in measures else measures[0]
+    floors = dict(floors or {})
+    if not {rep, neuron} <= set(floors):
+        raise NotMeasured(f"not measured: needs the word-identity floors of {rep} and {neuron} "
+                          "on the compared rows (a run with the layers at hand)")
+    jackknives = jackknives or {}
+    unit = f"{rep} vs {neuron}, above each one's word-identity floor"
+    if rep not in summaries or neuron not in summaries or rep == neuron:
+        return [Evidence(unit, np.nan, np.nan)]
+
+    def ratio(values, measure):
+        floor = floors[measure]
+        return (values["across_models"] - floor) / (values["within_model"] - floor)
+
+    estimate = ratio(summaries[rep], rep) - ratio(summaries[neuron], neuron)
+    if rep not in jackknives or neuron not in jackknives or \
+            len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
+        return [Evidence(unit, estimate, np.nan, note="no jackknife of both measures")]
+    reps = (ratio(jackknives[rep].replicates, rep)
+            - ratio(jackknives[neuron].replicates, neuron))
+    return [Evidence.from_jackknife(unit, estimate, reps)]
+
+
+@WU.claim("wu-lower-layers", "§5.1, Fig. 1",
+    "lower layers are more similar across models than higher layers",
+    "yes", "mean linear CKA across models, lower half of each model's layers minus "
+           "upper half", "greater", 0.02, SIM,
+    control=("condition", "the upper half of the same models' layers"),
+    paper_effect=figure("Fig. 1"),
+    chapter="representation")
+def lower_layers(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
+                 measures: Sequence[str] | None, matrices: Mapping[str, np.ndarray] | None,
+                 collection: LayerCollection | None, models: Sequence[str] | None
+                 ) -> list[Evidence]:
+    """Lower-half minus upper-half cells across models, over sentences and over models."""
+    return _contrast_units("lower_across", "higher_across", summaries, jackknives, measures,
+                           matrices, collection, models)
+
+
+@WU.claim("wu-adjacent", "§5.1, Fig. 1",
+    "adjacent layers of a model are the most similar",
+    "yes", "mean linear CKA of neighbouring layers minus that of layers further apart",
+    "greater", 0.02, SIM,
+    control=("condition", "layers of the same model further apart"),
+    paper_effect=figure("Fig. 1"),
+    chapter="representation")
+def adjacent(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
+             measures: Sequence[str] | None, matrices: Mapping[str, np.ndarray] | None,
+             collection: LayerCollection | None, models: Sequence[str] | None
+             ) -> list[Evidence]:
+    """Neighbouring minus other layers of one model, over sentences and over models."""
+    return _contrast_units("adjacent", "non_adjacent", summaries, jackknives, measures,
+                           matrices, collection, models)
+
+
+@WU.claim("wu-relative-depth", "§5.1, Fig. 1",
+    "across models, layers at the same relative depth are the most alike",
+    "yes: a bright band along each across-model block's diagonal",
+    "per pair of models: mean linear CKA of their layers at matching relative depth "
+    "minus over all their cross-model cells; t interval over the pairs of models",
+    "greater", 0.02, SIM,
+    control=("condition", "every cross-model cell of the same pair of models"),
+    paper_effect=figure("Fig. 1"),
+    chapter="representation")
+def relative_depth(summaries: Summaries | None, measures: Sequence[str] | None
+                   ) -> list[Evidence]:
+    """Per pair of models, their similarity at matching relative depth minus over all their
+    cross-model cells: one value per pair, a t interval over the pairs (the models are the
+    sample; pairs share models, so the spread understates the error a little)."""
+    if summaries is None or not measures:
+        return []
+    rep = _rep(measures)
+    values = summaries.get(rep, {})
+    gaps = [values[key] - values[PairKey("pair", key.a, key.b)] for key in values
+            if isinstance(key, PairKey) and key.kind == "matched"
+            and PairKey("pair", key.a, key.b) in values]
+    if not gaps:
+        return []
+    return [Evidence.from_values(f"{rep}, {len(gaps)} pairs of models", gaps,
+                                 note="pairs share models")]
+
+
+@WU.claim("wu-localization-depth", "§5.1, Fig. 3",
+    "higher layers have more localized representations than lower layers",
+    "yes: the localization score mostly increases with depth in every model",
+    "per pretrained model: mean localization (neuronsim minus SVCCA means, the paper's "
+    "plain score) of its upper half of layers minus its lower half; t interval over "
+    "the models",
+    "greater", 0.02, SIM,
+    control=("condition", "the lower half of the same model's layers"),
+    paper_effect=figure("Fig. 3"),
+    chapter="representation")
+def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] | None
+                       ) -> list[Evidence]:
+    """Per model of ``models`` (the pretrained ones), the mean localization (the paper's
+    plain score, :func:`~analysis_lib.studies.representation.localization_frame`) of its
+    upper half of layers minus its lower half, with a t interval over the models."""
+    if localization is None:
+        raise NotMeasured("not measured: localization needs neuronsim and svcca among the "
+                          "measures")
+    chosen = list(models) if models is not None else list(localization.model.unique())
+    plain = localization[(localization.variant == "paper (plain)")
+                         & localization.model.isin(chosen)]
+    gaps = [group.value[group.depth > 0.5].mean() - group.value[group.depth <= 0.5].mean()
+            for _, group in plain.groupby("model", sort=False)]
+    return [Evidence.from_values(f"{len(gaps)} models, upper - lower half", gaps)] \
+        if gaps else []
+
+
+@WU.claim("wu-family", "§5.1, Fig. 2",
+    "models of one family (architecture and objective) are more similar",
+    "yes: within-family more similar; the objective matters",
+    "mean linear CKA across two bidirectional encoders minus across an encoder and a "
+    "left-to-right decoder", "greater", 0.02, SIM,
+    control=("condition", "an encoder against a left-to-right decoder (architecture and "
+                         "objective differ at once)"),
+    paper_effect=figure("Fig. 2"),
+    chapter="representation")
+def family(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
+           measures: Sequence[str] | None) -> list[Evidence]:
+    """Across two encoders minus across an encoder and a decoder, over sentences."""
+    return _contrast_units("encoders_across", "encoder_decoder", summaries, jackknives,
+                           measures)
+
+
+@WU.claim("wu-objective", "§5.1, Fig. 2",
+    "the objective alone matters: models of one architecture trained with another "
+    "objective are less alike than models that differ only by seed",
+    "yes: within-family more similar; the objective matters",
+    "per masked-LM seed model of the zoo: mean linear CKA at matching depth to the "
+    "other seeds minus to the causal LM of the same architecture and training length, "
+    "over the seed models", "greater", 0.02, SIM,
+    control=("condition", "pairs that differ only by the pretraining seed (one factor: "
+                          "the objective)"),
+    paper_effect=figure("Fig. 2"),
+    chapter="representation")
+def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequence[str] | None,
+              zoo_control: str | None, not_learned: Sequence[str] | None,
+              measures: Sequence[str] | None) -> list[Evidence]:
+    """Wu et al.'s family observation with one factor changed: for each of ``zoo_seeds``
+    (models of one objective that differ only by their seed), its mean similarity at
+    matching depth (``zoo_summary``: :func:`summary` of a collection holding them all,
+    ``PairKey("matched", ...)``) to the other seeds minus its similarity to ``zoo_control``
+    (the same architecture and training length, the other objective). Both terms compare
+    models of different seeds, so the seed cancels and the objective is left. One value per
+    seed, a t interval over them; not measured when a model did not learn."""
+    if zoo_summary is None or zoo_control is None:
+        raise NotMeasured("not measured: no zoo in this run (zoo_set is empty, or the word "
+                          "arrays are elsewhere)")
+    seeds = list(zoo_seeds or [])
+    skipped = [m for m in [*seeds, zoo_control] if m in set(not_learned or ())]
+    if skipped:
+        raise NotMeasured(f"not measured: {', '.join(skipped)} did not learn")
+    if len(seeds) < 2:
+        raise NotMeasured("not measured: needs two seed models or more that learned (a "
+                          "profile with a zoo_set trains them)")
+
+    def matched(a: str, b: str) -> float:
+        for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
+            if key in zoo_summary:
+                return zoo_summary[key]
+        raise ValueError(f"the collection holds no pair {a} - {b}")
+
+    gaps = [np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, zoo_control)
+            for s in seeds]
+    rep = _rep(measures) if measures else "linear_cka"
+    return [Evidence.from_values(f"{rep}, {len(seeds)} seed models against {zoo_control}",
+                                 gaps, note="the seeds' pairs are shared")]
+
+
+@WU.claim("wu-other-corpus", "App. B.1",
+    "the similarity patterns hold on another corpus",
+    "yes: the same patterns on other corpora",
+    "Pearson r of the across-model cells computed on two corpora, as Fisher z with "
+    "the number of layers as the sample size (cells share layers)",
+    "greater", 0.5,
+    "r = 0.5 (z = 0.55) means the second corpus reproduces a quarter of the "
+    "pattern's variance; less would not be 'the same pattern'",
+    control=("baseline", "no agreement between the corpora (r = 0)"), fisher_z=True,
+    paper_effect=("App. B.1 calls the two corpora's heatmaps 'highly similar' (Figs. 8 and "
+                  "9); no correlation is reported"),
+    chapter="representation")
+def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None
+                 ) -> list[Evidence]:
+    """Per measure, the correlation of the across-model cells on two corpora
+    (``agreements``: :func:`~analysis_lib.studies.representation.agreement`'s
+    ``across_models``), as Fisher's z with the number of layers (``n_layers``, of the second
+    corpus's collection) as the sample size."""
+    if agreements is None or n_layers is None:
+        raise NotMeasured("not measured: the second corpus needs the word arrays on this "
+                          "machine (a run read from a sweep table has none)")
+    return [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
+            for m, r in agreements.items()]
+
+
+#: the attention chapter's methods: a measure of the library on the head-level maps
+#: (``attention``) or on each layer's (word pairs x heads) matrix (``distributed``)
+METHODS = {"JS (head)": ("attention", "attention_js"),
+           "Pearson (head)": ("attention", "attention_pearson"),
+           "Frobenius (head)": ("attention", "attention_frobenius"),
+           "SVCCA (distributed)": ("distributed", "svcca"),
+           "PWCCA (distributed)": ("distributed", "pwcca"),
+           "CKA (distributed)": ("distributed", "linear_cka")}
+#: the names of :data:`METHODS` that read the head-level maps, and those that read each
+#: layer's (word pairs x heads) matrix
+HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "attention")
+DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
+
+
+def relative_level(M: np.ndarray, table: LayerTable, a: str, b: str, floor: float = 0.0
+                   ) -> float:
+    """Similarity across models ``a`` and ``b`` relative to within them, each above the
+    measure's ``floor``: (mean over their cross cells - floor) / (mean over different layers
+    of one model, both models' within cells - floor), the share of the within-model level
+    above chance that survives across models. A ratio of one measure with itself, so
+    measures of different scales and chance levels can be compared by it."""
+    owners = np.asarray(table.owners)
+    is_a, is_b = owners == a, owners == b
+    across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
+    within = ((is_a[:, None] & is_a[None, :]) | (is_b[:, None] & is_b[None, :])) & \
+        ~np.eye(len(owners), dtype=bool)
+    if not across.any() or not within.any():
+        return float("nan")
+    return float((M[across].mean() - floor) / (M[within].mean() - floor))
+
+
+@WU.claim("wu-attention-heads", "§5.2, Fig. 4",
+    "attention is more similar across models head by head than as a whole "
+    "(localized above distributed)",
+    "yes: head-level similarity across models higher than distributed",
+    "each measure's own contrast above its own floor: (across - floor) / (within - "
+    "floor) of the head-level measures minus that of the distributed ones, one value "
+    "per pair of models",
+    "greater", 0.05,
+    "as for neurons against representations: a 5% shift of relative level",
+    control=("floor", "each method's value between two unrelated random attention "
+                     "layers on the same sentences, subtracted from both levels"),
+    paper_effect=figure("Fig. 4"),
+    chapter="attention")
+def attention_heads(methods: Mapping[str, np.ndarray] | None,
+                    collection: LayerCollection | None, floors: Mapping[str, float] | None
+                    ) -> list[Evidence]:
+    """Per pair of models (the pretrained ones when there are two or more), the mean of the
+    head-level methods' :func:`relative_level` minus the mean of the distributed ones', each
+    read above its own floor (``floors``:
+    :func:`~analysis_lib.studies.attention.method_floors`); one value per pair, a t
+    interval over pairs. Without the floors the claim is not measured: a head-level ratio of
+    near-uniform heads is high for any pair."""
+    if methods is None or collection is None:
+        return []
+    if floors is None or not set(methods) <= set(floors):
+        raise NotMeasured("not measured: needs each method's floor on these sentences "
+                          "(method_floors)")
+    frame = collection.table.frame
+    trained = list(dict.fromkeys(frame.model[frame.pretrained]))
+    names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
+    head = [m for m in HEAD_LEVEL if m in methods]
+    dist = [m for m in DISTRIBUTED if m in methods]
+    values = []
+    if head and dist:
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                values.append(
+                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
+                             for m in head]) -
+                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
+                             for m in dist]))
+    return [Evidence.from_values(f"{len(values)} pairs of models, above each method's "
+                                 "floor", values)] if values else []
 
 
 @WU.claim("wu-ft-top-change", "§6, Fig. 5-6",
@@ -86,3 +619,7 @@ def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None) -> lis
             out.append(Evidence.from_values(f"{model}, {task} and {other} models on {task}'s "
                                             f"words (L1 - L{top})", wide[1] - wide[top]))
     return out
+
+
+#: the paper's claims, in the order above
+CLAIMS = WU.claims
