@@ -12,7 +12,7 @@ import pytest
 
 from analysis_lib.__main__ import main
 from analysis_lib.book import findings
-from analysis_lib.studies import claims, verdicts
+from analysis_lib.studies import claims, tables, verdicts
 from analysis_lib.studies.verdicts import Evidence, decide
 
 
@@ -37,8 +37,8 @@ def _executed(tmp_path, name, *tables):
 
 
 def test_the_scorecard_lists_every_claim_with_its_chapters_verdict(tmp_path):
-    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
-    domain = verdicts.table([verdicts.not_measured("merchant-domain", "not measured: why")])
+    blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    domain = tables.table([verdicts.not_measured("merchant-domain", "not measured: why")])
     first = _executed(tmp_path, "finetuning", blocks)
     second = _executed(tmp_path, "domains", domain)
     table = findings.collect([first, second])
@@ -64,7 +64,7 @@ def test_the_scorecard_lists_every_claim_with_its_chapters_verdict(tmp_path):
 
 
 def test_an_undecided_verdict_on_the_page_says_how_it_was_reached(tmp_path):
-    skip = verdicts.table([decide("phang-skip-bottom", [Evidence("m, a", -0.01, 0.05),
+    skip = tables.table([decide("phang-skip-bottom", [Evidence("m, a", -0.01, 0.05),
                                                         Evidence("m, b", -0.02, 0.05)])])
     table = findings.collect([_executed(tmp_path, "truncation", skip)])
     row = table.set_index("claim id").loc["phang-skip-bottom"]
@@ -84,7 +84,7 @@ def test_a_notebook_without_records_adds_nothing(tmp_path):
 
 
 def test_the_command_prints_the_scorecard(tmp_path, capsys):
-    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
     _executed(tmp_path, "finetuning", blocks)
     assert main(["findings", "--profile", "smoke", "--executed", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_the_profiles_table_sets_every_built_profile_side_by_side(tmp_path):
     for name, value in (("default", 0.3), ("larger", -0.3)):
         folder = tmp_path / name
         folder.mkdir()
-        table = verdicts.table([decide("phang-blocks", [Evidence("m, t", value, 0.01)])])
+        table = tables.table([decide("phang-blocks", [Evidence("m, t", value, 0.01)])])
         path = _executed(folder, "finetuning", table)
         findings.write(folder, findings.collect([path]))
     text = findings.profiles_table(tmp_path)
@@ -150,7 +150,7 @@ def test_the_running_page_rate_table_is_read_from_the_cache(monkeypatch):
 
 
 def _holds(claim_id):
-    return verdicts.table([decide(claim_id, [Evidence("m, t", 0.3, 0.01)])])
+    return tables.table([decide(claim_id, [Evidence("m, t", 0.3, 0.01)])])
 
 
 @pytest.mark.parametrize("damage, why", [
@@ -199,7 +199,7 @@ def test_a_failed_or_unfinished_notebook_is_not_read_as_finished(tmp_path):
 
 def test_a_leftover_of_a_stopped_build_never_replaces_the_finished_chapter(tmp_path):
     finished = _executed(tmp_path, "finetuning", _holds("phang-blocks"))
-    opposite = verdicts.table([decide("phang-blocks", [Evidence("m, t", -0.3, 0.01)])])
+    opposite = tables.table([decide("phang-blocks", [Evidence("m, t", -0.3, 0.01)])])
     leftover = _executed(tmp_path, "x", opposite).rename(
         tmp_path / ".finetuning.running.ipynb")
     paths = sorted(tmp_path.glob("*.ipynb"))
@@ -236,7 +236,7 @@ def test_a_damaged_findings_csv_is_named_not_a_traceback(tmp_path):
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_command_prints_csv_markdown_and_a_table_that_fits_the_terminal(tmp_path, capsys,
                                                                            width):
-    blocks = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01),
+    blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01),
                                                      Evidence("m, u", 0.2, 0.01)])])
     _executed(tmp_path, "finetuning", blocks)
     assert main(["findings", "--executed", str(tmp_path), "--width", str(width)]) == 0

@@ -55,9 +55,9 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
     steps = result.record["history"][-1]["steps"]
     assert len(curve) == min(20, steps) and curve[-1]["step"] == steps
     assert curve[-1]["train_loss"] < curve[0]["train_loss"]
-    from analysis_lib.studies import verdicts
+    from analysis_lib.studies import training_gate
 
-    assert verdicts.training_problem(result.record) == ""
+    assert training_gate.training_problem(result.record) == ""
 
 
 def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):

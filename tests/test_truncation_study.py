@@ -9,7 +9,7 @@ import torch
 from analysis_lib import extract, models
 from analysis_lib.book import prose
 from analysis_lib.data import corpora, tasks
-from analysis_lib.studies import claims, verdicts
+from analysis_lib.studies import causes, claims, verdicts
 from analysis_lib.studies import truncation as study
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
@@ -193,12 +193,12 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     change = study.depth_change(table)
     assert change.verdict_before.tolist() == ["opposite"]
     assert change.verdict_after.tolist() == ["equivalent"]
-    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
+    assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
     deep = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1,
                                           layers=12))
     assert deep[deep.phang_share].dropped.tolist() == [2]
     change = study.depth_change(deep)  # 2 of 12 is both the claim's and the paper's share
-    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == \
+    assert causes.setting_cause(change.verdict_before, change.verdict_after) == \
         "not the cause"
     assert study.depth_change(deep.iloc[:0]).empty
 
@@ -336,9 +336,9 @@ def test_the_pooling_change_names_the_first_token_the_cause_where_only_it_collap
     assert by_pooling.layer.tolist() == [4, 4]
     change = study.pooling_change(by_pooling)
     assert change.before.item() == pytest.approx(0.3, abs=0.01)
-    assert verdicts.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
+    assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
     both = study.pooling_change(study.untuned_by_pooling(planted(0.3, 0.25)))
-    assert verdicts.setting_cause(both.verdict_before, both.verdict_after) == "not the cause"
+    assert causes.setting_cause(both.verdict_before, both.verdict_after) == "not the cause"
 
 
 def _longer(by_depth, steps=500):
@@ -354,7 +354,7 @@ def test_the_schedule_change_names_what_training_length_did():
         change = study.schedule_change(before, _longer(after))
         assert change.unit.tolist() == [", ".join(k) for k in
                                         before[["model", "task"]].drop_duplicates().values]
-        return verdicts.setting_cause(change.verdict_before, change.verdict_after)
+        return causes.setting_cause(change.verdict_before, change.verdict_after)
 
     change = study.schedule_change(short, _longer(shows))
     assert change.before.iloc[0] == pytest.approx(0.3, abs=0.01)  # two dropped layers

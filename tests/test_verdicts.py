@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib.studies import causes, claims, tables, training_gate, verdicts
 from analysis_lib.studies import claim as records
-from analysis_lib.studies import claims, verdicts
 from analysis_lib.studies.verdicts import Evidence, decide
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def test_every_claim_names_its_control_and_the_findings_show_it():
     for claim in claims.CLAIMS.values():
         kind, what = claim.control
         assert kind in records.CONTROL_KINDS and len(what) > 10, claim.id
-    found = verdicts.table([decide("ren-inn-real", [Evidence("u", 0.1, 0.01)])])
+    found = tables.table([decide("ren-inn-real", [Evidence("u", 0.1, 0.01)])])
     assert found.loc["ren-inn-real", "control"].startswith("baseline: ridge")
     with pytest.raises(ValueError, match="control must name its kind"):
         records.Claim("x", "Wu", "", "", "", "", "greater", 0.1, "")
@@ -146,7 +146,7 @@ def test_units_that_disagree_are_mixed_unless_none_contradicts(estimates, outcom
     assert v.outcome == outcome, v.units.outcome.tolist()
     if outcome == "mixed":
         assert "units disagree" in v.reason and " in 1" in v.reason
-    assert outcome in verdicts.VERDICTS
+    assert outcome in records.VERDICTS
 
 
 def test_an_undecided_claim_says_how_many_estimates_run_against_the_paper():
@@ -266,27 +266,27 @@ def test_permutation_floor_is_below_the_adjusted_level():
 
 def test_findings_table_is_keyed_by_claim_id():
     c = claims.get("wu-adjacent")
-    frame = verdicts.table([decide(c, [Evidence("m", 0.3, 0.01)])])
+    frame = tables.table([decide(c, [Evidence("m", 0.3, 0.01)])])
     assert list(frame.index) == ["wu-adjacent"]
-    assert verdicts.outcome_of(frame, "wu-adjacent") == "holds"
+    assert tables.outcome_of(frame, "wu-adjacent") == "holds"
     with pytest.raises(KeyError, match="holds no claim"):
-        verdicts.outcome_of(frame, "wu-family")
+        tables.outcome_of(frame, "wu-family")
     assert isinstance(frame, pd.DataFrame)
 
 
 
 def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
-    short = verdicts.table([verdicts.decide("phang-untuned", [
+    short = tables.table([verdicts.decide("phang-untuned", [
         verdicts.Evidence.from_values("t", [0.30, 0.31, 0.29])])])
-    longer = verdicts.table([verdicts.decide("phang-untuned", [
+    longer = tables.table([verdicts.decide("phang-untuned", [
         verdicts.Evidence.from_values("t", [0.001, -0.001, 0.0])])])
-    both = verdicts.side_by_side({"default": short, "larger": longer}, ["phang-untuned"])
+    both = tables.side_by_side({"default": short, "larger": longer}, ["phang-untuned"])
     assert both.loc["phang-untuned", "default: verdict"] == "opposite"
     assert both.loc["phang-untuned", "larger: verdict"] == "equivalent"
     assert both.loc["phang-untuned", "larger: shows"] == longer.loc["phang-untuned",
                                                                    "what this run shows"]
     with pytest.raises(KeyError, match="holds no claim 'phang-tuned'"):
-        verdicts.side_by_side({"default": short}, ["phang-tuned"])
+        tables.side_by_side({"default": short}, ["phang-tuned"])
 
 
 @pytest.mark.parametrize("before, after, cause", [
@@ -310,25 +310,25 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
     (["not measured"], ["not measured"], "no contradiction"),
 ])
 def test_a_setting_is_named_the_cause_only_where_the_verdicts_move(before, after, cause):
-    assert verdicts.setting_cause(before, after) == cause
-    assert cause in verdicts.CAUSES
+    assert causes.setting_cause(before, after) == cause
+    assert cause in causes.CAUSES
 
 
 def test_setting_cause_reads_verdicts_and_refuses_anything_else():
     # an unchanged verdict never names the setting as the cause
-    for outcome in verdicts.OUTCOMES:
-        assert verdicts.setting_cause([outcome], [outcome]) not in ("the cause", "a cause")
+    for outcome in records.OUTCOMES:
+        assert causes.setting_cause([outcome], [outcome]) not in ("the cause", "a cause")
     with pytest.raises(ValueError, match="'0.3' is not a verdict"):
-        verdicts.setting_cause(["holds"], [0.3])
+        causes.setting_cause(["holds"], [0.3])
     with pytest.raises(ValueError, match="at least one verdict"):
-        verdicts.setting_cause([], ["holds"])
+        causes.setting_cause([], ["holds"])
 
 
 def test_claim_change_and_its_sentence_quote_both_settings():
     from analysis_lib.book import prose
 
     def found(values):
-        return verdicts.table([verdicts.decide("merchant-truncate", [
+        return tables.table([verdicts.decide("merchant-truncate", [
             verdicts.Evidence.from_values("3 of 6 layers kept", values)])])
 
     opposite = found([0.15, 0.16, 0.14])
@@ -339,7 +339,7 @@ def test_claim_change_and_its_sentence_quote_both_settings():
         ("opposite", "equivalent", "inconclusive")
 
     def said(before, after):
-        return prose.cause_sentence(verdicts.claim_change(before, after, "merchant-truncate"),
+        return prose.cause_sentence(causes.claim_change(before, after, "merchant-truncate"),
                                     factor="the short schedule", varied="the longer schedule")
 
     text = said(opposite, shown)
@@ -350,7 +350,7 @@ def test_claim_change_and_its_sentence_quote_both_settings():
     assert "not the cause" in said(shown, opposite)
     assert "no cause to name" in said(unclear, unclear)
     with pytest.raises(KeyError, match="holds no claim"):
-        verdicts.claim_change(opposite.drop("merchant-truncate"), shown, "merchant-truncate")
+        causes.claim_change(opposite.drop("merchant-truncate"), shown, "merchant-truncate")
 
 
 def test_changes_match_units_and_an_empty_change_is_not_measured():
@@ -361,14 +361,14 @@ def test_changes_match_units_and_an_empty_change_is_not_measured():
     after = pd.DataFrame({"task": ["b", "a", "c"], "x": [0.0, 0.01, 0.5],
                           "low": [-0.01, 0.0, 0.4], "high": [0.01, 0.02, 0.6],
                           "verdict": ["equivalent", "equivalent", "opposite"]})
-    change = verdicts.changes(before, after, ["task"], "x")
+    change = causes.changes(before, after, ["task"], "x")
     assert change.unit.tolist() == ["a", "b"]  # c is judged on one side only
     assert change.before.tolist() == [0.3, 0.2] and change.after.tolist() == [0.01, 0.0]
     assert change.low.tolist() == [0.0, -0.01]
     text = prose.cause_sentence(change, factor="depth", varied="more depth")
     assert "a: +0.010 [+0.000, +0.020], equivalent (as the page has it: +0.300" in text
     assert text.endswith("so depth is the cause.")
-    empty = verdicts.changes(before.iloc[:0], after, ["task"], "x")
+    empty = causes.changes(before.iloc[:0], after, ["task"], "x")
     assert empty.empty and "not measured" in prose.cause_sentence(empty, factor="depth",
                                                                    varied="more depth")
 
@@ -379,27 +379,27 @@ def _record(accuracy, majority, losses):
 
 
 def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not():
-    assert verdicts.training_problem(_record(0.80, 0.40, [1.1, 0.9, 0.5])) == ""
+    assert training_gate.training_problem(_record(0.80, 0.40, [1.1, 0.9, 0.5])) == ""
     # the truncation page's cut models: loss from 1.064 to 1.031, accuracy at the majority
-    said = verdicts.training_problem(_record(0.41, 0.40, [1.064, 1.05, 1.031]))
+    said = training_gate.training_problem(_record(0.41, 0.40, [1.064, 1.05, 1.031]))
     assert "validation accuracy 0.410 is not 0.02 above the majority baseline 0.400" in said
     assert "training loss went from 1.064 to 1.031, less than a 10% drop" in said
     # each half of the rule alone
-    assert "majority" in verdicts.training_problem(_record(0.41, 0.40, [1.1, 0.5]))
-    only_loss = verdicts.training_problem(_record(0.90, 0.40, [0.50, 0.48]))
+    assert "majority" in training_gate.training_problem(_record(0.41, 0.40, [1.1, 0.5]))
+    only_loss = training_gate.training_problem(_record(0.90, 0.40, [0.50, 0.48]))
     assert "loss" in only_loss and "majority" not in only_loss
     # at the margins: 0.02 above the majority and a 10% drop pass
-    assert verdicts.training_problem(_record(0.52, 0.50, [1.0, 0.9])) == ""
+    assert training_gate.training_problem(_record(0.52, 0.50, [1.0, 0.9])) == ""
     # an older record without a loss curve falls back on its per-epoch losses
     old = {"history": [{"train_loss": 1.0}, {"train_loss": 0.99}]}
-    assert "1.000 to 0.990" in verdicts.training_problem(old)
-    found = verdicts.table([verdicts.untrained("merchant-truncate", {"seed 0": said})])
-    assert found.loc["merchant-truncate", "verdict"] == verdicts.NOT_MEASURED
+    assert "1.000 to 0.990" in training_gate.training_problem(old)
+    found = tables.table([verdicts.untrained("merchant-truncate", {"seed 0": said})])
+    assert found.loc["merchant-truncate", "verdict"] == records.NOT_MEASURED
     assert found.loc["merchant-truncate", "what this run shows"].startswith(
         "not measured: did not train (seed 0: validation accuracy")
     # a claim not measured names no cause either way
-    assert verdicts.setting_cause(["not measured"], ["opposite"]) == "not the cause"
-    assert verdicts.setting_cause(["opposite"], ["not measured"]) == "a cause"
+    assert causes.setting_cause(["not measured"], ["opposite"]) == "not the cause"
+    assert causes.setting_cause(["opposite"], ["not measured"]) == "a cause"
 
 
 @pytest.mark.parametrize("record, why", [
@@ -417,19 +417,22 @@ def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not(
     ({"history": [{"train_loss": 1.0}, {"train_loss": 0.5}]}, "no validation accuracy"),
 ])
 def test_the_training_gate_passes_only_on_evidence_that_the_run_trained(record, why):
-    assert why in verdicts.training_problem(record)
+    assert why in training_gate.training_problem(record)
 
 
-def test_the_gate_takes_the_verdicts_of_claims_read_from_runs_that_did_not_train():
-    found = verdicts.table([decide("phang-blocks", [Evidence("u", 0.5, 0.01)]),
-                            decide("phang-ft-orig", [Evidence("u", 0.5, 0.01)])])
-    assert verdicts.gate(found, {}, ["phang-blocks"]) is found  # every run trained
-    gated = verdicts.gate(found, {"m, t, seed 1": "loss flat"}, ["phang-blocks", "nope"])
-    assert gated.loc["phang-blocks", "verdict"] == "not measured"
-    assert "m, t, seed 1: loss flat" in gated.loc["phang-blocks", "what this run shows"]
-    assert gated.loc["phang-ft-orig", "verdict"] == "holds"  # not read from those runs
-    assert found.loc["phang-blocks", "verdict"] == "holds"  # the input is left as it was
-    assert list(gated.columns) == list(found.columns)
+def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():
+    """The fine-tuning chapter's grid claims read the grid's runs (gated by ``untrained``);
+    its freezing claims read their own runs, which the gate leaves alone."""
+    chapter = claims.of_chapter("finetuning")
+    found = verdicts.judge(chapter, {"untrained": {"m, t, seed 1": "loss flat"}})
+    for claim in chapter:
+        shown = found.loc[claim.id, "what this run shows"]
+        assert found.loc[claim.id, "verdict"] == "not measured"
+        assert ("m, t, seed 1: loss flat" in shown) == ("untrained" in claim.gates), claim.id
+    assert {c.id for c in chapter if not c.gates} == {"merchant-freeze-bottom",
+                                                     "merchant-freeze-order"}
+    trained = verdicts.judge(chapter, {"untrained": {}})  # every run trained: no stop
+    assert not trained["what this run shows"].str.contains("did not train").any()
 
 
 def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
@@ -452,12 +455,12 @@ def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
 
 
 def test_a_chapter_summary_line_gives_the_verdict_with_its_numbers():
-    found = verdicts.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
-    (line,) = verdicts.verdict_lines(found, ["phang-blocks"])
+    found = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    (line,) = tables.verdict_lines(found, ["phang-blocks"])
     assert line.startswith("- holds: the layers of a fine-tuned model form blocks")
     assert line.endswith("(phang-blocks); this run: m, t: +0.300 [+0.280, +0.320]")
     with pytest.raises(KeyError, match="holds no claim 'phang-ft-orig'"):
-        verdicts.verdict_lines(found, ["phang-ft-orig"])
+        tables.verdict_lines(found, ["phang-ft-orig"])
 
 
 def test_judge_reads_each_claims_results_by_name_and_stops_it_where_it_cannot_be_judged():

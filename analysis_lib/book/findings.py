@@ -48,7 +48,7 @@ def read(path: Path) -> pd.DataFrame:
 
     Only a finished chapter is read (:func:`_finished_notebook`); a damaged findings record
     raises :class:`UnreadableChapter` too, which names the file and why."""
-    from ..studies.verdicts import VERDICTS
+    from ..studies.claim import VERDICTS
 
     path = Path(path)
     rows = []

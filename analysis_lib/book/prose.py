@@ -59,7 +59,7 @@ def estimate(value: float, low: float | None = None, high: float | None = None,
 
 
 #: :func:`cause_sentence`'s reading of each finding of
-#: :func:`analysis_lib.studies.verdicts.setting_cause`; ``{factor}`` is the setting
+#: :func:`analysis_lib.studies.causes.setting_cause`; ``{factor}`` is the setting
 #: (``training length``), ``{change}`` what was done to it (``the longer schedule``)
 CAUSE_TEXT = {
     "shows either way": "the claim shows both with and without {change}, so {factor} is not "
@@ -80,10 +80,10 @@ def cause_sentence(change: pd.DataFrame, *, factor: str, varied: str) -> str:
     """Whether ``factor`` is the cause of a claim that does not show, in a sentence: each
     unit's estimate and verdict with the setting changed (``varied`` names the change, e.g.
     ``the longer schedule``) and as the page has it, then the finding of
-    :func:`analysis_lib.studies.verdicts.setting_cause` on those verdicts. ``change``: a
-    table of :func:`~analysis_lib.studies.verdicts.changes` or
-    :func:`~analysis_lib.studies.verdicts.claim_change`; an empty one is "not measured"."""
-    from ..studies.verdicts import setting_cause
+    :func:`analysis_lib.studies.causes.setting_cause` on those verdicts. ``change``: a
+    table of :func:`~analysis_lib.studies.causes.changes` or
+    :func:`~analysis_lib.studies.causes.claim_change`; an empty one is "not measured"."""
+    from ..studies.causes import setting_cause
 
     if not len(change):
         return "not measured: no unit is judged both as the page has it and changed"
@@ -134,7 +134,7 @@ class _Rows:
 
 
 def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
-    """Keep a chapter's findings table (:func:`analysis_lib.studies.verdicts.table`) in its
+    """Keep a chapter's findings table (:func:`analysis_lib.studies.tables.table`) in its
     executed notebook, shown nowhere, for the book's findings page and ``python -m
     analysis_lib findings`` (:mod:`analysis_lib.book.findings`); ``part`` names a chapter's
     second table. Returns the table."""
@@ -160,7 +160,8 @@ def glue_verdicts(findings: pd.DataFrame) -> None:
 def glue_not_measured(claim_ids: Iterable[str], reason: str) -> None:
     """Glue claims that a run does not measure as such, with ``reason``, under the names
     :func:`glue_verdicts` uses."""
-    from ..studies.verdicts import not_measured, table
+    from ..studies.tables import table
+    from ..studies.verdicts import not_measured
 
     glue_verdicts(table([not_measured(claim_id, reason) for claim_id in claim_ids]))
 
@@ -168,7 +169,7 @@ def glue_not_measured(claim_ids: Iterable[str], reason: str) -> None:
 def verdict(findings: pd.DataFrame, claim_id: str) -> str:
     """A claim's verdict in bold with what this run shows, for a chapter's summary:
     ``**holds** (this run: +0.21 [+0.18, +0.24])``."""
-    from ..studies.verdicts import outcome_of
+    from ..studies.tables import outcome_of
 
     return (f"**{outcome_of(findings, claim_id)}** (this run: "
             f"{findings.loc[claim_id, 'what this run shows']})")

@@ -135,7 +135,8 @@ def random_like(layer: AttentionLayer, seed: int = 0) -> AttentionLayer:
 
 def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
                     ) -> dict[str, np.ndarray]:
-    """Every method of :data:`~analysis_lib.studies.wu.METHODS` between every two of ``layers``: one matrix each."""
+    """Every method of :data:`~analysis_lib.studies.wu.METHODS` between every two of
+    ``layers``: one matrix each."""
     heads = [METHODS[name][1] for name in HEAD_LEVEL]
     flat = [METHODS[name][1] for name in DISTRIBUTED]
     found = {**pairwise_suite(list(layers), measures=heads, progress=progress),

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 PAPERS = {
@@ -333,3 +334,42 @@ class DidNotTrain(NoVerdict):
     def __init__(self, problems: Mapping[str, str]):
         self.problems = dict(problems)
         super().__init__("; ".join(f"{run}: {why}" for run, why in self.problems.items()))
+
+
+#: a unit's outcome
+OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
+#: what a claim reads when the units disagree (:func:`~analysis_lib.studies.verdicts.decide`)
+MIXED = "mixed"
+#: what a claim reads in place of a verdict when nothing was measured, or its runs did not
+#: train (:func:`~analysis_lib.studies.verdicts.untrained`)
+NOT_MEASURED = "not measured"
+#: every verdict a claim can read
+VERDICTS = (*OUTCOMES, MIXED, NOT_MEASURED)
+#: the level of every verdict of the book
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim's verdict and the numbers behind it (``units``: one row per unit)."""
+
+    claim: Claim
+    outcome: str
+    units: pd.DataFrame = field(repr=False)
+    alpha: float = ALPHA
+    reason: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The estimates with their intervals, one unit after another."""
+        if self.outcome == NOT_MEASURED and not self.reason.startswith("not measured"):
+            return f"not measured: {self.reason}"
+        if self.units.empty:
+            return self.reason or "not measured"
+        parts = []
+        for row in self.units.itertuples():
+            text = f"{row.estimate:+.3f}" if np.isfinite(row.estimate) else "n/a"
+            if np.isfinite(row.low):
+                text += f" [{row.low:+.3f}, {row.high:+.3f}]"
+            parts.append(f"{row.unit}: {text}" if row.unit else text)
+        return "; ".join(parts)

@@ -47,7 +47,7 @@ from ..similarity.core import constant_layer
 from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
-from . import claims, verdicts
+from . import claims, training_gate, verdicts
 from .shared import (
     FinetuneGrid,
     Runs,
@@ -205,7 +205,7 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, progress: bool = Tru
         rows.append({"frozen": mode, "k": k, "seed": seed, "accuracy": test["accuracy"],
                      "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
                      "n_test": len(runs.task(task).test),
-                     "did_not_train": verdicts.training_problem(result.record)})
+                     "did_not_train": training_gate.training_problem(result.record)})
     return pd.DataFrame(rows), found
 
 
@@ -296,13 +296,13 @@ def loss_curves(runs: Runs) -> pd.DataFrame:
     """One row per (model, task, seed) of the grid and point of its loss curve: the training
     loss at evenly spaced steps (:func:`~analysis_lib.training.loop.loss_curve`; records
     made without one give their per-epoch losses), and ``did_not_train``: why the run failed
-    the book's training gate (:func:`~analysis_lib.studies.verdicts.training_problem`), or
+    the book's training gate (:func:`~analysis_lib.studies.training_gate.training_problem`), or
     "" when it passed."""
     rows = []
     for (model, task, seed), result in runs.models.items():
         record = result.record
         curve = record.get("loss_curve") or record["history"]
-        problem = verdicts.training_problem(record)
+        problem = training_gate.training_problem(record)
         rows += [{"model": model, "task": task, "seed": seed, "step": point["step"],
                   "train_loss": point["train_loss"], "did_not_train": problem}
                  for point in curve]

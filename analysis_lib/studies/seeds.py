@@ -36,7 +36,7 @@ from ..runtime.profile import profiled
 from ..similarity import attention_representation
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
-from . import ren, verdicts
+from . import causes, ren
 from .shared import seed_interval, sentence_extraction, word_layers
 from .verdicts import decide
 
@@ -276,12 +276,12 @@ def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.Da
 def depth_change(by_setting: pd.DataFrame) -> pd.DataFrame:
     """``ren-depth`` at the first and at the last setting of :func:`depth_by_setting` (the
     earliest checkpoint against the trained models; the base width against the wider
-    models): :func:`~analysis_lib.studies.verdicts.changes`, whose verdicts say whether that
+    models): :func:`~analysis_lib.studies.causes.changes`, whose verdicts say whether that
     setting is the cause of a depth pattern that does not show."""
     column = by_setting.columns[0]
     first, last = by_setting.iloc[[0]], by_setting.iloc[[-1]]
     unit = f"{column} {first[column].iloc[0]} to {last[column].iloc[0]}"
-    return verdicts.changes(first.assign(unit=unit), last.assign(unit=unit), ["unit"],
+    return causes.changes(first.assign(unit=unit), last.assign(unit=unit), ["unit"],
                             "L1 - top")
 
 

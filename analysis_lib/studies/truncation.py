@@ -35,7 +35,7 @@ from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.surgery import truncated_copy
-from . import claims, phang, verdicts
+from . import causes, claims, phang, training_gate, verdicts
 from .shared import (
     SENTENCE_POOLINGS,
     FinetuneGrid,
@@ -218,7 +218,7 @@ def truncated_runs(grid: FinetuneGrid, layers: Sequence[int], *, progress: bool 
             rows.append({"layers_kept": k, "seed": seed,
                          "accuracy": result.metrics["test"]["accuracy"],
                          "n_test": len(runs.task(task).test),
-                         "did_not_train": verdicts.training_problem(result.record),
+                         "did_not_train": training_gate.training_problem(result.record),
                          "first_epoch_loss": history[0]["train_loss"],
                          "last_epoch_loss": history[-1]["train_loss"],
                          "curve": [e["validation_accuracy"] for e in history
@@ -340,12 +340,12 @@ def _at_claim(by_depth: pd.DataFrame) -> pd.DataFrame:
 def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
     """``phang-untuned``'s units as the page reads them (two layers below the top) and at
     Phang et al.'s share of depth (:data:`PHANG_SHARE`), per (model, task):
-    :func:`~analysis_lib.studies.verdicts.changes`, whose verdicts say whether this model's
+    :func:`~analysis_lib.studies.causes.changes`, whose verdicts say whether this model's
     depth is the cause of a claim that does not show. Empty for a model of one transformer
     layer (no layer to drop)."""
     if not len(by_depth):
-        return verdicts.changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
-    return verdicts.changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
+        return causes.changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
+    return causes.changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
                             ["model", "task"], "full - UNTUNED")
 
 
@@ -393,12 +393,12 @@ def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
 
 def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
     """:func:`untuned_by_pooling`'s units read from the first token and from the mean over
-    the tokens, per (model, task): :func:`~analysis_lib.studies.verdicts.changes`, whose
+    the tokens, per (model, task): :func:`~analysis_lib.studies.causes.changes`, whose
     verdicts say whether reading the first token is the cause of a claim that does not
     show."""
     first = by_pooling[by_pooling.pooling == "first"] if len(by_pooling) else by_pooling
     mean = by_pooling[by_pooling.pooling == "mean"] if len(by_pooling) else by_pooling
-    return verdicts.changes(first, mean, ["model", "task"], "top - UNTUNED")
+    return causes.changes(first, mean, ["model", "task"], "top - UNTUNED")
 
 
 @dataclass
@@ -440,7 +440,7 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
 
 def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:
     """``phang-untuned``'s units (two layers below the top) with this page's runs and with
-    the longer schedule's, per (model, task): :func:`~analysis_lib.studies.verdicts.changes`,
+    the longer schedule's, per (model, task): :func:`~analysis_lib.studies.causes.changes`,
     whose verdicts say whether the short run is the cause of a claim that does not show."""
-    return verdicts.changes(_at_claim(by_depth), _at_claim(longer.by_depth),
+    return causes.changes(_at_claim(by_depth), _at_claim(longer.by_depth),
                             ["model", "task"], "full - UNTUNED")

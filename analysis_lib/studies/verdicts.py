@@ -22,17 +22,23 @@ hidden as "inconclusive"; and ``inconclusive`` when some units are undecided and
 contradicts the others. An undecided or mixed claim's reason counts the estimates that run
 against the paper (the other side of zero; for a claim of no difference, beyond the smallest
 effect), significant or not. A claim with nothing to judge reads ``not measured``, as does one
-whose runs did not train (:func:`training_problem`).
+whose runs did not train
+(:func:`~analysis_lib.studies.training_gate.training_problem`).
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
-one unit at a time (no adjustment); tests hold the two together.
+one unit at a time (no adjustment); tests hold the two together. :func:`judge` draws a
+chapter's findings from its results: each claim's evidence function
+(:mod:`analysis_lib.studies.claim`) gives the units and :func:`decide` the verdict. The
+records (claims, evidence, verdicts) live in :mod:`analysis_lib.studies.claim`, the findings
+tables in :mod:`analysis_lib.studies.tables`, the training gate in
+:mod:`analysis_lib.studies.training_gate` and the cause comparison in
+:mod:`analysis_lib.studies.causes`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,46 +46,19 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .claim import Claim, DidNotTrain, Evidence, NotMeasured, check_unit
+from .claim import (
+    ALPHA,
+    MIXED,
+    NOT_MEASURED,
+    Claim,
+    DidNotTrain,
+    Evidence,
+    NotMeasured,
+    Verdict,
+    check_unit,
+)
 from .claims import get
-
-#: a unit's outcome
-OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
-#: what a claim reads when the units disagree (:func:`decide`)
-MIXED = "mixed"
-#: what a claim reads in place of a verdict when nothing was measured, or its runs did not
-#: train (:func:`untrained`)
-NOT_MEASURED = "not measured"
-#: every verdict a claim can read
-VERDICTS = (*OUTCOMES, MIXED, NOT_MEASURED)
-#: the level of every verdict of the book
-ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A claim's verdict and the numbers behind it (``units``: one row per unit)."""
-
-    claim: Claim
-    outcome: str
-    units: pd.DataFrame = field(repr=False)
-    alpha: float = ALPHA
-    reason: str = ""
-
-    @property
-    def shown(self) -> str:
-        """The estimates with their intervals, one unit after another."""
-        if self.outcome == NOT_MEASURED and not self.reason.startswith("not measured"):
-            return f"not measured: {self.reason}"
-        if self.units.empty:
-            return self.reason or "not measured"
-        parts = []
-        for row in self.units.itertuples():
-            text = f"{row.estimate:+.3f}" if np.isfinite(row.estimate) else "n/a"
-            if np.isfinite(row.low):
-                text += f" [{row.low:+.3f}, {row.high:+.3f}]"
-            parts.append(f"{row.unit}: {text}" if row.unit else text)
-        return "; ".join(parts)
+from .tables import table
 
 
 def _check_smallest_effect(delta: float) -> float:
@@ -205,74 +184,12 @@ def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
     return np.where(np.isfinite(se), quantile * se, np.inf)
 
 
-#: the book's training gate (:func:`training_problem`): a fine-tuned run has trained when its
-#: validation accuracy lies at least this far above the majority baseline...
-TRAINED_ABOVE_MAJORITY = 0.02
-#: ...and its training loss fell by at least this share of its first value (the first and
-#: the last point of its loss curve, or of its per-epoch losses for an older record)
-TRAINED_LOSS_DROP = 0.10
-
-
-def training_problem(record: Mapping[str, Any]) -> str:
-    """Why a fine-tuned run did not train ("" when it did): the book's training gate, one
-    rule for every chapter. ``record`` is the run's record
-    (:attr:`analysis_lib.training.finetune.FineTuned.record`). A claim read from a run that
-    did not train gets no verdict (:func:`untrained`): its statistic compares a model that
-    has not learnt the task. A run passes only on evidence: a finite validation accuracy
-    beside its majority baseline and a loss curve of at least two finite points; an empty
-    record, a one-point curve or a NaN accuracy is named, never read as trained."""
-    if not isinstance(record, Mapping) or not record:
-        return ("its record is empty: nothing shows that it trained (a run's record holds its "
-                "validation metrics and its loss curve; rerun it)")
-    problems = []
-    validation = (record.get("metrics") or {}).get("validation") or {}
-    accuracy, majority = validation.get("accuracy"), validation.get("majority_baseline")
-    if accuracy is None or majority is None:
-        problems.append("its record has no validation accuracy and majority baseline to "
-                        "compare")
-    elif not (0 <= float(accuracy) <= 1 and 0 <= float(majority) <= 1):
-        problems.append(f"its validation accuracy ({accuracy}) or majority baseline "
-                        f"({majority}) is not a share in [0, 1]")
-    elif accuracy < majority + TRAINED_ABOVE_MAJORITY:
-        problems.append(f"validation accuracy {accuracy:.3f} is not "
-                        f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
-                        f"{majority:.3f}")
-    curve = record.get("loss_curve") or record.get("history") or []
-    losses = [float(point.get("train_loss", float("nan"))) for point in curve]
-    if len(losses) < 2:
-        problems.append(f"its loss curve has {len(losses)} point{'s' * (len(losses) != 1)}: "
-                        "no drop to judge by")
-    elif not np.isfinite(losses).all():
-        problems.append("its training loss is not a number at some point (the run diverged)")
-    elif min(losses) < 0:
-        problems.append(f"its training loss reads {min(losses):.3g}, and a cross-entropy is "
-                        "never negative: the record is not a training run's")
-    elif not losses[-1] <= losses[0] * (1 - TRAINED_LOSS_DROP):
-        problems.append(f"training loss went from {losses[0]:.3f} to {losses[-1]:.3f}, less "
-                        f"than a {TRAINED_LOSS_DROP:.0%} drop")
-    return "; ".join(problems)
-
-
 def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     """The verdict of a claim whose runs did not train: none. It reads
     :data:`NOT_MEASURED`, and says which runs failed the training gate and why
     (``problems``: run -> :func:`training_problem`)."""
     why = "; ".join(f"{run}: {problem}" for run, problem in problems.items())
     return not_measured(claim, f"did not train ({why})")
-
-
-def gate(findings: pd.DataFrame, problems: Mapping[str, str] | None,
-         claim_ids: Sequence[str]) -> pd.DataFrame:
-    """A findings table (:func:`table`) with each of ``claim_ids`` read as
-    :func:`untrained` when any run it reads failed the training gate (``problems``: run ->
-    :func:`training_problem`, only the runs that failed); the other claims as they were."""
-    if not problems:
-        return findings
-    out = findings.copy()
-    for claim_id in claim_ids:
-        if claim_id in out.index:
-            out.loc[claim_id] = table([untrained(claim_id, problems)]).loc[claim_id]
-    return out
 
 
 def not_measured(claim: Claim | str, reason: str) -> Verdict:
@@ -380,124 +297,3 @@ def permutations_for(alpha: float = ALPHA, tests: int = 1) -> int:
     significant of ``tests`` Holm-adjusted tests fall below ``alpha``: ``n + 1 > tests /
     alpha``."""
     return int(math.ceil(tests / alpha))
-
-
-def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """A findings table: one row per claim, indexed by claim id."""
-    rows = []
-    for v in verdicts:
-        rows.append({"claim id": v.claim.id, "claim": v.claim.claim,
-                     "paper": f"{v.claim.paper} {v.claim.where}",
-                     "what the paper reports": v.claim.reported,
-                     "statistic": v.claim.statistic,
-                     "smallest effect": v.claim.smallest_effect,
-                     "the paper's effect": v.claim.paper_effect,
-                     "control": f"{v.claim.control[0]}: {v.claim.control[1]}",
-                     "what this run shows": v.shown,
-                     "verdict": v.outcome, "how": v.reason})
-    frame = pd.DataFrame(rows)
-    return frame.set_index("claim id") if len(frame) else frame
-
-
-def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -> pd.DataFrame:
-    """The same claims judged in several settings (``{"default schedule": findings, ...}``,
-    each a :func:`table`), one row per claim: what each setting shows and its verdict, in
-    columns named after the setting. A claim a table lacks is an error."""
-    rows = []
-    for cid in claim_ids:
-        row = {"claim id": cid, "claim": get(cid).claim}
-        for name, found in tables.items():
-            outcome_of(found, cid)
-            row[f"{name}: shows"] = found.loc[cid, "what this run shows"]
-            row[f"{name}: verdict"] = found.loc[cid, "verdict"]
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("claim id")
-
-
-#: what :func:`setting_cause` finds about one setting (training length, depth, width...) as
-#: the cause of a claim that does not show, and what each finding means
-CAUSES = {
-    "shows either way": "the claim shows with the setting as the page has it and changed",
-    "the cause": "the claim does not show as the page has it and shows with it changed",
-    "a cause": "changing it takes a contradiction away without showing the claim",
-    "not the cause": "the claim is contradicted with it changed",
-    "no contradiction": "the page's own units do not contradict the claim: nothing to explain",
-    "undecided": "with it changed, the units disagree or none is decided",
-}
-_SHOWN = frozenset({"holds", "equivalent"})
-
-
-def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
-    """Is one setting the cause of a claim that does not show? A key of :data:`CAUSES`.
-
-    ``before`` and ``after`` are the claim's verdicts (:data:`VERDICTS`: ``mixed`` holds
-    a contradiction, ``not measured`` shows nothing; one per unit: a
-    task, a model, the claim as a whole) with the setting as the page has it and changed
-    (trained longer, cut to the paper's share of depth, made wider). Verdicts, not raw
-    statistics, are compared, so a change that moves an estimate within its noise names no
-    cause. Every chapter asks the question through this function.
-    """
-    before, after = [str(v) for v in before], [str(v) for v in after]
-    for verdict in before + after:
-        if verdict not in VERDICTS:
-            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(VERDICTS)}")
-    if not before or not after:
-        raise ValueError("setting_cause needs at least one verdict before and one after")
-    against = {"opposite", MIXED}  # a unit, or some units, contradict the claim
-    if all(v in _SHOWN for v in after):
-        return "shows either way" if all(v in _SHOWN for v in before) else "the cause"
-    if all(v == "opposite" for v in after):
-        return "not the cause"
-    if not against & set(before):
-        return "no contradiction"
-    if not against & set(after):
-        return "a cause"
-    return "undecided"
-
-
-def changes(before: pd.DataFrame, after: pd.DataFrame, on: Sequence[str], estimate: str
-            ) -> pd.DataFrame:
-    """Units judged with a setting as the page has it (``before``) and changed (``after``),
-    matched on the columns ``on``; both frames hold ``estimate``, ``low``, ``high`` and
-    ``verdict`` per unit. One row per unit: ``unit`` (its ``on`` values), ``before``,
-    ``verdict_before``, ``after``, ``low``, ``high`` (the changed setting's interval) and
-    ``verdict_after``; the input of :func:`setting_cause`."""
-    if not len(before) or not len(after):
-        return pd.DataFrame(columns=["unit", "before", "verdict_before", "after", "low",
-                                     "high", "verdict_after"])
-    both = before.merge(after, on=list(on), suffixes=("_before", "_after"))
-    return pd.DataFrame({
-        "unit": both[list(on)].astype(str).agg(", ".join, axis=1),
-        "before": both[f"{estimate}_before"], "verdict_before": both.verdict_before,
-        "after": both[f"{estimate}_after"], "low": both.low_after, "high": both.high_after,
-        "verdict_after": both.verdict_after})
-
-
-def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd.DataFrame:
-    """One claim judged in two findings tables (:func:`table`: the page's runs and the runs
-    with one setting changed), as :func:`changes`' one-row table with the findings' own
-    ``what this run shows`` in place of numbers (``shown_before``, ``shown_after``)."""
-    return pd.DataFrame([{
-        "unit": claim_id, "verdict_before": outcome_of(before, claim_id),
-        "verdict_after": outcome_of(after, claim_id),
-        "shown_before": str(before.loc[claim_id, "what this run shows"]),
-        "shown_after": str(after.loc[claim_id, "what this run shows"])}])
-
-
-def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str] | None = None) -> list[str]:
-    """One line per claim of a findings table (every claim it holds, in its order, or those
-    named, in the order named): the verdict, the claim and what this run shows (the
-    estimates with their intervals, or why nothing was measured); a named claim the table
-    lacks is an error, not a silent omission."""
-    ids = list(findings.index) if claim_ids is None else claim_ids
-    return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid}); this run: "
-            f"{findings.loc[cid, 'what this run shows']}" for cid in ids]
-
-
-def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
-    """The verdict of one claim in a findings table, by id (an unknown id is an error)."""
-    get(claim_id)
-    if claim_id not in findings.index:
-        raise KeyError(f"the findings table holds no claim {claim_id!r}; it holds "
-                       f"{list(findings.index)}")
-    return str(findings.loc[claim_id, "verdict"])

@@ -1,0 +1,83 @@
+"""Is one setting (training length, depth, width, ...) the cause of a claim that does not
+show? The same units judged with the setting as a page has it and changed, compared by
+their verdicts (:func:`setting_cause`), never by raw statistics, so that a change that moves
+an estimate within its noise names no cause. Every chapter asks the question through this
+module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from .claim import MIXED, VERDICTS
+from .tables import outcome_of
+
+#: what :func:`setting_cause` finds about one setting (training length, depth, width...) as
+#: the cause of a claim that does not show, and what each finding means
+CAUSES = {
+    "shows either way": "the claim shows with the setting as the page has it and changed",
+    "the cause": "the claim does not show as the page has it and shows with it changed",
+    "a cause": "changing it takes a contradiction away without showing the claim",
+    "not the cause": "the claim is contradicted with it changed",
+    "no contradiction": "the page's own units do not contradict the claim: nothing to explain",
+    "undecided": "with it changed, the units disagree or none is decided",
+}
+_SHOWN = frozenset({"holds", "equivalent"})
+
+
+def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
+    """Is one setting the cause of a claim that does not show? A key of :data:`CAUSES`.
+
+    ``before`` and ``after`` are the claim's verdicts (:data:`VERDICTS`: ``mixed`` holds
+    a contradiction, ``not measured`` shows nothing; one per unit: a
+    task, a model, the claim as a whole) with the setting as the page has it and changed
+    (trained longer, cut to the paper's share of depth, made wider). Verdicts, not raw
+    statistics, are compared, so a change that moves an estimate within its noise names no
+    cause. Every chapter asks the question through this function.
+    """
+    before, after = [str(v) for v in before], [str(v) for v in after]
+    for verdict in before + after:
+        if verdict not in VERDICTS:
+            raise ValueError(f"{verdict!r} is not a verdict; verdicts are {list(VERDICTS)}")
+    if not before or not after:
+        raise ValueError("setting_cause needs at least one verdict before and one after")
+    against = {"opposite", MIXED}  # a unit, or some units, contradict the claim
+    if all(v in _SHOWN for v in after):
+        return "shows either way" if all(v in _SHOWN for v in before) else "the cause"
+    if all(v == "opposite" for v in after):
+        return "not the cause"
+    if not against & set(before):
+        return "no contradiction"
+    if not against & set(after):
+        return "a cause"
+    return "undecided"
+
+
+def changes(before: pd.DataFrame, after: pd.DataFrame, on: Sequence[str], estimate: str
+            ) -> pd.DataFrame:
+    """Units judged with a setting as the page has it (``before``) and changed (``after``),
+    matched on the columns ``on``; both frames hold ``estimate``, ``low``, ``high`` and
+    ``verdict`` per unit. One row per unit: ``unit`` (its ``on`` values), ``before``,
+    ``verdict_before``, ``after``, ``low``, ``high`` (the changed setting's interval) and
+    ``verdict_after``; the input of :func:`setting_cause`."""
+    if not len(before) or not len(after):
+        return pd.DataFrame(columns=["unit", "before", "verdict_before", "after", "low",
+                                     "high", "verdict_after"])
+    both = before.merge(after, on=list(on), suffixes=("_before", "_after"))
+    return pd.DataFrame({
+        "unit": both[list(on)].astype(str).agg(", ".join, axis=1),
+        "before": both[f"{estimate}_before"], "verdict_before": both.verdict_before,
+        "after": both[f"{estimate}_after"], "low": both.low_after, "high": both.high_after,
+        "verdict_after": both.verdict_after})
+
+
+def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd.DataFrame:
+    """One claim judged in two findings tables (:func:`table`: the page's runs and the runs
+    with one setting changed), as :func:`changes`' one-row table with the findings' own
+    ``what this run shows`` in place of numbers (``shown_before``, ``shown_after``)."""
+    return pd.DataFrame([{
+        "unit": claim_id, "verdict_before": outcome_of(before, claim_id),
+        "verdict_after": outcome_of(after, claim_id),
+        "shown_before": str(before.loc[claim_id, "what this run shows"]),
+        "shown_after": str(after.loc[claim_id, "what this run shows"])}])

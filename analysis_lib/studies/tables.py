@@ -1,0 +1,63 @@
+"""Findings tables: the verdicts of a chapter's claims as one row per claim, and the ways the
+book reads them (side by side for two settings, as lines for the prose, one claim's
+outcome)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from .claim import Verdict
+from .claims import get
+
+
+def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """A findings table: one row per claim, indexed by claim id."""
+    rows = []
+    for v in verdicts:
+        rows.append({"claim id": v.claim.id, "claim": v.claim.claim,
+                     "paper": f"{v.claim.paper} {v.claim.where}",
+                     "what the paper reports": v.claim.reported,
+                     "statistic": v.claim.statistic,
+                     "smallest effect": v.claim.smallest_effect,
+                     "the paper's effect": v.claim.paper_effect,
+                     "control": f"{v.claim.control[0]}: {v.claim.control[1]}",
+                     "what this run shows": v.shown,
+                     "verdict": v.outcome, "how": v.reason})
+    frame = pd.DataFrame(rows)
+    return frame.set_index("claim id") if len(frame) else frame
+
+
+def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -> pd.DataFrame:
+    """The same claims judged in several settings (``{"default schedule": findings, ...}``,
+    each a :func:`table`), one row per claim: what each setting shows and its verdict, in
+    columns named after the setting. A claim a table lacks is an error."""
+    rows = []
+    for cid in claim_ids:
+        row = {"claim id": cid, "claim": get(cid).claim}
+        for name, found in tables.items():
+            outcome_of(found, cid)
+            row[f"{name}: shows"] = found.loc[cid, "what this run shows"]
+            row[f"{name}: verdict"] = found.loc[cid, "verdict"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("claim id")
+
+
+def verdict_lines(findings: pd.DataFrame, claim_ids: Sequence[str] | None = None) -> list[str]:
+    """One line per claim of a findings table (every claim it holds, in its order, or those
+    named, in the order named): the verdict, the claim and what this run shows (the
+    estimates with their intervals, or why nothing was measured); a named claim the table
+    lacks is an error, not a silent omission."""
+    ids = list(findings.index) if claim_ids is None else claim_ids
+    return [f"- {outcome_of(findings, cid)}: {findings.loc[cid, 'claim']} ({cid}); this run: "
+            f"{findings.loc[cid, 'what this run shows']}" for cid in ids]
+
+
+def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
+    """The verdict of one claim in a findings table, by id (an unknown id is an error)."""
+    get(claim_id)
+    if claim_id not in findings.index:
+        raise KeyError(f"the findings table holds no claim {claim_id!r}; it holds "
+                       f"{list(findings.index)}")
+    return str(findings.loc[claim_id, "verdict"])
