@@ -5,6 +5,7 @@ import pytest
 from analysis_lib import similarity
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
+from analysis_lib.similarity import floors
 from analysis_lib.studies import claims, verdicts, wu
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
@@ -550,13 +551,13 @@ def test_attention_floors_come_from_unrelated_random_heads():
 def test_word_identity_floor_rises_with_repeated_words():
     distinct = [f"w{i}" for i in range(2000)]
     repeated = [f"w{i % 50}" for i in range(2000)]
-    low = collection.word_identity_floor(distinct, d=32)
-    high = collection.word_identity_floor(repeated, d=32)
+    low = floors.word_identity_floor(distinct, d=32)
+    high = floors.word_identity_floor(repeated, d=32)
     assert abs(low - 32 / (2000 + 32)) < 0.02  # the independent-rows chance level
     assert high > 0.3 and high > 5 * low
     # one word form: the rows are constant, and CKA of constant layers is undefined
     with pytest.raises(ValueError):
-        collection.word_identity_floor(["a"] * 100)
+        floors.word_identity_floor(["a"] * 100)
 
 
 def test_pair_entries_are_data_not_text(coll):

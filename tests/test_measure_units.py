@@ -241,11 +241,11 @@ def test_one_rank_tolerance():
 @pytest.mark.parametrize("kind", ["repeated row", "one varying neuron", "rounding noise",
                                   "large offset", "float32 repeated row"])
 def test_one_constant_layer_rule(kind):
-    """A layer is constant by one rule wherever it is asked: the chapters' check
-    (``constant_layer``), the measures' refusal, and the plain definitions' centring."""
+    """A layer is constant by one rule wherever it is asked: ``constant_layer``, the
+    matrices' NaN for an undefined layer, the measures' refusal, and the plain definitions'
+    centring."""
     from analysis_lib.errors import UndefinedMeasure
     from analysis_lib.similarity import core
-    from analysis_lib.studies.finetuning import constant_layers
 
     rng = np.random.default_rng(3)
     row = rng.standard_normal(6)
@@ -260,7 +260,10 @@ def test_one_constant_layer_rule(kind):
         X = X.astype(np.float32)
     constant = kind != "one varying neuron"
     assert core.constant_layer(X) is constant
-    assert constant_layers([X]) == [constant]
+    other = rng.standard_normal((40, 3))
+    M = sim.pairwise([X, other], measure="linear_cka", undefined="nan")
+    assert bool(np.isnan(M[0]).all() and np.isnan(M[:, 0]).all()) is constant
+    assert M[1, 1] == pytest.approx(1.0)
     assert (not reference.centred(X).any()) is constant
     if constant:
         with pytest.raises(UndefinedMeasure, match="no variance"):

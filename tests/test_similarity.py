@@ -1038,3 +1038,26 @@ def test_neuronsim_of_wide_layers_is_taken_in_blocks_with_the_same_values(monkey
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert 0 < value <= 1 and peak < 250e6, peak
+
+
+def test_undefined_layers_read_nan_when_asked_and_the_rest_is_unchanged():
+    """``undefined="nan"``: a layer without variance gives NaN in its row and column; every
+    other cell is the matrix of the defined layers alone, in both the symmetric and the
+    two-collection forms; the default still names the layer."""
+    from analysis_lib.errors import UndefinedMeasure
+
+    rng = np.random.default_rng(5)
+    good = [rng.standard_normal((60, 8)) for _ in range(3)]
+    flat = np.tile(rng.standard_normal(8), (60, 1))
+    layers = [good[0], flat, good[1], good[2]]
+    M = sim.pairwise(layers, measure="linear_cka", undefined="nan")
+    alone = sim.pairwise(good, measure="linear_cka")
+    assert np.isnan(M[1]).all() and np.isnan(M[:, 1]).all()
+    np.testing.assert_array_equal(M[np.ix_([0, 2, 3], [0, 2, 3])], alone)
+    cross = sim.pairwise(layers, [flat, good[2]], measure="svcca", undefined="nan")
+    assert np.isnan(cross[:, 0]).all() and np.isnan(cross[1]).all()
+    assert cross[3, 1] == pytest.approx(sim.svcca(good[2], good[2]))
+    with pytest.raises(UndefinedMeasure, match=r"layers_a\[1\] has no variance"):
+        sim.pairwise(layers, measure="linear_cka")
+    with pytest.raises(ValueError, match="undefined must be"):
+        sim.pairwise(good, measure="linear_cka", undefined="skip")

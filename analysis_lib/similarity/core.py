@@ -19,6 +19,7 @@ the decompositions and every sum are float64. The arrays live on a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
@@ -206,14 +207,22 @@ def _moderate_scale(A: np.ndarray) -> np.ndarray:
     return A * A.dtype.type(2.0 ** -np.floor(np.log2(peak)))
 
 
+def same_rows(counts: Mapping[str, int]) -> None:
+    """Refuse layers that do not describe the same stimuli: ``counts`` maps each layer's
+    name to its number of rows; the error names the counts and the fix."""
+    if len(set(counts.values())) > 1:
+        shown = ", ".join(f"{name} has {n}" for name, n in counts.items())
+        if len(counts) > 4:
+            shown = f"row counts {sorted(set(counts.values()))}"
+        raise ValueError(f"every layer must have the same rows (stimuli): {shown}; pass the "
+                         "same words or sentences, in the same order, for every layer")
+
+
 def check_pair(X, Y, min_rows: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Validate two matrices that must describe the same stimuli (same number of rows)."""
     X = as_matrix(X, "X", min_rows)
     Y = as_matrix(Y, "Y", min_rows)
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(
-            f"X and Y must have the same rows (stimuli): X has {X.shape[0]}, Y has "
-            f"{Y.shape[0]}; pass the same words/sentences in the same order to both")
+    same_rows({"X": X.shape[0], "Y": Y.shape[0]})
     return X, Y
 
 

@@ -31,7 +31,7 @@ from ..runtime.device import DeviceLike
 from . import _backend
 from . import kernels as k
 from .attention import METHODS, AttentionInput
-from .core import Pair, is_wide, prepare_given, principal, reduced
+from .core import Pair, is_wide, prepare_given, principal, reduced, same_rows
 from .kernels import full_canonical_values, mixed_values, neuron_best_both
 from .kernels import rbf_gram as rbf_gram
 from .pairwise import one_pair
@@ -52,9 +52,7 @@ def _pair(X, Y, dtype, device, backend, *, row_space: bool = False,
         X, Y = (reduced(x, name, standardize, w) for x, name, w in zip((X, Y), "XY", wide))
         standardize = False
     a, b = prepare_given(X, "X", dtype, bk), prepare_given(Y, "Y", dtype, bk)
-    if a.n != b.n:
-        raise ValueError(f"X and Y must have the same rows (stimuli): X has {a.n}, Y has "
-                         f"{b.n}; pass the same words/sentences in the same order to both")
+    same_rows({"X": a.n, "Y": b.n})
     return Pair.of(a, b), standardize
 
 

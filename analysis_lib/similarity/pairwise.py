@@ -38,13 +38,16 @@ from .attention import AttentionLayer, check_maps
 from .core import (
     LayerStats,
     Pair,
+    constant_layer,
     digest,
     eigs,
     grams,
     is_wide,
     prepare_given,
     principal,
+    real_array,
     reduced,
+    same_rows,
     spans,
 )
 from .kernels import canonical_of_pairs, center_gram, rbf_gram
@@ -58,7 +61,7 @@ __all__ = ["MEASURES", "Pair", "canonical", "pairwise", "pairwise_suite"]
 def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None = None,
              measure: str = DEFAULT, *, progress: bool | None = None,
              device: DeviceLike = None, backend: str = "auto", as_frame: bool = False,
-             **options: Any) -> Any:
+             undefined: str = "raise", **options: Any) -> Any:
     """Layer x layer similarity matrix of one measure.
 
     Parameters
@@ -95,6 +98,10 @@ def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None =
     as_frame : bool
         Return a labelled ``pandas.DataFrame``: rows and columns named by the layers' keys
         (a dict's keys, tuples as MultiIndex levels; else positions).
+    undefined : {'raise', 'nan'}
+        What a layer without variance (every neuron constant, e.g. the first token's vector
+        at the embedding layer) gives: an error naming it (default), or NaN in its row or
+        column, the measure being undefined there.
 
     Returns
     -------
@@ -106,19 +113,23 @@ def pairwise(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None =
         raise TypeError("pairwise computes one measure (a string); for a list of measures use "
                         "pairwise_suite(layers, measures=[...]), which returns {name: matrix}")
     return pairwise_suite(layers_a, layers_b, [measure], progress=progress, device=device,
-                          backend=backend, as_frame=as_frame, **options)[canonical(measure)]
+                          backend=backend, as_frame=as_frame, undefined=undefined,
+                          **options)[canonical(measure)]
 
 
 @profiled("measure suite", lambda *a, **k: ", ".join(k.get("measures") or ["default"]))
 def pairwise_suite(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | None = None,
                    measures: Sequence[str] = (DEFAULT,), *, progress: bool | None = None,
                    device: DeviceLike = None, backend: str = "auto", as_frame: bool = False,
-                   **options: Any) -> dict[str, Any]:
+                   undefined: str = "raise", **options: Any) -> dict[str, Any]:
     """The matrices of several measures from one pass: ``{canonical name: matrix}``.
 
-    Arguments as :func:`pairwise` (``as_frame``: each matrix a labelled data frame); each
-    option must be taken by at least one of the measures and goes to those that take it.
+    Arguments as :func:`pairwise` (``as_frame``: each matrix a labelled data frame;
+    ``undefined``: an error or NaN for a layer without variance); each option must be taken
+    by at least one of the measures and goes to those that take it.
     """
+    if undefined not in ("raise", "nan"):
+        raise ValueError(f"undefined must be 'raise' or 'nan', got {undefined!r}")
     if isinstance(measures, str):
         measures = [measures]
     names = list(dict.fromkeys(canonical(x) for x in measures))
@@ -128,12 +139,45 @@ def pairwise_suite(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | 
     A, keys_a = _layer_list(layers_a, "layers_a")
     B, keys_b = (None, keys_a) if layers_b is None else _layer_list(layers_b, "layers_b")
     label_b = "layers_a" if B is None else "layers_b"
-    found = matrices(A, B, names, options, progress, _backend.get(device, backend),
-                     ([f"layers_a[{k!r}]" for k in keys_a],
-                      [f"{label_b}[{k!r}]" for k in keys_b]))
+    labels = ([f"layers_a[{k!r}]" for k in keys_a], [f"{label_b}[{k!r}]" for k in keys_b])
+    bk = _backend.get(device, backend)
+    if undefined == "nan":
+        found = _defined_only(A, B, names, options, progress, bk, labels)
+    else:
+        found = matrices(A, B, names, options, progress, bk, labels)
     if as_frame:
         return {name: _labelled(M, keys_a, keys_b) for name, M in found.items()}
     return found
+
+
+def _has_variance(X: Any, label: str) -> bool:
+    """Whether a layer has variance; attention maps, and layers that are not one 2-D array,
+    are left to the measures' own checks."""
+    if isinstance(X, AttentionLayer):
+        return True
+    array = real_array(X, label)
+    return array.ndim != 2 or not constant_layer(array)
+
+
+def _defined_only(A: list, B: list | None, names: list[str], options: dict,
+                  progress: bool | None, bk, labels: tuple[list[str], list[str]]
+                  ) -> dict[str, np.ndarray]:
+    """:func:`matrices` over the layers with variance (:func:`~.core.constant_layer`), NaN in
+    the rows and columns of the others."""
+    def keep(layers: list, label: list[str]) -> list[int]:
+        return [k for k, X in enumerate(layers) if _has_variance(X, label[k])]
+
+    keep_a = keep(A, labels[0])
+    keep_b = keep_a if B is None else keep(B, labels[1])
+    n_b = len(A) if B is None else len(B)
+    out = {name: np.full((len(A), n_b), np.nan) for name in names}
+    if keep_a and keep_b:
+        sub = matrices([A[i] for i in keep_a], None if B is None else [B[j] for j in keep_b],
+                       names, options, progress, bk,
+                       ([labels[0][i] for i in keep_a], [labels[1][j] for j in keep_b]))
+        for name in names:
+            out[name][np.ix_(keep_a, keep_b)] = sub[name]
+    return out
 
 
 def one_pair(name: str, X, Y, options: dict, device: DeviceLike = None,
@@ -228,11 +272,7 @@ def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, o
 def prepare_layers(layers: list, names: list[str], kind: str, options: dict, bk) -> list:
     """Layers prepared as ``kind`` (:data:`LAYER_KINDS`), checked to cover the same rows."""
     prepared = LAYER_KINDS[kind](layers, names, options, bk)
-    counts = {p.n for p in prepared if hasattr(p, "n")}
-    if len(counts) > 1:
-        raise ValueError(f"every layer must have the same rows (stimuli); got row counts "
-                         f"{sorted(counts)}: pass the same words or sentences, in the same "
-                         f"order, for every layer")
+    same_rows({name: p.n for name, p in zip(names, prepared) if hasattr(p, "n")})
     return prepared
 
 

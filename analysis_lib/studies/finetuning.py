@@ -43,7 +43,6 @@ from ..similarity import (
     pairwise_suite,
     rsa,
 )
-from ..similarity.core import constant_layer
 from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
@@ -71,13 +70,6 @@ COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
 # --------------------------------------------------------------------------- CLS matrices
 
 
-def constant_layers(layers: Sequence[np.ndarray]) -> list[bool]:
-    """Whether each layer's vectors are the same for every stimulus
-    (:func:`analysis_lib.similarity.core.constant_layer`, the rule by which the measures
-    refuse a layer): a similarity over such a layer is undefined."""
-    return [constant_layer(X) for X in layers]
-
-
 def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
                     **extract_options: Any) -> list[np.ndarray]:
     """Every layer's sentence vectors: the first token (``"first"``, [CLS] for BERT-like
@@ -90,19 +82,10 @@ def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "fi
 
 
 def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:
-    """Linear CKA of every layer of A against every layer of B (A itself when None), with the
-    rows and columns of constant layers set to NaN (undefined)."""
-    same = B is None
-    B = A if B is None else B
-    bad_a, bad_b = constant_layers(A), constant_layers(B)
-    keep_a = [i for i, bad in enumerate(bad_a) if not bad]
-    keep_b = [j for j, bad in enumerate(bad_b) if not bad]
-    M = np.full((len(A), len(B)), np.nan)
-    if keep_a and keep_b:
-        sub = pairwise([A[i] for i in keep_a], None if same else [B[j] for j in keep_b],
-                       measure="linear_cka", progress=False)
-        M[np.ix_(keep_a, keep_b)] = sub
-    return M
+    """Linear CKA of every layer of A against every layer of B (A itself when None), NaN in
+    the rows and columns of constant layers, where it is undefined (the first token's
+    vector at the embedding layer)."""
+    return pairwise(A, B, measure="linear_cka", progress=False, undefined="nan")
 
 
 def comparisons(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]]

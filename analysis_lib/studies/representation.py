@@ -93,21 +93,6 @@ def row_words(collection: Collection, corpus: Corpus) -> list[str]:
     return [words[r] for r in collection.rows]
 
 
-def word_identity_floor(words: Sequence[str], measure: str = "linear_cka", *, d: int = 64,
-                        seed: int = 0) -> float:
-    """The similarity that word identity alone gives: every word form gets an independent
-    random code of width ``d`` in each of two unrelated "models", and ``measure`` compares
-    the two on these rows. Rows of one repeated word are identical on both sides, so the
-    more a sample repeats its words, the higher this floor: the chance level of a
-    word-level comparison on *these* rows (about ``d / (n + d)`` only when every word is
-    distinct)."""
-    forms, index = np.unique(np.asarray(words, dtype=object).astype(str), return_inverse=True)
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((len(forms), d))[index]
-    B = rng.standard_normal((len(forms), d))[index]
-    return float(pairwise([A], [B], measure=measure, progress=False)[0, 0])
-
-
 def regress_out(layers: Sequence[np.ndarray], covariates: np.ndarray) -> list[np.ndarray]:
     """Residuals of every layer after a least-squares fit on the covariates (with an
     intercept), fitted separately for each neuron. The same rows on both sides of any later

@@ -277,7 +277,7 @@ def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackkni
     (within - floor)``: the share of the within-model similarity above chance that survives
     across models), with replicates when both measures were jackknifed on the same folds.
     Without the two floors (``floors``:
-    :func:`~analysis_lib.studies.representation.word_identity_floor` on the compared rows)
+    :func:`~analysis_lib.similarity.floors.word_identity_floor` on the compared rows)
     the claim is not measured: a ratio of raw values can sit on the floor."""
     if summaries is None or not measures:
         return []
