@@ -221,7 +221,7 @@ def test_finetuning_matrices_are_sound(executed_finetuning):
     assert np.isfinite(mean["FT-FT"]).all()  # the mean over tokens varies at every layer
     html = "".join(_outputs(executed_finetuning, "text/html"))
     assert "what the paper reports" in html and "what this run shows" in html
-    assert "phang-blocks" in html and "merchant-freeze-order" in html  # keyed by claim id
+    assert "phang-blocks" in html and "wu-freeze-order" in html  # keyed by claim id
     assert "block2_r2" in html and "band_r2" in html
     text = _text(executed_finetuning)
     assert "largest |M[i, j] - M[j, i]|" in text and "best split" in text

@@ -255,7 +255,7 @@ def test_findings_follow_planted_structure():
     assert found.loc["phang-blocks", "verdict"] == "holds"
     assert found.loc["phang-ft-orig", "verdict"] == "holds"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "equivalent"
-    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    assert found.loc["wu-freeze-order", "verdict"] == "holds"
     # a smooth decay is no block structure; no change with depth is "equivalent";
     # freezing that costs a lot is the opposite of "costs little"
     views = {("m", "t1", "first"): {"FT-FT": [_noisy(decay, rng) for _ in range(3)],
@@ -275,7 +275,7 @@ def test_findings_follow_planted_structure():
         "not measured"  # no control condition, no verdict
     assert found.loc["wu-ft-top-change", "verdict"] == "equivalent"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "opposite"
-    assert found.loc["merchant-freeze-order", "verdict"] == "opposite"
+    assert found.loc["wu-freeze-order", "verdict"] == "opposite"
     assert found.loc["phang-ft-orig", "verdict"] == "not measured"
 
 
@@ -285,7 +285,7 @@ def test_one_seed_gives_no_verdict():
     assert found.loc["wu-ft-top-change", "verdict"] == "inconclusive"
     assert found.loc["phang-blocks", "what this run shows"] == "not measured in this run"
     # one freezing seed: a 0.2 gap is not judged from test examples alone
-    assert found.loc["merchant-freeze-order", "verdict"] == "inconclusive"
+    assert found.loc["wu-freeze-order", "verdict"] == "inconclusive"
 
 
 def test_freezing_claims_pair_the_runs_of_each_seed():
@@ -293,11 +293,11 @@ def test_freezing_claims_pair_the_runs_of_each_seed():
     gaps with a large seed-to-seed spread still give a verdict."""
     rng = np.random.default_rng(2)
     found = _findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.7, spread=0.002))
-    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    assert found.loc["wu-freeze-order", "verdict"] == "holds"
     assert found.loc["merchant-freeze-bottom", "verdict"] == "equivalent"
     # with each run's own noise as large as the gap, three seeds cannot tell
     found = _findings(_change(0.05, rng), {}, _frozen(0.8, 0.8, 0.77, spread=0.03))
-    assert found.loc["merchant-freeze-order", "verdict"] == "inconclusive"
+    assert found.loc["wu-freeze-order", "verdict"] == "inconclusive"
 
 
 def test_block_gain_charges_the_band_for_its_parameters():
@@ -393,13 +393,13 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
     rng = np.random.default_rng(5)
     frozen = _frozen(0.80, 0.80, 0.60).assign(did_not_train="")
     found = _findings(_change(0.05, rng), {}, frozen)
-    assert found.loc["merchant-freeze-order", "verdict"] == "holds"
+    assert found.loc["wu-freeze-order", "verdict"] == "holds"
     frozen.loc[frozen.frozen == "top", "did_not_train"] = "loss flat"
     found = _findings(_change(0.05, rng), {}, frozen,
                            untrained={"m, t1, seed 0": "accuracy at the majority"})
     for claim_id in [c.id for c in claims.of_chapter("finetuning")]:
         assert found.loc[claim_id, "verdict"] == "not measured", claim_id
-    assert "top 2, seed 0: loss flat" in found.loc["merchant-freeze-order", "what this run shows"]
+    assert "top 2, seed 0: loss flat" in found.loc["wu-freeze-order", "what this run shows"]
 
     class Run:
         def __init__(self, accuracy, losses):

@@ -430,7 +430,7 @@ def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():
         assert found.loc[claim.id, "verdict"] == "not measured"
         assert ("m, t, seed 1: loss flat" in shown) == ("untrained" in claim.gates), claim.id
     assert {c.id for c in chapter if not c.gates} == {"merchant-freeze-bottom",
-                                                     "merchant-freeze-order"}
+                                                     "wu-freeze-order"}
     trained = verdicts.judge(chapter, {"untrained": {}})  # every run trained: no stop
     assert not trained["what this run shows"].str.contains("did not train").any()
 

@@ -65,7 +65,7 @@ def _largest(synthetic: pd.DataFrame | None, g: str) -> tuple[pd.DataFrame, int]
 
 
 @REN.claim(
-    "ren-inn-synthetic", "§4, Table 3",
+    "ren-inn-synthetic", "§4.3, Table 3",
     "an invertible network recovers an invertible nonlinear map far better than linear "
     "methods",
     "yes: INN 0.0059 against more than 0.13",
@@ -84,7 +84,7 @@ def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
 
 
 @REN.claim(
-    "ren-linear-check", "§4, Table 3",
+    "ren-linear-check", "§4.3, Table 3",
     "linear regression recovers a linear map (a check of the method)",
     "yes: distance near 0",
     f"{LINEAR_CHECK} minus linreg's held-out distance on a known linear map, over data seeds",
@@ -101,7 +101,7 @@ def linear_check(synthetic: pd.DataFrame | None) -> list[Evidence]:
 
 
 @REN.claim(
-    "ren-depth", "§5, Fig. 2, 5",
+    "ren-depth", "§5.1, Figs. 2 and 5",
     "models that differ only by seed are more alike in shallow layers than deep ones",
     "yes",
     "held-out alignment distance (the page's figure_method map, Procrustes by default) at "
@@ -125,7 +125,7 @@ def depth(pretraining: pd.DataFrame | None, label: str = "pretraining seeds"
 
 
 @REN.claim(
-    "ren-attention", "§5, Fig. 4",
+    "ren-attention", "§5.2, Fig. 4",
     "attention is more alike across seeds than hidden states",
     "yes, by two orders of magnitude",
     "per matched transformer layer: attention distance minus hidden-state distance (the "
@@ -210,7 +210,7 @@ def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
 
 
 @REN.claim(
-    "ren-inn-real", "§5, Table 4",
+    "ren-inn-real", "§4.4, Table 4",
     "the INN aligns real seed pairs best on held-out rows",
     "yes", f"{SIMPLE_MAP} minus INN held-out distance, over seed pairs and layers",
     "greater", 0.01, "a 1% share of unexplained variance", chapter="seeds",
@@ -232,7 +232,7 @@ def inn_real(methods: pd.DataFrame | None) -> list[Evidence]:
 
 
 @REN.claim(
-    "ren-injection", "§6, Table 5",
+    "ren-injection", "§4.5, Table 5",
     "a layer mapped into another seed's space works with that seed's head",
     "yes, the INN best",
     "accuracy of the INN map (fixed before looking) minus that of no map (identity), and "

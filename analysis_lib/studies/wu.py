@@ -15,7 +15,8 @@ Three chapters test them, and the functions read their results by name:
   :data:`METHODS`, its collection matrix), ``collection`` and ``floors`` (per method);
 * the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
   (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
-  layer); the domains chapter (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read
+  layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
+  freezing of the bottom or top layers); the domains chapter (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read
   from runs that failed the training gate get no verdict (``untrained``:
   :func:`~analysis_lib.studies.shared.training_problems`).
 
@@ -35,7 +36,7 @@ import pandas as pd
 
 from ..layers import LayerCollection, LayerTable
 from .claim import SIM, Evidence, NotMeasured, Paper, figure
-from .merchant import depth_drop
+from .merchant import depth_drop, frozen_by_seed
 
 WU = Paper("Wu")
 
@@ -591,6 +592,28 @@ def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
             f"{model}, {task}, localization at L{int(top.layer.iloc[0])} (base - tuned)",
             top.localization_base - top.localization_ft))
     return out
+
+
+@WU.claim("wu-freeze-order", "App. D, Table 1",
+    "freezing the bottom layers costs less than freezing the top ones",
+    "yes", "accuracy with the bottom k layers frozen minus with the top k frozen, for "
+           "each k, paired by fine-tuning seed (t interval over seeds)",
+    "greater", 0.005,
+    "half a point of accuracy: below Wu et al.'s own bottom-minus-top gaps on three of "
+    "their four tasks (0.006-0.017), so their data would pass; the book's usual 0.02 "
+    "would reject most of them",
+    control=("condition", "the top-k frozen run of the same seed"),
+    paper_effect=("Table 1 (BERT): bottom minus top k frozen, +0.006 to +0.017 on SST-2, "
+                  "MNLI and QNLI at k = 4 and 6, -0.001 and +0.001 on QQP; median of the "
+                  "eight 0.009"),
+    paper_value=0.009,
+    chapter="finetuning")
+def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
+    """Bottom-k minus top-k frozen accuracy, per k, paired by fine-tuning seed."""
+    by_seed = frozen_by_seed(frozen)
+    return [Evidence.from_paired(f"k = {k}", by_seed[("bottom", k)], by_seed[("top", k)])
+            for k in sorted({k for _, k in by_seed} - {0})
+            if ("bottom", k) in by_seed and ("top", k) in by_seed]
 
 
 @WU.claim("wu-cross-task", "§6, Fig. 5–6; Phang App. B, Fig. 7",
