@@ -9,7 +9,7 @@ import torch
 from analysis_lib import extract, models
 from analysis_lib.book import prose
 from analysis_lib.data import corpora, tasks
-from analysis_lib.studies import causes, claims, verdicts
+from analysis_lib.studies import causes, claims, merchant, verdicts
 from analysis_lib.studies import truncation as study
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
@@ -236,30 +236,28 @@ def test_findings_follow_planted_accuracies():
                            skips={k: v for k, v in skips.items() if k[1] == 0})
     assert found.loc["phang-skip-bottom", "verdict"] == "inconclusive"
     assert found.loc["merchant-truncate", "verdict"] == "inconclusive"
-    # a cut model that did not train gives no verdict, whatever its accuracy says
+    # a cut model that did not train is counted, not set aside: how well a cut model
+    # trains is the claim; the unit says how many cut runs failed
     gate = truncated.assign(did_not_train="")
     gate.loc[(gate.layers_kept == 3) & (gate.seed == 1), "did_not_train"] = "loss flat"
     found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
-    assert found.loc["merchant-truncate", "verdict"] == "not measured"
-    assert "did not train (3 layers kept, seed 1: loss flat)" in \
-        found.loc["merchant-truncate", "what this run shows"]
-    gate.loc[gate.layers_kept == 3, "did_not_train"] = ""  # only another cut failed
-    gate.loc[gate.layers_kept == 2, "did_not_train"] = "loss flat"
-    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
-                           skips=skips)
-    assert found.loc["merchant-truncate", "verdict"] == "equivalent"
-    # the cut runs' failures take only merchant-truncate; the grid's own runs gate the rest
+    assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # it scored as well
+    unit, = merchant.truncate(gate, full, _scores(0.0, 0.0, 0.0))
+    assert unit.note == "1 of 3 cut runs failed the training gate (counted)"
+    collapsed = gate.copy()
+    collapsed.loc[(collapsed.layers_kept == 3) & (collapsed.seed == 1), "accuracy"] = 0.5
+    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=collapsed, full=full,
+                      skips=skips)
+    assert found.loc["merchant-truncate", "verdict"] != "equivalent"  # its failure counts
+    # the grid's own runs gate the grid claims, never the cut runs' claim
     gate.loc[gate.layers_kept == 3, "did_not_train"] = "loss flat"
-    found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
-                           skips=skips)
-    assert found.loc["merchant-truncate", "verdict"] == "not measured"
-    assert found.loc["phang-untuned", "verdict"] == "equivalent"
     found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips, untrained={"m, t, seed 0": "flat"})
     for claim_id in [c.id for c in claims.of_chapter("truncation") if "untrained" in c.gates]:
         assert found.loc[claim_id, "verdict"] == "not measured", claim_id
         assert "m, t, seed 0: flat" in found.loc[claim_id, "what this run shows"]
+    assert found.loc["merchant-truncate", "verdict"] != "not measured"
 
 
 def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_path,

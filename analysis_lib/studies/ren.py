@@ -40,8 +40,6 @@ from ..similarity.structure import layer_gradient
 from .claim import ACC, Evidence, Paper, figure
 
 REN = Paper("Ren")
-#: the distance below which linear regression counts as recovering a linear map
-LINEAR_CHECK = 0.05
 #: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and
 #: ``ren-injection`` judge it against the claims' controls, never the best of several maps
 #: picked after the fact
@@ -81,23 +79,6 @@ def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
     if not {"inn", "linreg"} <= set(flow.columns):
         return []
     return [Evidence.from_values(f"flow, {rows} rows", flow["linreg"] - flow["inn"])]
-
-
-@REN.claim(
-    "ren-linear-check", "§4.3, Table 3",
-    "linear regression recovers a linear map (a check of the method)",
-    "yes: distance near 0",
-    f"{LINEAR_CHECK} minus linreg's held-out distance on a known linear map, over data seeds",
-    "greater", 0.0, f"the check passes when the distance is reliably below {LINEAR_CHECK}",
-    chapter="seeds",
-    control=("baseline", f"a held-out distance of {LINEAR_CHECK}"),
-    paper_effect="not reported: a check of this book's method, not a claim of the paper")
-def linear_check(synthetic: pd.DataFrame | None) -> list[Evidence]:
-    """:data:`LINEAR_CHECK` minus linreg's distance on the linear map, per data seed."""
-    linear, rows = _largest(synthetic, "linear")
-    if "linreg" not in linear.columns:
-        return []
-    return [Evidence.from_values(f"linear map, {rows} rows", LINEAR_CHECK - linear["linreg"])]
 
 
 @REN.claim(

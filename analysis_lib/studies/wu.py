@@ -16,8 +16,9 @@ Three chapters test them, and the functions read their results by name:
 * the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
   (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
-  freezing of the bottom or top layers); the domains chapter (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read
-  from runs that failed the training gate get no verdict (``untrained``:
+  freezing of the bottom or top layers); the domains chapter
+  (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read from runs that failed the
+  training gate get no verdict (``untrained``:
   :func:`~analysis_lib.studies.shared.training_problems`).
 
 Each observation is a contrast of one measure with itself (linear CKA, or the last measure
