@@ -452,6 +452,9 @@ def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
     assert "out of reach" not in two.reason
     one_seed = decide(_claim("none", 0.02), [Evidence("u", 0.0, float("nan"))])
     assert np.isinf(one_seed.units.reach.iloc[0]) and "out of reach" in one_seed.reason
+    # the reason names how many values an interval is over, never assuming they are seeds
+    models = decide(_claim("none", 0.02), [Evidence.from_values("3 models", [0.0, 0.02, -0.02])])
+    assert "(3 values)" in models.reason and "seeds are needed" not in models.reason
 
 
 def test_a_chapter_summary_line_gives_the_verdict_with_its_numbers():

@@ -163,12 +163,18 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
         reason += (f"; {against} of {len(evidence)} estimates run against the paper "
                    + ("(beyond the smallest effect)" if claim.direction == "none" else
                       "(on the other side of zero)"))
-    out_of_reach = int(np.sum(~(reach < delta)))
-    if combined in ("inconclusive", MIXED) and out_of_reach:
-        reason += (f"; equivalence is out of reach in {out_of_reach} of {len(evidence)} units: "
-                   f"their one-sided bound (at least {np.nanmin(reach):.3f}) is not inside the "
-                   f"smallest effect {delta:.3g}, so more seeds or samples are needed to show "
-                   "no difference")
+    short = ~(reach < delta)
+    if combined in ("inconclusive", MIXED) and short.any():
+        # what the interval is over (seeds, models, pairs, folds) is the unit's own: name
+        # its count, never assume seeds
+        counts = ", ".join(dict.fromkeys(
+            "one value" if e.n == 1 else f"{e.n} values" if e.n else "no spread"
+            for e, out in zip(evidence, short) if out))
+        reason += (f"; equivalence is out of reach in {int(short.sum())} of {len(evidence)} "
+                   f"units: their one-sided bound (at least {np.nanmin(reach):.3f}) is not "
+                   f"inside the smallest effect {delta:.3g} with the values their intervals "
+                   f"are over ({counts}); more of those (as each unit says: seeds, models, "
+                   "pairs or folds) would be needed to show no difference")
     return Verdict(claim, combined, units, alpha, reason)
 
 
