@@ -73,16 +73,42 @@ def test_matrix_frame_checks_labels():
         plots.matrix_frame(np.eye(3), ["a", "b"])
 
 
-def test_renderer_output_has_native_and_offline_html():
+def _bundle(chart) -> dict:
+    bundle = chart._repr_mimebundle_()
+    return bundle[0] if isinstance(bundle, tuple) else bundle
+
+
+def test_renderer_output_has_native_and_offline_html_in_the_book(monkeypatch):
+    monkeypatch.setenv(render.PAGE_ENV, "1")
     render.enable()
-    bundle = plots.heatmap(np.eye(2), ["a", "b"])._repr_mimebundle_()
-    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+    bundle = _bundle(plots.heatmap(np.eye(2), ["a", "b"]))
     assert any(k.startswith("application/vnd.vegalite") for k in bundle)
     html = bundle["text/html"]
     assert "window.vegaEmbed" in html and "cdn" not in html.lower()
+    assert "image/png" not in bundle  # the page draws it; no image weighs on it
     spec = plots.heatmap(np.eye(2), ["a", "</script>"]).to_dict()
     assert "</script>" in json.dumps(spec)
     assert render.chart_html(spec).count("</script>") == 1  # a label cannot close the tag
+
+
+def test_outside_the_book_a_chart_is_an_image_every_front_end_shows(monkeypatch):
+    """JupyterLab 4 renders vega-lite only up to 5 and runs no script of an untrusted
+    output: off the book's build a chart carries vl-convert's SVG and PNG (no HTML that
+    would need the book's vega bundle), drawn from the same spec."""
+    import base64
+
+    monkeypatch.delenv(render.PAGE_ENV, raising=False)
+    render.enable()
+    chart = plots.heatmap(np.array([[1.0, 0.25], [0.25, 1.0]]), ["layer a", "layer b"])
+    bundle = _bundle(chart)
+    assert "text/html" not in bundle and any(k.startswith("application/vnd.vegalite")
+                                             for k in bundle)
+    svg = bundle["image/svg+xml"]
+    assert svg.lstrip().startswith("<svg") and "layer a" in svg and "<script" not in svg
+    png = base64.b64decode(bundle["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width > 50 and height > 50
 
 
 def test_explorer_redraws_and_keeps_a_static_state():

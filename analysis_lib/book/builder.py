@@ -242,7 +242,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     for attempt in range(1, attempts + 1):
         steps.unlink(missing_ok=True)
         try:
-            with _quiet_env({profile.ENV: str(steps)}):
+            with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1"}):
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout)

@@ -1,27 +1,36 @@
 """Show altair charts in JupyterLab and in the built book, with no internet.
 
 altair's default renderer loads the vega libraries from a CDN, which the offline book cannot
-reach. :func:`enable` registers a renderer, ``"book"``, whose output carries two
-representations of a chart:
+reach, and altair 6's vega-lite 6 mime type is one that JupyterLab 4 does not render (it
+renders vega-lite up to 5). :func:`enable` registers a renderer, ``"book"``, whose output
+carries altair's own vega-lite mime type (for front ends that render it) and:
 
-* altair's own vega-lite mime type, which JupyterLab renders natively;
-* an HTML snippet that draws the chart with ``window.vegaEmbed``, which the built book gets
-  from ``_static/vega-bundle.js``. :func:`write_bundle` writes that file at build time from
-  the ``vl-convert-python`` package (vega, vega-lite and vega-embed in one script), wrapped in a
-  function scope so that its top-level names cannot clash with the page's own scripts.
+* in the notebooks the book's build executes (:data:`PAGE_ENV` set), an HTML snippet that
+  draws the chart, interactive, with ``window.vegaEmbed``, which the built book gets from
+  ``_static/vega-bundle.js``. :func:`write_bundle` writes that file at build time from the
+  ``vl-convert-python`` package (vega, vega-lite and vega-embed in one script), wrapped in a
+  function scope so that its top-level names cannot clash with the page's own scripts;
+* everywhere else (JupyterLab, VS Code, Colab, a notebook viewer), the chart drawn by
+  vl-convert as SVG and PNG (:func:`static_images`), which every front end shows, with no
+  script and no internet; a saved notebook shows its PNG even when it is not trusted.
 
 The bundle is never committed: it is produced from the installed package on every build.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 BUNDLE_NAME = "vega-bundle.js"
 RENDERER = "book"
+#: set in the environment of the notebooks the book's build executes: their charts are drawn
+#: by the page's vega bundle, so no static image is made
+PAGE_ENV = "ANALYSIS_LIB_BOOK_PAGE"
 
 _HTML = """<div class="analysis-lib-chart" id="{id}"></div>
 <script type="text/javascript">
@@ -56,11 +65,36 @@ def chart_html(spec: dict[str, Any]) -> str:
     return _HTML.format(id=chart_id, spec=safe, bundle=BUNDLE_NAME)
 
 
+def _vegalite_version() -> str:
+    """The vega-lite version (``"6.1"``) vl-convert should use for altair's charts: altair's
+    own where vl-convert has it, else vl-convert's newest."""
+    import altair as alt
+    import vl_convert as vlc
+
+    major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    versions = vlc.get_vegalite_versions()
+    return major_minor if major_minor in versions else versions[-1]
+
+
+def static_images(spec: dict[str, Any]) -> dict[str, str]:
+    """The chart ``spec`` (a vega-lite dict with its data inline) drawn by vl-convert:
+    ``{"image/svg+xml": svg text, "image/png": base64 text}``, a notebook output that any
+    front end shows."""
+    import vl_convert as vlc
+
+    version = _vegalite_version()
+    png = vlc.vegalite_to_png(spec, vl_version=version)
+    return {"image/svg+xml": vlc.vegalite_to_svg(spec, vl_version=version),
+            "image/png": base64.b64encode(png).decode("ascii")}
+
+
 def _renderer(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
     import altair as alt
 
     mime = f"application/vnd.vegalite.{alt.SCHEMA_VERSION.split('.')[0]}+json"
-    return {mime: spec, "text/html": chart_html(spec)}
+    if os.environ.get(PAGE_ENV):
+        return {mime: spec, "text/html": chart_html(spec)}
+    return {mime: spec, **static_images(spec)}
 
 
 def enable() -> None:
@@ -77,12 +111,9 @@ def enable() -> None:
 def write_bundle(folder: str | Path) -> Path:
     """Write ``vega-bundle.js`` into ``folder`` from the installed vl-convert package, for the
     vega-lite version altair uses, wrapped in a function scope. Rewritten only when changed."""
-    import altair as alt
     import vl_convert as vlc
 
-    major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    versions = vlc.get_vegalite_versions()
-    version = major_minor if major_minor in versions else versions[-1]
+    version = _vegalite_version()
     # the snippet is optional (the default puts the libraries on ``window``); the package's
     # type stub marks it required
     code = vlc.javascript_bundle(vl_version=version)  # type: ignore[call-arg]

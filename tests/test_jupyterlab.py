@@ -1,0 +1,137 @@
+"""A chapter run in a real JupyterLab, in headless Chromium, with no internet: its charts are
+drawn (JupyterLab 4 renders vega-lite only up to 5, and the book's vega bundle is not there),
+and no cell fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from analysis_lib.book import builder, render
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHAPTER = "measures_primer"
+#: the JavaScript that says whether the open notebook has run: every code cell has an
+#: execution count and the kernel is idle
+RAN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.content || !panel.sessionContext.session) return false;
+  const kernel = panel.sessionContext.session.kernel;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'code');
+  return kernel && kernel.status === 'idle' && cells.length > 0
+    && cells.every(c => c.model.executionCount !== null);
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_lab(folder: Path, port: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != render.PAGE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["JUPYTER_CONFIG_DIR"] = str(folder / ".jupyter")
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(folder / ".workspaces")
+    # every cell in the page (JupyterLab 4 leaves cells out of view unrendered by default)
+    settings = folder / ".settings"
+    tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+               "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+               "--ServerApp.disable_check_xsrf=True", "--expose-app-in-browser",
+               "--allow-root",
+               f"--ServerApp.root_dir={folder}", "--LabApp.news_url=None",
+               "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = open(folder / "lab.log", "w")  # noqa: SIM115 (closed with the process)
+    process = subprocess.Popen(command, cwd=folder, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
+            return process
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.5)
+    process.kill()
+    raise AssertionError("JupyterLab did not start: " + (folder / "lab.log").read_text())
+
+
+def test_a_chapter_run_in_jupyterlab_draws_its_charts(tmp_path):
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("Debian's chromium is not installed and could not be (not root?): "
+                    "`apt-get install -y chromium` to run the browser test")
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+    from playwright.sync_api import sync_playwright
+
+    source = ROOT / "notebooks" / f"{CHAPTER}.ipynb"
+    parameters = builder.notebook_parameters(source, builder.load_profile("smoke"))
+    nb = parameterize_notebook(load_notebook_node(str(source)), parameters)
+    nbformat.write(nb, str(tmp_path / source.name))
+    port = _free_port()
+    lab = _start_lab(tmp_path, port)
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
+            page.goto(f"http://127.0.0.1:{port}/lab/tree/{source.name}?reset")
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell"
+                                   " && window.jupyterapp.shell.currentWidget"
+                                   " && window.jupyterapp.shell.currentWidget.sessionContext"
+                                   ".session", timeout=120_000)
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
+                                   ".sessionContext.session.kernel.status === 'idle'",
+                                   timeout=120_000)
+            page.evaluate("() => window.jupyterapp.commands.execute("
+                          "'notebook:run-all-cells')")
+            page.wait_for_function(RAN, timeout=300_000, polling=1000)
+            page.wait_for_timeout(1000)
+            outputs = json.loads(page.evaluate(
+                "() => JSON.stringify(window.jupyterapp.shell.currentWidget.content.widgets"
+                ".filter(c => c.model.type === 'code').map(c => c.model.outputs.toJSON()))"))
+            errors = [o for cell in outputs for o in cell if o.get("output_type") == "error"]
+            assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
+            charts = [o for cell in outputs for o in cell
+                      if any(k.startswith("application/vnd.vegalite") for k in o.get("data", {}))]
+            assert len(charts) >= 2, "the chapter made no charts"
+            images = ".jp-RenderedSVG img, .jp-RenderedSVG svg, .jp-RenderedImage img"
+            drawn = page.eval_on_selector_all(
+                images, "els => els.map(e => [e.getBoundingClientRect().width,"
+                " e.getBoundingClientRect().height])")
+            if drawn:
+                page.locator(images).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / "jupyterlab_measures_primer.png"))
+            big = [size for size in drawn if size[0] > 150 and size[1] > 100]
+            assert len(big) >= len(charts), (len(charts), drawn)
+            text = page.inner_text("body")
+            assert "vega-bundle.js" not in text and "Chart error" not in text
+            browser.close()
+    finally:
+        lab.terminate()
+        try:
+            lab.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            lab.kill()
