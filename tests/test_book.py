@@ -597,6 +597,30 @@ def _move_a_control(page, control, page_path):
         f"moving the chart's control changed nothing on {page_path.name}"
 
 
+def _findings_fit(context, page_path, shots) -> None:
+    """The findings page at a desktop and a phone width: its chart drew, within its column,
+    and its table's verdict column is on screen (the table may scroll sideways past it)."""
+    for width in (1400, 400):
+        page = context.new_page()
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(page_path.as_uri())
+        page.wait_for_selector(".analysis-lib-chart svg", timeout=30_000)
+        fit = page.evaluate("""() => {
+          const column = document.querySelector('article').getBoundingClientRect();
+          const chart = document.querySelector('.analysis-lib-chart svg')
+            .getBoundingClientRect();
+          const head = [...document.querySelectorAll('article table th')]
+            .find(th => th.textContent.trim() === 'verdict').getBoundingClientRect();
+          return {column: [column.left, column.right], chart: [chart.left, chart.right],
+                  verdict: [head.left, head.right], viewport: window.innerWidth};
+        }""")
+        assert fit["chart"][1] <= fit["column"][1] + 2, (width, fit)
+        assert fit["chart"][1] - fit["chart"][0] > 0.6 * (fit["column"][1] - fit["column"][0])
+        assert fit["verdict"][1] <= fit["viewport"], (width, fit)
+        page.screenshot(path=str(shots / f"findings_{width}px.png"), full_page=True)
+        page.close()
+
+
 def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
     executable = _chromium()
     if executable is None:
@@ -650,6 +674,8 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                 assert "params.check" not in article, page_path
                 assert "# Parameters" not in article, page_path
                 assert article.count("the parameters of this run") == 1, page_path
+            if page_path.name == "findings.html":
+                _findings_fit(context, page_path, shots)
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
             report[name] = errors
             assert not errors, (page_path, errors)

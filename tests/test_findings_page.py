@@ -22,7 +22,8 @@ def _executed(tmp_path, name, *tables):
     nb = nbformat.v4.new_notebook()
     for k, table in enumerate(tables):
         rows = [{"claim id": cid, "what this run shows": str(r["what this run shows"]),
-                 "verdict": str(r["verdict"]), "how": str(r["how"])}
+                 "verdict": str(r["verdict"]), "how": str(r["how"]),
+                 "units": table.attrs.get("units", {}).get(cid, [])}
                 for cid, r in table.iterrows()]
         cell = nbformat.v4.new_code_cell("prose.record_findings(findings)")
         cell.outputs = [nbformat.v4.new_output(
@@ -61,6 +62,50 @@ def test_the_scorecard_lists_every_claim_with_its_chapters_verdict(tmp_path):
     assert "\\|" in text and "`smoke` profile" in text and "1 holds" in text
     path = findings.write(tmp_path, table)
     pd.testing.assert_frame_equal(pd.read_csv(path, keep_default_na=False), table)
+
+
+def test_the_chart_puts_each_unit_in_smallest_effects_the_papers_way(tmp_path):
+    """Known values: ren-depth claims a decrease with smallest effect 0.01, so -0.04 is four
+    smallest effects the paper's way; phang-cka-predicts is a correlation claim read as
+    Fisher's z against atanh(0.3); a claim no chapter judged has no point."""
+    import numpy as np
+
+    depth = tables.table([decide("ren-depth", [Evidence("pairs", -0.04, 0.005)])])
+    link = tables.table([decide("phang-cka-predicts",
+                                [Evidence.from_correlation("t", -0.6, 40)])])
+    blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01),
+                                                   Evidence("m, u", -0.05, 0.01)])])
+    table = findings.collect([_executed(tmp_path, "seeds", depth),
+                              _executed(tmp_path, "truncation", link),
+                              _executed(tmp_path, "finetuning", blocks)])
+    points = findings.estimates(table)
+    assert sorted(set(points["claim id"])) == ["phang-blocks", "phang-cka-predicts",
+                                               "ren-depth"]
+    depth_point = points.set_index("claim id").loc["ren-depth"]
+    assert depth_point.x == pytest.approx(4.0)
+    assert depth_point.low < 4.0 < depth_point.high  # the interval turned with it
+    assert depth_point.href == "../notebooks/seeds.html"
+    z = points.set_index("claim id").loc["phang-cka-predicts", "x"]
+    assert z == pytest.approx(np.arctanh(0.6) / np.arctanh(0.3))
+    assert sorted(points[points["claim id"] == "phang-blocks"].x) == pytest.approx([-2.5, 15])
+    text = findings.page(table, "smoke")
+    assert "```{raw} html" in text and "window.vegaEmbed" in text
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(claims.CLAIMS) and all(line.count(" | ") == 3 for line in rows)
+    assert ":class: dropdown" in text and "smallest effect here: 0.01" in text
+    assert "```{raw} html" not in findings.page(findings.collect([]), "smoke")  # no points
+
+
+def test_a_damaged_units_record_is_named_not_read(tmp_path):
+    path = _executed(tmp_path, "seeds", tables.table([decide("ren-depth", [
+        Evidence("pairs", -0.04, 0.005)])]))
+    nb = nbformat.read(str(path), as_version=4)
+    record = json.loads(nb.cells[0].outputs[0]["data"][findings.MIME])
+    record["rows"][0]["units"] = [["pairs", "-0.04", None, None]]  # text, not a number
+    nb.cells[0].outputs[0]["data"][findings.MIME] = json.dumps(record)
+    nbformat.write(nb, str(path))
+    with pytest.raises(findings.UnreadableChapter, match="units"):
+        findings.read(path)
 
 
 def test_an_undecided_verdict_on_the_page_says_how_it_was_reached(tmp_path):

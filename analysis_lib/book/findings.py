@@ -26,7 +26,8 @@ RECORD = "findings-record"
 MIME = "application/papermill.record/text/plain"
 #: the columns of the table, in order
 COLUMNS = ("claim id", "paper", "claim", "what the paper reports", "the paper's effect",
-           "smallest effect", "what this run shows", "verdict", "how", "control", "chapter")
+           "smallest effect", "what this run shows", "verdict", "how", "control", "chapter",
+           "units")
 #: what a claim that no chapter of the build judged reads
 UNJUDGED = "not measured: no chapter of this build judges it"
 
@@ -63,12 +64,25 @@ def read(path: Path) -> pd.DataFrame:
                 if not all(isinstance(r, dict) and "claim id" in r
                            and r.get("verdict") in VERDICTS for r in found):
                     raise ValueError("a row lacks its claim id or a verdict of the book")
+                if not all(_units_ok(r.get("units", [])) for r in found):
+                    raise ValueError("a row's units are not [unit, estimate, low, high]")
             except (ValueError, TypeError, KeyError) as error:
                 raise _unreadable(path, f"holds a damaged findings record {name!r} "
                                         f"({type(error).__name__}: {str(error)[:200]})"
                                   ) from error
             rows += found
     return pd.DataFrame(rows)
+
+
+def _units_ok(units: Any) -> bool:
+    """Whether a record's units are a list of ``[unit text, estimate, low, high]`` with
+    numbers or None (JSON null)."""
+    def number(x: Any) -> bool:
+        return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+    return isinstance(units, list) and all(
+        isinstance(u, list) and len(u) == 4 and isinstance(u[0], str)
+        and all(number(x) for x in u[1:]) for u in units)
 
 
 def _finished_notebook(path: Path) -> Any:
@@ -147,12 +161,15 @@ def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataF
                "the paper's effect": claim.paper_effect,
                "smallest effect": claim.smallest_effect,
                "what this run shows": unjudged, "verdict": "not measured", "how": "",
-               "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": ""}
+               "control": f"{claim.control[0]}: {claim.control[1]}", "chapter": "",
+               "units": "[]"}
         if claim_id in judged.index:
             got = judged.loc[claim_id]
+            units = got.get("units", [])
             row.update({"what this run shows": str(got["what this run shows"]),
                         "verdict": str(got["verdict"]), "chapter": str(got["chapter"]),
-                        "how": str(got.get("how", "") if pd.notna(got.get("how", "")) else "")})
+                        "how": str(got.get("how", "") if pd.notna(got.get("how", "")) else ""),
+                        "units": json.dumps(units if isinstance(units, list) else [])})
         out.append(row)
     table = pd.DataFrame(out, columns=list(COLUMNS))
     table.attrs["unread"] = unread
@@ -216,36 +233,114 @@ def _verdict_cell(row: dict) -> str:
     return f"**{row['verdict']}**"
 
 
+#: each verdict's colour in the findings chart
+COLOURS = {"holds": "#1a9850", "equivalent": "#4575b4", "opposite": "#d73027",
+           "mixed": "#f46d43", "inconclusive": "#878787", "not measured": "#bdbdbd"}
+
+
+def estimates(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per unit of every claim the build judged: its estimate and 95% interval in
+    units of the claim's smallest effect (on the units' own scale, Fisher's z for a
+    correlation claim), turned so that the paper's direction is positive: 1 is the smallest
+    effect that matters the paper's way, -1 the same the other way. A claim whose smallest
+    effect is zero, or a unit with no estimate, has no row."""
+    from ..studies.claims import CLAIMS
+
+    rows = []
+    for row in table.to_dict(orient="records"):
+        claim = CLAIMS.get(str(row["claim id"]))
+        units = json.loads(row.get("units") or "[]") if claim is not None else []
+        if claim is None or not claim.delta > 0:
+            continue
+        turn = (-1.0 if claim.direction == "less" else 1.0) / claim.delta
+        for unit, estimate, low, high in units:
+            if estimate is None:
+                continue
+            ends = sorted((low * turn, high * turn)) if None not in (low, high) else [None] * 2
+            rows.append({
+                "claim id": row["claim id"], "claim": row["claim"], "unit": unit,
+                "verdict": row["verdict"], "x": estimate * turn, "low": ends[0],
+                "high": ends[1], "estimate": f"{estimate:+.3f}",
+                "interval": "" if ends[0] is None else f"[{low:+.3f}, {high:+.3f}]",
+                "href": f"../notebooks/{row['chapter']}.html" if row["chapter"] else ""})
+    return pd.DataFrame(rows, columns=["claim id", "claim", "unit", "verdict", "x", "low",
+                                       "high", "estimate", "interval", "href"])
+
+
+def chart(table: pd.DataFrame) -> Any:
+    """The findings at a glance (an altair chart, or None when the build judged nothing):
+    per claim, each unit's estimate and interval in units of the smallest effect
+    (:func:`estimates`), on a scale that is linear within one smallest effect and
+    logarithmic beyond, coloured by the claim's verdict; the dashed lines are the smallest
+    effect either way and zero; a point links to the chapter that computes it."""
+    import altair as alt
+
+    frame = estimates(table)
+    if frame.empty:
+        return None
+    scale = alt.Scale(type="symlog", constant=1)
+    base = alt.Chart(frame).encode(
+        y=alt.Y("claim id:N", sort=list(dict.fromkeys(frame["claim id"])), title=None,
+                axis=alt.Axis(labelLimit=200)),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=list(COLOURS),
+                                                     range=list(COLOURS.values())),
+                        legend=alt.Legend(orient="top", title=None)),
+        tooltip=["claim id", "claim", "unit", "estimate", "interval", "verdict"],
+        href="href:N")
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("low:Q", scale=scale), x2="high:Q")
+    dots = base.mark_circle(size=60, opacity=0.9).encode(x=alt.X(
+        "x:Q", scale=scale,
+        title="estimate in smallest effects (the paper's direction to the right)"))
+    marks = alt.Chart(pd.DataFrame({"x": [-1.0, 0.0, 1.0]})).mark_rule(
+        strokeDash=[4, 4], color="#666").encode(x=alt.X("x:Q", scale=scale))
+    return alt.layer(marks, bars, dots).properties(width="container", height=alt.Step(18))
+
+
 def page(table: pd.DataFrame, profile: str) -> str:
-    """The findings page (MyST markdown): one row per claim, the paper's report beside this
-    run's estimate and verdict, and a link to the chapter that computes it."""
+    """The findings page (MyST markdown): a chart of every unit's estimate against its
+    claim's smallest effect (:func:`chart`), a table of one row per claim (its verdict,
+    this run's estimates, a link to the chapter that computes it) narrow enough for a phone,
+    and each claim in full (what the paper reports, its effect size, the control) under a
+    fold."""
+    from .render import chart_html
+
     counts = table.verdict.value_counts()
     tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     lines = [
         "# What holds: the papers' claims against this run", "",
-        "Every claim of the four papers that this book tests, with what the paper reports "
-        "(and its own effect size beside the smallest effect this book reads as a difference), "
-        "what this build shows (the estimate with its 95% interval, per unit), the verdict of "
-        "the book's one rule (the measures page states it) and the control the statistic is "
-        "read against. The page is written from the executed chapters of this build, never "
-        f"typed: this build used the `{profile}` profile, and its verdicts are: {tally}. "
-        "A claim that no chapter of the profile judges says so; `python -m analysis_lib "
-        f"findings --profile {profile}` prints the same table, and `findings.csv` beside the "
-        "executed notebooks holds it.", "",
-        "| claim | paper | the paper reports | this run | verdict | control | chapter |",
-        "|---|---|---|---|---|---|---|",
+        "Every claim of the four papers that this book tests, judged by the book's one rule "
+        "(the measures page states it) on this build's executed chapters. The page is "
+        f"written from them, never typed: this build used the `{profile}` profile, and its "
+        f"verdicts are: {tally}. `python -m analysis_lib findings --profile {profile}` "
+        "prints the same table, and `findings.csv` beside the executed notebooks holds it.",
+        "",
     ]
+    shown = chart(table)
+    if shown is not None:
+        lines += [
+            "Each point is one unit of a claim (a task, a model, a pair of seeds), its estimate "
+            "divided by the claim's smallest effect and turned so that the paper's direction "
+            "points right: past the dashed line at 1 the effect matters the paper's way, past "
+            "-1 it matters the other way, between them it is too small to matter. The bar is "
+            "the 95% interval; hover for the numbers, click for the chapter.", "",
+            "```{raw} html", chart_html(shown.to_dict()), "```", ""]
+    lines += ["| claim | verdict | this run | chapter |", "|---|---|---|---|"]
     for row in table.to_dict(orient="records"):
         chapter = row["chapter"]
         link = f"{{doc}}`{chapter} <../notebooks/{chapter}>`" if chapter else ""
-        effect = row["the paper's effect"]
-        reported = (f"{row['what the paper reports']} (its effect: {effect}; smallest "
-                    f"effect here: {row['smallest effect']})")
-        cells = (f"`{row['claim id']}`: {row['claim']}", row["paper"], reported,
-                 row["what this run shows"],
-                 _verdict_cell(row), row["control"])
+        cells = (f"`{row['claim id']}`: {row['claim']}", _verdict_cell(row),
+                 row["what this run shows"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
-    return "\n".join(lines) + "\n"
+    lines += ["", "```{admonition} Each claim in full: what the paper reports, its effect, "
+                  "the smallest effect read here, the control", ":class: dropdown", ""]
+    for row in table.to_dict(orient="records"):
+        effect = _cell(row["the paper's effect"])
+        lines += [f"- `{_cell(row['claim id'])}` ({_cell(row['paper'])}): "
+                  f"{_cell(row['claim'])}. The paper reports: "
+                  f"{_cell(row['what the paper reports'])}; its effect: {effect}; smallest "
+                  f"effect here: {row['smallest effect']}; control: {_cell(row['control'])}."]
+    lines += ["```", ""]
+    return "\n".join(lines)
 
 
 #: the line of a book page that the build replaces with :func:`profiles_table`

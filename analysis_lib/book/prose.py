@@ -143,7 +143,9 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
     from .findings import RECORD
 
     columns = [c for c in ("what this run shows", "verdict", "how") if c in table.columns]
-    rows = [{"claim id": str(claim_id), **{c: str(row[c]) for c in columns}}
+    units = table.attrs.get("units", {})
+    rows = [{"claim id": str(claim_id), **{c: str(row[c]) for c in columns},
+             "units": units.get(str(claim_id), [])}
             for claim_id, row in table[columns].iterrows()]
     _glue(f"{RECORD}-{part}" if part else RECORD, _Rows(rows), display=False)
     return table

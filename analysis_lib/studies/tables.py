@@ -4,6 +4,7 @@ outcome)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -12,8 +13,19 @@ from .claim import Verdict
 from .claims import get
 
 
+def _units(verdict: Verdict) -> list[list]:
+    """A verdict's units as ``[unit, estimate, low, high]`` (None where not a number)."""
+    def number(x: object) -> float | None:
+        value = float(x)  # type: ignore[arg-type]
+        return round(value, 6) if math.isfinite(value) else None
+
+    return [[str(r.unit), number(r.estimate), number(r.low), number(r.high)]
+            for r in verdict.units.itertuples()]
+
+
 def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """A findings table: one row per claim, indexed by claim id."""
+    """A findings table: one row per claim, indexed by claim id. Its ``attrs["units"]``
+    keeps each claim's units as numbers (:func:`_units`), for the findings page's chart."""
     rows = []
     for v in verdicts:
         rows.append({"claim id": v.claim.id, "claim": v.claim.claim,
@@ -26,7 +38,9 @@ def table(verdicts: Sequence[Verdict]) -> pd.DataFrame:
                      "what this run shows": v.shown,
                      "verdict": v.outcome, "how": v.reason})
     frame = pd.DataFrame(rows)
-    return frame.set_index("claim id") if len(frame) else frame
+    frame = frame.set_index("claim id") if len(frame) else frame
+    frame.attrs["units"] = {v.claim.id: _units(v) for v in verdicts}
+    return frame
 
 
 def side_by_side(tables: Mapping[str, pd.DataFrame], claim_ids: Sequence[str]) -> pd.DataFrame:
