@@ -604,7 +604,7 @@ def _findings_fit(context, page_path, shots) -> None:
         page = context.new_page()
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(page_path.as_uri())
-        page.wait_for_selector(".analysis-lib-chart svg", timeout=30_000)
+        page.wait_for_selector(".analysis-lib-chart svg.marks", timeout=30_000)
         fit = page.evaluate("""() => {
           const column = document.querySelector('article').getBoundingClientRect();
           const chart = document.querySelector('.analysis-lib-chart svg')
@@ -659,6 +659,12 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                     "els => els.map(e => [e.getBoundingClientRect().width, "
                     "e.getBoundingClientRect().height])")
                 assert any(w > 200 and h > 150 for w, h in sizes), (page_path, sizes)
+                past = page.evaluate(
+                    "() => { const column = document.querySelector('article')"
+                    ".getBoundingClientRect().right; return [...document.querySelectorAll("
+                    "'.analysis-lib-chart svg.marks, .cell_output .output.text_html')]"
+                    ".filter(e => e.getBoundingClientRect().right > column + 2).length; }")
+                assert past == 0, f"{past} charts or tables run past the column: {page_path}"
                 controls = page.locator(".analysis-lib-chart input[type=range], "
                                         ".analysis-lib-chart select")
                 if page_path.stem in WITHOUT_CONTROLS:

@@ -302,6 +302,7 @@ def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Pat
     for item in executed:
         shutil.copy2(item.path, src / "notebooks" / item.path.name)
     render.write_bundle(src / "_static")
+    render.write_styles(src / "_static")
     return src
 
 

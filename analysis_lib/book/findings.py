@@ -293,7 +293,7 @@ def chart(table: pd.DataFrame) -> Any:
         title="estimate in smallest effects (the paper's direction to the right)"))
     marks = alt.Chart(pd.DataFrame({"x": [-1.0, 0.0, 1.0]})).mark_rule(
         strokeDash=[4, 4], color="#666").encode(x=alt.X("x:Q", scale=scale))
-    return alt.layer(marks, bars, dots).properties(width="container", height=alt.Step(18))
+    return alt.layer(marks, bars, dots).properties(width=560, height=alt.Step(18))
 
 
 def page(table: pd.DataFrame, profile: str) -> str:

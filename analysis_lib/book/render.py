@@ -27,6 +27,16 @@ from pathlib import Path
 from typing import Any
 
 BUNDLE_NAME = "vega-bundle.js"
+#: the book's own style sheet for charts and output tables (:func:`write_styles`)
+STYLES_NAME = "analysis-lib.css"
+#: a chart never runs past its column: drawn at its own size, scaled down to fit (vega's
+#: SVG keeps its viewBox, so tooltips and controls still line up); a wide output table
+#: scrolls inside its column instead of running past it
+STYLES = """.analysis-lib-chart { max-width: 100%; }
+.analysis-lib-chart .vega-embed { max-width: 100%; }
+.analysis-lib-chart svg.marks { max-width: 100%; height: auto; }
+.cell_output .output.text_html { max-width: 100%; overflow-x: auto; }
+"""
 RENDERER = "book"
 #: set in the environment of the notebooks the book's build executes: their charts are drawn
 #: by the page's vega bundle, so no static image is made
@@ -123,4 +133,14 @@ def write_bundle(folder: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_styles(folder: str | Path) -> Path:
+    """Write the book's chart and table styles (:data:`STYLES`) into ``folder``, where
+    Jupyter Book loads every style sheet of ``_static`` on every page."""
+    path = Path(folder) / STYLES_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text(encoding="utf-8") != STYLES:
+        path.write_text(STYLES, encoding="utf-8")
     return path
