@@ -10,11 +10,11 @@ from analysis_lib.studies import claims, merchant, verdicts
 from analysis_lib.studies import domains as study
 
 
-def _findings(curves, sources, *, cross=None, probes=None, untrained=None):
+def _findings(curves, sources, *, cross=None, same=None, probes=None, untrained=None):
     """The domains chapter's findings: its claims judged on these results."""
     return verdicts.judge(claims.of_chapter("domains"), {
-        "curves": curves, "sources": sources, "cross": cross, "probes": probes,
-        "untrained": untrained})
+        "curves": curves, "sources": sources, "cross": cross, "same": same,
+        "probes": probes, "untrained": untrained})
 
 
 def layers_with_change(rng, n, noise, n_layers=3, d=16):
@@ -188,34 +188,47 @@ def test_the_share_left_of_a_gap_is_defined_only_above_the_smallest_effect():
     assert study.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)
 
 
-def test_cross_task_claim_reads_bottom_against_top_layers_of_two_tasks_models():
+def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():
+    """Synthetic ground truth: the top layer moves with the task (shared by its seeds) and
+    with the seed. Two tasks' models part at the top beyond what two seeds of one task do
+    only when the task moves it: the claim holds then, and not when seeds alone move it (the
+    old reading, without the FT[1]-FT[2] control, would have said "holds" there too)."""
     rng = np.random.default_rng(11)
     base = [rng.standard_normal((200, 16)) for _ in range(4)]
 
-    def tuned(task_seed, top_noise):
-        noise = [0.05, 0.05, 0.3, top_noise]
-        r = np.random.default_rng(task_seed)
-        return [x + n * r.standard_normal(x.shape) * 4 for x, n in zip(base, noise)]
+    def tuned(task, seed, task_top, seed_top):
+        by_task = np.random.default_rng(task).standard_normal(base[-1].shape)
+        by_seed = np.random.default_rng(1000 * task + seed)
+        layers = [x + 0.1 * by_seed.standard_normal(x.shape) for x in base[:-1]]
+        return layers + [base[-1] + task_top * 4 * by_task
+                         + seed_top * 4 * by_seed.standard_normal(base[-1].shape)]
 
-    own = {s: tuned(100 + s, 1.0) for s in (0, 1, 2)}
-    other = {s: tuned(200 + s, 1.0) for s in (0, 1, 2)}
-    frame = study.cross_task(own, other)
-    assert len(frame) == 12 and set(frame.seed) == {0, 1, 2}
-    found = _findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
-                                     ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
-                           CROSSED, cross={("m", "A", "B"): frame})
+    def results(task_top, seed_top):
+        own = {s: tuned(1, s, task_top, seed_top) for s in (0, 1, 2)}
+        other = {s: tuned(2, s, task_top, seed_top) for s in (0, 1, 2)}
+        after = {0: 1, 1: 2, 2: 0}
+        cross = study.cross_task(own, {s: other[after[s]] for s in own})
+        same = study.cross_task(own, {s: own[after[s]] for s in own})
+        return {("m", "A", "B"): cross}, {("m", "A"): same}
+
+    rsa_flat = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+                         ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
+    cross, same = results(task_top=1.0, seed_top=0.1)
+    assert len(cross[("m", "A", "B")]) == 12 and set(cross[("m", "A", "B")].seed) == {0, 1, 2}
+    found = _findings(rsa_flat, CROSSED, cross=cross, same=same)
     assert found.loc["wu-cross-task", "verdict"] == "holds"
-    assert "A and B models on A's words (L1 - L3)" in found.loc["wu-cross-task",
-                                                               "what this run shows"]
-    # the same divergence at every layer: no bottom-top difference
-    flat = study.cross_task({s: tuned(100 + s, 0.05) for s in (0, 1, 2)},
-                            {s: tuned(200 + s, 0.05) for s in (0, 1, 2)})
-    found = _findings(_top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
-                                     ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5}),
-                           {"A": CROSSED["A"]}, cross={("m", "A", "B"): flat})
-    assert found.loc["wu-cross-task", "verdict"] == "equivalent"
-    assert found.loc["merchant-domain", "verdict"] == "not measured"  # one task: no cross
-    assert study.cross_task(own, {7: other[0]}).empty  # no common seed
+    assert "A and B models on A's words minus two A seeds (L1 - L3)" in found.loc[
+        "wu-cross-task", "what this run shows"]
+    cross, same = results(task_top=0.0, seed_top=1.0)  # seeds alone part at the top
+    raw = [float(f.pivot_table(index="seed", columns="layer", values="linear_cka").eval(
+        "`1` - `3`").mean()) for f in cross.values()]
+    assert raw[0] > 0.2  # without the control the top would look task-specific
+    found = _findings(rsa_flat, CROSSED, cross=cross, same=same)
+    assert found.loc["wu-cross-task", "verdict"] != "holds"
+    found = _findings(rsa_flat, CROSSED, cross=cross)  # no control: no verdict
+    assert found.loc["wu-cross-task", "verdict"] == "not measured"
+    assert "FT[1]-FT[2]" in found.loc["wu-cross-task", "what this run shows"]
+    assert study.cross_task({0: base}, {7: base}).empty  # no common seed
 
 
 def test_forgetting_probes_find_planted_word_properties_and_compare_best_layers():

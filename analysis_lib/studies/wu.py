@@ -17,7 +17,8 @@ Three chapters test them, and the functions read their results by name:
   (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
   freezing of the bottom or top layers); the domains chapter
-  (:mod:`analysis_lib.studies.domains`): ``cross``. Claims read from runs that failed the
+  (:mod:`analysis_lib.studies.domains`): ``cross`` and its control ``same`` (two seeds of
+  one task). Claims read from runs that failed the
   training gate get no verdict (``untrained``:
   :func:`~analysis_lib.studies.shared.training_problems`).
 
@@ -617,31 +618,49 @@ def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
             if ("bottom", k) in by_seed and ("top", k) in by_seed]
 
 
+def _bottom_minus_top(frame: pd.DataFrame, top: int) -> pd.Series:
+    """Linear CKA at the first transformer layer minus at layer ``top``, per seed."""
+    wide = frame.pivot_table(index="seed", columns="layer", values="linear_cka")
+    if 1 not in wide or top not in wide or top <= 1:
+        return pd.Series(dtype=float)
+    return wide[1] - wide[top]
+
+
 @WU.claim("wu-cross-task", "§6, Fig. 5–6; Phang App. B, Fig. 7",
     "models fine-tuned on different tasks from one base stay alike in their bottom "
-    "layers and diverge in their top layers",
+    "layers and diverge in their top layers, more than two seeds of one task do",
     "yes: bottom layers similar across tasks, top layers not",
-    "per model and pair of tasks: linear CKA between the two tasks' models (same seed, "
-    "the same words of one task's stimuli) at the first transformer layer minus at "
-    "the top layer, over seeds",
+    "per model and pair of tasks, per seed s: linear CKA between task A's model of seed s "
+    "and task B's of the next seed, at the first transformer layer minus at the top layer, "
+    "minus the same between task A's models of seeds s and the next (FT[1]-FT[2]), all on "
+    "task A's words; t interval over seeds",
     "greater", 0.02, SIM,
-    control=("condition", "the top layers of the same two models on the same words"),
+    control=("condition", "two fine-tuning seeds of the same task on the same words "
+                          "(FT[1]-FT[2]): how far seeds alone part at the top"),
     paper_effect=figure("Wu Figs. 5-6, Phang Fig. 7"),
     chapter="domains", gates=("untrained",))
-def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None) -> list[Evidence]:
-    """Per (model, stimuli's task, other task): the two tasks' models' CKA at the first
-    transformer layer minus at the top one, one value per seed (``cross``:
-    :func:`~analysis_lib.studies.domains.cross_task` per (model, task whose words, other
-    task))."""
+def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None,
+               same: Mapping[tuple[str, str], pd.DataFrame] | None) -> list[Evidence]:
+    """Per (model, stimuli's task, other task): the two tasks' models' bottom-minus-top CKA
+    (``cross``: :func:`~analysis_lib.studies.domains.cross_task` of task A's seed s against
+    task B's next seed, per (model, task whose words, other task)) minus that of two seeds
+    of task A (``same``: the same of task A's seed s against its next seed, per (model,
+    task)), paired by seed s: only a divergence beyond what a new seed gives counts."""
+    if cross and not same:
+        raise NotMeasured("not measured: the control needs two fine-tuning seeds of each task "
+                          "on the same words (FT[1]-FT[2], how far seeds alone part)")
     out = []
     for (model, task, other), frame in (cross or {}).items():
-        if not len(frame):
+        control = (same or {}).get((model, task))
+        if not len(frame) or control is None or not len(control):
             continue
         top = int(frame.layer.max())
-        wide = frame.pivot_table(index="seed", columns="layer", values="linear_cka")
-        if 1 in wide and top > 1:
-            out.append(Evidence.from_values(f"{model}, {task} and {other} models on {task}'s "
-                                            f"words (L1 - L{top})", wide[1] - wide[top]))
+        across, seeds = _bottom_minus_top(frame, top), _bottom_minus_top(control, top)
+        paired = across.index.intersection(seeds.index)
+        if len(paired):
+            out.append(Evidence.from_values(
+                f"{model}, {task} and {other} models on {task}'s words minus two {task} "
+                f"seeds (L1 - L{top})", across[paired] - seeds[paired]))
     return out
 
 
