@@ -122,3 +122,16 @@ def test_explorer_redraws_and_keeps_a_static_state():
     bundle = explorer._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert "Saved state" in bundle["text/html"] and "measure cka" in bundle["text/html"]
+
+
+def test_on_a_book_page_the_explorer_draws_only_its_saved_state(monkeypatch):
+    """In the book's build the explorer writes nothing into its Output widget (no kernel
+    will read it; the page shows the saved state); in a live kernel it draws there."""
+    M = np.eye(3)
+    monkeypatch.setenv(render.PAGE_ENV, "1")
+    page = widgets.MatrixExplorer({("m", "cka"): M}, ["emb", "L1", "L2"])
+    assert page.out.outputs == ()
+    assert "Saved state" in page._repr_mimebundle_()["text/html"]
+    monkeypatch.delenv(render.PAGE_ENV)
+    live = widgets.MatrixExplorer({("m", "cka"): M}, ["emb", "L1", "L2"])
+    assert live.chart() is not None and page.chart().to_dict() == live.chart().to_dict()

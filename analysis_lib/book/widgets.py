@@ -9,6 +9,7 @@ measures without a kernel.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
@@ -51,7 +52,11 @@ class MatrixExplorer(widgets.VBox):
         for control in (self.model, self.measure):
             control.observe(lambda change: self.redraw(), names="value")
         super().__init__([widgets.HBox([self.model, self.measure]), self.out])
-        self.redraw()
+        # a book page shows the explorer's saved state (_repr_mimebundle_), drawn without a
+        # kernel: the build writes nothing into the Output widget, whose messages are the
+        # ones a build has been left waiting on
+        if not os.environ.get(render.PAGE_ENV):
+            self.redraw()
 
     def chart(self) -> plots.ChartLike | None:
         """The altair chart of the current choice (None when no matrix has that choice)."""

@@ -133,10 +133,10 @@ def figure(where: str) -> str:
 
 #: why 0.02 is the smallest effect of a CKA-like similarity
 SIM = ("0.02 in CKA is about the spread of one number between two samples of 500 "
-        "sentences; smaller differences would not survive a change of corpus sample")
+       "sentences; smaller differences would not survive a change of corpus sample")
 #: why 0.02 is the smallest effect of a test accuracy
 ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 test "
-        "examples; a smaller gap is not a difference a reader could act on")
+       "examples; a smaller gap is not a difference a reader could act on")
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
 def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     """The verdict of a claim whose runs did not train: none. It reads
     :data:`NOT_MEASURED`, and says which runs failed the training gate and why
-    (``problems``: run -> :func:`training_problem`)."""
+    (``problems``: run -> :func:`~analysis_lib.studies.training_gate.training_problem`)."""
     why = "; ".join(f"{run}: {problem}" for run, problem in problems.items())
     return not_measured(claim, f"did not train ({why})")
 
@@ -207,7 +207,8 @@ def not_measured(claim: Claim | str, reason: str) -> Verdict:
 
 def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float = ALPHA
           ) -> pd.DataFrame:
-    """The findings table (:func:`table`) of ``claims`` on a chapter's ``results``.
+    """The findings table (:func:`~analysis_lib.studies.tables.table`) of ``claims`` on a
+    chapter's ``results``.
 
     ``claims``: usually :func:`analysis_lib.studies.claims.of_chapter`; ``results``: what the
     chapter computed, by name. Per claim, in order: the first of its
