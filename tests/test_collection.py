@@ -5,7 +5,6 @@ import pytest
 from analysis_lib import similarity
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
-from analysis_lib.similarity import floors
 from analysis_lib.studies import claims, verdicts, wu
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
@@ -13,13 +12,13 @@ from tests.conftest import TINY
 K = wu.PairKey
 
 
-def _findings(summaries, jackknives, measures, *, floors=None, matrices=None,
-              collection=None, models=None):
+def _findings(summaries, jackknives, measures, *, matrices=None, collection=None,
+              models=None):
     """The representation chapter's findings on the results of its section 3 (the later
     sections' claims read "not measured")."""
     return verdicts.judge(claims.of_chapter("representation"), {
         "summaries": summaries, "jackknives": jackknives, "measures": measures,
-        "floors": floors, "matrices": matrices, "collection": collection, "models": models})
+        "matrices": matrices, "collection": collection, "models": models})
 
 
 def _objective(values, seeds, other, not_learned=()):
@@ -38,9 +37,9 @@ def _localization(local, models):
                           {"localization": local, "models": models})
 
 
-def _attention(methods, collection, floors=None):
+def _attention(methods, collection):
     return verdicts.judge(claims.of_chapter("attention"),
-                          {"methods": methods, "collection": collection, "floors": floors})
+                          {"methods": methods, "collection": collection})
 
 
 @pytest.fixture(scope="module")
@@ -328,8 +327,9 @@ def _jackknife(values: dict, spread: float, k: int = 10, seed: int = 0):
 
 
 def _summary(within, across, lower=0.5, higher=0.5, adjacent=0.5, non_adjacent=0.5,
-             encoders=0.5, mixed=0.5):
-    return {"within_model": within, "across_models": across, "lower_across": lower,
+             encoders=0.5, mixed=0.5, overlap=0.2):
+    return {"within_model": within, "across_models": across, "overlap": overlap,
+            "lower_across": lower,
             "higher_across": higher, "adjacent": adjacent, "non_adjacent": non_adjacent,
             "encoders_across": encoders, "encoder_decoder": mixed}
 
@@ -337,28 +337,30 @@ def _summary(within, across, lower=0.5, higher=0.5, adjacent=0.5, non_adjacent=0
 def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     cka = _summary(0.8, 0.3, lower=0.6, higher=0.3, adjacent=0.9, non_adjacent=0.5,
                    encoders=0.5, mixed=0.5)
-    neuron = _summary(0.6, 0.1)
+    neuron = _summary(0.6, 0.1, overlap=0.05)
     summaries = {"linear_cka": cka, "neuronsim": neuron}
     jk = {"linear_cka": _jackknife(cka, 0.004), "neuronsim": _jackknife(neuron, 0.004)}
-    zero = {"linear_cka": 0.0, "neuronsim": 0.0}
-    found = _findings(summaries, jk, ["neuronsim", "linear_cka"], floors=zero)
+    found = _findings(summaries, jk, ["neuronsim", "linear_cka"])
     assert list(found.index) == [c.id for c in claims.of_chapter("representation")]
     assert found.loc["wu-within-model", "verdict"] == "holds"
     assert found.loc["wu-lower-layers", "verdict"] == "holds"
     assert found.loc["wu-adjacent", "verdict"] == "holds"
     assert found.loc["wu-family", "verdict"] == "equivalent"  # 0.5 against 0.5, tight
-    # across/within: CKA 0.375, neuronsim 0.167: representations relatively closer
+    # CKA ranks its across cells higher among its within cells (0.2) than neuronsim (0.05)
     assert found.loc["wu-neurons-differ", "verdict"] == "holds"
-    # the same levels read above the floors: CKA's across level sits on its word-identity
-    # floor (nothing above chance survives across models), neuronsim's does not
-    floored = _findings(summaries, jk, ["neuronsim", "linear_cka"],
-                                  floors={"linear_cka": 0.3, "neuronsim": 0.0})
-    assert floored.loc["wu-neurons-differ", "verdict"] == "opposite"
-    assert "word-identity floor" in floored.loc["wu-neurons-differ", "what this run shows"]
-    assert floored.loc["wu-neurons-differ", "control"].startswith("floor:")
-    # without the floors, no verdict
-    bare = _findings(summaries, jk, ["neuronsim", "linear_cka"])
-    assert bare.loc["wu-neurons-differ", "verdict"] == "not measured"
+    assert found.loc["wu-neurons-differ", "control"].startswith("condition:")
+    # the same raw levels with the overlaps the other way round: the claim turns around
+    turned = {"linear_cka": {**cka, "overlap": 0.05}, "neuronsim": {**neuron, "overlap": 0.2}}
+    jk_t = {m: _jackknife(v, 0.004) for m, v in turned.items()}
+    turned_found = _findings(turned, jk_t, ["neuronsim", "linear_cka"])
+    assert turned_found.loc["wu-neurons-differ", "verdict"] == "opposite"
+    assert "rank overlap" in turned_found.loc["wu-neurons-differ", "what this run shows"]
+    # both measures put every across cell below every within cell: ranks cannot decide
+    apart = {m: {**v, "overlap": 0.0} for m, v in summaries.items()}
+    at_bound = _findings(apart, {m: _jackknife(v, 0.0) for m, v in apart.items()},
+                         ["neuronsim", "linear_cka"])
+    assert at_bound.loc["wu-neurons-differ", "verdict"] == "not measured"
+    assert "cannot differ" in at_bound.loc["wu-neurons-differ", "what this run shows"]
     # reversed numbers give the opposite verdict
     flipped = {"linear_cka": _summary(0.3, 0.8), "neuronsim": neuron}
     jk2 = {"linear_cka": _jackknife(flipped["linear_cka"], 0.01), "neuronsim": jk["neuronsim"]}
@@ -440,24 +442,56 @@ def test_objective_claim_cancels_the_seed():
     assert "zoo_set" in empty.loc["wu-objective", "what this run shows"]
 
 
-def test_neurons_claim_is_invariant_to_each_measures_scale():
-    """The claim compares each measure with itself above its own floor: an affine change of
-    one measure (and of its floor) changes nothing, and raw values far apart do not make it
-    hold when the ratios agree."""
-    cka, neuron = _summary(0.8, 0.4), _summary(0.2, 0.1)  # same ratio 0.5
+def test_rank_overlap_matches_its_definition_with_ties_and_gaps():
+    """The probability that an across cell is at least as similar as a within cell (ties
+    half), against the plain count over every pair of cells; NaN cells are left out."""
+    rng = np.random.default_rng(0)
+    across = np.round(rng.random(40), 1)  # many ties
+    within = np.round(rng.random(25) + 0.2, 1)
+    count = ((across[:, None] > within[None, :])
+             + 0.5 * (across[:, None] == within[None, :])).mean()
+    assert wu.rank_overlap(across, within) == pytest.approx(count)
+    with_gaps = wu.rank_overlap(np.append(across, np.nan), np.append(within, np.nan))
+    assert with_gaps == pytest.approx(count)
+    assert wu.rank_overlap([0.1, 0.2], [0.5, 0.6]) == 0.0
+    assert wu.rank_overlap([0.5, 0.6], [0.5, 0.6]) == 0.5
+    assert np.isnan(wu.rank_overlap([], [0.5]))
+
+
+def test_neurons_claim_reads_ranks_so_no_scale_or_chance_level_sets_its_sign():
+    """The overlap of a collection matrix is unchanged by any increasing transformation of
+    the measure (its scale, an offset, a chance level added to every cell): two measures
+    whose matrices order their cells alike give the same overlap however far apart their
+    raw values, and the claim does not hold."""
+    M, fake, names = _three_models({"a": 0.8, "b": 0.35, "c": 0.4})
+    rng = np.random.default_rng(1)
+    M = M + 0.1 * np.abs(rng.standard_normal(M.shape))
+    M = (M + M.T) / 2
+    base = wu.summary(M, fake)["overlap"]
+    assert 0.0 < base < 0.5
+    for transform in (lambda x: 3 * x + 0.2, lambda x: x ** 3, np.log):
+        assert wu.summary(transform(M), fake)["overlap"] == pytest.approx(base)
+    cka, neuron = wu.summary(M, fake), wu.summary(0.1 * M ** 2 - 0.05, fake)
+    assert cka["across_models"] > 10 * neuron["across_models"]
     jk = {"linear_cka": _jackknife(cka, 0.005), "neuronsim": _jackknife(neuron, 0.005)}
-    floors = {"linear_cka": 0.0, "neuronsim": 0.0}
     found = _findings({"linear_cka": cka, "neuronsim": neuron}, jk,
-                                ["neuronsim", "linear_cka"], floors=floors)
-    assert found.loc["wu-neurons-differ", "verdict"] != "holds"
-    # a measure's scale and offset move its floor with it: nothing changes
-    scaled = {k: 3 * v + 0.2 for k, v in neuron.items()}
-    jk["neuronsim"] = wu.Jackknife(scaled, 3 * jk["neuronsim"].replicates + 0.2)
-    again = _findings({"linear_cka": cka, "neuronsim": scaled}, jk,
-                                ["neuronsim", "linear_cka"],
-                                floors={**floors, "neuronsim": 0.2})
-    assert again.loc["wu-neurons-differ", "what this run shows"] == \
-        found.loc["wu-neurons-differ", "what this run shows"]
+                      ["neuronsim", "linear_cka"])
+    assert found.loc["wu-neurons-differ", "verdict"] == "equivalent"
+
+
+def test_chance_levels_come_from_the_same_layers_and_not_from_a_width():
+    """A measure's chance level on the page is its value on the same layers with the rows
+    of one side shuffled. It has no width of its own to choose: widening both layers by
+    repeating every neuron leaves each measure, and so the shuffled level, unchanged."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 12))
+    Y = X @ rng.standard_normal((12, 16)) + 0.5 * rng.standard_normal((300, 16))
+    for measure in ("linear_cka", "neuronsim"):
+        narrow = similarity.permutation_test(X, Y, measure, n_perm=10, seed=3, progress=False)
+        wide = similarity.permutation_test(np.hstack([X, X, X]), np.hstack([Y, Y]), measure,
+                                           n_perm=10, seed=3, progress=False)
+        np.testing.assert_allclose(wide.null, narrow.null, atol=1e-9)
+        assert narrow.statistic > narrow.null.max()
 
 
 def test_without_a_jackknife_no_verdict_is_decided():
@@ -497,67 +531,25 @@ def test_attention_claim_compares_each_method_with_itself():
         M = np.where(same, within, across) + jitter * rng.standard_normal(same.shape)
         return (M + M.T) / 2
 
-    # heads: across/within = 0.8; distributed: 0.4, on a very different scale
-    heads = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
+    # heads as similar across models as within them (overlap near 0.5); distributed
+    # methods lower across models than within (overlap 0): head-level closer, as reported
+    heads = {m: matrix(0.9, 0.9, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
     dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(wu.DISTRIBUTED)}
-    zero = dict.fromkeys(wu.METHODS, 0.0)
-    found = _attention({**heads, **dist}, SimpleNamespace(table=table), floors=zero)
+    found = _attention({**heads, **dist}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] == "holds"
-    # raw head values far above the distributed ones, but the same relative level
-    same_level = {m: matrix(0.3, 0.24, 0.002, 9 + k)
-                  for k, m in enumerate(wu.DISTRIBUTED)}
-    found = _attention({**heads, **same_level}, SimpleNamespace(table=table),
-                               floors=zero)
-    assert found.loc["wu-attention-heads", "verdict"] != "holds"
-    # near-uniform heads: their across level (0.72) is the floor any two models reach, so
-    # nothing head-level survives across models, and the claim turns around
-    floored = {**zero, **dict.fromkeys(wu.HEAD_LEVEL, 0.72)}
-    found = _attention({**heads, **dist}, SimpleNamespace(table=table), floors=floored)
+    assert found.loc["wu-attention-heads", "control"].startswith("condition:")
+    # near-uniform heads: raw values high across models (0.72), yet below every
+    # within-model cell (0.9), while the distributed cells overlap: the claim turns around
+    uniform = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
+    overlapping = {m: matrix(0.3, 0.3, 0.002, 9 + k) for k, m in enumerate(wu.DISTRIBUTED)}
+    found = _attention({**uniform, **overlapping}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] == "opposite"
-    assert found.loc["wu-attention-heads", "control"].startswith("floor:")
-    bare = _attention({**heads, **dist}, SimpleNamespace(table=table))
-    assert bare.loc["wu-attention-heads", "verdict"] == "not measured"
+    # raw head values far above the distributed ones, the same order of cells: no claim
+    same_order = {m: matrix(0.3, 0.12, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
+    found = _attention({**same_order, **dist}, SimpleNamespace(table=table))
+    assert found.loc["wu-attention-heads", "verdict"] != "holds"
+    assert found.loc["wu-attention-heads", "verdict"] == "not measured"  # all overlaps 0
 
-
-def test_attention_floors_come_from_unrelated_random_heads():
-    from types import SimpleNamespace
-
-    from analysis_lib.similarity import AttentionLayer
-    from analysis_lib.studies import attention
-
-    rng = np.random.default_rng(0)
-    maps = []
-    for t in (5, 7, 6):
-        a = rng.gamma(1.0, size=(2, t, t))
-        a[:, np.triu(np.ones((t, t), dtype=bool), 1)] = 0.0  # a causal layer
-        maps.append(a / a.sum(axis=2, keepdims=True))
-    layer = AttentionLayer(maps)
-    random = attention.random_like(layer, seed=1)
-    for a, b in zip(layer.maps, random.maps):
-        assert a.shape == b.shape
-        np.testing.assert_allclose(b.sum(axis=2), 1.0)
-        assert not b[:, np.triu(np.ones(b.shape[1:], dtype=bool), 1)].any()  # stays causal
-    assert not np.allclose(random.maps[0], attention.random_like(layer, seed=2).maps[0])
-    collection = SimpleNamespace(layers=[layer])
-    floors = attention.method_floors(collection, seed=3)
-    assert set(floors) == set(wu.METHODS)
-    # flat random rows are close to uniform, so the head-level JS floor is high; a causal
-    # layer's rows spread over fewer words the earlier they are, a structure any two models
-    # share, so the distributed floor is far from zero as well; neither reaches 1
-    assert floors["JS (head)"] > 0.5 and floors["CKA (distributed)"] > 0.3
-    assert all(v < 0.99 for v in floors.values())
-
-
-def test_word_identity_floor_rises_with_repeated_words():
-    distinct = [f"w{i}" for i in range(2000)]
-    repeated = [f"w{i % 50}" for i in range(2000)]
-    low = floors.word_identity_floor(distinct, d=32)
-    high = floors.word_identity_floor(repeated, d=32)
-    assert abs(low - 32 / (2000 + 32)) < 0.02  # the independent-rows chance level
-    assert high > 0.3 and high > 5 * low
-    # one word form: the rows are constant, and CKA of constant layers is undefined
-    with pytest.raises(ValueError):
-        floors.word_identity_floor(["a"] * 100)
 
 
 def test_pair_entries_are_data_not_text(coll):
@@ -613,17 +605,16 @@ def test_relative_depth_claim_reads_matched_cells_against_the_pairs_other_cells(
                          enumerate(pairs)},
                **{PairKey("matched", a, b): 0.45 + 0.012 * k for k, (a, b) in
                   enumerate(pairs)}}
-    zero = {"linear_cka": 0.0, "neuronsim": 0.0}
-    found = _findings({"linear_cka": planted}, {}, ["linear_cka"], floors=zero)
+    found = _findings({"linear_cka": planted}, {}, ["linear_cka"])
     row = found.loc["wu-relative-depth"]
     assert row["verdict"] == "holds", row["what this run shows"]
     assert "3 pairs of models" in row["what this run shows"] and "+0.152" in \
         row["what this run shows"]
     flat = {**planted, **{PairKey("matched", a, b): 0.30 + 0.01 * k + 0.0005 * (-1) ** k
                           for k, (a, b) in enumerate(pairs)}}
-    found = _findings({"linear_cka": flat}, {}, ["linear_cka"], floors=zero)
+    found = _findings({"linear_cka": flat}, {}, ["linear_cka"])
     assert found.loc["wu-relative-depth", "verdict"] == "equivalent"
-    alone = _findings({"linear_cka": cka}, {}, ["linear_cka"], floors=zero)
+    alone = _findings({"linear_cka": cka}, {}, ["linear_cka"])
     assert alone.loc["wu-relative-depth", "verdict"] == "not measured"
 
 

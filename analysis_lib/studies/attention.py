@@ -122,17 +122,6 @@ def uniform_like(layer: AttentionLayer) -> AttentionLayer:
     return AttentionLayer(found)
 
 
-def random_like(layer: AttentionLayer, seed: int = 0) -> AttentionLayer:
-    """Heads of ``layer``'s shape whose every row is drawn at random (flat Dirichlet) over
-    the columns it can see: the attention of a model that shares nothing with any other."""
-    rng = np.random.default_rng(seed)
-    found = []
-    for a in layer.maps:
-        draw = rng.gamma(1.0, size=a.shape) * _visible(a)[None]
-        found.append(draw / draw.sum(axis=2, keepdims=True))
-    return AttentionLayer(found)
-
-
 def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
                     ) -> dict[str, np.ndarray]:
     """Every method of :data:`~analysis_lib.studies.wu.METHODS` between every two of
@@ -143,16 +132,6 @@ def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
              **pairwise_suite([attention_representation(layer) for layer in layers],
                               measures=flat, progress=progress)}
     return {name: found[measure] for name, (_, measure) in METHODS.items()}
-
-
-def method_floors(collection: AttentionCollection, seed: int = 0) -> dict[str, float]:
-    """Each method's floor on this collection's sentences: its value between two unrelated
-    random attention layers (:func:`random_like` of the first layer, two seeds), what any two
-    models reach without sharing anything. Near-uniform heads make the head-level measures'
-    floor high; a level read against it, not against zero, says what two models share."""
-    first = collection.layers[0]
-    pair = [random_like(first, seed), random_like(first, seed + 1)]
-    return {name: float(M[0, 1]) for name, M in method_matrices(pair).items()}
 
 
 def best_matches(collection: AttentionCollection, *, method: str = "js") -> pd.DataFrame:

@@ -87,12 +87,6 @@ def surface_covariates(result: Extraction, corpus: Corpus) -> np.ndarray:
                            ).astype(np.float64)
 
 
-def row_words(collection: Collection, corpus: Corpus) -> list[str]:
-    """The word (lower-cased) of every row of the collection, in row order."""
-    words = [w.lower() for w in corpus.words]
-    return [words[r] for r in collection.rows]
-
-
 def regress_out(layers: Sequence[np.ndarray], covariates: np.ndarray) -> list[np.ndarray]:
     """Residuals of every layer after a least-squares fit on the covariates (with an
     intercept), fitted separately for each neuron. The same rows on both sides of any later

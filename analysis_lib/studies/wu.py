@@ -6,13 +6,13 @@ Three chapters test them, and the functions read their results by name:
 * the representation chapter (:mod:`analysis_lib.studies.representation`): ``summaries``
   (per measure, :func:`summary` of the collection matrix on the pretrained models),
   ``jackknives`` (per measure, a :class:`Jackknife` of those numbers), ``measures``,
-  ``floors`` (per measure, its word-identity floor on the compared rows), ``matrices``,
+  ``matrices``,
   ``collection`` and ``models`` (for a second unit over models), ``localization``
   (:func:`~analysis_lib.studies.representation.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
   ``zoo_control`` and ``not_learned``;
 * the attention chapter (:mod:`analysis_lib.studies.attention`): ``methods`` (per method of
-  :data:`METHODS`, its collection matrix), ``collection`` and ``floors`` (per method);
+  :data:`METHODS`, its collection matrix) and ``collection``;
 * the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
   (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
@@ -23,8 +23,8 @@ Three chapters test them, and the functions read their results by name:
   :func:`~analysis_lib.studies.shared.training_problems`).
 
 Each observation is a contrast of one measure with itself (linear CKA, or the last measure
-given); "similar representations, different neurons" compares each measure's across/within
-ratio above its own floor, never the raw values of two measures.
+given); "similar representations, different neurons" compares how each measure ranks its
+across-model cells among its own within-model cells, never the raw values of two measures.
 """
 
 from __future__ import annotations
@@ -62,10 +62,12 @@ SummaryKey = str | PairKey
 
 def summary(M: np.ndarray, collection: LayerCollection, models: Sequence[str] | None = None
             ) -> dict[SummaryKey, float]:
-    """Means of one collection matrix over the cells each observation is about.
+    """Means of one collection matrix over the cells each observation is about, and one
+    comparison of two groups of cells by rank.
 
     ``within_model``: different layers of one model; ``across_models``: layers of different
-    models; ``same_family`` / ``other_family``: across models of the same / a different
+    models; ``overlap``: :func:`rank_overlap` of the across-model cells with the within-model
+    ones; ``same_family`` / ``other_family``: across models of the same / a different
     family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model (in the
     collection's order: with ``layers_per_model``, neighbours in the sample);
     ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
@@ -81,8 +83,32 @@ def summary(M: np.ndarray, collection: LayerCollection, models: Sequence[str] | 
     all), e.g. the pretrained ones.
     """
     cells, both = _cells(collection, models)
-    return {k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
-            for k, mask in cells.items()}
+    out: dict[SummaryKey, float] = {
+        k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
+        for k, mask in cells.items()}
+    out["overlap"] = rank_overlap(M[cells["across_models"] & both],
+                                  M[cells["within_model"] & both])
+    return out
+
+
+def rank_overlap(across: np.ndarray, within: np.ndarray) -> float:
+    """The probability that a cell across two models is at least as similar as a cell
+    within one model, ties counting half: the Mann-Whitney U of the two groups of cells over
+    the product of their sizes (NaN cells left out; NaN when a group is empty).
+
+    0.5: the cells across models are as similar as those within; 0: every one of them lies
+    below every within-model cell. It depends on the order of the values only, so any
+    increasing transformation of a measure (its scale, its offset, its chance level) leaves
+    it unchanged: two measures are compared by it without their scales ever meeting."""
+    from scipy.stats import mannwhitneyu
+
+    across = np.asarray(across, dtype=np.float64).ravel()
+    within = np.asarray(within, dtype=np.float64).ravel()
+    across, within = across[~np.isnan(across)], within[~np.isnan(within)]
+    if not across.size or not within.size:
+        return float("nan")
+    u = mannwhitneyu(across, within, alternative="greater").statistic
+    return float(u / (across.size * within.size))
 
 
 def _cells(collection: LayerCollection, models: Sequence[str] | None
@@ -261,50 +287,41 @@ def within_model(summaries: Summaries | None, jackknives: Mapping[str, Jackknife
 @WU.claim("wu-neurons-differ", "§5.1, Fig. 1-2",
     "across models, representations are similar while single neurons are not",
     "representation-level measures high across models, neuronsim low",
-    "each measure's own contrast above its own floor: (across - floor) / (within - "
-    "floor) for linear CKA minus the same for neuronsim (a ratio of one measure with "
-    "itself, so the two scales never meet)",
+    "rank overlap of the across-model cells with the within-model cells (the "
+    "probability that a cell across two models is at least as similar as a cell within "
+    "one) under linear CKA minus under neuronsim: each measure ranked against itself, so "
+    "the two scales never meet",
     "greater", 0.05,
-    "a 0.05 difference of ratios is a 5% shift of the across-model level relative to "
-    "the within-model level; less is within the spread of either ratio",
-    control=("floor", "each measure's word-identity floor on the compared rows "
-                     "(two unrelated random codes of the word forms), subtracted "
-                     "from both levels"),
+    "a 0.05 difference of overlaps is 5 in 100 pairs of cells changing order; less is "
+    "within the spread of either overlap",
+    control=("condition", "each measure's own within-model cells (different layers of "
+                         "one model), against which its across-model cells are ranked"),
     paper_effect=figure("Figs. 1-2"),
     chapter="representation")
 def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
-                   measures: Sequence[str] | None, floors: Mapping[str, float] | None
-                   ) -> list[Evidence]:
-    """Across/within of the representation-level measure minus across/within of
-    neuronsim, each measure's own contrast read above its own floor (``(across - floor) /
-    (within - floor)``: the share of the within-model similarity above chance that survives
-    across models), with replicates when both measures were jackknifed on the same folds.
-    Without the two floors (``floors``:
-    :func:`~analysis_lib.similarity.floors.word_identity_floor` on the compared rows)
-    the claim is not measured: a ratio of raw values can sit on the floor."""
+                   measures: Sequence[str] | None) -> list[Evidence]:
+    """The representation-level measure's ``overlap`` (:func:`rank_overlap` of the
+    across-model cells with the within-model ones) minus neuronsim's: how much closer the
+    models' layers come to each other's than to their own under the one measure than under
+    the other. Read through ranks only, so neither measure's scale nor its chance level can
+    set the sign; with replicates when both measures were jackknifed on the same folds."""
     if summaries is None or not measures:
         return []
     rep = _rep(measures)
     neuron = "neuronsim" if "neuronsim" in measures else measures[0]
-    floors = dict(floors or {})
-    if not {rep, neuron} <= set(floors):
-        raise NotMeasured(f"not measured: needs the word-identity floors of {rep} and {neuron} "
-                          "on the compared rows (a run with the layers at hand)")
     jackknives = jackknives or {}
-    unit = f"{rep} vs {neuron}, above each one's word-identity floor"
-    if rep not in summaries or neuron not in summaries or rep == neuron:
+    unit = f"{rep} vs {neuron}, rank overlap across/within"
+    if rep not in summaries or neuron not in summaries or rep == neuron \
+            or "overlap" not in summaries[rep] or "overlap" not in summaries[neuron]:
         return [Evidence(unit, np.nan, np.nan)]
-
-    def ratio(values, measure):
-        floor = floors[measure]
-        return (values["across_models"] - floor) / (values["within_model"] - floor)
-
-    estimate = ratio(summaries[rep], rep) - ratio(summaries[neuron], neuron)
+    if _at_bound(summaries[rep]["overlap"], summaries[neuron]["overlap"]):
+        raise NotMeasured(_AT_BOUND)
+    estimate = summaries[rep]["overlap"] - summaries[neuron]["overlap"]
     if rep not in jackknives or neuron not in jackknives or \
             len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
         return [Evidence(unit, estimate, np.nan, note="no jackknife of both measures")]
-    reps = (ratio(jackknives[rep].replicates, rep)
-            - ratio(jackknives[neuron].replicates, neuron))
+    reps = (jackknives[rep].replicates["overlap"].to_numpy()
+            - jackknives[neuron].replicates["overlap"].to_numpy())
     return [Evidence.from_jackknife(unit, estimate, reps)]
 
 
@@ -494,66 +511,71 @@ HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "atten
 DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
 
 
-def relative_level(M: np.ndarray, table: LayerTable, a: str, b: str, floor: float = 0.0
-                   ) -> float:
-    """Similarity across models ``a`` and ``b`` relative to within them, each above the
-    measure's ``floor``: (mean over their cross cells - floor) / (mean over different layers
-    of one model, both models' within cells - floor), the share of the within-model level
-    above chance that survives across models. A ratio of one measure with itself, so
-    measures of different scales and chance levels can be compared by it."""
+_AT_BOUND = ("not measured: under both measures every cell across models lies below every "
+             "cell within one (an overlap of 0 on each side), so their ranks cannot differ; "
+             "models whose layers come closer to each other's can decide it")
+
+
+def _at_bound(*overlaps: float) -> bool:
+    """Whether every overlap is 0, or every one is 1: ranks that cannot tell two measures
+    apart, however different their levels."""
+    values = np.asarray(overlaps, dtype=float)
+    return bool(values.size and (np.all(values == 0.0) or np.all(values == 1.0)))
+
+
+def pair_overlap(M: np.ndarray, table: LayerTable, a: str, b: str) -> float:
+    """:func:`rank_overlap` of models ``a`` and ``b``'s cells against each other with their
+    cells within (different layers of one of the two)."""
     owners = np.asarray(table.owners)
     is_a, is_b = owners == a, owners == b
     across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
     within = ((is_a[:, None] & is_a[None, :]) | (is_b[:, None] & is_b[None, :])) & \
         ~np.eye(len(owners), dtype=bool)
-    if not across.any() or not within.any():
-        return float("nan")
-    return float((M[across].mean() - floor) / (M[within].mean() - floor))
+    return rank_overlap(M[across], M[within])
 
 
 @WU.claim("wu-attention-heads", "§5.2, Fig. 4",
     "attention is more similar across models head by head than as a whole "
     "(localized above distributed)",
     "yes: head-level similarity across models higher than distributed",
-    "each measure's own contrast above its own floor: (across - floor) / (within - "
-    "floor) of the head-level measures minus that of the distributed ones, one value "
-    "per pair of models",
+    "rank overlap of the across-model cells with the within-model cells (the "
+    "probability that a cell across two models is at least as similar as a cell within "
+    "one), mean over the head-level methods minus mean over the distributed ones, one "
+    "value per pair of models",
     "greater", 0.05,
-    "as for neurons against representations: a 5% shift of relative level",
-    control=("floor", "each method's value between two unrelated random attention "
-                     "layers on the same sentences, subtracted from both levels"),
+    "as for neurons against representations: 5 in 100 pairs of cells changing order",
+    control=("condition", "each method's own within-model cells (different layers of "
+                         "one model), against which its across-model cells are ranked"),
     paper_effect=figure("Fig. 4"),
     chapter="attention")
 def attention_heads(methods: Mapping[str, np.ndarray] | None,
-                    collection: LayerCollection | None, floors: Mapping[str, float] | None
-                    ) -> list[Evidence]:
+                    collection: LayerCollection | None) -> list[Evidence]:
     """Per pair of models (the pretrained ones when there are two or more), the mean of the
-    head-level methods' :func:`relative_level` minus the mean of the distributed ones', each
-    read above its own floor (``floors``:
-    :func:`~analysis_lib.studies.attention.method_floors`); one value per pair, a t
-    interval over pairs. Without the floors the claim is not measured: a head-level ratio of
-    near-uniform heads is high for any pair."""
+    head-level methods' :func:`pair_overlap` minus the mean of the distributed ones'; one
+    value per pair, a t interval over pairs. Each method is ranked against itself, so
+    near-uniform heads, whose JS similarity is high between any two models, do not lift the
+    head-level side: they are as high within a model."""
     if methods is None or collection is None:
         return []
-    if floors is None or not set(methods) <= set(floors):
-        raise NotMeasured("not measured: needs each method's floor on these sentences "
-                          "(method_floors)")
     frame = collection.table.frame
     trained = list(dict.fromkeys(frame.model[frame.pretrained]))
     names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
     head = [m for m in HEAD_LEVEL if m in methods]
     dist = [m for m in DISTRIBUTED if m in methods]
-    values = []
+    values: list[float] = []
+    every: list[float] = []
     if head and dist:
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                values.append(
-                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
-                             for m in head]) -
-                    np.mean([relative_level(methods[m], collection.table, a, b, floors[m])
-                             for m in dist]))
-    return [Evidence.from_values(f"{len(values)} pairs of models, above each method's "
-                                 "floor", values)] if values else []
+                pair = {m: pair_overlap(methods[m], collection.table, a, b)
+                        for m in head + dist}
+                every.extend(pair.values())
+                values.append(np.mean([pair[m] for m in head])
+                              - np.mean([pair[m] for m in dist]))
+    if _at_bound(*every):
+        raise NotMeasured(_AT_BOUND.replace("both measures", "every method"))
+    return [Evidence.from_values(f"{len(values)} pairs of models, rank overlap", values,
+                                 note="the pairs share models")] if values else []
 
 
 @WU.claim("wu-ft-top-change", "§6, Fig. 5-6",
