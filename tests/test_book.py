@@ -163,7 +163,7 @@ def test_representation_matrices_are_sound(executed_representation):
     assert "agreement" in html and "wu-within-model" in html and "wu-other-corpus" in html
     text = _text(executed_representation)
     assert "regressed out" in text and "explicit mixedsim" in text
-    assert "random codes of the word forms" in text
+    assert "of the same layers with the rows shuffled" in text
 
 
 def test_attention_matrices_and_explorer_are_sound(executed_attention):
