@@ -298,3 +298,17 @@ def test_the_command_prints_csv_markdown_and_a_table_that_fits_the_terminal(tmp_
     md = capsys.readouterr().out
     assert "| claim | verdict | this run shows | chapter |" in md
     assert "| phang-blocks | holds |" in md
+
+
+def test_no_book_page_types_a_claims_estimate():
+    """A claim's numbers reach a page from a build (the findings page, the profiles table),
+    never typed by hand: no line of a written page names a claim beside a signed estimate."""
+    import re
+
+    from analysis_lib.book import ROOT
+
+    signed = re.compile(r"[+-]\d\.\d{2,}")
+    typed = [f"{page.name}: {line[:80]}" for page in sorted((ROOT / "book").glob("*.md"))
+             for line in page.read_text().splitlines()
+             if signed.search(line) and any(cid in line for cid in claims.CLAIMS)]
+    assert not typed, typed
