@@ -150,6 +150,9 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
     assert list(found.index) == [c.id for c in claims.of_chapter("domains")]
     assert found.loc["merchant-domain", "verdict"] == "equivalent"
     assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
+    # each task's gap is shown beside the mean: the stimulus effect in each, cancelled
+    assert "per task, out minus in: A +0.300, B -0.300" in \
+        found.loc["merchant-domain", "what this run shows"]
     domain = _top_rsa({("A", "in-domain"): 0.4, ("A", "out-of-domain"): 0.8,
                        ("B", "in-domain"): 0.7, ("B", "out-of-domain"): 0.5})
     found = _findings(domain, CROSSED)

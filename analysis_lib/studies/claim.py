@@ -362,7 +362,8 @@ class Verdict:
 
     @property
     def shown(self) -> str:
-        """The estimates with their intervals, one unit after another."""
+        """The estimates with their intervals, one unit after another, each with its note
+        (what the unit's number leaves out or shares) in parentheses."""
         if self.outcome == NOT_MEASURED and not self.reason.startswith("not measured"):
             return f"not measured: {self.reason}"
         if self.units.empty:
@@ -372,5 +373,8 @@ class Verdict:
             text = f"{row.estimate:+.3f}" if np.isfinite(row.estimate) else "n/a"
             if np.isfinite(row.low):
                 text += f" [{row.low:+.3f}, {row.high:+.3f}]"
+            note = getattr(row, "note", "")
+            if isinstance(note, str) and note:
+                text += f" ({note})"
             parts.append(f"{row.unit}: {text}" if row.unit else text)
         return "; ".join(parts)

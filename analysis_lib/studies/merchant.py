@@ -103,17 +103,21 @@ def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]]
             "domain with the stimuli; set other_domains to swap the tasks' corpora")
     evidence = []
     for model, by_model in curves.groupby("model", sort=False):
-        gaps, variances = [], []
-        for _, group in by_model.groupby("task", sort=False):
+        gaps, variances = {}, []
+        for task, group in by_model.groupby("task", sort=False):
             top = group[group.layer == group.layer.max()].set_index("domain")
             if set(DOMAINS) <= set(top.index):
                 inside, outside = top.loc["in-domain"], top.loc["out-of-domain"]
-                gaps.append(float(outside.rsa - inside.rsa))
+                gaps[task] = float(outside.rsa - inside.rsa)
                 variances += [float(inside.se) ** 2, float(outside.se) ** 2]
         if len(gaps) == len(sources):
-            evidence.append(Evidence(f"{model}, {len(gaps)} tasks crossed, top layer",
-                                     float(np.mean(gaps)),
-                                     float(np.sqrt(np.sum(variances)) / len(gaps))))
+            per_task = ", ".join(f"{task} {gap:+.3f}" for task, gap in gaps.items())
+            evidence.append(Evidence(
+                f"{model}, {len(gaps)} tasks crossed, top layer",
+                float(np.mean(list(gaps.values()))),
+                float(np.sqrt(np.sum(variances)) / len(gaps)),
+                note=f"per task, out minus in: {per_task}; each task's own gap also holds "
+                     "the difference of the two corpora, which only the mean cancels"))
     return evidence
 
 
