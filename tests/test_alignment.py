@@ -356,3 +356,69 @@ def test_the_depth_statistic_by_training_step_follows_planted_trends():
     assert by_width.verdict.tolist() == ["holds", "equivalent"]
     assert by_width.drop(columns="width").equals(
         table.drop(columns="step").iloc[::-1].reset_index(drop=True))
+
+
+def test_scaled_procrustes_meets_its_closed_form_and_ignores_each_sides_size():
+    """With the best scale after the rotation, the distance on the fitted rows is
+    ``1 - ||Xc^T Yc||_*^2 / (||Xc||^2 ||Yc||^2)``: at most 1, the same whichever side is
+    mapped, and unchanged when either side is multiplied by any positive number. The plain
+    map has none of this: a larger X lands further from Y than predicting Y's mean."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 6)) * np.array([5.0, 1, 1, 1, 0.1, 0.1]) + 100.0
+    Y = np.hstack([X[:, :4] @ rng.standard_normal((4, 4)), rng.standard_normal((200, 2))])
+    Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    nuclear = np.linalg.svd(Xc.T @ Yc, compute_uv=False).sum()
+    closed = 1 - nuclear**2 / (np.sum(Xc**2) * np.sum(Yc**2))
+    forward = alignment.fit(X, Y, "procrustes", scaled=True)
+    assert forward.distance(X, Y) == pytest.approx(closed, rel=1e-9)
+    assert 0 <= closed <= 1
+    backward = alignment.fit(Y, X, "procrustes", scaled=True)
+    assert backward.distance(Y, X) == pytest.approx(closed, rel=1e-9)
+    for a, b in [(1e3, 1.0), (1.0, 1e-3), (7.0, 0.2)]:
+        fitted = alignment.fit(a * X, b * Y, "procrustes", scaled=True)
+        assert fitted.distance(a * X, b * Y) == pytest.approx(closed, rel=1e-9)
+    plain = alignment.fit(10 * X, Y, "procrustes")
+    assert plain.distance(10 * X, Y) > 1  # worse than predicting Y's mean
+    with pytest.raises(ValueError, match="no variance"):
+        alignment.fit(np.ones((20, 3)), Y[:20], "procrustes", scaled=True)
+
+
+def test_held_out_both_ways_is_the_mean_of_the_two_directions():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 5))
+    Y = X @ rng.standard_normal((5, 5)) + 0.3 * rng.standard_normal((120, 5))
+    one = alignment.held_out(X, Y, "procrustes", seed=2, scaled=True)
+    other = alignment.held_out(Y, X, "procrustes", seed=2, scaled=True)
+    both = alignment.held_out(X, Y, "procrustes", seed=2, scaled=True, both_ways=True)
+    for part in ("train", "test"):
+        assert both[part] == pytest.approx((one[part] + other[part]) / 2)
+    swapped = alignment.held_out(Y, X, "procrustes", seed=2, scaled=True, both_ways=True)
+    assert swapped == pytest.approx(both)
+
+
+def test_seed_distances_ignore_a_seeds_size_and_which_seed_is_mapped():
+    """The figures' distance (``figure_options``): a seed whose activations are ten times
+    larger is as far from the others as before, the pair gives the same number in either
+    order, and unrelated seeds sit near 1 (no better than the mean), never above it on the
+    fitted rows; the method table keeps Ren et al.'s one-way, unscaled fit."""
+    rng = np.random.default_rng(4)
+    base = [rng.standard_normal((200, 6)) for _ in range(2)]
+    near = [x @ np.linalg.qr(rng.standard_normal((6, 6)))[0]
+            + 0.3 * rng.standard_normal(x.shape) for x in base]
+    layers = {"a": base, "b": near}
+    frame = seeds.pair_distances(layers, "procrustes", seed=1)
+    grown = seeds.pair_distances({"a": base, "b": [10 * x for x in near]}, "procrustes",
+                                 seed=1)
+    np.testing.assert_allclose(grown.test, frame.test, rtol=1e-9)
+    swapped = seeds.pair_distances({"b": near, "a": base}, "procrustes", seed=1)
+    np.testing.assert_allclose(swapped.test, frame.test, rtol=1e-9)
+    unrelated = seeds.pair_distances(
+        {"a": base, "c": [rng.standard_normal((200, 6)) for _ in range(2)]}, "procrustes")
+    assert (unrelated.train <= 1).all() and (unrelated.test > 0.8).all()
+    assert (frame.test < 0.3).all()
+    # Ren et al.'s one-way plain fit moves with the size of the seed it maps
+    plain = seeds.method_distances({"a": [10 * x for x in base], "b": near}, ["procrustes"],
+                                   seed=1)
+    assert (plain.test > 1).all()
+    M = seeds.layer_by_layer(base + near, "procrustes")
+    np.testing.assert_allclose(M, M.T)

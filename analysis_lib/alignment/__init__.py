@@ -18,6 +18,8 @@ Methods (``method=``):
     left-out training rows best (leave-one-out), so it fits on fewer rows than columns;
 ``procrustes``
     the best orthogonal map after centring (the narrower side zero-padded), no scaling;
+    with ``scaled=True`` also the best single scale factor after it, so that the distance
+    no longer depends on either side's overall size and is at most 1 on the fitted rows;
 ``cca``, ``svcca``, ``pwcca``
     both sides are mapped into their canonical space (whitened canonical variates; SVCCA
     first keeps each side's principal directions covering ``variance`` of its variance;

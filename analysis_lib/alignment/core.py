@@ -19,7 +19,7 @@ NETWORKS = ("inn", "mlp")
 #: the ridges ``ridge`` chooses from (times the mean eigenvalue of X's covariance)
 RIDGES = tuple(10.0 ** k for k in np.arange(-3.0, 3.5, 0.5))
 #: options each method takes
-OPTIONS = {"identity": set(), "linreg": {"ridge"}, "ridge": {"ridges"}, "procrustes": set(),
+OPTIONS = {"identity": set(), "linreg": {"ridge"}, "ridge": {"ridges"}, "procrustes": {"scaled"},
            "cca": {"ridge"},
            "svcca": {"variance", "ridge"}, "pwcca": {"variance", "ridge"},
            "inn": {"layers", "hidden", "epochs", "batch_size", "learning_rate", "patience",
@@ -39,6 +39,7 @@ _OPTION_CHECKS = {
     "learning_rate": lambda v: checks.number(v, "learning_rate", 0.0, open_low=True),
     "patience": lambda v: checks.integer(v, "patience", 1),
     "progress": lambda v: checks.boolean(v, "progress"),
+    "scaled": lambda v: checks.boolean(v, "scaled"),
 }
 
 
@@ -141,7 +142,12 @@ def _fit_ridge(X, Y, ridges=RIDGES, **_):
     return fx, fy, {"ridge": chosen}
 
 
-def _fit_procrustes(X, Y, **_):
+def _fit_procrustes(X, Y, scaled: bool = False, **_):
+    """The orthogonal ``Q`` that brings centred X closest to centred Y (the narrower side
+    zero-padded), and with ``scaled`` the one factor ``s`` that does best after it:
+    ``s = sum of the singular values of Xc^T Yc / ||Xc||^2``. Scaled, the training distance
+    is ``1 - ||Xc^T Yc||_*^2 / (||Xc||^2 ||Yc||^2)``: at most 1, the same whichever side is
+    mapped, and blind to either side's overall size."""
     Xc, mx = _center(X)
     Yc, my = _center(Y)
     d = max(X.shape[1], Y.shape[1])
@@ -149,9 +155,13 @@ def _fit_procrustes(X, Y, **_):
     pad_x[:, : X.shape[1]] = Xc
     pad_y = np.zeros((len(Y), d))
     pad_y[:, : Y.shape[1]] = Yc
-    U, _, Vt = np.linalg.svd(pad_x.T @ pad_y)
+    U, sv, Vt = np.linalg.svd(pad_x.T @ pad_y)
     Q = (U @ Vt)[: X.shape[1], : Y.shape[1]]
-    return (lambda A: (A - mx) @ Q + my), _identity, {}
+    size = float(np.sum(Xc**2))
+    if scaled and size == 0:
+        raise ValueError("X has no variance; a scale cannot be fitted")
+    scale = float(sv.sum() / size) if scaled else 1.0
+    return (lambda A: (A - mx) @ Q * scale + my), _identity, {"scale": scale}
 
 
 def _fit_cca(X, Y, ridge: float = 0.0, variance: float | None = None, weighted: bool = False,
@@ -249,7 +259,7 @@ def fit(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, seed: int = 0,
     elif method == "ridge":
         fx, fy, info = _fit_ridge(X, Y, **options)
     elif method == "procrustes":
-        fx, fy, info = _fit_procrustes(X, Y)
+        fx, fy, info = _fit_procrustes(X, Y, **options)
     elif method in ("cca", "svcca", "pwcca"):
         variance = options.pop("variance", 0.99) if method != "cca" else None
         fx, fy, info = _fit_cca(X, Y, variance=variance, weighted=method == "pwcca", **options)
@@ -261,10 +271,14 @@ def fit(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, seed: int = 0,
 
 
 def held_out(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, test: float = 0.2,
-             seed: int = 0,
-             groups: ArrayLike | None = None, **options: Any) -> dict[str, float]:
+             seed: int = 0, groups: ArrayLike | None = None, both_ways: bool = False,
+             **options: Any) -> dict[str, float]:
     """Fit on a random share ``1 - test`` of the rows (whole ``groups``, e.g. sentences, when
-    given) and return the distance on the fitted rows and on the held-out rows."""
+    given) and return the distance on the fitted rows and on the held-out rows.
+
+    ``both_ways``: also fit Y to X on the same split and return the mean of the two
+    directions' distances, a distance that does not depend on which side is mapped."""
+    both_ways = checks.boolean(both_ways, "both_ways")
     test = checks.number(test, "test", 0.0, 1.0, open_low=True, open_high=True)
     X, Y = check_pair(X, Y, 4)
     n = len(X)
@@ -284,6 +298,10 @@ def held_out(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, test: float 
     if len(held) < 2 or len(train) < 3:
         raise ValueError(f"test={test} leaves {len(train)} rows to fit and {len(held)} to "
                          "test; use more rows or another split")
-    model = fit(X[train], Y[train], method, seed=seed, **options)
-    return {"train": model.distance(X[train], Y[train]),
-            "test": model.distance(X[held], Y[held])}
+    pairs = [(X, Y), (Y, X)] if both_ways else [(X, Y)]
+    found = {"train": 0.0, "test": 0.0}
+    for A, B in pairs:
+        model = fit(A[train], B[train], method, seed=seed, **options)
+        found["train"] += model.distance(A[train], B[train]) / len(pairs)
+        found["test"] += model.distance(A[held], B[held]) / len(pairs)
+    return found

@@ -85,9 +85,9 @@ def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
     "ren-depth", "§5.1, Figs. 2 and 5",
     "models that differ only by seed are more alike in shallow layers than deep ones",
     "yes",
-    "held-out alignment distance (the page's figure_method map, Procrustes by default) at "
-    "the first transformer layer minus at the top layer, over pairs of pretraining seeds "
-    "(masked LMs)",
+    "held-out alignment distance (the page's figure_method map, by default Procrustes "
+    "with its best scale, both directions averaged) at the first transformer layer minus "
+    "at the top layer, over pairs of pretraining seeds (masked LMs)",
     "less", 0.01, "0.01 of the relative distance is a 1% change of the unexplained share",
     chapter="seeds",
     control=("condition", "the top layer of the same seed pairs"),

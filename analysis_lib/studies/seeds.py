@@ -7,7 +7,8 @@ The bookkeeping of the seeds chapter, on :mod:`analysis_lib.alignment`:
 * :func:`seed_layers`: the sentence vectors (mean over real tokens, dropout off) of every
   layer of several models on the same sentences;
 * :func:`pair_distances`: per layer, the held-out distance after alignment for every pair of
-  seeds (Fig. 2, 4, 5), each pair once, never a model with itself;
+  seeds (Fig. 2, 4, 5), each pair once, never a model with itself, both directions averaged
+  and Procrustes scaled (:func:`figure_options`);
 * :func:`layer_by_layer`: the distance between every pair of layers of one model (Fig. 3),
   and :func:`~analysis_lib.similarity.structure.layer_gradient`, how much it grows away
   from the diagonal;
@@ -111,12 +112,26 @@ def same_sentences(models: Mapping[str, LoadedModel], corpus: Corpus, method: st
     return pd.concat([hidden, attention], ignore_index=True)
 
 
+def figure_options(method: str) -> dict[str, bool]:
+    """The options of the distances Ren et al.'s figures are read on: each pair aligned
+    both ways and the two distances averaged (``both_ways``: no seed is the privileged
+    target), and for ``procrustes`` the best scale after the rotation (``scaled``: the
+    distance ignores either seed's overall size and stays at most 1 on the fitted rows,
+    1 being no better than predicting the target's mean). The plain one-way map of
+    Ren et al.'s L2 distance moves with the layers' scale: a seed with larger activations
+    lands further away, beyond what two unrelated spaces give."""
+    return {"both_ways": True, **({"scaled": True} if method == "procrustes" else {})}
+
+
 @profiled("alignment", lambda layers, method, **k: f"seed pairs, {method}")
 def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
                    seed: int = 0, first_layer: int = 0, **options) -> pd.DataFrame:
     """For every layer and every unordered pair of models: the held-out and train distance
-    after aligning the first model's layer to the second's. ``first_layer`` is the index of
-    the first entry (0 for hidden states, 1 for attention)."""
+    after aligning the two models' layers (:func:`figure_options`, which ``options``
+    override: ``both_ways=False`` aligns the first model's layer to the second's only).
+    ``first_layer`` is the index of the first entry (0 for hidden states, 1 for
+    attention)."""
+    options = {**figure_options(method), **options}
     names = list(layers)
     if len(names) < 2:
         raise ValueError("pair distances need at least two models (seeds)")
@@ -165,20 +180,27 @@ def distance_summary(frame: pd.DataFrame, value: str = "test") -> pd.DataFrame:
 def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed: int = 0,
                    **options) -> np.ndarray:
     """Fig. 3: held-out distance after aligning layer i to layer j of one model, for all
-    i, j (0 on the diagonal)."""
+    i, j (0 on the diagonal), with :func:`figure_options` unless ``options`` override
+    them (both ways, the matrix is symmetric)."""
+    options = {**figure_options(method), **options}
     n = len(layers)
     M = np.zeros((n, n))
     for i, j in itertools.product(range(n), range(n)):
-        if i != j:
+        if i < j or (i > j and not options["both_ways"]):
             M[i, j] = alignment.held_out(layers[i], layers[j], method, seed=seed,
                                          **options)["test"]
+        if i < j and options["both_ways"]:
+            M[j, i] = M[i, j]
     return M
 
 
 def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequence[str], *,
                      seed: int = 0) -> pd.DataFrame:
-    """Every method on every seed pair and layer (:func:`pair_distances`), one long table."""
-    return pd.concat([pair_distances(layers, m, seed=seed) for m in methods],
+    """Every method on every seed pair and layer (:func:`pair_distances`), one long table:
+    each method as Ren et al.'s Table 4 fits it, one way and unscaled."""
+    return pd.concat([pair_distances(layers, m, seed=seed,
+                                     **dict.fromkeys(figure_options(m), False))
+                      for m in methods],
                      ignore_index=True)
 
 
