@@ -4,8 +4,8 @@ One :class:`Claim` per claim of a paper: which paper makes it and where, what it
 number this book computes to test it, the direction the claim predicts for that number, the
 smallest effect that would matter (with the reason), and the control the number is read
 against (:data:`CONTROL_KINDS`: the best simple baseline, a null from the same layers, or a
-control condition), which the statistic subtracts or compares with, and the papers' own effect size
-beside the smallest effect (``paper_effect``, quoted; ``paper_value``, the same on the
+control condition), which the statistic subtracts or compares with, and the papers' own
+effect size beside the smallest effect (``paper_effect``, quoted; ``paper_value``, the same on the
 statistic's scale where the paper states a number): a smallest effect larger than the papers'
 own effect would reject the papers' data.
 
@@ -52,8 +52,8 @@ DIRECTIONS = ("greater", "less", "none")
 #: (``baseline``: ridge for a fitted map, the full model for a cut one, no relation for a
 #: correlation), the same layers with the correspondence of their stimuli broken
 #: (``null``: a permutation null at the page's sizes), or the same models in a control
-#: condition (``condition``: another layer,
-#: the pretrained model, the other task's model on the same stimuli)
+#: condition (``condition``: another layer, the pretrained model, the other task's model on
+#: the same stimuli)
 CONTROL_KINDS = ("baseline", "null", "condition")
 #: the chapters whose results test the claims, one notebook each
 CHAPTERS = ("representation", "attention", "finetuning", "truncation", "seeds", "domains")

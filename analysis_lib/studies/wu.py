@@ -6,8 +6,7 @@ Three chapters test them, and the functions read their results by name:
 * the representation chapter (:mod:`analysis_lib.studies.representation`): ``summaries``
   (per measure, :func:`summary` of the collection matrix on the pretrained models),
   ``jackknives`` (per measure, a :class:`Jackknife` of those numbers), ``measures``,
-  ``matrices``,
-  ``collection`` and ``models`` (for a second unit over models), ``localization``
+  ``matrices``, ``collection`` and ``models`` (for a second unit over models), ``localization``
   (:func:`~analysis_lib.studies.representation.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
   ``zoo_control`` and ``not_learned``;
