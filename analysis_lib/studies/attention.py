@@ -22,7 +22,7 @@ from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation, pairwise_suite
 from ..similarity.attention import head_similarity
 from . import extract_each
-from .wu import DISTRIBUTED, HEAD_LEVEL, METHODS
+from .wu import DISTRIBUTED, HEAD_LEVEL, METHODS, rank_overlap
 
 
 @dataclass
@@ -205,11 +205,13 @@ def explorer_frame(collection: AttentionCollection, matches: pd.DataFrame,
 def localized_vs_distributed(methods: Mapping[str, np.ndarray], collection: AttentionCollection
                              ) -> pd.DataFrame:
     """Mean similarity between layers of different models and between different layers of
-    one model, for every method's matrix (a row per method)."""
+    one model, for every method's matrix (a row per method), and ``overlap``: the method's
+    :func:`~analysis_lib.studies.wu.rank_overlap` of the first cells with the second."""
     same = collection.table.same_model()
     across, within = ~same, same & ~np.eye(len(same), dtype=bool)
     return pd.DataFrame({name: {"across models": M[across].mean() if across.any() else np.nan,
-                                "within a model": M[within].mean() if within.any() else np.nan}
+                                "within a model": M[within].mean() if within.any() else np.nan,
+                                "overlap": rank_overlap(M[across], M[within])}
                          for name, M in methods.items()}).T
 
 

@@ -510,9 +510,9 @@ HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "atten
 DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
 
 
-_AT_BOUND = ("not measured: under both measures every cell across models lies below every "
-             "cell within one (an overlap of 0 on each side), so their ranks cannot differ; "
-             "models whose layers come closer to each other's can decide it")
+_AT_BOUND = ("not measured: under both measures the cells across models and the cells "
+             "within one do not interleave (an overlap of 0, or of 1, on each side), so "
+             "their ranks cannot differ; models whose cells interleave can decide it")
 
 
 def _at_bound(*overlaps: float) -> bool:
