@@ -17,6 +17,11 @@
     from its executed notebooks, by default ``_build/executed/NAME``, or from ``FOLDER``;
     see :mod:`analysis_lib.book.findings`), the table the book's findings page shows: a
     table that fits the terminal, CSV with every column, or Markdown.
+``times [--record cold|warm --profile NAME]``
+    Print every page's measured run times (``book/run_times.csv``), or keep the last build
+    of a profile in it as its cold times (the build started with an empty cache) or its warm
+    ones (a rerun with everything cached), with this machine's CPU named (see
+    :mod:`analysis_lib.book.times`).
 ``corpora`` / ``models``
     List the registered corpora / the offline model names.
 ``--version``
@@ -41,8 +46,8 @@ EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
           "dask": "sweep", "distributed": "sweep", "dask_jobqueue": "sweep"}
 #: the extra each command needs as a whole: a missing package is named, and the extra that
 #: makes the whole command work (not only that package) is the one to install
-COMMAND_EXTRAS = {"book": "book", "findings": "book", "sweep": "sweep", "extract": "models",
-                  "zoo": "models", "models": "models"}
+COMMAND_EXTRAS = {"book": "book", "findings": "book", "times": "book", "sweep": "sweep",
+                  "extract": "models", "zoo": "models", "models": "models"}
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -164,6 +169,23 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_times(args: argparse.Namespace) -> int:
+    from .book import times
+
+    if args.record is None:
+        print(times.table(), end="")
+        return 0
+    try:
+        kept = times.record(args.profile, args.record, args.executed)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    cpu, cores = times.machine()
+    print(f"kept {len(kept)} {args.record} times of the {args.profile!r} profile "
+          f"({cpu}, {cores} cores) in {times.TIMES}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="analysis-lib")
     parser.add_argument("--version", action="version", version=f"analysis_lib {__version__}")
@@ -215,6 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     zoo.add_argument("--train", action="store_true", help="train the models not cached yet")
     zoo.add_argument("--cache-dir", default=None)
     zoo.set_defaults(func=cmd_zoo)
+    timed = sub.add_parser("times", help="print each page's measured run times, or keep a "
+                           "build's times")
+    timed.add_argument("--record", choices=["cold", "warm"], default=None,
+                       help="keep the last build's times as cold (its cache was empty when "
+                       "it started) or warm (everything was cached)")
+    timed.add_argument("--profile", default="default", help="the build's profile")
+    timed.add_argument("--executed", default=None, help="the build's folder of executed "
+                       "notebooks (default: _build/executed/PROFILE)")
+    timed.set_defaults(func=cmd_times)
     sub.add_parser("corpora", help="list the corpora").set_defaults(func=cmd_corpora)
     sub.add_parser("models", help="list the offline model names").set_defaults(func=cmd_models)
     args = parser.parse_args(argv)

@@ -330,7 +330,7 @@ def _shape(data) -> str:
 
 def _printed(nb) -> list:
     """Everything a page shows, in order: each output's text, HTML and markdown, the values
-    glued into its prose, and each chart's data (numbers as the chart holds them)."""
+    stated in its prose, and each chart's data (numbers as the chart holds them)."""
     out = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -478,32 +478,47 @@ def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
         book.execute(broken, {}, tmp_path / "out")
 
 
-def _glued(nb) -> dict[str, str]:
-    """The values a notebook glued for its prose: {name: text or markdown}."""
-    out = {}
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            meta = o.get("metadata", {}).get("scrapbook")
-            if meta:
-                data = o["data"]
-                out[meta["name"]] = next(v for k, v in data.items()
-                                         if k.endswith(("text/markdown", "text/plain")))
-    return out
+def test_say_prints_outside_a_notebook_and_refuses_empty_text(capsys):
+    from analysis_lib.book import prose
+
+    assert prose.say("**one** sentence") is None
+    assert capsys.readouterr().out == "**one** sentence\n"
+    for bad in ("", "  ", None, 3):
+        with pytest.raises(ValueError, match="Markdown text"):
+            prose.say(bad)
 
 
-def test_glued_prose_follows_the_profile_it_was_built_with(tmp_path):
+def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
+    from analysis_lib.book import prose
+    from analysis_lib.studies import claims, tables, verdicts
+
+    ids = [c.id for c in claims.of_chapter("attention") + claims.of_chapter("domains")]
+    found = tables.table([verdicts.not_measured(cid, "no models") for cid in ids])
+    prose.verdicts(found)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(ids)
+    for cid, line in zip(ids, lines, strict=True):
+        assert line.startswith("- not measured: ") and f"({cid})" in line, line
+
+
+def _said(nb) -> list[str]:
+    """The sentences a notebook stated from its run (``prose.say``): its Markdown outputs."""
+    return [o["data"]["text/markdown"] for cell in nb.cells for o in cell.get("outputs", [])
+            if "text/markdown" in o.get("data", {})]
+
+
+def test_stated_prose_follows_the_profile_it_was_built_with(tmp_path):
     path = ROOT / "notebooks" / "measures_primer.ipynb"
     runs = {}
     for name in ("smoke", "default"):
         values = book.notebook_parameters(path, book.load_profile(name, ROOT))
         done = book.execute(path, values, tmp_path / name)
-        runs[name] = _glued(nbformat.read(str(done.path), as_version=4))
+        runs[name] = _said(nbformat.read(str(done.path), as_version=4))
     source = nbformat.read(str(path), as_version=4)
-    used = {m for c in source.cells if c.cell_type == "markdown"
-            for m in re.findall(r"\{glue:[a-z]+\}`([^`:]+)", c.source)}
-    assert used and used <= set(runs["smoke"]) and used <= set(runs["default"])
-    differ = [k for k in used if runs["smoke"][k] != runs["default"][k]]
-    assert differ, "the two profiles glued the same values into every sentence"
+    stating = [c for c in source.cells if c.cell_type == "code" and "prose.say(" in c.source]
+    assert len(runs["smoke"]) == len(runs["default"]) >= len(stating) >= 4
+    differ = [a for a, b in zip(runs["smoke"], runs["default"], strict=True) if a != b]
+    assert differ, "the two profiles stated the same values in every sentence"
 
 
 def test_a_wrong_solution_fails_the_build(tmp_path):

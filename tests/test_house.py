@@ -182,8 +182,8 @@ def _code_cells() -> list[tuple[str, int, str]]:
 
 
 def test_no_notebook_code_cell_names_a_claim():
-    """A chapter's claims are judged and glued by the library (``prose.glue_verdicts``,
-    ``tables.verdict_lines``); a cell that lists claim ids is a second list to keep."""
+    """A chapter's claims are judged and stated by the library (``verdicts.judge``,
+    ``prose.verdicts``); a cell that lists claim ids is a second list to keep."""
     from analysis_lib.studies.claims import CLAIMS
 
     cells = _code_cells()

@@ -1,6 +1,7 @@
 """A chapter run in a real JupyterLab, in headless Chromium, with no internet: its charts are
 drawn (JupyterLab 4 renders vega-lite only up to 5, and the book's vega bundle is not there),
-and no cell fails."""
+its prose reads as rendered MyST (exercises as exercises, the run's sentences as Markdown), and
+no cell fails."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from analysis_lib.book import builder, render
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHAPTER = "measures_primer"
+#: MyST syntax that shows only where markdown is not rendered as MyST: directive fences and
+#: options (the exercises), and roles that only the built book resolves
+RAW_SYNTAX = ["```{", ":label:", ":class: dropdown", "{solution-start}", "{glue", "{doc}`"]
 #: the JavaScript that says whether the open notebook has run: every code cell has an
 #: execution count and the kernel is idle
 RAN = """() => {
@@ -128,6 +132,14 @@ def test_a_chapter_run_in_jupyterlab_draws_its_charts(tmp_path):
             assert len(big) >= len(charts), (len(charts), drawn)
             text = page.inner_text("body")
             assert "vega-bundle.js" not in text and "Chart error" not in text
+            raw = [m for m in RAW_SYNTAX if m in text]
+            assert not raw, f"markdown shown as source, not rendered: {raw}"
+            said = page.eval_on_selector_all(
+                ".jp-OutputArea-output.jp-RenderedMySTMarkdown, "
+                ".jp-OutputArea-output.jp-RenderedMarkdown", "els => els.length")
+            assert said >= 4, "the run's sentences (prose.say) did not render as Markdown"
+            assert re.search(r"Exercise\s*\d*\s*\(?Predict, then compute", text), \
+                "the exercises do not read as exercises"
             browser.close()
     finally:
         lab.terminate()

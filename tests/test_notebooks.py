@@ -14,8 +14,8 @@ ROOT = book.ROOT
 NOTEBOOKS = book.toc_notebooks(ROOT)
 IDS = [p.stem for p in NOTEBOOKS]
 
-#: What prose may hold digits for: references, formulas, code, glued values, the run-time
-#: paragraph, and constants of the methods (interval levels, scale anchors 0 and 1).
+#: What prose may hold digits for: references, formulas, code, the profiles paragraph, and
+#: constants of the methods (interval levels, scale anchors 0 and 1).
 LINES = [
     r"```[a-z]+\n.*?```",                          # code examples (```python ...)
     r"^(`{3,}|:label:|:class:).*$",                # directive lines
@@ -23,7 +23,6 @@ LINES = [
 ALLOWED = [
     r"`[^`]*`",                                    # code spans
     r"\$\$.*?\$\$", r"\$[^$]*\$",                  # formulas
-    r"\{glue:[a-z]+\}`[^`]*`",                     # glued values
     r"\b(19|20)\d\d[a-z]?\b",                      # years of citations
     r"§\s?[\d.–-]+",
     r"\b(Fig(ure)?s?\.?|Tables?|App(endix)?\.?|Eq\.?|[Ss]ections?)\s+[\dA-Z][\d.]*"
@@ -31,7 +30,7 @@ ALLOWED = [
     r"\b(GPT-2|MiniLM-L6|BERT-base|BERT-large|RoBERTa-base|ALBERT-base-v2|ELECTRA-base|"
     r"SmolLM2|ALBERT-large-v2)\b",
     r"^#+\s*\d+(\.\d+)*\.?",                       # numbered headings
-    r"\*\*Estimated run time\*\*(.|\n(?!\n))*",    # the run-time paragraph
+    r"\*\*Profiles and run time\*\*(.|\n(?!\n))*",  # what each profile runs
     r"\b(95|99|80|20|63|10)%",                     # interval levels and method constants
     r"(?<![\w.,])[01](?![\w.,]\d)",                # the scale anchors 0 and 1, names like model 1
 ]
@@ -66,13 +65,24 @@ def test_prose_states_no_hand_typed_figures(path):
     nb = nbformat.read(str(path), as_version=4)
     found = [h for c in nb.cells if c.cell_type == "markdown"
              for h in _hand_typed(path.stem, c.source)]
-    assert not found, (f"{path.name}: figures typed into the prose; glue them from the run "
-                       f"(analysis_lib.book.prose.glue) or cite the paper: {found}")
+    assert not found, (f"{path.name}: figures typed into the prose; state them from the run "
+                       f"(analysis_lib.book.prose.say, under the cell that computes them) "
+                       f"or cite the paper: {found}")
 
 
 def test_the_figure_check_finds_typed_figures():
     assert _hand_typed("x", "CKA falls to 0.42 at layer 3") != []
-    assert _hand_typed("x", "CKA is {glue:text}`cka:.2f` (Wu et al. 2020, §5.1)") == []
+    assert _hand_typed("x", "CKA is `cka` (Wu et al. 2020, §5.1)") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_prose_uses_no_role_that_renders_only_in_the_book(path):
+    """A glue role shows as literal text wherever the notebook is opened outside the built
+    book (JupyterLab, VS Code): a run's values are stated under the cell that computes them."""
+    nb = nbformat.read(str(path), as_version=4)
+    found = [m for c in nb.cells if c.cell_type == "markdown"
+             for m in re.findall(r"\{glue(?::[a-z]+)?\}`[^`]*`", c.source)]
+    assert not found, f"{path.name}: {found}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

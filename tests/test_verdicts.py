@@ -66,7 +66,7 @@ def test_there_are_enough_claims_from_every_paper():
 def test_every_claim_names_its_evidence_and_each_chapter_judges_its_claims_once():
     """Each claim's record names the function, in its paper's module, that computes its
     evidence from one chapter's results; each chapter's notebook judges its claims with one
-    call (the notebooks name no claim ids: they glue and list whole findings tables)."""
+    call (the notebooks name no claim ids: they state and record whole findings tables)."""
     for claim in claims.CLAIMS.values():
         assert callable(claim.evidence) and claim.chapter in records.CHAPTERS, claim.id
         assert claim.evidence.__module__ == f"analysis_lib.studies.{claim.paper.lower()}"

@@ -1,9 +1,11 @@
-"""Numbers and findings for a page's prose, computed by the run and glued into the text.
+"""Numbers and findings for a page's prose, stated by the cell that computes them.
 
-A chapter never types a result into its prose: a code cell computes it and :func:`glue`
-stores it under a name (myst-nb's ``glue``), and the markdown refers to it with
-``{glue:md}`name``` (text) or ``{glue:text}`name:.3f``` (a number). A page built under any
-profile therefore states what its own tables show.
+A chapter never types a result into its prose: the code cell that computes a result ends
+with :func:`say`, which shows the sentence as rendered Markdown under the cell, and the
+markdown around it explains what to read in it. The sentence renders the same in the built
+book, in JupyterLab, in VS Code and anywhere else a notebook opens (a glue role in a markdown
+cell renders only in the built book), and a page run under any profile states what its own
+tables show. :func:`verdicts` states a chapter's verdicts the same way.
 """
 
 from __future__ import annotations
@@ -13,24 +15,26 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "glue", "listing",
-           "missing_schedule", "record_findings", "values_line", "verdict"]
+__all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "listing",
+           "missing_schedule", "record_findings", "say", "values_line", "verdicts"]
 
 
-def glue(name: str, value: Any) -> Any:
-    """Store ``value`` for the prose under ``name`` (shown nowhere else); return it.
+def say(text: str) -> None:
+    """Show ``text`` (Markdown: a sentence or a list the run computed) under the cell.
 
-    Strings are stored as markdown (for ``{glue:md}``), numbers as they are (for
-    ``{glue:text}`` with a format, e.g. ``{glue:text}`name:.2f```).
+    In a notebook it is a Markdown output, rendered wherever the notebook is open and in the
+    built book; in plain Python it is printed. Returns nothing, so that a cell ending with it
+    shows the text once.
     """
-    from IPython.display import Markdown
-    from myst_nb import glue as _glue
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"say() shows Markdown text, got {text!r}")
+    from IPython import get_ipython
+    from IPython.display import Markdown, display
 
-    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"a glue name uses letters, digits, '_' and '-', got {name!r}")
-    stored = Markdown(value) if isinstance(value, str) else value
-    _glue(name, stored, display=False)
-    return value
+    if get_ipython() is None:
+        print(text)
+    else:
+        display(Markdown(text))
 
 
 def listing(items: Iterable[str], none: str = "none", code: bool = True) -> str:
@@ -43,9 +47,10 @@ def listing(items: Iterable[str], none: str = "none", code: bool = True) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def values_line(values: Mapping[str, float], digits: int = 2) -> str:
-    """``neuronsim`` 0.35, ``mixedsim`` 0.51, ... for a mapping of measure to value."""
-    return ", ".join(f"`{k}` {v:.{digits}f}" for k, v in values.items())
+def values_line(values: Mapping[str, float], digits: int = 2, none: str = "none") -> str:
+    """``neuronsim`` 0.35, ``mixedsim`` 0.51, ... for a mapping of measure to value, or
+    ``none`` when it is empty."""
+    return ", ".join(f"`{k}` {v:.{digits}f}" for k, v in values.items()) or none
 
 
 def estimate(value: float, low: float | None = None, high: float | None = None,
@@ -151,27 +156,10 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
     return table
 
 
-def glue_verdicts(findings: pd.DataFrame) -> None:
-    """Glue every claim's :func:`verdict` of a findings table for the prose, each under
-    ``verdict-`` and its claim id (``{glue:md}`verdict-wu-within-model```). Returns
-    nothing, so that a cell ending with it shows nothing."""
-    for claim_id in findings.index:
-        glue(f"verdict-{claim_id}", verdict(findings, str(claim_id)))
+def verdicts(findings: pd.DataFrame) -> None:
+    """State every claim of a findings table under the cell, one line each
+    (:func:`analysis_lib.studies.tables.verdict_lines`: the verdict, the claim, its id and
+    what this run shows); a chapter's summary reads them."""
+    from ..studies.tables import verdict_lines
 
-
-def glue_not_measured(claim_ids: Iterable[str], reason: str) -> None:
-    """Glue claims that a run does not measure as such, with ``reason``, under the names
-    :func:`glue_verdicts` uses."""
-    from ..studies.tables import table
-    from ..studies.verdicts import not_measured
-
-    glue_verdicts(table([not_measured(claim_id, reason) for claim_id in claim_ids]))
-
-
-def verdict(findings: pd.DataFrame, claim_id: str) -> str:
-    """A claim's verdict in bold with what this run shows, for a chapter's summary:
-    ``**holds** (this run: +0.21 [+0.18, +0.24])``."""
-    from ..studies.tables import outcome_of
-
-    return (f"**{outcome_of(findings, claim_id)}** (this run: "
-            f"{findings.loc[claim_id, 'what this run shows']})")
+    say("\n".join(verdict_lines(findings)))

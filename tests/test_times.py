@@ -1,0 +1,129 @@
+"""The run times pages state: measured by a build, kept with the machine they ran on."""
+
+from __future__ import annotations
+
+import datetime
+
+import pandas as pd
+import pytest
+
+from analysis_lib import __main__ as cli
+from analysis_lib.book import times, toc_notebooks
+
+DAY = datetime.date(2026, 11, 28)
+
+
+def _build(folder, rows):
+    """A build's profile.csv: (notebook, wall seconds, reused) per notebook, and a step."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = [{"notebook": n, "kind": "notebook", "name": n, "depth": 0, "wall_s": s,
+              "reused": r} for n, s, r in rows]
+    table.append({"notebook": rows[0][0], "kind": "extract", "name": "x", "depth": 1,
+                  "wall_s": 1.0, "reused": False})
+    pd.DataFrame(table).to_csv(folder / "profile.csv", index=False)
+    return folder
+
+
+def test_machine_names_a_cpu_and_counts_cores():
+    cpu, cores = times.machine()
+    assert cpu and cpu == cpu.strip() and "  " not in cpu
+    assert isinstance(cores, int) and cores >= 1
+
+
+@pytest.mark.parametrize("seconds, shown", [(0.4, "0 s"), (48.6, "49 s"), (60, "1 min"),
+                                            (250, "4 min 10 s"), (3600, "1 h"),
+                                            (4330, "1 h 12 min")])
+def test_duration_reads_as_a_reader_reads_it(seconds, shown):
+    assert times.duration(seconds) == shown
+
+
+def test_a_build_is_kept_as_cold_or_warm_and_a_new_record_replaces_its_own_rows(tmp_path):
+    path = tmp_path / "run_times.csv"
+    cold = _build(tmp_path / "a", [("primer", 12.34, False), ("seeds", 300.0, False)])
+    kept = times.record("default", "cold", cold, path, today=DAY)
+    assert list(kept.notebook) == ["primer", "seeds"] and list(kept.seconds) == [12.3, 300.0]
+    warm = _build(tmp_path / "b", [("primer", 5.0, False), ("seeds", 1.0, True)])
+    times.record("default", "warm", warm, path, today=DAY)
+    table = times.read(path)
+    assert len(table) == 3  # the reused notebook was not run, so it has no warm time
+    assert set(table[table.cache == "warm"].notebook) == {"primer"}
+    again = _build(tmp_path / "c", [("primer", 20.0, False)])
+    times.record("default", "cold", again, path, today=DAY)
+    table = times.read(path)
+    assert len(table) == 3
+    cold_primer = table[(table.notebook == "primer") & (table.cache == "cold")]
+    assert list(cold_primer.seconds) == [20.0]
+    assert table.cpu.eq(times.machine()[0]).all() and set(table.measured) == {"2026-11-28"}
+
+
+def test_record_refuses_what_it_cannot_keep(tmp_path):
+    path = tmp_path / "run_times.csv"
+    with pytest.raises(ValueError, match="cold"):
+        times.record("default", "lukewarm", tmp_path, path)
+    with pytest.raises(FileNotFoundError, match="analysis_lib book --profile default"):
+        times.record("default", "cold", tmp_path / "none", path)
+    reused = _build(tmp_path / "r", [("primer", 3.0, True)])
+    with pytest.raises(ValueError, match="--force"):
+        times.record("default", "warm", reused, path)
+    assert not path.exists()
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="record the times again"):
+        times.read(path)
+
+
+def test_a_page_states_its_own_times_with_the_machine(tmp_path):
+    path = tmp_path / "run_times.csv"
+    times.record("smoke", "cold", _build(tmp_path / "s", [("primer", 9.0, False)]), path,
+                 today=DAY)
+    times.record("default", "cold", _build(tmp_path / "d", [("primer", 250.0, False),
+                                                            ("seeds", 70.0, False)]),
+                 path, today=DAY)
+    times.record("default", "warm", _build(tmp_path / "w", [("primer", 48.0, False)]), path,
+                 today=DAY)
+    said = times.sentence("primer", path)
+    cpu, cores = times.machine()
+    assert "`default` 4 min 10 s cold, 48 s warm" in said and "`smoke` 9 s cold" in said
+    assert f"{cpu}, {cores} cores, 2026-11-28" in said
+    assert "seeds" not in said and "not measured" in times.sentence("other", path)
+    shown = times.table(path)
+    assert "| `primer` |" in shown and "| `seeds` |" in shown and "`default` warm" in shown
+    assert cpu in shown
+
+
+def test_the_book_keeps_cold_and_warm_times_of_every_page_for_both_offline_profiles():
+    table = times.read()
+    pages = {p.stem for p in toc_notebooks()}
+    for profile in ("smoke", "default"):
+        for cache in times.CACHE_STATES:
+            mine = table[(table.profile == profile) & (table.cache == cache)]
+            assert set(mine.notebook) == pages, (profile, cache)
+            assert (mine.seconds > 0).all() and (mine.cpu != "").all()
+    for page in pages:
+        assert "not measured" not in times.sentence(page)
+
+
+def test_the_times_command_prints_the_table_and_names_a_missing_build(tmp_path, capsys):
+    assert cli.main(["times"]) == 0
+    assert "| page |" in capsys.readouterr().out
+    assert cli.main(["times", "--record", "cold", "--profile", "nothing",
+                     "--executed", str(tmp_path)]) == 1
+    assert "analysis_lib book --profile nothing" in capsys.readouterr().err
+
+
+def test_a_new_record_of_times_reruns_the_pages_that_state_them(tmp_path, monkeypatch):
+    import nbformat
+
+    from analysis_lib.book import builder
+
+    path = tmp_path / "page.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, str(path))
+    monkeypatch.setattr(times, "TIMES", tmp_path / "run_times.csv")
+    out = tmp_path / "out"
+    assert not builder.execute(path, {}, out).reused
+    assert builder.execute(path, {}, out).reused
+    times.record("default", "cold", _build(tmp_path / "b", [("page", 2.0, False)]),
+                 times.TIMES, today=DAY)
+    assert not builder.execute(path, {}, out).reused
