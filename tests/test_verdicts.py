@@ -522,3 +522,24 @@ def test_a_correlation_claim_compares_fisher_z_with_the_atanh_of_its_smallest_ef
     with pytest.raises(ValueError, match="below 1"):
         records.Claim("t-z", "Wu", "here", "c", "yes", "s", "greater", 1.0, "w",
                       ("baseline", "zero"), "none", fisher_z=True)
+
+
+def test_answerable_keeps_the_claims_a_partial_run_can_judge():
+    for chapter in records.CHAPTERS:
+        mine = claims.of_chapter(chapter)
+        every = {name for c in mine for name in (*c.reads, *c.gates)}
+        assert claims.answerable(mine, dict.fromkeys(every)) == mine
+        assert claims.answerable(mine, {}) == [c for c in mine if not c.reads]
+        for name in sorted(every):
+            part = {k: None for k in every if k != name}
+            kept = claims.answerable(mine, part)
+            assert all(set(c.reads) <= set(part) for c in kept)
+            assert [c for c in mine if name in c.reads and c in kept] == []
+            assert [c for c in mine if c not in kept] == [c for c in mine if name in c.reads]
+
+
+def test_describe_names_every_run_that_failed_the_gate_and_why():
+    said = training_gate.describe({"a, seed 0": "loss rose", "b, seed 1": "no curve"})
+    assert said == "did not train (a, seed 0: loss rose; b, seed 1: no curve)"
+    verdict = verdicts.untrained("phang-untuned", {"a, seed 0": "loss rose"})
+    assert verdict.reason == "did not train (a, seed 0: loss rose)"

@@ -11,8 +11,9 @@ by these ids, and every verdict is drawn by one rule,
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from . import merchant, phang, ren, wu
 from .claim import CHAPTERS, PAPERS, Claim
@@ -49,3 +50,11 @@ def of_chapter(chapter: str) -> list[Claim]:
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter must be one of {CHAPTERS}, got {chapter!r}")
     return [c for c in CLAIMS.values() if c.chapter == chapter]
+
+
+def answerable(claims: Iterable[Claim], results: Mapping[str, Any]) -> list[Claim]:
+    """The claims among ``claims`` whose evidence reads only results that ``results`` holds:
+    those that a partial run answers (another profile's runs read from the cache hold only
+    some of a chapter's results). Pass them with the results to
+    :func:`analysis_lib.studies.verdicts.judge`."""
+    return [c for c in claims if set(c.reads) <= set(results)]

@@ -375,16 +375,12 @@ def localization_summary(change: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([base, tuned.drop(columns="n")], ignore_index=True)
 
 
-#: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
-SCHEDULE_CLAIMS = ("phang-blocks", "phang-ft-orig")
-
-
 @dataclass
 class Schedule:
     """The runs of a longer schedule (another profile's) that the cache holds, read as
     sections 1 and 2 read this page's own: accuracy against the frozen head, the learning
-    curves, Phang et al.'s views on the first token and the claims those answer (the
-    others read "not measured")."""
+    curves, Phang et al.'s views on the first token, and the findings of the chapter's
+    claims that those answer (:func:`~analysis_lib.studies.claims.answerable`)."""
 
     profile: str
     runs: Runs
@@ -408,7 +404,8 @@ def longer_schedule(grid: FinetuneGrid, profile: str = "larger", *,
                                                    stimuli(runs.task(task), n_stimuli),
                                                    "first", model_options=options)
              for model in grid.models for task in grid.tasks}
-    found = verdicts.judge(claims.of_chapter("finetuning"),
-                           {"views": views, "untrained": training_problems(runs)})
+    results = {"views": views, "untrained": training_problems(runs)}
+    found = verdicts.judge(claims.answerable(claims.of_chapter("finetuning"), results),
+                           results)
     return Schedule(profile, runs, accuracy_table(runs, model_options=options),
                     learning_curves(runs), views, found)

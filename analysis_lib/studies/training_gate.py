@@ -59,3 +59,9 @@ def training_problem(record: Mapping[str, Any]) -> str:
         problems.append(f"training loss went from {losses[0]:.3f} to {losses[-1]:.3f}, less "
                         f"than a {TRAINED_LOSS_DROP:.0%} drop")
     return "; ".join(problems)
+
+
+def describe(problems: Mapping[str, str]) -> str:
+    """Runs that failed the training gate, as a reader reads them: ``did not train (run:
+    problem; ...)`` (``problems``: run -> :func:`training_problem`)."""
+    return "did not train (" + "; ".join(f"{run}: {why}" for run, why in problems.items()) + ")"

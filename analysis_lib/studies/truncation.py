@@ -297,11 +297,6 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
     return pd.DataFrame(rows)
 
 
-#: the claim about the untuned model (read again with another pooling) and the claim
-#: about cut models (read again with a longer schedule)
-UNTUNED_CLAIM, CUT_CLAIM = "phang-untuned", "merchant-truncate"
-#: the claims a longer fine-tuning schedule is read for (:func:`longer_schedule`)
-SCHEDULE_CLAIMS = (UNTUNED_CLAIM, CUT_CLAIM)
 #: the share of depth Phang et al. drop in ``phang-untuned`` (two of RoBERTa-base's twelve)
 PHANG_SHARE = 2 / 12
 
@@ -405,7 +400,8 @@ def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
 class Longer:
     """The runs of a longer schedule (another profile's) that the cache holds, scored as
     the page scores its own: UNTUNED per layer, its depth ablation, the cut-then-fine-tuned
-    runs, and the claims those answer (the rest read "not measured")."""
+    runs, and the findings of the chapter's claims that those answer
+    (:func:`~analysis_lib.studies.claims.answerable`)."""
 
     profile: str
     runs: Runs
@@ -432,10 +428,18 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
     full = {s: runs.get(model, task, s).metrics["test"]["accuracy"]
             for s in runs.seeds(model, task)}
     steps = runs.get(model, task, runs.seeds(model, task)[0]).record["history"][-1]["steps"]
-    found = verdicts.judge(claims.of_chapter("truncation"), {
-        "scores": scores, "truncated": truncated, "full": full,
-        "untrained": training_problems(runs)})
+    results = {"scores": scores, "truncated": truncated, "full": full,
+               "untrained": training_problems(runs)}
+    found = verdicts.judge(claims.answerable(claims.of_chapter("truncation"), results),
+                           results)
     return Longer(profile, runs, untuned_by_depth(scores), truncated, found, int(steps))
+
+
+def cut_schedule_change(findings: pd.DataFrame, longer: Longer) -> pd.DataFrame:
+    """``merchant-truncate`` (a model cut to its lower layers and fine-tuned) judged on this
+    page's runs and on the longer schedule's: :func:`~analysis_lib.studies.causes.claim_change`,
+    whose verdicts say whether the short run is the cause of a claim that does not show."""
+    return causes.claim_change(findings, longer.findings, "merchant-truncate")
 
 
 def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:

@@ -59,6 +59,7 @@ from .claim import (
 )
 from .claims import get
 from .tables import table
+from .training_gate import describe
 
 
 def _check_smallest_effect(delta: float) -> float:
@@ -194,8 +195,7 @@ def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     """The verdict of a claim whose runs did not train: none. It reads
     :data:`NOT_MEASURED`, and says which runs failed the training gate and why
     (``problems``: run -> :func:`~analysis_lib.studies.training_gate.training_problem`)."""
-    why = "; ".join(f"{run}: {problem}" for run, problem in problems.items())
-    return not_measured(claim, f"did not train ({why})")
+    return not_measured(claim, describe(problems))
 
 
 def not_measured(claim: Claim | str, reason: str) -> Verdict:
