@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib.book import builder
+from analysis_lib.book import builder, params
 from analysis_lib.runtime import profile
 
 
@@ -110,12 +110,47 @@ def test_a_shape_build_projects_each_step_by_how_much_its_work_grows():
     assert projection.optimizer_steps(capped) == 10_000  # its cap
     table = _table([("truncation", "notebook", 0, 100.0), ("truncation", "extract", 2, 4.0),
                     ("truncation", "heads", 1, 10.0), ("truncation", "finetune", 1, 30.0)])
-    out = projection.project(table, {"truncation": shape}, {"truncation": full}).iloc[0]
+    declared = {"truncation": params.declared("truncation")}
+    out = projection.project(table, {"truncation": shape}, {"truncation": full},
+                             declared).iloc[0]
     runs, steps, rows = 2.0, 10.0, 4.0
     examples = (320 + 40) / (32 + 40)
     want = (100 - 40) + 4.0 * rows * runs + 6.0 * runs * examples + 30.0 * runs * steps
     assert out.measured_s == 100.0 and out.projected_s == pytest.approx(want)
     assert out["x finetune"] == 20.0
+
+
+def test_every_notebook_says_what_its_work_grows_with():
+    """The projection reads each notebook's sizes from the rules of its parameters: every
+    notebook counts its inputs (``rows``); the chapters that compare every pair of a list of
+    models say so (``pairs``); no chapter is named in the projection's code."""
+    from analysis_lib.book import projection
+
+    for path in builder.toc_notebooks():
+        spec = params.declared(path)
+        rows = [n for n, p in spec.items() if p.rules.get("rows")]
+        assert rows, path.stem
+        sizes = projection.sizes(spec, {})
+        assert sizes["rows"] == sum(float(spec[n].default) for n in rows)
+        if any(p.rules.get("pairs") for p in spec.values()):
+            assert sizes["pairs"] == sizes["models"] ** 2 > 1
+    source = Path(projection.__file__).read_text(encoding="utf-8")
+    assert not [p.stem for p in builder.toc_notebooks() if f'"{p.stem}"' in source]
+
+
+def test_the_sizes_rules_scale_rows_pairs_and_resamples():
+    from analysis_lib.book import projection
+
+    spec = params.parse_cell(
+        "n: int = 10  # rows [rows; min: 1]\n"
+        "models: list = ['a', 'b']  # compared [pairs; min: 1]\n"
+        "boots: int = 5  # resamples [resamples; min: 1]\n"
+        "perms: int = 7  # resamples [resamples; min: 1]\n")
+    assert projection.sizes(spec, {}) == {"rows": 10.0, "models": 2.0, "pairs": 4.0,
+                                          "runs": 1.0, "steps": 1.0, "examples": 1.0,
+                                          "resamples": 12.0}
+    grown = projection.sizes(spec, {"n": 40, "models": ["a", "b", "c"], "boots": 0})
+    assert (grown["rows"], grown["pairs"], grown["resamples"]) == (40.0, 9.0, 7.0)
 
 
 def test_only_a_shape_build_prints_and_keeps_a_projection(tmp_path):

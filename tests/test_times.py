@@ -71,7 +71,8 @@ def test_record_refuses_what_it_cannot_keep(tmp_path):
         times.read(path)
 
 
-def test_a_page_states_its_own_times_with_the_machine(tmp_path):
+def test_a_page_states_its_own_times_with_the_machine(tmp_path, monkeypatch):
+    monkeypatch.delenv(times.PROFILE_ENV, raising=False)
     path = tmp_path / "run_times.csv"
     times.record("smoke", "cold", _build(tmp_path / "s", [("primer", 9.0, False)]), path,
                  today=DAY)
@@ -85,6 +86,12 @@ def test_a_page_states_its_own_times_with_the_machine(tmp_path):
     assert "`default` 4 min 10 s cold, 48 s warm" in said and "`smoke` 9 s cold" in said
     assert f"{cpu}, {cores} cores, 2026-11-28" in said
     assert "seeds" not in said and "not measured" in times.sentence("other", path)
+    own = times.sentence("primer", path, profile="smoke")
+    assert own.index("`smoke`") < own.index("`default`") and "not measured" not in own
+    other = times.sentence("primer", path, profile="paper")
+    assert "`paper`, is not measured yet" in other and "--profile paper" in other
+    monkeypatch.setenv(times.PROFILE_ENV, "paper")
+    assert times.sentence("primer", path) == other
     shown = times.table(path)
     assert "| `primer` |" in shown and "| `seeds` |" in shown and "`default` warm" in shown
     assert cpu in shown

@@ -297,8 +297,10 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
     (["opposite"], ["inconclusive"], "a cause"),
     (["opposite", "opposite"], ["inconclusive", "holds"], "a cause"),
     (["opposite"], ["opposite"], "not the cause"),
-    (["inconclusive"], ["opposite"], "not the cause"),
-    (["holds"], ["opposite"], "not the cause"),
+    (["inconclusive"], ["opposite"], "brings the contradiction"),
+    (["holds"], ["opposite"], "brings the contradiction"),
+    (["holds", "not measured"], ["opposite", "opposite"], "brings the contradiction"),
+    (["mixed"], ["opposite"], "not the cause"),
     (["inconclusive"], ["inconclusive"], "no contradiction"),
     (["holds", "inconclusive"], ["holds", "inconclusive"], "no contradiction"),
     (["opposite", "opposite"], ["opposite", "holds"], "undecided"),
@@ -347,7 +349,8 @@ def test_claim_change_and_its_sentence_quote_both_settings():
     assert "+0.150" in text and "as the page has it" in text  # each setting's statistic
     assert "is a cause; more units" in said(opposite, unclear)
     assert "is not the cause" in said(opposite, opposite)
-    assert "not the cause" in said(shown, opposite)
+    brings = said(shown, opposite)
+    assert "brings the contradiction" in brings and "still contradicted" not in brings
     assert "no cause to name" in said(unclear, unclear)
     with pytest.raises(KeyError, match="holds no claim"):
         causes.claim_change(opposite.drop("merchant-truncate"), shown, "merchant-truncate")

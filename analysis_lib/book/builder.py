@@ -244,7 +244,8 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     for attempt in range(1, attempts + 1):
         steps.unlink(missing_ok=True)
         try:
-            with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1"}):
+            with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1",
+                             times.PROFILE_ENV: profile_name or ""}):
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout)
@@ -513,7 +514,8 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
     paths = [p for p in toc_notebooks(root) if p.stem in built]
     projected = projection.project(
         table, {p.stem: notebook_parameters(p, shape, profile_name) for p in paths},
-        {p.stem: notebook_parameters(p, full, full_name) for p in paths})
+        {p.stem: notebook_parameters(p, full, full_name) for p in paths},
+        {p.stem: params.declared(p) for p in paths})
     atomic_write(out_dir / "projection.csv", lambda tmp: projected.to_csv(tmp, index=False))
     return projection.summary(projected, full_name)
 

@@ -49,9 +49,12 @@ _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 #: :class:`analysis_lib.studies.shared.FinetuneGrid`, checked against that field's rules),
 #: and for a random model's sizes their ranges and consistency (``sizes``:
 #: :func:`analysis_lib.models.random_init.size_problems`). Every number must be finite, and a
-#: list holds no item twice.
+#: list holds no item twice. Three rules check nothing and say what the work grows with, for
+#: the projection of a run's time (:mod:`analysis_lib.book.projection`): ``rows`` (the
+#: inputs every extraction, measure and map works on), ``pairs`` (models compared pair by
+#: pair) and ``resamples``.
 RULES = ("min", "max", "choices", "items", "item_min", "item_max", "model", "corpus", "task",
-         "keys", "depth", "sizes", "grid")
+         "keys", "depth", "sizes", "grid", "rows", "pairs", "resamples")
 
 
 def _split_comment(rest: str) -> tuple[str, str]:

@@ -25,12 +25,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-#: each notebook's count of inputs (rows) that its extraction, measures and maps work on
-ROWS = {"measures_primer": "n_stimuli", "representation": "n_sentences",
-        "attention": "attention_sentences", "finetuning": "ft_stimuli",
-        "truncation": "skip_examples", "domains": "domain_sentences",
-        "seeds": "seed_sentences"}
-
 #: the sizes each kind of step's work grows with (see :func:`sizes`)
 GROWS_WITH = {
     "extract": ("rows", "models"),
@@ -60,24 +54,34 @@ def optimizer_steps(grid) -> float:
     return float(min(steps, preset.max_steps) if preset.max_steps else steps)
 
 
-def sizes(notebook: str, parameters: Mapping[str, Any]) -> dict[str, float]:
-    """The sizes of :data:`GROWS_WITH` for one notebook under one profile's parameters."""
+def sizes(declared: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, float]:
+    """The sizes of :data:`GROWS_WITH` for one notebook under one profile's parameters (the
+    notebook's defaults where the profile sets none), read through the rules its parameters
+    declare (``declared``: name -> :class:`~analysis_lib.book.params.Parameter`): a
+    parameter with the rule ``rows`` counts the inputs its extractions, measures and maps
+    work on, one with ``pairs`` the models of which every pair is compared, and those with
+    ``resamples`` (added up) the resamples of a statistic. A notebook that fine-tunes (a
+    ``finetune`` grid) counts its runs; without a ``pairs`` parameter its runs are its
+    models."""
     from ..studies.shared import FinetuneGrid
 
-    p = parameters
+    p = {**{name: param.default for name, param in declared.items()}, **parameters}
+
+    def total(rule: str) -> float | None:
+        names = [name for name, param in declared.items() if param.rules.get(rule)]
+        return float(sum(_count(p[name]) for name in names)) if names else None
+
     grid = FinetuneGrid.from_profile(p) if "finetune" in p else None
     runs = (float(len(grid.models) * len(grid.tasks) * len(grid.seeds)) if grid else 1.0)
-    models = _count(p["models"]) if notebook in ("representation", "attention") else runs
-    resamples = {"representation": p.get("n_folds", 1),
-                 "domains": _count(p.get("n_boot", 1)) + _count(p.get("n_perm", 1))}
+    compared = total("pairs")
     return {
-        "rows": _count(p[ROWS[notebook]]) if ROWS.get(notebook) in p else 1.0,
-        "models": models,
-        "pairs": models**2 if notebook in ("representation", "attention") else runs,
+        "rows": total("rows") or 1.0,
+        "models": compared or runs,
+        "pairs": compared**2 if compared else runs,
         "runs": runs,
         "steps": optimizer_steps(grid) if grid else 1.0,
         "examples": float(grid.n_train + 2 * grid.n_heldout) if grid else 1.0,
-        "resamples": float(resamples.get(notebook, 1)),
+        "resamples": total("resamples") or 1.0,
     }
 
 
@@ -94,17 +98,19 @@ def own_times(steps):
 
 
 def project(table, shape: Mapping[str, Mapping[str, Any]],
-            full: Mapping[str, Mapping[str, Any]]):
+            full: Mapping[str, Mapping[str, Any]],
+            declared: Mapping[str, Mapping[str, Any]]):
     """Per notebook of a shape build's profile table (:func:`builder.write_profile`): its
     measured wall time and its projected wall time under the full profile (``shape`` and
-    ``full``: each notebook's parameters), in seconds, with the factor of each kind."""
+    ``full``: each notebook's parameters; ``declared``: each notebook's declared parameters,
+    :func:`analysis_lib.book.params.declared`), in seconds, with the factor of each kind."""
     import pandas as pd
 
     rows = []
     for book in table[table.kind == "notebook"].itertuples():
         steps = table[(table.notebook == book.notebook) & (table.kind != "notebook")]
-        small, large = sizes(book.notebook, shape[book.notebook]), \
-            sizes(book.notebook, full[book.notebook])
+        spec = declared[book.notebook]
+        small, large = sizes(spec, shape[book.notebook]), sizes(spec, full[book.notebook])
         factors = {kind: math.prod(large[s] / small[s] for s in grows)
                    for kind, grows in GROWS_WITH.items()}
         projected = book.wall_s - steps[steps.depth == 1].wall_s.sum()  # outside any step

@@ -74,6 +74,9 @@ CAUSE_TEXT = {
                "is a cause; more units would say whether it is the only one",
     "not the cause": "the claim is still contradicted with {change}, so {factor} is not the "
                      "cause",
+    "brings the contradiction": "the claim is contradicted with {change} and not without it, "
+                                "so {change} brings the contradiction rather than taking it "
+                                "away: {factor} is not what hides the claim",
     "no contradiction": "the page's own units do not contradict the claim, so there is no "
                         "cause to name",
     "undecided": "with {change} the units disagree or none is decided, so {factor} is neither "

@@ -28,6 +28,8 @@ from .paths import ROOT
 TIMES = ROOT / "book" / "run_times.csv"
 COLUMNS = ["notebook", "profile", "cache", "seconds", "cpu", "cores", "measured"]
 CACHE_STATES = ("cold", "warm")
+#: set by the book's build for the notebooks' kernels: the profile the page runs under
+PROFILE_ENV = "ANALYSIS_LIB_BOOK_PROFILE"
 #: where the running page's table of run times goes (the build writes it there)
 TIMES_MARKER = "% run-times table: written by the build (analysis_lib.book.times)"
 
@@ -108,14 +110,24 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-def sentence(notebook: str, path: str | os.PathLike = TIMES) -> str:
+def sentence(notebook: str, path: str | os.PathLike = TIMES,
+             profile: str | None = None) -> str:
     """One page's measured times (Markdown), per profile cold and warm, with the machines
-    they were measured on; a sentence that says so where none are kept."""
+    they were measured on. ``profile``: the profile the page runs under (by default the one
+    the book's build names in :data:`PROFILE_ENV`), stated first, or said to be unmeasured;
+    a sentence that says so where no times are kept."""
+    if profile is None:
+        profile = os.environ.get(PROFILE_ENV) or None
     table = read(path)
     mine = table[table.notebook == notebook]
+    record = f"`python -m analysis_lib times --record cold --profile {profile or 'NAME'}`"
+    missing = ("" if profile is None or (mine.profile == profile).any() else
+               f" This build's profile, `{profile}`, is not measured yet ({record} after "
+               f"its build keeps its times).")
     if mine.empty:
-        return (f"**Run time**: not measured yet for `{notebook}`; `python -m analysis_lib "
-                f"times --record cold` keeps a build's times.")
+        return f"**Run time**: not measured yet for `{notebook}`.{missing or ' ' + record}"
+    if profile is not None:  # the page's own profile first
+        mine = mine.sort_values("profile", key=lambda p: p != profile, kind="stable")
     parts = []
     for (cpu, cores, measured), group in mine.groupby(["cpu", "cores", "measured"],
                                                       sort=False):
@@ -126,7 +138,7 @@ def sentence(notebook: str, path: str | os.PathLike = TIMES) -> str:
             runs.append(f"`{profile}` {said}")
         parts.append(f"{'; '.join(runs)} (on {cpu}, {cores} cores, {measured})")
     return ("**Run time**, measured (cold: the cache empty at the start; warm: a rerun with "
-            "everything cached): " + "; ".join(parts) + ".")
+            "everything cached): " + "; ".join(parts) + "." + missing)
 
 
 def table(path: str | os.PathLike = TIMES) -> str:

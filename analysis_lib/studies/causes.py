@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from .claim import MIXED, VERDICTS
+from .claim import MIXED, NOT_MEASURED, VERDICTS
 from .tables import outcome_of
 
 #: what :func:`setting_cause` finds about one setting (training length, depth, width...) as
@@ -19,7 +19,9 @@ CAUSES = {
     "shows either way": "the claim shows with the setting as the page has it and changed",
     "the cause": "the claim does not show as the page has it and shows with it changed",
     "a cause": "changing it takes a contradiction away without showing the claim",
-    "not the cause": "the claim is contradicted with it changed",
+    "not the cause": "the claim is contradicted with it changed, as it was without",
+    "brings the contradiction": "the claim is contradicted with it changed and not without "
+                                "it: the change brings the contradiction",
     "no contradiction": "the page's own units do not contradict the claim: nothing to explain",
     "undecided": "with it changed, the units disagree or none is decided",
 }
@@ -46,7 +48,9 @@ def setting_cause(before: Iterable[str], after: Iterable[str]) -> str:
     if all(v in _SHOWN for v in after):
         return "shows either way" if all(v in _SHOWN for v in before) else "the cause"
     if all(v == "opposite" for v in after):
-        return "not the cause"
+        judged = set(before) - {NOT_MEASURED}
+        return "brings the contradiction" if judged and not against & judged else \
+            "not the cause"
     if not against & set(before):
         return "no contradiction"
     if not against & set(after):
