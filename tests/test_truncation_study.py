@@ -217,8 +217,10 @@ def test_findings_follow_planted_accuracies():
     link = pd.DataFrame({"task": "t", "cka_to_last": x, "accuracy_lost": 0.5 - 0.5 * x})
     seeds = (0, 1, 2)
     jitter = dict(zip(seeds, (0.004, -0.003, 0.001)))
-    skips = {("t", s): pd.DataFrame({"first": [1, 6], "last": [1, 6], "single": [True, True],
-                                     "accuracy": [0.5 + jitter[s], 0.8], "n_test": [200, 200]})
+    layers = [1, 2, 3, 4, 5, 6]
+    skips = {("t", s): pd.DataFrame({"first": layers, "last": layers, "single": True,
+                                     "accuracy": [0.5 + jitter[s]] + [0.8] * 5,
+                                     "n_test": 200})
              for s in seeds}
     truncated = pd.DataFrame({"layers_kept": [2, 2, 2, 3, 3, 3], "seed": [0, 1, 2] * 2,
                               "accuracy": [0.6, 0.61, 0.6, 0.8, 0.801, 0.799],
@@ -402,3 +404,27 @@ def test_heads_refuse_features_they_cannot_learn_from(spoil, match):
     # the same spoilt array as validation data is refused too
     with pytest.raises(ValueError, match=match):
         fit_head(head, xs[0][:150], y[:150], bad_x, bad_y, epochs=1)
+
+
+def test_skip_bottom_reads_upper_layers_below_the_top_and_never_the_top_one():
+    """Skipping the top layer hands the head the layer below: UNTUNED one layer down. The
+    claim reads the upper half's other layers, so a planted collapse at the top alone
+    leaves it unmoved, and a model with no such layer is not measured."""
+    from analysis_lib.studies import phang
+    from analysis_lib.studies.claim import NotMeasured
+
+    def frame(accuracies):
+        layers = list(range(1, len(accuracies) + 1))
+        return pd.DataFrame({"first": layers, "last": layers, "single": True,
+                             "accuracy": accuracies, "n_test": 200})
+
+    # L1 costs 0.3; L4 and L5 cost nothing; skipping L6 collapses (UNTUNED's question)
+    six = {("t", s): frame([0.5 + 0.001 * s, 0.7, 0.75, 0.8, 0.8, 0.4]) for s in range(3)}
+    [unit] = phang.skip_bottom(six)
+    assert unit.unit == "t: skip L4-L5 (mean) - skip L1"
+    assert unit.estimate == pytest.approx(0.3 - 0.001, abs=1e-9)
+    three = phang.skip_bottom({("t", 0): frame([0.5, 0.8, 0.1])})
+    assert three[0].unit == "t: skip L2 (mean) - skip L1"
+    with pytest.raises(NotMeasured, match="fewer than three transformer layers"):
+        phang.skip_bottom({("t", 0): frame([0.5, 0.8])})
+    assert phang.skip_bottom({}) == []

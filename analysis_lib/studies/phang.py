@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..similarity.structure import block_gain
-from .claim import ACC, SIM, Evidence, Paper, figure
+from .claim import ACC, SIM, Evidence, NotMeasured, Paper, figure
 
 PHANG = Paper("Phang")
 #: a chapter's view matrices: per (model, task, pooling), per view ("FT-FT", "ORIG-ORIG",
@@ -174,24 +174,36 @@ def cka_predicts(link: pd.DataFrame | None) -> list[Evidence]:
 @PHANG.claim("phang-skip-bottom", "§4, Fig. 4",
     "skipping a single lower layer costs more than skipping a single upper one",
     "yes: the first layers matter most; single upper layers can be skipped",
-    "test accuracy with the top transformer layer skipped minus with the first one "
-    "skipped, per fine-tuning seed (t interval over seeds)",
+    "test accuracy with one upper layer skipped (the mean over the upper half's layers "
+    "below the top: skipping the top layer is UNTUNED one layer down, phang-untuned's "
+    "computation) minus with the first one skipped, per fine-tuning seed (t interval over "
+    "seeds)",
     "greater", 0.02, ACC,
     control=("condition", "the first transformer layer skipped, same seed"),
     paper_effect=figure("Fig. 4"),
     chapter="truncation", gates=("untrained",))
 def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Evidence]:
-    """Per task: accuracy with the top transformer layer skipped minus with the first one
-    skipped, one value per fine-tuning seed (``skips`` keyed ``(task, seed)``)."""
+    """Per task: the mean accuracy with one upper layer skipped minus the accuracy with the
+    first transformer layer skipped, one value per fine-tuning seed (``skips`` keyed
+    ``(task, seed)``). The upper layers are those of the upper half below the top one:
+    skipping the top layer hands the head the layer below it, which is UNTUNED one layer
+    down (``phang-untuned``), not a skipped layer inside the model. A model of fewer than
+    three transformer layers has no such layer, and the claim is not measured."""
     values: dict[str, list[float]] = {}
     labels: dict[str, str] = {}
     for (task, _seed), frame in (skips or {}).items():
         single = frame[frame.single].set_index("first").accuracy
-        if len(single) < 2:
-            continue
         top, bottom = int(single.index.max()), int(single.index.min())
-        values.setdefault(task, []).append(float(single[top] - single[bottom]))
-        labels[task] = f"{task}: skip L{top} - skip L{bottom}"
+        upper = [k for k in single.index if top / 2 < k < top]
+        if not upper or bottom in upper:
+            continue
+        values.setdefault(task, []).append(float(single[upper].mean() - single[bottom]))
+        labels[task] = (f"{task}: skip L{min(upper)}" + (f"-L{max(upper)}" if len(upper) > 1
+                        else "") + f" (mean) - skip L{bottom}")
+    if skips and not values:
+        raise NotMeasured("no model has an upper layer below its top one to skip (fewer "
+                          "than three transformer layers): skipping the top layer is "
+                          "UNTUNED one layer down, phang-untuned's computation")
     return [Evidence.from_values(labels[task], v) for task, v in values.items()]
 
 
