@@ -187,19 +187,21 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     assert f"{table['full - UNTUNED'].iloc[1]:+.3f}" in found.loc["phang-untuned",
                                                                   "what this run shows"]
     assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
-    # a sixth of 6 layers is one: the row that drops Phang et al.'s share of depth
-    assert table.phang_share.tolist() == [True, False, False, False, False]
-    # the claim's units (two dropped) against the paper's share (one): depth is the cause
+    # a third of 6 layers is two (Phang et al. drop four of twelve): the claim's own row
+    assert table.phang_share.tolist() == [False, True, False, False, False]
     change = study.depth_change(table)
-    assert change.verdict_before.tolist() == ["opposite"]
-    assert change.verdict_after.tolist() == ["equivalent"]
-    assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
-    deep = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1,
-                                          layers=12))
-    assert deep[deep.phang_share].dropped.tolist() == [2]
-    change = study.depth_change(deep)  # 2 of 12 is both the claim's and the paper's share
+    assert change.before.tolist() == change.after.tolist()
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == \
         "not the cause"
+    # twelve layers: the paper's share is four dropped, where this model does not collapse
+    deep = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1, layers=12)
+    deep.loc[(deep.config == "UNTUNED") & (deep.layer <= 8), "accuracy"] = 0.8
+    deep = study.untuned_by_depth(deep)
+    assert deep[deep.phang_share].dropped.tolist() == [4]
+    change = study.depth_change(deep)
+    assert (change.verdict_before.tolist(), change.verdict_after.tolist()) == \
+        (["opposite"], ["equivalent"])
+    assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
     assert study.depth_change(deep.iloc[:0]).empty
 
 
