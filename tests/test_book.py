@@ -396,10 +396,13 @@ def _moved(a, b, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} vs {b!r}"]
 
 
-def test_float16_word_rows_move_no_printed_number_by_1e4(built_book, tmp_path):
+def test_float16_word_rows_move_no_printed_number_by_1e4(built_book, tmp_path, monkeypatch):
     """The pages that cache word rows in float16 by default (``word_storage``), run again in
     float32 on the same fine-tuned models: every number they print or chart moves by less
     than 1e-4, and every word they print is the same."""
+    from analysis_lib.book import times
+
+    monkeypatch.setenv(times.PROFILE_ENV, "smoke")  # as the build tells its kernels
     changed = 0
     for name in ("finetuning", "domains"):
         path = ROOT / "notebooks" / f"{name}.ipynb"
