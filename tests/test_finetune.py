@@ -60,6 +60,31 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
     assert training_gate.training_problem(result.record) == ""
 
 
+def test_a_run_until_plateau_stops_where_the_gate_sees_a_plateau(task, tmp_path):
+    """``until_plateau`` ends a run at the first epoch whose learning curve has plateaued
+    (the rule the training gate reads), with the weights of a run cut there by hand: the
+    schedule still spans the most epochs it may train."""
+    from analysis_lib.studies import training_gate
+    from analysis_lib.training import plateau
+
+    most = replace(FAST, epochs=12)
+    stopped = _train(task, replace(most, until_plateau=True), cache=False)
+    curve = [e["validation_accuracy"] for e in stopped.record["history"]]
+    assert plateau.PATIENCE < len(curve) < 12  # it stopped early, and at a plateau
+    assert plateau.plateaued(curve, len(task.validation))
+    assert not plateau.plateaued(curve[:-1], len(task.validation))
+    assert training_gate.training_problem(stopped.record) == ""
+    # the same schedule trained to the end passes through the same curve up to the stop
+    full = _train(task, most, cache=False)
+    whole = [e["validation_accuracy"] for e in full.record["history"]]
+    assert len(whole) == 12 and whole[:len(curve)] == curve
+    # the setting is part of the run's key: the two are cached apart
+    assert finetune._run_path(models.load("random:bert", **TINY), task, most, torch.device(
+        "cpu"), "full", tmp_path) != finetune._run_path(
+        models.load("random:bert", **TINY), task, replace(most, until_plateau=True),
+        torch.device("cpu"), "full", tmp_path)
+
+
 def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):
     splits = []
     real_evaluate = finetune.evaluate

@@ -404,7 +404,8 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
     class Run:
         def __init__(self, accuracy, losses):
             self.record = {"metrics": {"validation": {"accuracy": accuracy,
-                                                      "majority_baseline": 0.4}},
+                                                      "majority_baseline": 0.4, "n": 100}},
+                           "history": [{"validation_accuracy": accuracy}] * 3,
                            "loss_curve": [{"step": k + 1, "train_loss": v}
                                           for k, v in enumerate(losses)]}
 

@@ -376,51 +376,91 @@ def test_changes_match_units_and_an_empty_change_is_not_measured():
                                                                    varied="more depth")
 
 
-def _record(accuracy, majority, losses):
-    return {"metrics": {"validation": {"accuracy": accuracy, "majority_baseline": majority}},
+def _record(accuracy, majority, curve=(0.60, 0.80, 0.80, 0.79), losses=(1.1, 0.7, 0.5),
+            n=500):
+    """A run's record: final validation accuracy, its learning curve (validation accuracy
+    after each epoch) and its loss curve."""
+    return {"metrics": {"validation": {"accuracy": accuracy, "majority_baseline": majority,
+                                       "n": n}},
+            "history": [{"epoch": k + 1, "validation_accuracy": v}
+                        for k, v in enumerate(curve)],
             "loss_curve": [{"step": k + 1, "train_loss": v} for k, v in enumerate(losses)]}
 
 
-def test_the_training_gate_passes_runs_that_learnt_and_names_why_others_did_not():
-    assert training_gate.training_problem(_record(0.80, 0.40, [1.1, 0.9, 0.5])) == ""
-    # the truncation page's cut models: loss from 1.064 to 1.031, accuracy at the majority
-    said = training_gate.training_problem(_record(0.41, 0.40, [1.064, 1.05, 1.031]))
-    assert "validation accuracy 0.410 is not 0.02 above the majority baseline 0.400" in said
-    assert "training loss went from 1.064 to 1.031, less than a 10% drop" in said
-    # each half of the rule alone
-    assert "majority" in training_gate.training_problem(_record(0.41, 0.40, [1.1, 0.5]))
-    only_loss = training_gate.training_problem(_record(0.90, 0.40, [0.50, 0.48]))
-    assert "loss" in only_loss and "majority" not in only_loss
-    # at the margins: 0.02 above the majority and a 10% drop pass
-    assert training_gate.training_problem(_record(0.52, 0.50, [1.0, 0.9])) == ""
-    # an older record without a loss curve falls back on its per-epoch losses
-    old = {"history": [{"train_loss": 1.0}, {"train_loss": 0.99}]}
-    assert "1.000 to 0.990" in training_gate.training_problem(old)
-    found = tables.table([verdicts.untrained("merchant-truncate", {"seed 0": said})])
+def test_the_training_gate_passes_a_run_that_plateaued_and_names_one_that_did_not_learn():
+    # plateaued: the last two epochs add nothing to the best before them
+    assert training_gate.training_problem(_record(0.79, 0.40)) == ""
+    # a hard task learnt with a small loss drop passes: no fixed share of drop is asked
+    assert training_gate.training_problem(
+        _record(0.62, 0.48, (0.55, 0.61, 0.62, 0.61), losses=(1.06, 1.04, 1.03))) == ""
+    # did not learn: the truncation page's old cut models, accuracy at the majority
+    flat = training_gate.training_problem(_record(0.41, 0.40, (0.40, 0.41, 0.41, 0.41)))
+    assert ("it did not learn: validation accuracy 0.410 is not 0.02 above the majority "
+            "baseline 0.400") in flat
+    # at the margin: 0.02 above the majority passes
+    assert training_gate.training_problem(_record(0.52, 0.50, (0.5, 0.52, 0.52, 0.52))) == ""
+    found = tables.table([verdicts.untrained("merchant-truncate", {"seed 0": flat})])
     assert found.loc["merchant-truncate", "verdict"] == records.NOT_MEASURED
     assert found.loc["merchant-truncate", "what this run shows"].startswith(
-        "not measured: did not train (seed 0: validation accuracy")
+        "not measured: did not train (seed 0: it did not learn")
     # a claim not measured names no cause either way
     assert causes.setting_cause(["not measured"], ["opposite"]) == "not the cause"
     assert causes.setting_cause(["opposite"], ["not measured"]) == "a cause"
+
+
+def test_the_training_gate_stops_a_run_still_learning_however_far_it_got():
+    """A slow learner beats its baseline, but its curve still rises by more than the
+    validation set resolves: a claim about the trained model would read it half-way."""
+    slow = (0.50, 0.55, 0.60, 0.66)  # +0.11 in the last two epochs; 500 examples resolve 0.042
+    said = training_gate.training_problem(_record(0.66, 0.40, slow))
+    assert said.startswith("it was still learning: validation accuracy rose 0.110 in its "
+                           "last 2 epochs, more than the 0.042 its 500 validation examples")
+    # the same curve on a validation set too small to resolve the rise has plateaued
+    assert training_gate.training_problem(_record(0.66, 0.40, slow, n=50)) == ""
+    # two epochs give no plateau to judge by (the default of the book's old schedule)
+    short = training_gate.training_problem(_record(0.70, 0.40, (0.6, 0.7)))
+    assert "its learning curve has 2 points: no plateau to judge by" in short
 
 
 @pytest.mark.parametrize("record, why", [
     ({}, "record is empty"),
     (None, "record is empty"),
     ({"metrics": {}}, "no validation accuracy"),
-    (_record(0.8, 0.4, [1.0]), "1 point"),
-    (_record(0.8, 0.4, []), "0 points"),
-    (_record(float("nan"), 0.4, [1.0, 0.5]), "not a share"),
-    (_record(0.8, float("nan"), [1.0, 0.5]), "not a share"),
-    (_record(1.5, 0.4, [1.0, 0.5]), "not a share"),
-    (_record(0.8, -0.1, [1.0, 0.5]), "not a share"),
-    (_record(0.8, 0.4, [1.0, -0.5]), "never negative"),
-    (_record(0.8, 0.4, [1.0, float("nan")]), "diverged"),
+    (_record(0.8, 0.4, (0.8,)), "1 point"),
+    (_record(0.8, 0.4, ()), "0 points"),
+    (_record(0.8, 0.4, (0.6, 0.8, float("nan"), 0.8)), "not a number"),
+    (_record(0.8, 0.4, n=None), "validation size is missing"),
+    (_record(float("nan"), 0.4), "not a share"),
+    (_record(0.8, float("nan")), "not a share"),
+    (_record(1.5, 0.4), "not a share"),
+    (_record(0.8, -0.1), "not a share"),
+    (_record(0.8, 0.4, losses=(1.0, -0.5)), "never negative"),
+    (_record(0.8, 0.4, losses=(1.0, float("nan"))), "diverged"),
     ({"history": [{"train_loss": 1.0}, {"train_loss": 0.5}]}, "no validation accuracy"),
 ])
 def test_the_training_gate_passes_only_on_evidence_that_the_run_trained(record, why):
     assert why in training_gate.training_problem(record)
+
+
+def test_the_plateau_rule_reads_the_resolution_of_the_validation_set():
+    from analysis_lib.training import plateau
+
+    # two binomial standard errors: p = 0.5 on 100 examples gives 2 * 0.05
+    assert plateau.resolution(0.5, 100) == pytest.approx(0.1)
+    assert plateau.resolution(1.0, 100) == pytest.approx(0.01)  # never below one example
+    assert plateau.last_rise([0.5, 0.7, 0.6, 0.65]) == pytest.approx(-0.05)
+    assert np.isnan(plateau.last_rise([0.5, 0.6], patience=2))
+    assert plateau.plateaued([0.5, 0.7, 0.6, 0.65], 100)
+    assert not plateau.plateaued([0.5, 0.6, 0.7, 0.74], 100)  # +0.14 over two epochs
+    assert plateau.plateaued([0.5, 0.6, 0.7, 0.74], 100, patience=1)  # +0.04 in the last
+    # one noisy dip does not end a run that is still learning (two epochs of patience)
+    assert not plateau.plateaued([0.5, 0.7, 0.6], 500)
+    assert plateau.plateaued([0.5, 0.7, 0.6], 500, patience=1)
+    assert not plateau.plateaued([0.5, float("nan"), 0.6, 0.6], 500)
+    for bad in (lambda: plateau.resolution(0.5, 0), lambda: plateau.resolution(1.2, 10),
+                lambda: plateau.last_rise([0.5, 0.6], 0)):
+        with pytest.raises(ValueError):
+            bad()
 
 
 def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():

@@ -137,7 +137,10 @@ class FinetuneGrid:
     n_heldout: int = _setting(
         HELD_OUT, "int", "validation and test examples per task: the stimuli and the "
         "held-out scores of every fine-tuning study", min=20, max=5000)
-    epochs: float = _setting(2.0, "float", "training epochs", min=0.05, max=100)
+    epochs: float = _setting(8.0, "float", "training epochs (with until_plateau: the most "
+                             "a run trains)", min=0.05, max=100)
+    until_plateau: bool = _setting(True, "bool", "stop each run once its validation accuracy "
+                                   "reaches a plateau (analysis_lib.training.plateau)")
     preset: str = _setting("cpu", "str", "fine-tuning recipe: the book's own ('cpu') or a "
                            "paper's (see the fine-tuning page, section 1)", choices=_presets())
     model_options: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -179,7 +182,8 @@ class FinetuneGrid:
 
     def settings(self, seed: int, **changes: Any) -> FinetuneConfig:
         """The fine-tuning settings of one run of the grid, with ``changes`` (freezing)."""
-        return preset_config(self.preset, epochs=float(self.epochs), seed=int(seed), **changes)
+        return preset_config(self.preset, epochs=float(self.epochs), seed=int(seed),
+                             until_plateau=bool(self.until_plateau), **changes)
 
     def options(self, model: str) -> dict[str, Any]:
         """The loading options of ``model`` (``model_options`` for a ``random:`` model)."""

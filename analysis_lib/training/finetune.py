@@ -50,7 +50,7 @@ from ..runtime.device import DeviceLike, fork_rng, key_parts, model_device, reso
 from ..runtime.device import key as device_key
 from ..runtime.profile import label, profiled
 from ..runtime.threads import torch_threads
-from . import loop
+from . import loop, plateau
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
 
 if TYPE_CHECKING:
@@ -84,6 +84,10 @@ class FinetuneConfig:
         (``0`` = embeddings, ``1..L`` = transformer layers).
     bucket_factor : batches are drawn from buckets of ``bucket_factor * batch_size`` examples
         of similar length (dynamic padding).
+    until_plateau : bool, stop after the first epoch at which the validation accuracy has
+        reached its plateau (:func:`~analysis_lib.training.plateau.plateaued`); ``epochs``
+        (or ``max_steps``) is then the most it trains, and the learning rate decays over
+        that whole length, as early stopping does.
     """
 
     batch_size: int = 16
@@ -101,6 +105,7 @@ class FinetuneConfig:
     freeze_layers: tuple[int, ...] = ()
     bucket_factor: int = 50
     eval_batch_size: int = 64
+    until_plateau: bool = False
 
 
 #: The papers' settings, and a small one for this book's CPU runs.
@@ -255,10 +260,16 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                          batch_size=config.eval_batch_size)
         return {f"validation_{k}": v for k, v in found.items()}
 
+    def on_plateau(history: list[dict[str, float]]) -> bool:
+        curve = [point.get("validation_accuracy", float("nan")) for point in history]
+        return plateau.plateaued(curve, len(task.validation))
+
+    stop = on_plateau if config.until_plateau and not task.regression else None
     return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
                     warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
                     desc=f"fine-tune {task.name}", progress=progress, device=dev,
-                    on_step=on_step, on_epoch=held_out if len(task.validation) else None)
+                    on_step=on_step, on_epoch=held_out if len(task.validation) else None,
+                    stop=stop if len(task.validation) else None)
 
 
 def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: Split, *,

@@ -72,7 +72,9 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         weight_decay: float = 0.0, frozen: set[str] | frozenset = frozenset(),
         desc: str = "train", progress: bool = True, device: torch.device | str = "cpu",
         on_step: Callable[[int, float], None] | None = None,
-        on_epoch: Callable[[], Mapping[str, float]] | None = None) -> list[dict[str, float]]:
+        on_epoch: Callable[[], Mapping[str, float]] | None = None,
+        stop: Callable[[list[dict[str, float]]], bool] | None = None
+        ) -> list[dict[str, float]]:
     """Train ``model`` in place for ``total_steps`` optimizer steps.
 
     Parameters
@@ -90,6 +92,9 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         Called after each epoch; the numbers it returns join that epoch's entry (a learning
         curve: held-out accuracy after each epoch). It may switch the model to eval mode;
         training mode is set again before the next step.
+    stop : callable, optional
+        Called with the history after each epoch; training ends early when it returns True
+        (early stopping: the schedule's length is still ``total_steps``).
 
     Returns
     -------
@@ -135,6 +140,8 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         if on_epoch is not None:
             history[-1].update(on_epoch())
             model.train()
+        if stop is not None and stop(history):
+            break
     bar.close()
     model.eval()
     return history

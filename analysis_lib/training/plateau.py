@@ -1,0 +1,60 @@
+"""When has a run stopped learning? The plateau of a learning curve, one rule for training
+and for the book's training gate.
+
+A run's learning curve is its validation score after each epoch. The curve has reached a
+plateau when its last :data:`PATIENCE` epochs raised the best score by no more than the
+validation set can resolve: two standard errors of their best score (a binomial share's
+``sqrt(p (1 - p) / n)`` for an accuracy on ``n`` examples). A smaller rise is within what
+another draw of the same number of validation examples would move the score by, so more
+epochs are not shown to help. Scores that fell are on the plateau (or past it). Two epochs
+of patience, not one, so that one noisy dip does not end a run that is still learning.
+
+:func:`~analysis_lib.training.finetune.finetune` stops a run there when asked
+(``FinetuneConfig.until_plateau``), and the book's gate
+(:func:`~analysis_lib.studies.training_gate.training_problem`) asks the same question of a
+finished run. Needs NumPy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: how many standard errors of a score the last epochs must add to count as a rise
+RESOLVED_SE = 2.0
+#: how many epochs without a resolved rise make a plateau
+PATIENCE = 2
+
+
+def resolution(score: float, n: int) -> float:
+    """What a validation set of ``n`` examples resolves of an accuracy ``score``:
+    :data:`RESOLVED_SE` binomial standard errors, ``2 sqrt(p (1 - p) / n)``, never below
+    one example's share ``1 / n``."""
+    if n < 1:
+        raise ValueError(f"a validation set needs at least one example, got n={n}")
+    if not 0 <= score <= 1:
+        raise ValueError(f"an accuracy is a share in [0, 1], got {score}")
+    return max(RESOLVED_SE * float(np.sqrt(score * (1 - score) / n)), 1 / n)
+
+
+def last_rise(scores: Sequence[float], patience: int = PATIENCE) -> float:
+    """How far the best of the last ``patience`` scores lies above the best score before
+    them (negative when below); NaN for a curve of ``patience`` points or fewer."""
+    values = [float(s) for s in scores]
+    if patience < 1:
+        raise ValueError(f"patience must be at least 1 epoch, got {patience}")
+    if len(values) <= patience:
+        return float("nan")
+    return max(values[-patience:]) - max(values[:-patience])
+
+
+def plateaued(scores: Sequence[float], n: int, patience: int = PATIENCE) -> bool:
+    """Whether a learning curve (validation accuracy after each epoch, on ``n`` examples)
+    has reached its plateau: more than ``patience`` points, and the last ``patience`` rose
+    above the best before them by no more than :func:`resolution` of their best. A curve
+    with a NaN has not."""
+    values = [float(s) for s in scores]
+    if len(values) <= patience or not np.isfinite(values).all():
+        return False
+    return last_rise(values, patience) <= resolution(max(values[-patience:]), n)
