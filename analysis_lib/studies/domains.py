@@ -15,7 +15,9 @@ inputs from the fine-tuning task's own domain and from another domain. The bookk
 * :func:`token_covariates`, :func:`matched_rows`: what differs between the domains besides
   topic (sentence length, word frequency, words split into several subwords), and samples of
   the two domains matched on those;
-* :func:`mixture_curve`: RSA at one layer on stimuli mixing the two domains in proportions.
+* :func:`mixture_curve`: RSA at one layer on stimuli mixing the two domains in proportions;
+* :func:`probe_accuracy`: linear probes of silver linguistic labels on every transformer
+  layer, base against fine-tuned (is anything forgotten? Merchant et al. §4).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus, load_corpus
+from ..data.labels import LABEL_SETS
 from ..layers import check_layer
 from ..models import LoadedModel
 from ..runtime import checks
@@ -288,18 +291,21 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
                       for (m, t, d), frame in results.items()], ignore_index=True)
 
 
-#: the word properties the forgetting probes read (:func:`token_covariates`' columns)
-PROBED = ("sentence_length", "log_frequency", "subwords")
+def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: np.ndarray,
+                   *, seed: int = 0, C: float = 0.1, held_out: float = 0.2,
+                   label_sets: Sequence[str] = LABEL_SETS) -> pd.DataFrame:
+    """Per transformer layer and label set (silver parts of speech and dependency relations,
+    :func:`~analysis_lib.data.labels.silver_labels`' columns): the held-out accuracy of a
+    linear probe (a standardised multinomial logistic regression, L2 strength ``1 / C``).
 
-
-def probe_r2(layers: Sequence[np.ndarray], covariates: pd.DataFrame, sentence: np.ndarray,
-             *, seed: int = 0, alpha: float = 10.0, held_out: float = 0.2) -> pd.DataFrame:
-    """Per layer and word property (:data:`PROBED`): the held-out R^2 of a ridge probe on
-    the standardised layer. The rows of a held-out share of the *sentences* are scored and
-    the others fit (rows of one sentence share its length, so a split by rows would leak
-    it). One row per (layer, property)."""
-    from sklearn.linear_model import Ridge
-    from sklearn.metrics import r2_score
+    ``layers`` are every layer's word rows, embedding layer first; the embedding layer is
+    left out (it holds the word's identity, which a probe of a word's tag reads directly, and
+    fine-tuning with a frozen embedding shares it by construction), so the rows are layers
+    ``1..L``. The words of a held-out share of the *sentences* are scored and the others fit
+    (words of one sentence share its context). ``majority`` is the accuracy of the most
+    frequent training label on the held-out words: the level a probe that reads nothing
+    reaches. One row per (layer, labels)."""
+    from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
@@ -309,18 +315,40 @@ def probe_r2(layers: Sequence[np.ndarray], covariates: pd.DataFrame, sentence: n
     if len(ids) - n_test < 2:
         raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
     test = np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+    missing = [name for name in label_sets if name not in labels]
+    if missing:
+        raise ValueError(f"the labels have no column {missing}; silver_labels gives "
+                         f"{LABEL_SETS}")
     rows = []
-    for layer, X in enumerate(layers):
+    for layer, X in enumerate(layers[1:], start=1):
         X = np.asarray(X, dtype=np.float64)
-        if len(X) != len(covariates):
-            raise ValueError(f"layer {layer} has {len(X)} rows and the covariates "
-                             f"{len(covariates)}")
-        for name in PROBED:
-            y = covariates[name].to_numpy(dtype=np.float64)
-            probe = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(X[~test], y[~test])
-            rows.append({"layer": layer, "property": name,
-                         "r2": float(r2_score(y[test], probe.predict(X[test])))})
+        if len(X) != len(labels) or len(X) != len(sentence):
+            raise ValueError(f"layer {layer} has {len(X)} rows, the labels {len(labels)} and "
+                             f"the sentence index {len(sentence)}: give one per word row")
+        for name in label_sets:
+            y = labels[name].to_numpy()
+            values, counts = np.unique(y[~test], return_counts=True)
+            probe = make_pipeline(StandardScaler(), LogisticRegression(
+                C=C, max_iter=1000, random_state=seed)).fit(X[~test], y[~test])
+            rows.append({"layer": layer, "labels": name,
+                         "accuracy": float(np.mean(probe.predict(X[test]) == y[test])),
+                         "majority": float(np.mean(y[test] == values[np.argmax(counts)]))})
     return pd.DataFrame(rows)
+
+
+def probe_table(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
+                                                     Mapping[int, pd.DataFrame]]]
+                ) -> pd.DataFrame:
+    """Every probe of :func:`probe_accuracy` in one long table: ``model``, ``task`` and
+    ``encoder`` (``"base"`` or ``"seed <s>"``) beside each row (``probes``: (model, task) ->
+    (the base model's probes, seed -> the fine-tuned model's), as
+    ``merchant-no-forgetting`` reads them)."""
+    frames = []
+    for (model, task), (base, tuned) in probes.items():
+        frames.append(base.assign(model=model, task=task, encoder="base"))
+        frames += [frame.assign(model=model, task=task, encoder=f"seed {seed}")
+                   for seed, frame in tuned.items()]
+    return pd.concat(frames, ignore_index=True)
 
 
 def cross_task(own: Mapping[int, Sequence[np.ndarray]],
