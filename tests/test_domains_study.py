@@ -314,3 +314,38 @@ def test_silver_labels_tag_the_corpus_own_words_one_row_per_word():
         assert one["head"].between(0, len(one) - 1).all()
         roots = one[one.dep == "ROOT"]
         assert len(roots) == 1 and (roots["head"] == roots.position).all()
+
+
+def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
+    from analysis_lib.data import corpora, labels, tasks
+
+    texts = ["The old dog sleeps in London .", "She reads books every evening",
+             "We like the quiet park", "A cat sat on the mat", "They sing songs at night",
+             "He walks to work"] * 4
+    corpus = corpora.from_sentences(texts, labels=["a", "b"] * 12, name="tiny")
+    task = tasks.task_from_corpus(corpus, n_train=16, n_val=4, n_test=4)
+    tagged = labels.silver_task(task, "pos")
+    assert tagged.name == "tiny:pos" and tagged.word_level
+    for name in ("train", "validation", "test"):
+        split, words = getattr(task, name), getattr(tagged, name)
+        assert words.texts == split.texts  # the same inputs, in the same order
+        assert words.words == tasks.split_corpus(split).sentences
+        assert len(words.labels) == sum(len(w) for w in words.words)
+    first = dict(zip(tagged.train.words[0], (tagged.label_names[k]
+                                             for k in tagged.train.word_labels()[0])))
+    assert {"NOUN", "DET", "VERB"} & set(first.values())
+    assert tagged.meta["silver"] == "pos" and labels.PIPELINE in tagged.meta["pipeline"]
+    with pytest.raises(ValueError, match="label_set must be one of"):
+        labels.silver_task(task, "ner")
+    with pytest.raises(ValueError, match="not a task of single sentences"):
+        labels.silver_task(tagged, "pos")
+    # the book's split of "<task>:pos" is the silver task of the book's split of <task>
+    from analysis_lib.studies import shared
+
+    monkeypatch.setattr(shared, "load_task", lambda name, **kw: task)
+    shared._drawn_task.cache_clear()
+    try:
+        drawn = shared.task_for("tiny:pos", 16, 4)
+        assert drawn.name == "tiny:pos" and drawn.fingerprint() == tagged.fingerprint()
+    finally:
+        shared._drawn_task.cache_clear()

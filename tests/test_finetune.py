@@ -451,3 +451,62 @@ def test_the_loss_curve_has_evenly_spaced_points_that_average_every_step():
     assert len(loss_curve(losses[:33], points=10)) == 10
     with pytest.raises(ValueError, match="points must be at least 1"):
         loss_curve(losses, points=0)
+
+
+def keyword_tags(task):
+    """The keyword task's own inputs, each word tagged: 1 a positive word, 2 a negative one,
+    0 any other (a word-level task that only the word's identity decides)."""
+    def tagged(split):
+        words = [text.split() for text in split.texts]
+        labels = np.concatenate([[1 if w in POS else 2 if w in NEG else 0 for w in ws]
+                                 for ws in words])
+        return tasks.Split(list(split.texts), labels, words=words)
+
+    return tasks.Task("keywords:tags", tagged(task.train), tagged(task.validation),
+                      tagged(task.test), ["other", "positive", "negative"])
+
+
+def test_a_word_level_task_trains_a_token_classifier_scored_per_word(task, tmp_path):
+    tagged = keyword_tags(task)
+    assert tagged.word_level and not task.word_level
+    n_words = sum(len(w) for w in tagged.test.words)
+    # per word: 4 of a keyword sentence's 6 words are "other"
+    assert tagged.majority_baseline() == pytest.approx(5 / 6)
+    result = _train(tagged, cache_dir=tmp_path)
+    test = result.metrics["test"]
+    assert test["n"] == n_words and test["accuracy"] == 1.0, test
+    assert type(result.model).__name__.endswith("ForTokenClassification")
+    assert result.record["task_level"] == "word"
+    logits = finetune.predict(result.model, result.tokenizer, tagged.test, max_length=32)
+    assert logits.shape == (n_words, 3)
+    # one row per word, read on its first piece: the rows line up with the labels
+    np.testing.assert_array_equal(logits.argmax(1), tagged.test.labels)
+    # a word cut off by the token limit has no logits and counts as wrong
+    cut = finetune.predict(result.model, result.tokenizer, tagged.test, max_length=4)
+    assert np.isnan(cut).any(axis=1).sum() > 0 and not np.isnan(cut[0]).any()
+    short = finetune.evaluate(result.model, result.tokenizer, tagged, max_length=4)
+    assert short["accuracy"] < 0.7
+    # read back from the cache as a token classifier, and as an encoder for extraction
+    again = _train(tagged, cache_dir=tmp_path)
+    assert again.from_cache and type(again.model).__name__ == type(result.model).__name__
+    assert again.metrics == result.metrics
+    encoder = again.load()
+    assert encoder.info.n_attention_layers == result.model.config.num_hidden_layers
+
+
+def test_word_level_splits_keep_each_example_with_its_labels():
+    words = [["a", "b"], ["c"], ["d", "e", "f"]]
+    split = tasks.Split(["a b", "c", "d e f"], np.array([0, 1, 1, 0, 1, 0]), words=words)
+    assert len(split) == 3
+    assert [w.tolist() for w in split.word_labels()] == [[0, 1], [1], [0, 1, 0]]
+    part = split.subset([2, 0])
+    assert part.words == [["d", "e", "f"], ["a", "b"]] and part.labels.tolist() == [0, 1, 0,
+                                                                                     0, 1]
+    assert split.subset([]).labels.size == 0
+    with pytest.raises(ValueError, match="has 6 words and 5 labels"):
+        tasks.Task("t", tasks.Split(["a b", "c", "d e f"], np.array([0, 1, 1, 0, 1]),
+                                    words=words), split, split, ["x", "y"])
+    with pytest.raises(ValueError, match="some splits give words"):
+        tasks.Task("t", split, tasks.Split(["a"], np.array([0])), split, ["x", "y"])
+    with pytest.raises(ValueError, match="one label per example"):
+        tasks.Split(["a"], np.array([0])).word_labels()

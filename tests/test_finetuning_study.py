@@ -464,3 +464,61 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
     # a pooling beyond the shared ones is a pass (and an entry) of its own
     shared.sentence_extraction(model, corpus, "last")
     assert len(list((tmp_path / "extract").iterdir())) == 2
+
+
+def test_task_depth_reads_the_tagging_model_against_the_sentence_model_of_each_seed():
+    """Planted: the sentence-level model keeps RSA to the base near 1 below the top, the
+    tagging model of the same seed falls from the middle layers: the claim holds; tagging
+    runs that move like the sentence ones give no difference; no tagging runs, no verdict."""
+    rng = np.random.default_rng(21)
+    change = _change(0.01, rng, tasks=("t1", "t2"))
+    tagged = _change(0.01, rng, tasks=("t1:pos",))
+    deeper = tagged.assign(rsa=np.where(tagged.layer >= 3, tagged.rsa - 0.2, tagged.rsa))
+
+    def judged(tagging, **more):
+        found = verdicts.judge(claims.of_chapter("finetuning"), {
+            "change": change, "tagging": tagging, "untrained": {}, **more})
+        return found.loc["merchant-task-depth"]
+
+    holds = judged(deeper)
+    assert holds["verdict"] == "holds"
+    # layers 3..5 of 1..5 are 0.2 lower: a mean gap of 0.12 over seeds
+    assert "m, t1 against t1:pos, L1-L5: +0.12" in holds["what this run shows"]
+    assert "part most at L" in holds["what this run shows"]
+    # the top layer is not read: a gap there alone changes nothing
+    top_only = tagged.assign(rsa=np.where(tagged.layer == 6, tagged.rsa - 0.5, tagged.rsa))
+    assert judged(top_only)["verdict"] in ("equivalent", "inconclusive")
+    assert judged(tagged)["verdict"] in ("equivalent", "inconclusive")
+    assert judged(None)["verdict"] == "not measured"
+    stopped = judged(deeper, untrained_tagging={"m, t1:pos, seed 0": "it did not learn"})
+    assert stopped["verdict"] == "not measured" and "t1:pos" in stopped["what this run shows"]
+    alone = tagged.assign(task="t3:pos")  # no sentence-level runs of t3 to compare with
+    assert "no sentence-level runs of t3" in judged(alone)["what this run shows"]
+
+
+def test_restarts_compare_two_seeds_top_layers_with_their_distance_to_the_base():
+    """Planted: three seeds whose top layers sit at CKA 0.3 from the pretrained model's; two
+    restarts alike at 0.8 (the claim holds, +0.5), or only as alike as each is to the base
+    (no gap). The pairs share seeds, so the interval is a jackknife over seeds."""
+    rng = np.random.default_rng(3)
+    n = 7
+    ft_orig = np.full((n, n), 0.3)
+
+    def views(restart_top):
+        pair = np.full((n, n), 0.5)
+        pair[-1, -1] = restart_top
+        return {("m", "t1", "first"): {"FT-ORIG": [_noisy(ft_orig, rng) for _ in range(3)],
+                                       "FT[1]-FT[2]": [_noisy(pair, rng) for _ in range(3)]}}
+
+    found = _findings(None, views(0.8))
+    assert found.loc["phang-restarts", "verdict"] == "holds"
+    shown = found.loc["phang-restarts", "what this run shows"]
+    assert "FT[1]-FT[2] - FT-ORIG at the top (CLS): +0.4" in shown
+    assert "3 pairs of 3 seeds" in shown
+    assert _findings(None, views(0.3)).loc["phang-restarts", "verdict"] in (
+        "equivalent", "inconclusive")
+    # two seeds make one pair: no jackknife, no interval, no verdict either way
+    two = views(0.8)[("m", "t1", "first")]
+    two = {("m", "t1", "first"): {"FT-ORIG": two["FT-ORIG"][:2],
+                                  "FT[1]-FT[2]": two["FT[1]-FT[2]"][:1]}}
+    assert _findings(None, two).loc["phang-restarts", "verdict"] == "inconclusive"

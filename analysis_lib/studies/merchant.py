@@ -65,6 +65,53 @@ def depth(change: pd.DataFrame | None) -> list[Evidence]:
     return depth_drop(change, "rsa")
 
 
+def _rsa_below(change: pd.DataFrame, top: int) -> pd.DataFrame:
+    """RSA to the base model at layers ``1..top-1``, one column per seed."""
+    inside = change[(change.layer >= 1) & (change.layer < top)]
+    return inside.pivot(index="layer", columns="seed", values="rsa")
+
+
+#: the task suffix of a word-level (tagging) task on a sentence task's own inputs
+#: (:func:`~analysis_lib.data.labels.silver_task`)
+TAGGING = ":pos"
+
+
+@MERCHANT.claim("merchant-task-depth", "§5.1, Fig. 2; abstract",
+    "a syntactic task changes the model deeper than a sentence-level task",
+    "yes: the dependency-parsing model departs from the base from layers 4-5 of 12, MNLI "
+    "and SQuAD only in the top layers",
+    "RSA to the base model (word tokens) averaged over the transformer layers below the "
+    "top: the sentence-level model's minus the tagging model's (silver parts of speech of "
+    "the same training inputs), paired by fine-tuning seed (t interval over seeds)",
+    "greater", 0.02, SIM,
+    control=("condition", "the sentence-level model fine-tuned on the same inputs with the "
+                          "same seed: the two differ by their objective alone"),
+    paper_effect=figure("Fig. 2"),
+    chapter="finetuning", gates=("untrained", "untrained_tagging"))
+def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None) -> list[Evidence]:
+    """Per model: for each seed, the mean over layers ``1..L-1`` of the sentence-level
+    model's RSA to the base minus the tagging model's (``tagging``: the rows of
+    :func:`~analysis_lib.studies.finetuning.change_frame` for tasks ``"<task>:pos"``; the
+    sentence-level rows of ``<task>`` are in ``change``). The note names the layer where the
+    two part most."""
+    if change is None or tagging is None or not len(tagging) or "rsa" not in change:
+        return []
+    out = []
+    for (model, tag_task), tagged in tagging.groupby(["model", "task"], sort=False):
+        task = tag_task.removesuffix(TAGGING)
+        own = change[(change.model == model) & (change.task == task)]
+        if not len(own):
+            raise NotMeasured(f"not measured: the tagging runs of {task} have no "
+                              f"sentence-level runs of {task} beside them")
+        top = int(own.layer.max())
+        gap = (_rsa_below(own, top) - _rsa_below(tagged, top)).dropna(axis=1, how="all")
+        widest = int(gap.mean(axis=1).idxmax())
+        out.append(Evidence.from_values(
+            f"{model}, {task} against {tag_task}, L1-L{top - 1}", gap.mean(axis=0).tolist(),
+            note=f"the two part most at L{widest} ({gap.mean(axis=1).max():+.3f})"))
+    return out
+
+
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether the tasks' stimuli cross: every corpus is in-domain for one task exactly as
     often as it is out-of-domain for another (``sources``: task -> domain -> corpus, from

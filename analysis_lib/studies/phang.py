@@ -14,6 +14,7 @@ no verdict when one of those failed the training gate (``untrained``:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -74,6 +75,41 @@ def ft_orig(views: Views | None) -> list[Evidence]:
             out.append(Evidence.from_values(f"{model}, {task}, FT-ORIG CLS (L1 - top)",
                                             [float(M[1, 1] - M[-1, -1])
                                              for M in matrices["FT-ORIG"]]))
+    return out
+
+
+@PHANG.claim("phang-restarts", "§3, Figs. 1 and 6",
+    "two random restarts of fine-tuning end with alike top layers, though each has left "
+    "the pretrained model's",
+    "yes: FT[1]-FT[2] CLS similarity stays high in the later layers, where FT-ORIG is low",
+    "linear CKA (CLS) between two fine-tuning seeds at the top layer minus the mean of "
+    "their CKA to the pretrained model at that layer (FT-ORIG diagonal), mean over pairs "
+    "of seeds (grouped jackknife over seeds: pairs share seeds)",
+    "greater", 0.02, SIM,
+    control=("condition", "the pretrained model's same layer, which both restarts start "
+                          "from: two restarts alike only through it would be no closer to "
+                          "each other than to it"),
+    paper_effect=figure("Figs. 1, 5 and 6"),
+    chapter="finetuning", gates=("untrained",))
+def restarts(views: Views | None) -> list[Evidence]:
+    """Per (model, task): for each pair of seeds (the order of
+    :func:`~analysis_lib.studies.finetuning.comparisons`), FT[1]-FT[2] at the top layer
+    minus the mean of the two seeds' FT-ORIG there; the estimate is the mean over pairs,
+    its standard error a jackknife that leaves out one seed (and every pair with it)."""
+    out = []
+    for (model, task, pooling), matrices in (views or {}).items():
+        if pooling != "first" or not {"FT[1]-FT[2]", "FT-ORIG"} <= set(matrices):
+            continue
+        to_base = [float(M[-1, -1]) for M in matrices["FT-ORIG"]]
+        pairs = list(itertools.combinations(range(len(to_base)), 2))
+        gaps = {(a, b): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
+                for (a, b), M in zip(pairs, matrices["FT[1]-FT[2]"])}
+        replicates = [np.mean([g for pair, g in gaps.items() if k not in pair])
+                      for k in range(len(to_base)) if len(to_base) > 2]
+        out.append(Evidence.from_jackknife(
+            f"{model}, {task}, FT[1]-FT[2] - FT-ORIG at the top (CLS)",
+            float(np.mean(list(gaps.values()))) if gaps else float("nan"), replicates,
+            note=f"{len(gaps)} pairs of {len(to_base)} seeds"))
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.corpora import Corpus
+from ..data.labels import silver_task
 from ..data.tasks import Task, load_task, split_corpus
 from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from ..layers import layer_label
@@ -86,13 +87,17 @@ def task_for(name: str, n_train: int, n_heldout: int = HELD_OUT) -> Task:
     """The book's split of a task: ``n_train`` training examples, and ``n_heldout``
     validation (the stimuli of the similarity analyses) and ``n_heldout`` test examples,
     drawn with seed 0 so that every study and every fine-tuning seed sees the same
-    examples. Drawn once per process (a page asks for it many times); each call gets its
-    own copy."""
+    examples. ``"<task>:pos"`` (or ``":dep"``) is the word-level task that tags the words of
+    the same inputs with silver labels (:func:`~analysis_lib.data.labels.silver_task`).
+    Drawn once per process (a page asks for it many times); each call gets its own copy."""
     return copy.deepcopy(_drawn_task(name, n_train, n_heldout))
 
 
 @lru_cache(maxsize=16)
 def _drawn_task(name: str, n_train: int, n_heldout: int) -> Task:
+    if ":" in name:  # "<task>:<labels>": the task's own inputs, tagged with silver labels
+        base, label_set = name.rsplit(":", 1)
+        return silver_task(_drawn_task(base, n_train, n_heldout), label_set)
     kwargs: dict[str, Any] = dict(n_train=n_train, n_val=n_heldout, n_test=n_heldout, seed=0)
     if name == "bbc-topic":
         kwargs["unit"] = "sentence"

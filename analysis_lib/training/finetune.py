@@ -195,19 +195,22 @@ class FineTuned:
 
 
 def task_model(base: LoadedModel, num_labels: int, regression: bool,
-               seed: int) -> torch.nn.Module:
-    from transformers import AutoModelForSequenceClassification
+               seed: int, word_level: bool = False) -> torch.nn.Module:
+    """The base encoder with a freshly initialised task head (seeded): a sequence classifier
+    (or regressor), or for a word-level task a token classifier."""
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     encoder: Any = base.model  # a transformers model
     config = encoder.config.__class__.from_dict(encoder.config.to_dict())
     config.num_labels = num_labels
-    config.problem_type = "regression" if regression else "single_label_classification"
+    if not word_level:
+        config.problem_type = "regression" if regression else "single_label_classification"
     if config.pad_token_id is None:
         config.pad_token_id = base.tokenizer.pad_token_id
+    kind = AutoModelForTokenClassification if word_level else AutoModelForSequenceClassification
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForSequenceClassification.from_config(config,
-                                                               attn_implementation="eager")
+        model = kind.from_config(config, attn_implementation="eager")
     missing, unexpected = model.base_model.load_state_dict(base.model.state_dict(), strict=False)
     # a task head may bring its own pooler (BERT) or drop the base one (RoBERTa, ELECTRA)
     if [k for k in unexpected + missing if "pooler" not in k]:
@@ -218,12 +221,46 @@ def task_model(base: LoadedModel, num_labels: int, regression: bool,
 
 def encode_split(tokenizer: PreTrainedTokenizerBase, split: Split,
                  max_length: int) -> list[list[int]]:
-    """Token ids of every example of a split (pairs joined by the tokenizer's template)."""
+    """Token ids of every example of a split (pairs joined by the tokenizer's template; a
+    word-level split's words handed over as already split)."""
+    if split.words is not None:
+        return word_pieces(tokenizer, split, max_length)[0]
     if split.pairs is None:
         enc = tokenizer(split.texts, truncation=True, max_length=max_length)
     else:
         enc = tokenizer(split.texts, split.pairs, truncation=True, max_length=max_length)
     return enc["input_ids"]
+
+
+def word_pieces(tokenizer: PreTrainedTokenizerBase, split: Split, max_length: int
+                ) -> tuple[list[list[int]], list[np.ndarray]]:
+    """A word-level split's token ids, and for each example the position of every word's
+    first token (``-1`` for a word cut off by ``max_length``): a word's label is trained and
+    read on its first piece, as BERT's tagging recipe does."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("a word-level task needs a fast tokenizer (one that maps tokens back "
+                         "to words); load the model with its fast tokenizer")
+    enc = tokenizer(split.words, is_split_into_words=True, truncation=True,
+                    max_length=max_length)
+    firsts = []
+    for i, words in enumerate(split.words):
+        first = np.full(len(words), -1, dtype=np.int64)
+        for position, word in reversed(list(enumerate(enc.word_ids(i)))):
+            if word is not None:
+                first[word] = position
+        firsts.append(first)
+    return enc["input_ids"], firsts
+
+
+def word_targets(firsts: list[np.ndarray], labels: list[np.ndarray], rows: np.ndarray,
+                 width: int) -> torch.Tensor:
+    """The label tensor of a batch of a word-level task: each word's label on its first
+    piece, ``-100`` (ignored by the loss) on every other position."""
+    out = torch.full((len(rows), width), -100, dtype=torch.long)
+    for k, r in enumerate(rows):
+        kept = firsts[r] >= 0
+        out[k, torch.as_tensor(firsts[r][kept])] = torch.as_tensor(labels[r][kept])
+    return out
 
 
 def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task,
@@ -237,10 +274,14 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
     without it). ``on_step(step, loss)`` is called after every optimizer step."""
     dev = resolve(device)
     model.to(dev)
-    ids = encode_split(tokenizer, task.train, config.max_length)
+    if task.word_level:
+        ids, firsts = word_pieces(tokenizer, task.train, config.max_length)
+        per_word = task.train.word_labels()
+    else:
+        ids = encode_split(tokenizer, task.train, config.max_length)
+        labels = torch.tensor(task.train.labels,
+                              dtype=torch.float32 if task.regression else torch.long)
     lengths = np.array([len(x) for x in ids])
-    labels = torch.tensor(task.train.labels,
-                          dtype=torch.float32 if task.regression else torch.long)
     rng = np.random.default_rng(config.seed)
     per_epoch = int(np.ceil(len(ids) / config.batch_size))
     total = int(np.ceil(per_epoch * config.epochs))
@@ -253,7 +294,9 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
         for rows in loop.bucketed_batches(lengths, config.batch_size, config.bucket_factor,
                                           rng):
             input_ids, mask = pad_batch(ids, rows, pad)
-            yield {"input_ids": input_ids, "attention_mask": mask, "labels": labels[rows]}
+            target = (word_targets(firsts, per_word, rows, input_ids.shape[1])
+                      if task.word_level else labels[rows])
+            yield {"input_ids": input_ids, "attention_mask": mask, "labels": target}
 
     def held_out() -> dict[str, float]:  # the learning curve: validation after each epoch
         found = evaluate(model, tokenizer, task, "validation", max_length=config.max_length,
@@ -287,13 +330,21 @@ def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: S
         Leave out transformer layers ``first..last`` (inclusive, ``1 <= first <= last <= L``;
         Phang et al. §4.1). ``None`` or ``()`` skips nothing.
 
+    A word-level split (``split.words``) gives one row per word, every example's words in
+    order, read on the word's first token (NaN for a word cut off by ``max_length``).
+
     Runs on the device the model is on.
     """
-    ids = encode_split(tokenizer, split, max_length)
+    firsts = None
+    if split.words is not None:
+        ids, firsts = word_pieces(tokenizer, split, max_length)
+    else:
+        ids = encode_split(tokenizer, split, max_length)
     lengths = np.array([len(x) for x in ids])
     order = np.argsort(-lengths, kind="stable")
     pad = pad_token_id(tokenizer)
     out: np.ndarray | None = None
+    words: list[np.ndarray] = [np.empty((0, 0))] * len(ids)  # a word-level split's rows
     dev = model_device(model)
     training = model.training
     model.eval()  # dropout off: predictions are deterministic
@@ -303,11 +354,21 @@ def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: S
                 rows = order[start:start + batch_size]
                 input_ids, mask = pad_batch(ids, rows, pad)
                 logits = model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev)).logits
+                if firsts is not None:
+                    found = logits.float().cpu().numpy()
+                    for k, r in enumerate(rows):
+                        words[r] = np.full((len(firsts[r]), found.shape[-1]), np.nan,
+                                           dtype=np.float32)
+                        kept = firsts[r] >= 0
+                        words[r][kept] = found[k, firsts[r][kept]]
+                    continue
                 if out is None:
                     out = np.empty((len(ids), logits.shape[1]), dtype=np.float32)
                 out[rows] = logits.float().cpu().numpy()
     finally:
         model.train(training)
+    if firsts is not None:
+        return np.concatenate(words) if words else np.empty((0, 0), dtype=np.float32)
     if out is None:  # an empty split
         return np.empty((0, 0), dtype=np.float32)
     return out
@@ -326,10 +387,11 @@ def evaluate(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: T
         pred = logits[:, 0]
         return {"pearson": float(pearsonr(pred, data.labels)[0]),
                 "spearman": float(spearmanr(pred, data.labels)[0]), "n": len(data)}
-    pred = logits.argmax(axis=1)
+    # a word cut off by the token limit (NaN logits) counts as wrong
+    pred = np.where(np.isnan(logits).any(axis=1), -1, np.nan_to_num(logits).argmax(axis=1))
     return {"accuracy": float(np.mean(pred == data.labels)),
             "macro_f1": float(f1_score(data.labels, pred, average="macro", zero_division=0)),
-            "majority_baseline": task.majority_baseline(split), "n": len(data)}
+            "majority_baseline": task.majority_baseline(split), "n": len(data.labels)}
 
 
 @profiled("finetune", lambda model, task, *a, **k: f"{label(model)} on {label(task)}")
@@ -371,7 +433,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         hit = _load_saved(path, base)
         if hit is not None:
             return hit
-    net = task_model(base, task.num_labels, task.regression, config.seed)
+    net = task_model(base, task.num_labels, task.regression, config.seed, task.word_level)
     frozen = frozen_parameters(net,
                                frozen_layers(config, n_transformer_layers(net)))
     with torch_threads(CPU_THREADS) if on_cpu else contextlib.nullcontext():
@@ -392,6 +454,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
                                                         "validation", **kw),
                    "test": evaluate(net, base.tokenizer, task, "test", **kw)}
     record = {"base_model": base.info.to_dict(), "task": task.name, "task_meta": task.meta,
+              "task_level": "word" if task.word_level else "sentence",
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
               "loss_curve": loop.loss_curve(losses),
@@ -456,7 +519,8 @@ def _with_base(path: Path, base: LoadedModel, record: dict[str, Any]):
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path, local_files_only=True)
-    model = task_model(base, config.num_labels, config.problem_type == "regression", 0)
+    model = task_model(base, config.num_labels, config.problem_type == "regression", 0,
+                       record.get("task_level") == "word")
     missing, unexpected = model.load_state_dict(load_file(str(path / TRAINABLE)), strict=False)
     not_frozen = sorted(set(missing) - set(record["frozen_parameters"]))
     if unexpected or not_frozen:
@@ -509,17 +573,23 @@ def _load_saved(path: Path, base: LoadedModel, quiet: bool = False) -> FineTuned
     trained ones."""
     if not path.exists():
         return None
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 
     try:
         record = _check_record(json.loads((path / "record.json").read_text()))
+        kind = (AutoModelForTokenClassification if record.get("task_level") == "word"
+                else AutoModelForSequenceClassification)
         if folder_checksums(path, list(record["checksums"])) != record["checksums"]:
             raise ValueError("checksum mismatch in the weights")
         if (path / TRAINABLE).is_file():
             model, tokenizer = _with_base(path, base, record), base.tokenizer
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(
-                path, attn_implementation="eager", local_files_only=True).eval()
+            model = kind.from_pretrained(path, attn_implementation="eager",
+                                         local_files_only=True).eval()
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as error:
         if not quiet:
