@@ -635,3 +635,96 @@ def test_localization_claim_compares_each_models_upper_and_lower_layers():
         "wu-localization-depth", "verdict"] == "opposite"
     one = _localization(local, ["a"])
     assert one.loc["wu-localization-depth", "verdict"] == "inconclusive"  # no spread
+
+
+def _gaussian_collection(widths=(32, 32), n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    table = LayerTable.concat([LayerTable.for_model(f"m{k}", "bert", True, 2)
+                               for k in range(len(widths))])
+    layers = [rng.standard_normal((n, w)) for w in widths for _ in range(3)]
+    return collection.Collection(table, layers, np.arange(n), np.zeros((n, 3)),
+                                 np.arange(n) // 5)
+
+
+def test_outlier_neurons_are_named_by_their_spread_over_the_median_neuron():
+    c = _gaussian_collection()
+    assert collection.outlier_neurons(c).empty  # no neuron of a Gaussian layer stands out
+    planted = [x.copy() for x in c.layers]
+    planted[1][:, [3, 17]] *= 100.0  # two massive neurons in m0's middle layer
+    planted[2][:, 3] *= 50.0  # and neuron 3 again at its top
+    p = collection.Collection(c.table, planted, c.rows, c.covariates, c.sentence)
+    found = collection.outlier_neurons(p)
+    assert found[["model", "neuron", "layers"]].values.tolist() == [["m0", 3, 2],
+                                                                    ["m0", 17, 1]]
+    assert found.largest_share.iloc[0] > 0.45 and found.largest_ratio.iloc[0] > 80
+    # the rule is relative to the layer's own median neuron: neither the scale of a layer
+    # nor the width of the model moves it
+    scaled = collection.Collection(c.table, [1e3 * x for x in planted], c.rows,
+                                   c.covariates, c.sentence)
+    pd.testing.assert_frame_equal(collection.outlier_neurons(scaled)[["model", "neuron"]],
+                                  found[["model", "neuron"]])
+    wide = collection.Collection(c.table, [np.hstack([x, x[:, 20:]]) for x in planted],
+                                 c.rows, c.covariates, c.sentence)
+    assert collection.outlier_neurons(wide).neuron.tolist() == [3, 17]
+    # dropped from every layer of their model; the other model keeps its width
+    trimmed = collection.drop_neurons(p, found)
+    assert [x.shape[1] for x in trimmed.layers] == [30, 30, 30, 32, 32, 32]
+    assert collection.outlier_neurons(trimmed).empty
+    # CKA between m0's middle layer and its clean self reads the outliers, then not
+    cka = similarity.linear_cka
+    assert cka(p.layers[1], c.layers[1]) < 0.5
+    assert cka(trimmed.layers[1], np.delete(c.layers[1], [3, 17], axis=1)) == \
+        pytest.approx(1.0)
+    with pytest.raises(ValueError, match="above 1"):
+        collection.outlier_neurons(p, ratio=1.0)
+
+
+def test_claims_driven_by_outlier_neurons_read_a_second_unit_without_them():
+    """Planted: matched-depth cells stand out only with the outliers; the claim's unit
+    without them says otherwise, and the verdict is no longer a plain "holds"."""
+    def summaries(gap):
+        values = {}
+        for a, b in (("a", "b"), ("a", "c"), ("b", "c")):
+            values[K("matched", a, b)] = 0.5 + gap
+            values[K("pair", a, b)] = 0.5
+        return {"linear_cka": values}
+
+    def judged(without):
+        return verdicts.judge([claims.get("wu-relative-depth")], {
+            "summaries": summaries(0.2), "measures": ["linear_cka"],
+            "without_outliers": without}).loc["wu-relative-depth"]
+
+    plain = judged(None)
+    assert plain["verdict"] == "holds" and "without outlier" not in plain["what this run shows"]
+    outliers = pd.DataFrame({"model": ["c"], "neuron": [5]})
+    # no model has outliers: no second unit, even if the results are given
+    assert judged({"outliers": outliers.iloc[:0], "summaries": summaries(0.0)}
+                  )["what this run shows"] == plain["what this run shows"]
+    both = judged({"outliers": outliers, "summaries": summaries(0.0)})
+    assert "linear_cka, 3 pairs of models, without outlier neurons: +0.000" in both[
+        "what this run shows"]
+    assert both["verdict"] != "holds"
+
+
+def test_rematch_recomputes_only_the_changed_models_cells_and_agrees_with_a_full_pass():
+    c = _gaussian_collection(widths=(24, 16, 20))
+    c.layers[4] = c.layers[4] + 3 * c.layers[3]  # some similarity to read
+    measures = ["linear_cka", "neuronsim"]
+    before = collection.matrices(c, measures, progress=False)
+    planted = [x.copy() for x in c.layers]
+    for k in (3, 4, 5):
+        planted[k][:, 2] *= 200.0
+    p = collection.Collection(c.table, planted, c.rows, c.covariates, c.sentence)
+    outliers = collection.outlier_neurons(p)
+    assert outliers.model.unique().tolist() == ["m1"]
+    trimmed = collection.drop_neurons(p, outliers)
+    with_outliers = collection.matrices(p, measures, progress=False)
+    fast = collection.rematch(with_outliers, trimmed, ["m1"])
+    full = collection.matrices(trimmed, measures, progress=False)
+    for name in measures:
+        np.testing.assert_allclose(fast[name], full[name], atol=1e-10)
+        # m0 and m2's cells never changed
+        keep = np.flatnonzero(np.array(c.table.owners) != "m1")
+        np.testing.assert_allclose(fast[name][np.ix_(keep, keep)],
+                                   before[name][np.ix_(keep, keep)], atol=1e-10)
+    assert not np.allclose(fast["linear_cka"], with_outliers["linear_cka"])

@@ -26,7 +26,7 @@ from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..runtime.profile import profiled
 from ..similarity import localization as _localization
-from ..similarity import pairwise, pairwise_suite
+from ..similarity import SYMMETRIC, pairwise, pairwise_suite
 from ..similarity.leave_out import leave_out_matrices
 from .shared import load_model, sample_rows
 from .wu import Jackknife, PairKey, SummaryKey, summary
@@ -250,6 +250,84 @@ def first_word_share(collection: Collection, top: int = 3) -> pd.DataFrame:
         other_norm.append(float(norms[~first].mean()))
     return collection.table.attach(shares, "top_share").assign(
         first_word_norm=first_norm, other_words_norm=other_norm)
+
+
+#: a neuron is an outlier (a "massive activation") in a layer when its standard deviation
+#: over the word rows is more than this many times the layer's median neuron's
+OUTLIER_RATIO = 10.0
+
+
+def outlier_neurons(collection: Collection, ratio: float = OUTLIER_RATIO) -> pd.DataFrame:
+    """The outlier neurons of every model: one row per (model, neuron) that is an outlier in
+    at least one of the model's layers, with ``layers`` (how many), ``largest_share`` (the
+    largest share of a layer's variance it holds) and ``largest_ratio`` (its largest
+    standard deviation over the layer's median neuron's).
+
+    A few neurons of some models take values orders of magnitude above the rest (Kovaleva
+    et al. 2021, *BERT busters*; Sun et al. 2024, *Massive activations*): in SmolLM2's middle
+    layers three neurons hold nearly all the variance. A measure that weighs directions by
+    their variance (linear CKA) or keeps the top singular directions (SVCCA) then reads
+    those neurons and little else, so the book reports the measures with and without them
+    (:func:`drop_neurons`). The rule is relative to the layer's own median neuron, so it
+    does not depend on the model's width or scale."""
+    if ratio <= 1:
+        raise ValueError(f"ratio must be above 1 (a neuron's spread over the median's), "
+                         f"got {ratio}")
+    rows = []
+    for model in collection.models:
+        found: dict[int, dict[str, float]] = {}
+        for X in collection.of(model):
+            spread = np.asarray(X, dtype=np.float64).std(axis=0)
+            median = float(np.median(spread))
+            if median <= 0:
+                continue
+            share = spread ** 2 / float(np.sum(spread ** 2))
+            for neuron in np.flatnonzero(spread > ratio * median):
+                entry = found.setdefault(int(neuron), {"layers": 0, "largest_share": 0.0,
+                                                       "largest_ratio": 0.0})
+                entry["layers"] += 1
+                entry["largest_share"] = max(entry["largest_share"], float(share[neuron]))
+                entry["largest_ratio"] = max(entry["largest_ratio"],
+                                             float(spread[neuron] / median))
+        rows += [{"model": model, "neuron": n, **v} for n, v in sorted(found.items())]
+    return pd.DataFrame(rows, columns=["model", "neuron", "layers", "largest_share",
+                                       "largest_ratio"])
+
+
+def drop_neurons(collection: Collection, outliers: pd.DataFrame) -> Collection:
+    """The same collection with each model's ``outliers`` (:func:`outlier_neurons`) removed
+    from every one of its layers (a neuron is one model's coordinate in all its layers)."""
+    by_model = {m: set(group.neuron) for m, group in outliers.groupby("model")}
+    layers = []
+    for model, X in zip(collection.table.owners, collection.layers):
+        drop = sorted(by_model.get(model, ()))
+        if len(drop) >= X.shape[1]:
+            raise ValueError(f"every neuron of {model} is an outlier; nothing is left")
+        layers.append(np.delete(X, drop, axis=1) if drop else X)
+    return Collection(collection.table, layers, collection.rows, collection.covariates,
+                      collection.sentence)
+
+
+def rematch(matrices: Mapping[str, np.ndarray], collection: Collection,
+            models: Sequence[str], *, progress: bool = False) -> dict[str, np.ndarray]:
+    """``matrices`` (the collection's layer x layer matrices, one per measure) after the
+    layers of ``models`` changed in ``collection`` (their outlier neurons dropped,
+    :func:`drop_neurons`): only the rows and columns of those layers are computed again,
+    every other cell is kept."""
+    changed = np.flatnonzero(np.isin(collection.table.owners, list(models)))
+    out = {name: np.array(M, dtype=np.float64, copy=True) for name, M in matrices.items()}
+    if not changed.size:
+        return out
+    layers = [collection.layers[i] for i in changed]
+    rows = pairwise_suite(layers, collection.layers, measures=list(matrices),
+                          progress=progress)
+    one_way = [m for m in matrices if m not in SYMMETRIC]
+    cols = pairwise_suite(collection.layers, layers, measures=one_way,
+                          progress=progress) if one_way else {}
+    for name in out:
+        out[name][changed, :] = rows[name]
+        out[name][:, changed] = cols[name] if name in cols else rows[name].T
+    return out
 
 
 def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],

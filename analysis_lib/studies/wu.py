@@ -29,8 +29,8 @@ across-model cells among its own within-model cells, never the raw values of two
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -266,6 +266,25 @@ def _contrast_units(high: str, low: str, summaries: Summaries | None,
     return units
 
 
+def _trimmed(without_outliers: Mapping[str, Any] | None, key: str) -> Any:
+    """One result computed without the outlier neurons (``without_outliers``: the
+    representation chapter's results on
+    :func:`~analysis_lib.studies.representation.drop_neurons`' collection: ``outliers``,
+    ``summaries``, ``jackknives``, ``localization``), or None when there is none or no
+    model has an outlier neuron (then the unit would repeat the plain one)."""
+    if not without_outliers or not len(without_outliers.get("outliers", ())):
+        return None
+    return without_outliers.get(key)
+
+
+def _relabel(units: list[Evidence], suffix: str) -> list[Evidence]:
+    return [replace(unit, unit=f"{unit.unit}, {suffix}") for unit in units]
+
+
+#: how a unit read without the outlier neurons is labelled
+WITHOUT = "without outlier neurons"
+
+
 @WU.claim("wu-within-model", "§5.1, Fig. 1",
     "layers of one model are more similar to each other than to other models' layers",
     "yes, under every measure",
@@ -360,20 +379,29 @@ def adjacent(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | 
     "across models, layers at the same relative depth are the most alike",
     "yes: a bright band along each across-model block's diagonal",
     "per pair of models: mean linear CKA of their layers at matching relative depth "
-    "minus over all their cross-model cells; t interval over the pairs of models",
+    "minus over all their cross-model cells; t interval over the pairs of models; again "
+    "without the models' outlier neurons (massive activations), where some have them",
     "greater", 0.02, SIM,
     control=("condition", "every cross-model cell of the same pair of models"),
     paper_effect=figure("Fig. 1"),
     chapter="representation")
-def relative_depth(summaries: Summaries | None, measures: Sequence[str] | None
-                   ) -> list[Evidence]:
+def relative_depth(summaries: Summaries | None, measures: Sequence[str] | None,
+                   without_outliers: Mapping[str, Any] | None) -> list[Evidence]:
     """Per pair of models, their similarity at matching relative depth minus over all their
     cross-model cells: one value per pair, a t interval over the pairs (the models are the
-    sample; pairs share models, so the spread understates the error a little)."""
+    sample; pairs share models, so the spread understates the error a little). A second
+    unit reads the same without the models' outlier neurons, when some have them."""
     if summaries is None or not measures:
         return []
     rep = _rep(measures)
-    values = summaries.get(rep, {})
+    units = _depth_gaps(summaries.get(rep, {}), rep)
+    trimmed = _trimmed(without_outliers, "summaries")
+    if trimmed is not None:
+        units += _relabel(_depth_gaps(trimmed.get(rep, {}), rep), WITHOUT)
+    return units
+
+
+def _depth_gaps(values: Mapping[SummaryKey, float], rep: str) -> list[Evidence]:
     gaps = [values[key] - values[PairKey("pair", key.a, key.b)] for key in values
             if isinstance(key, PairKey) and key.kind == "matched"
             and PairKey("pair", key.a, key.b) in values]
@@ -388,19 +416,30 @@ def relative_depth(summaries: Summaries | None, measures: Sequence[str] | None
     "yes: the localization score mostly increases with depth in every model",
     "per pretrained model: mean localization (neuronsim minus SVCCA means, the paper's "
     "plain score) of its upper half of layers minus its lower half; t interval over "
-    "the models",
+    "the models; again without the models' outlier neurons, where some have them",
     "greater", 0.02, SIM,
     control=("condition", "the lower half of the same model's layers"),
     paper_effect=figure("Fig. 3"),
     chapter="representation")
-def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] | None
+def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] | None,
+                       without_outliers: Mapping[str, Any] | None
                        ) -> list[Evidence]:
     """Per model of ``models`` (the pretrained ones), the mean localization (the paper's
     plain score, :func:`~analysis_lib.studies.representation.localization_frame`) of its
-    upper half of layers minus its lower half, with a t interval over the models."""
+    upper half of layers minus its lower half, with a t interval over the models; a second
+    unit reads the same without the models' outlier neurons, when some have them."""
     if localization is None:
         raise NotMeasured("not measured: localization needs neuronsim and svcca among the "
                           "measures")
+    units = _localization_gaps(localization, models)
+    trimmed = _trimmed(without_outliers, "localization")
+    if trimmed is not None:
+        units += _relabel(_localization_gaps(trimmed, models), WITHOUT)
+    return units
+
+
+def _localization_gaps(localization: pd.DataFrame, models: Sequence[str] | None
+                       ) -> list[Evidence]:
     chosen = list(models) if models is not None else list(localization.model.unique())
     plain = localization[(localization.variant == "paper (plain)")
                          & localization.model.isin(chosen)]
@@ -414,16 +453,25 @@ def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] 
     "models of one family (architecture and objective) are more similar",
     "yes: within-family more similar; the objective matters",
     "mean linear CKA across two bidirectional encoders minus across an encoder and a "
-    "left-to-right decoder", "greater", 0.02, SIM,
+    "left-to-right decoder; again without the models' outlier neurons (massive "
+    "activations), where some have them", "greater", 0.02, SIM,
     control=("condition", "an encoder against a left-to-right decoder (architecture and "
                          "objective differ at once)"),
     paper_effect=figure("Fig. 2"),
     chapter="representation")
 def family(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
-           measures: Sequence[str] | None) -> list[Evidence]:
-    """Across two encoders minus across an encoder and a decoder, over sentences."""
-    return _contrast_units("encoders_across", "encoder_decoder", summaries, jackknives,
-                           measures)
+           measures: Sequence[str] | None, without_outliers: Mapping[str, Any] | None
+           ) -> list[Evidence]:
+    """Across two encoders minus across an encoder and a decoder, over sentences; a second
+    unit reads the same without the models' outlier neurons, when some have them."""
+    units = _contrast_units("encoders_across", "encoder_decoder", summaries, jackknives,
+                            measures)
+    trimmed = _trimmed(without_outliers, "summaries")
+    if units and trimmed is not None:
+        units += _relabel(_contrast_units("encoders_across", "encoder_decoder", trimmed,
+                                          _trimmed(without_outliers, "jackknives"),
+                                          measures), WITHOUT)
+    return units
 
 
 @WU.claim("wu-objective", "§5.1, Fig. 2",
