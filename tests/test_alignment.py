@@ -260,7 +260,7 @@ def test_seed_findings_follow_planted_distances():
     within = {f"seed {s}": 0.05 * gaps + 0.002 * s for s in range(5)}
     found = _ren(synthetic, methods, injected, pretraining=_pairs(rising),
                            pretraining_attention=same, pretraining_finetuned=drifted,
-                           pretraining_within=within)
+                           pretraining_within=within, finetuned_attention=same)
     assert list(found.index) == [c.id for c in claims.of_chapter("seeds")]
     for claim_id in found.index:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
@@ -286,6 +286,14 @@ def test_seed_findings_follow_planted_distances():
     assert _ren(synthetic, pretraining_attention=alike).loc[
         "ren-attention", "verdict"] != "holds"
     assert flat.loc["ren-attention", "verdict"] == "not measured"
+    # Fig. 5b reads the fine-tuned seeds' table, and never the pretrained one in its place
+    assert _ren(synthetic, finetuned_attention=alike).loc[
+        "ren-finetune-attention", "verdict"] != "holds"
+    assert _ren(synthetic, pretraining_attention=same).loc[
+        "ren-finetune-attention", "verdict"] == "not measured"
+    assert _ren(synthetic, finetuned_attention=same,
+                untrained_pretraining={"zoo:mlm on t": "it did not learn"}).loc[
+        "ren-finetune-attention", "verdict"] == "not measured"
     # the INN against the controls, not against a random map or the best map after the fact:
     # ridge as good as the INN leaves the claim short of "holds"; so does a map that only
     # matches no map at all
