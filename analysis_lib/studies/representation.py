@@ -25,8 +25,8 @@ from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..runtime.profile import profiled
-from ..similarity import localization as _localization
 from ..similarity import SYMMETRIC, pairwise, pairwise_suite
+from ..similarity import localization as _localization
 from ..similarity.leave_out import leave_out_matrices
 from .shared import load_model, sample_rows
 from .wu import Jackknife, PairKey, SummaryKey, summary
