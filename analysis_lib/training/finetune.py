@@ -85,9 +85,10 @@ class FinetuneConfig:
     bucket_factor : batches are drawn from buckets of ``bucket_factor * batch_size`` examples
         of similar length (dynamic padding).
     until_plateau : bool, stop after the first epoch at which the validation accuracy has
-        reached its plateau (:func:`~analysis_lib.training.plateau.plateaued`); ``epochs``
-        (or ``max_steps``) is then the most it trains, and the learning rate decays over
-        that whole length, as early stopping does.
+        reached its plateau (:func:`~analysis_lib.training.plateau.plateaued`, on the number
+        of validation examples); ``epochs`` (or ``max_steps``) is then the most it trains,
+        and the learning rate decays over that whole length, as early stopping does. A
+        regression task has no accuracy and trains its whole schedule.
     """
 
     batch_size: int = 16
@@ -391,7 +392,7 @@ def evaluate(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: T
     pred = np.where(np.isnan(logits).any(axis=1), -1, np.nan_to_num(logits).argmax(axis=1))
     return {"accuracy": float(np.mean(pred == data.labels)),
             "macro_f1": float(f1_score(data.labels, pred, average="macro", zero_division=0)),
-            "majority_baseline": task.majority_baseline(split), "n": len(data.labels)}
+            "majority_baseline": task.majority_baseline(split), "n": len(data)}
 
 
 @profiled("finetune", lambda model, task, *a, **k: f"{label(model)} on {label(task)}")

@@ -8,6 +8,8 @@ validation set can resolve: two standard errors of their best score (a binomial 
 another draw of the same number of validation examples would move the score by, so more
 epochs are not shown to help. Scores that fell are on the plateau (or past it). Two epochs
 of patience, not one, so that one noisy dip does not end a run that is still learning.
+``n`` counts validation *examples*: for a tagging task, whose accuracy is over words, the
+words of one sentence are not independent, so its sentences are the sample.
 
 :func:`~analysis_lib.training.finetune.finetune` stops a run there when asked
 (``FinetuneConfig.until_plateau``), and the book's gate
