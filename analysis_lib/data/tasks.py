@@ -129,21 +129,12 @@ def check_labels(task: Task) -> None:
     a classification task needs at least two label names and integer labels ``0..k-1``,
     with at least two classes in training; a regression task needs finite numbers."""
     splits = {"train": task.train, "validation": task.validation, "test": task.test}
-    levels = {split.words is None for split in splits.values()}
-    if len(levels) > 1:
+    if len({split.words is None for split in splits.values()}) > 1:
         raise ValueError(f"task {task.name!r}: some splits give words and some do not; a "
                          "word-level task gives words in every split")
     for name, split in splits.items():
         labels = np.asarray(split.labels)
-        expected = (len(split.texts) if split.words is None
-                    else sum(len(w) for w in split.words))
-        if split.words is not None and len(split.words) != len(split.texts):
-            raise ValueError(f"task {task.name!r}: the {name} split has {len(split.texts)} "
-                             f"inputs and words for {len(split.words)}")
-        if len(labels) != expected:
-            unit = "inputs" if split.words is None else "words"
-            raise ValueError(f"task {task.name!r}: the {name} split has {expected} {unit} "
-                             f"and {len(labels)} labels")
+        _check_count(task.name, name, split)
         if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(
                 labels.astype(np.float64)).all():
             raise ValueError(f"task {task.name!r}: the {name} labels must be finite numbers "
@@ -163,6 +154,18 @@ def check_labels(task: Task) -> None:
         if len(np.unique(task.train.labels)) < 2:
             raise ValueError(f"task {task.name!r}: the training split holds a single class; "
                              "draw the splits with another seed or add examples")
+
+
+def _check_count(task: str, name: str, split: Split) -> None:
+    """One label per input, or per word of a word-level split."""
+    if split.words is not None and len(split.words) != len(split.texts):
+        raise ValueError(f"task {task!r}: the {name} split has {len(split.texts)} inputs and "
+                         f"words for {len(split.words)}")
+    expected, unit = ((len(split.texts), "inputs") if split.words is None
+                      else (sum(len(w) for w in split.words), "words"))
+    if len(split.labels) != expected:
+        raise ValueError(f"task {task!r}: the {name} split has {expected} {unit} and "
+                         f"{len(split.labels)} labels")
 
 
 def _sizes(n: int, n_train, n_val, n_test) -> tuple[int, int, int]:
