@@ -262,7 +262,7 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
     curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                        ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
     found = _findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
-    assert found.loc["merchant-no-forgetting", "verdict"] == "equivalent"
+    assert found.loc["merchant-no-forgetting", "verdict"] == "holds"  # no loss beyond 0.02
     found = _findings(curves, CROSSED, probes={("m", "A"): (base, lost)})
     assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
     shown = found.loc["merchant-no-forgetting", "what this run shows"]

@@ -102,6 +102,10 @@ def test_an_unknown_claim_names_the_closest():
     ("none", 0.09, 0.05, "inconclusive"),
     ("greater", 0.2, 0.0, "holds"),            # an exact number (no sampling error)
     ("greater", 0.05, 0.0, "equivalent"),
+    ("at_most", 0.00, 0.01, "holds"),          # a cost tightly below +delta
+    ("at_most", -0.60, 0.05, "holds"),         # doing better costs nothing
+    ("at_most", 0.60, 0.05, "opposite"),       # a cost far beyond +delta
+    ("at_most", 0.09, 0.05, "inconclusive"),   # straddles +delta
 ])
 def test_each_outcome_on_a_case_with_a_known_answer(direction, estimate, se, expected):
     v = decide(_claim(direction), [Evidence("u", estimate, se)])
@@ -167,12 +171,30 @@ def test_an_undecided_claim_says_how_many_estimates_run_against_the_paper():
     assert "against" not in decide(_claim("greater", 0.02), [Evidence("a", 0.5, 0.01)]).reason
 
 
+def test_a_cost_claim_holds_when_the_cheaper_setting_does_better_and_names_a_cost():
+    """A claim that one setting does as well as another (freezing "costs little") is a
+    one-sided claim on the cost: a setting that does better satisfies it, where a claim of
+    no difference would read that as the opposite."""
+    better = [Evidence.from_values("k = 3", [-0.05, -0.04, -0.06])]  # freezing helped
+    assert decide(_claim("at_most", 0.02), better).outcome == "holds"
+    assert decide(_claim("none", 0.02), better).outcome == "opposite"
+    costly = [Evidence.from_values("k = 3", [0.10, 0.11, 0.09])]
+    assert decide(_claim("at_most", 0.02), costly).outcome == "opposite"
+    mixed = decide(_claim("at_most", 0.02), costly + better)
+    assert mixed.outcome == "mixed" and "1 of 2 estimates run against the paper" in mixed.reason
+    wide = decide(_claim("at_most", 0.02), [Evidence("u", 0.0, 0.02, df=2)])
+    assert wide.outcome == "inconclusive" and "a cost below it is out of reach" in wide.reason
+    for claim_id in ("merchant-freeze-bottom", "merchant-truncate", "merchant-no-forgetting",
+                     "phang-untuned", "phang-tuned"):
+        assert claims.get(claim_id).direction == "at_most", claim_id
+
+
 def test_nothing_measured_reads_not_measured_not_an_error():
     v = decide(_claim("greater"), [])
     assert v.outcome == "not measured" and "not measured" in v.shown
 
 
-@pytest.mark.parametrize("direction", ["greater", "less", "none"])
+@pytest.mark.parametrize("direction", ["greater", "less", "none", "at_most"])
 def test_the_p_value_form_agrees_with_the_interval_form(direction):
     rng = np.random.default_rng(0)
     for _ in range(400):
@@ -224,7 +246,7 @@ def test_a_nan_value_is_left_out_with_a_note_and_a_correlation_at_one_is_kept():
 def test_the_two_forms_of_the_rule_agree_at_the_edges():
     """Zero and tiny errors, estimates exactly at the smallest effect, a smallest effect of
     zero, one degree of freedom, no spread: one unit, both forms, the same outcome."""
-    for direction in ("greater", "less", "none"):
+    for direction in ("greater", "less", "none", "at_most"):
         for est in (-0.2, -0.1, -1e-12, 0.0, 1e-12, 0.1, 0.2):
             for se in (0.0, 1e-12, 0.05, 1.0, float("nan"), float("inf")):
                 for delta in (0.0, 0.1):
@@ -282,7 +304,7 @@ def test_side_by_side_puts_each_settings_verdict_on_the_claims_row():
         verdicts.Evidence.from_values("t", [0.001, -0.001, 0.0])])])
     both = tables.side_by_side({"default": short, "larger": longer}, ["phang-untuned"])
     assert both.loc["phang-untuned", "default: verdict"] == "opposite"
-    assert both.loc["phang-untuned", "larger: verdict"] == "equivalent"
+    assert both.loc["phang-untuned", "larger: verdict"] == "holds"  # a cost below 0.02
     assert both.loc["phang-untuned", "larger: shows"] == longer.loc["phang-untuned",
                                                                    "what this run shows"]
     with pytest.raises(KeyError, match="holds no claim 'phang-tuned'"):
@@ -338,7 +360,7 @@ def test_claim_change_and_its_sentence_quote_both_settings():
     unclear = found([0.10, -0.02, 0.04])
     assert (opposite.loc["merchant-truncate", "verdict"], shown.loc["merchant-truncate",
             "verdict"], unclear.loc["merchant-truncate", "verdict"]) == \
-        ("opposite", "equivalent", "inconclusive")
+        ("opposite", "holds", "inconclusive")
 
     def said(before, after):
         return prose.cause_sentence(causes.claim_change(before, after, "merchant-truncate"),

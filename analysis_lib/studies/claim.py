@@ -16,11 +16,14 @@ measure, a pair of seeds). The function's parameters name the results it reads
 results cannot test the claim. :func:`analysis_lib.studies.verdicts.judge` calls it and draws
 the verdict by the book's one rule, :func:`analysis_lib.studies.verdicts.decide`.
 
-A statistic is always oriented so that the claim reads as one of three statements:
+A statistic is always oriented so that the claim reads as one of four statements:
 
 ``"greater"``  the statistic exceeds ``+smallest_effect``;
 ``"less"``     the statistic is below ``-smallest_effect``;
-``"none"``     the statistic lies within ``+-smallest_effect`` (a claim of no difference).
+``"none"``     the statistic lies within ``+-smallest_effect`` (a claim of no difference);
+``"at_most"``  the statistic, a cost, stays below ``+smallest_effect`` (a claim that one
+               setting does as well as another: "costs little", "reaches the full score");
+               a setting that does better costs nothing and satisfies it.
 
 Smallest effects are on the statistic's own scale: CKA-like similarities in [0, 1], test
 accuracies, held-out alignment distances, Pearson correlations (on Fisher's z scale where
@@ -47,7 +50,7 @@ PAPERS = {
     "Ren": "Ren et al. 2023, All roads lead to Rome? Exploring the invariance of "
            "transformers' representations",
 }
-DIRECTIONS = ("greater", "less", "none")
+DIRECTIONS = ("greater", "less", "none", "at_most")
 #: what a claim's statistic is read against: a simple alternative it must beat
 #: (``baseline``: ridge for a fitted map, the full model for a cut one, no relation for a
 #: correlation), the same layers with the correspondence of their stimuli broken

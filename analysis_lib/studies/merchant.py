@@ -175,7 +175,7 @@ def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]]
     "dependency relations (spaCy's labels of the in-domain words) at the base model's best "
     "transformer layer minus at the fine-tuned model's best, mean over the two label sets, "
     "over seeds (the embedding layer excluded)",
-    "none", 0.02,
+    "at_most", 0.02,
     "the paper's own drops are up to 2 points of F1; 0.02 of accuracy is of that size",
     control=("condition", "the pretrained model's own layers, on the same words, labels and "
                           "probe"),
@@ -222,7 +222,7 @@ def frozen_by_seed(frozen: pd.DataFrame | None) -> dict[tuple[str, int], dict[in
     "freezing the bottom layers costs little accuracy",
     "yes: few top layers need to change",
     "unfrozen test accuracy minus accuracy with the bottom k layers frozen, for each "
-    "k, paired by fine-tuning seed (t interval over seeds)", "none", 0.02, ACC,
+    "k, paired by fine-tuning seed (t interval over seeds)", "at_most", 0.02, ACC,
     control=("condition", "the unfrozen run of the same seed"),
     paper_effect=("Wu Table 1 (BERT): unfrozen minus bottom 4 or 6 frozen, -0.006 to +0.003 "
                   "accuracy on SST-2, MNLI, QNLI and QQP; Merchant Fig. 3: no significant "
@@ -250,7 +250,7 @@ def half_cut(truncated: pd.DataFrame, n_layers: int) -> int:
     "yes: 3 layers for MNLI, 5 for SQuAD",
     "accuracy of the full fine-tuned model minus that of the model cut to half its "
     "layers and fine-tuned, paired by fine-tuning seed (t interval over seeds)",
-    "none", 0.02, ACC,
+    "at_most", 0.02, ACC,
     control=("baseline", "the full fine-tuned model of the same seed; a cut model that "
                          "trains poorly counts against the claim, which is about how well "
                          "a cut model trains"),

@@ -7,7 +7,8 @@ folds of sentences, seed pairs, test examples) and, where the error comes from f
 the degrees of freedom of a t reference. :func:`decide` turns them into one verdict:
 
 ``holds``         the statistic is beyond the smallest effect in the claimed direction
-                  (one-sided test of ``theta <= delta`` rejected);
+                  (one-sided test of ``theta <= delta`` rejected); for a cost claim
+                  (``at_most``), below the smallest effect (``theta >= delta`` rejected);
 ``opposite``      it is beyond the smallest effect the other way (for a claim of no
                   difference: beyond it in either direction);
 ``equivalent``    it lies within ``+-delta`` (two one-sided tests, TOST, both rejected): no
@@ -95,8 +96,9 @@ def holm(p: ArrayLike) -> np.ndarray:
 
 
 def _one_sided(est, se, df, delta):
-    """p-values of the three questions for statistic ``est`` (direction ``greater``):
-    above ``+delta``, below ``-delta``, and inside ``(-delta, +delta)`` (TOST)."""
+    """p-values of the questions for statistic ``est`` (direction ``greater``): above
+    ``+delta``, below ``-delta``, inside ``(-delta, +delta)`` (TOST), and below ``+delta``
+    (the one-sided test a cost claim, ``at_most``, holds by)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = se == 0
         up = np.where(exact, np.where(est > delta, 0.0, 1.0),
@@ -108,7 +110,7 @@ def _one_sided(est, se, df, delta):
         below_high = np.where(exact, np.where(est < delta, 0.0, 1.0),
                               _cdf((est - delta) / np.where(exact, 1, se), df))
     inside = np.maximum(above_low, below_high)
-    return up, down, inside
+    return up, down, inside, below_high
 
 
 def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = ALPHA
@@ -138,11 +140,14 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
     se = np.array([e.se for e in evidence], dtype=np.float64)
     df = np.array([np.nan if e.df is None else e.df for e in evidence], dtype=np.float64)
-    up, down, inside = _one_sided(est, se, df, delta)
+    up, down, inside, below = _one_sided(est, se, df, delta)
     p_holds, p_opposite, p_equiv = holm(up), holm(down), holm(inside)
     if claim.direction == "none":  # a claim of no difference: the two sides are "opposite"
         p_opposite = holm(np.minimum(up, down) * 2)
         p_holds = np.full_like(p_holds, np.nan)
+    if claim.direction == "at_most":  # a cost claim: it holds when the cost is below +delta
+        p_holds, p_opposite = holm(below), holm(up)
+        p_equiv = np.full_like(p_equiv, np.nan)
     outcome = np.where(p_holds < alpha, "holds",
                        np.where(p_opposite < alpha, "opposite",
                                 np.where(p_equiv < alpha, "equivalent", "inconclusive")))
@@ -159,10 +164,11 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     combined = _combine(list(outcome))
     reason = _reason(list(outcome), len(evidence))
     # an undecided claim says where its estimates point: the paper's way or against it
-    against = int(np.sum(np.abs(est) > delta if claim.direction == "none" else est < 0))
+    beyond = {"none": np.abs(est) > delta, "at_most": est > delta}
+    against = int(np.sum(beyond.get(claim.direction, est < 0)))
     if combined in ("inconclusive", MIXED) and against:
         reason += (f"; {against} of {len(evidence)} estimates run against the paper "
-                   + ("(beyond the smallest effect)" if claim.direction == "none" else
+                   + ("(beyond the smallest effect)" if claim.direction in beyond else
                       "(on the other side of zero)"))
     short = ~(reach < delta)
     if combined in ("inconclusive", MIXED) and short.any():
@@ -171,7 +177,8 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
         counts = ", ".join(dict.fromkeys(
             "one value" if e.n == 1 else f"{e.n} values" if e.n else "no spread"
             for e, out in zip(evidence, short) if out))
-        reason += (f"; equivalence is out of reach in {int(short.sum())} of {len(evidence)} "
+        what = "a cost below it" if claim.direction == "at_most" else "equivalence"
+        reason += (f"; {what} is out of reach in {int(short.sum())} of {len(evidence)} "
                    f"units: their one-sided bound (at least {np.nanmin(reach):.3f}) is not "
                    f"inside the smallest effect {delta:.3g} with the values their intervals "
                    f"are over ({counts}); more of those (as each unit says: seeds, models, "
@@ -287,6 +294,9 @@ def reference_decide(direction: str, estimate: float, se: float, delta: float,
     q1 = stats.norm.ppf(1 - alpha) if df is None else stats.t.ppf(1 - alpha, df)
     q2 = stats.norm.ppf(1 - alpha / 2) if df is None else stats.t.ppf(1 - alpha / 2, df)
     x = -estimate if direction == "less" else estimate
+    if direction == "at_most":  # a cost: below +delta holds, above it is the opposite
+        return ("holds" if x + q1 * se < delta else "opposite" if x - q1 * se > delta
+                else "inconclusive")
     if direction == "none":
         if x - q2 * se > delta or x + q2 * se < -delta:
             return "opposite"
