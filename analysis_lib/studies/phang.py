@@ -104,7 +104,7 @@ def restarts(views: Views | None) -> list[Evidence]:
         pairs = list(itertools.combinations(range(len(to_base)), 2))
         gaps = {(a, b): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
                 for (a, b), M in zip(pairs, matrices["FT[1]-FT[2]"])}
-        replicates = [np.mean([g for pair, g in gaps.items() if k not in pair])
+        replicates = [float(np.mean([g for pair, g in gaps.items() if k not in pair]))
                       for k in range(len(to_base)) if len(to_base) > 2]
         out.append(Evidence.from_jackknife(
             f"{model}, {task}, FT[1]-FT[2] - FT-ORIG at the top (CLS)",

@@ -238,6 +238,8 @@ def word_pieces(tokenizer: PreTrainedTokenizerBase, split: Split, max_length: in
     """A word-level split's token ids, and for each example the position of every word's
     first token (``-1`` for a word cut off by ``max_length``): a word's label is trained and
     read on its first piece, as BERT's tagging recipe does."""
+    if split.words is None:
+        raise ValueError("word_pieces reads a word-level split (one with words)")
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("a word-level task needs a fast tokenizer (one that maps tokens back "
                          "to words); load the model with its fast tokenizer")
