@@ -233,7 +233,7 @@ def test_findings_follow_planted_accuracies():
     assert found.loc["phang-untuned", "verdict"] == "holds"
     assert found.loc["phang-cka-predicts", "verdict"] == "holds"
     assert found.loc["phang-skip-bottom", "verdict"] == "holds"
-    assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # 3 of 6 layers
+    assert found.loc["merchant-truncate", "verdict"] == "holds"  # 3 of 6 layers: a cost below 0.02
     # one seed of the cut and skipped runs: no spread over seeds, no verdict
     found = _findings(_scores(0.0, 0.0, 0.0), link,
                            truncated=truncated[truncated.seed == 0], full=full,
@@ -246,14 +246,14 @@ def test_findings_follow_planted_accuracies():
     gate.loc[(gate.layers_kept == 3) & (gate.seed == 1), "did_not_train"] = "loss flat"
     found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
                            skips=skips)
-    assert found.loc["merchant-truncate", "verdict"] == "equivalent"  # it scored as well
+    assert found.loc["merchant-truncate", "verdict"] == "holds"  # it scored as well
     unit, = merchant.truncate(gate, full, _scores(0.0, 0.0, 0.0))
     assert unit.note == "1 of 3 cut runs failed the training gate (counted)"
     collapsed = gate.copy()
     collapsed.loc[(collapsed.layers_kept == 3) & (collapsed.seed == 1), "accuracy"] = 0.5
     found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=collapsed, full=full,
                       skips=skips)
-    assert found.loc["merchant-truncate", "verdict"] != "equivalent"  # its failure counts
+    assert found.loc["merchant-truncate", "verdict"] != "holds"  # its failure counts
     # the grid's own runs gate the grid claims, never the cut runs' claim
     gate.loc[gate.layers_kept == 3, "did_not_train"] = "loss flat"
     found = _findings(_scores(0.0, 0.0, 0.0), link, truncated=gate, full=full,
