@@ -74,6 +74,9 @@ def test_a_run_until_plateau_stops_where_the_gate_sees_a_plateau(task, tmp_path)
     assert plateau.plateaued(curve, len(task.validation))
     assert not plateau.plateaued(curve[:-1], len(task.validation))
     assert training_gate.training_problem(stopped.record) == ""
+    kept = stopped.record["kept_epoch"]
+    assert kept == plateau.best_epoch(curve)
+    assert stopped.metrics["validation"]["accuracy"] == curve[kept - 1]
     # the same schedule trained to the end passes through the same curve up to the stop
     full = _train(task, most, cache=False)
     whole = [e["validation_accuracy"] for e in full.record["history"]]
@@ -83,6 +86,49 @@ def test_a_run_until_plateau_stops_where_the_gate_sees_a_plateau(task, tmp_path)
         "cpu"), "full", tmp_path) != finetune._run_path(
         models.load("random:bert", **TINY), task, replace(most, until_plateau=True),
         torch.device("cpu"), "full", tmp_path)
+
+
+def test_a_run_that_stops_on_its_plateau_keeps_its_best_epochs_weights(task, monkeypatch):
+    """Early stopping keeps the best epoch: a run whose validation accuracy peaked two
+    epochs before its plateau ends with the weights it had then, and reports that epoch's
+    validation scores; its test scores are read from those weights."""
+    from analysis_lib.training import plateau
+
+    scripted = iter([0.6, 0.9, 0.7, 0.7, 0.7, 0.7])
+    states = []
+    real_evaluate = finetune.evaluate
+
+    def evaluate(model, tokenizer, task, split, **kw):
+        found = real_evaluate(model, tokenizer, task, split, **kw)
+        if split != "validation":
+            return found
+        states.append({k: v.clone() for k, v in model.state_dict().items()})
+        return {**found, "accuracy": next(scripted)}
+
+    monkeypatch.setattr(finetune, "evaluate", evaluate)
+    result = _train(task, replace(FAST, epochs=6, until_plateau=True), cache=False)
+    curve = [e["validation_accuracy"] for e in result.record["history"]]
+    assert curve == [0.6, 0.9, 0.7, 0.7]  # the plateau: two epochs without a rise
+    assert result.record["kept_epoch"] == plateau.best_epoch(curve) == 2
+    assert result.metrics["validation"]["accuracy"] == 0.9
+    for name, weights in result.model.state_dict().items():
+        assert torch.equal(weights, states[1][name]), name
+    assert not all(torch.equal(w, states[3][k]) for k, w in result.model.state_dict().items())
+    assert result.metrics["test"] == real_evaluate(
+        result.model, result.tokenizer, task, "test", max_length=FAST.max_length,
+        batch_size=FAST.eval_batch_size)
+    # a run without early stopping keeps its last epoch, whatever its curve
+    assert finetune.kept_epoch(FAST, [{"validation_accuracy": a} for a in curve]) == 4
+
+
+def test_the_best_epoch_is_the_first_highest_finite_score():
+    from analysis_lib.training import plateau
+
+    assert plateau.best_epoch([0.5, 0.7, 0.7, 0.6]) == 2
+    assert plateau.best_epoch([0.5, float("nan"), 0.4]) == 1
+    assert plateau.best_epoch([float("nan"), float("nan")]) == 2
+    with pytest.raises(ValueError, match="at least one"):
+        plateau.best_epoch([])
 
 
 def test_the_learning_curve_is_recorded_and_leaves_the_weights_unchanged(task, monkeypatch):

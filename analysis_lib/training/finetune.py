@@ -87,8 +87,9 @@ class FinetuneConfig:
     until_plateau : bool, stop after the first epoch at which the validation accuracy has
         reached its plateau (:func:`~analysis_lib.training.plateau.plateaued`, on the number
         of validation examples); ``epochs`` (or ``max_steps``) is then the most it trains,
-        and the learning rate decays over that whole length, as early stopping does. A
-        regression task has no accuracy and trains its whole schedule.
+        and the learning rate decays over that whole length, as early stopping does. The
+        run keeps the weights of its best epoch (:func:`kept_epoch`; the record's
+        ``kept_epoch``). A regression task has no accuracy and trains its whole schedule.
     """
 
     batch_size: int = 16
@@ -274,7 +275,8 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
     (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history: the training loss and the validation scores after each epoch (the
     learning curve; evaluation draws no random numbers, so the weights are the same as
-    without it). ``on_step(step, loss)`` is called after every optimizer step."""
+    without it). A run that stops on its plateau ends with the weights of its best epoch.
+    ``on_step(step, loss)`` is called after every optimizer step."""
     dev = resolve(device)
     model.to(dev)
     if task.word_level:
@@ -301,21 +303,44 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                       if task.word_level else labels[rows])
             yield {"input_ids": input_ids, "attention_mask": mask, "labels": target}
 
+    early = config.until_plateau and not task.regression and len(task.validation) > 0
+    best: dict[str, Any] = {"score": -np.inf, "state": None}  # early stopping's best epoch
+
     def held_out() -> dict[str, float]:  # the learning curve: validation after each epoch
         found = evaluate(model, tokenizer, task, "validation", max_length=config.max_length,
                          batch_size=config.eval_batch_size)
+        if early and found["accuracy"] > best["score"]:  # the first of equal scores stays
+            best["score"] = found["accuracy"]
+            best["state"] = {k: v.detach().to("cpu", copy=True)
+                             for k, v in model.state_dict().items()}
         return {f"validation_{k}": v for k, v in found.items()}
 
     def on_plateau(history: list[dict[str, float]]) -> bool:
-        curve = [point.get("validation_accuracy", float("nan")) for point in history]
-        return plateau.plateaued(curve, len(task.validation))
+        return plateau.plateaued(curve_of(history), len(task.validation))
 
-    stop = on_plateau if config.until_plateau and not task.regression else None
-    return loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
-                    warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
-                    desc=f"fine-tune {task.name}", progress=progress, device=dev,
-                    on_step=on_step, on_epoch=held_out if len(task.validation) else None,
-                    stop=stop if len(task.validation) else None)
+    history = loop.run(model, epoch, total_steps=total, learning_rate=config.learning_rate,
+                       warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
+                       desc=f"fine-tune {task.name}", progress=progress, device=dev,
+                       on_step=on_step, on_epoch=held_out if len(task.validation) else None,
+                       stop=on_plateau if early else None)
+    if early and plateau.best_epoch(curve_of(history)) < len(history):
+        model.load_state_dict(best["state"])  # the weights of the best epoch
+    return history
+
+
+def curve_of(history: list[dict[str, float]]) -> list[float]:
+    """A run's learning curve: its validation accuracy after each epoch (NaN where the
+    epoch has none)."""
+    return [point.get("validation_accuracy", float("nan")) for point in history]
+
+
+def kept_epoch(config: FinetuneConfig, history: list[dict[str, float]]) -> int:
+    """The epoch whose weights a run keeps: its best (:func:`~analysis_lib.training.
+    plateau.best_epoch`) when it trained until its plateau, its last otherwise."""
+    curve = curve_of(history)
+    if config.until_plateau and np.isfinite(curve).any():
+        return plateau.best_epoch(curve)
+    return len(history)
 
 
 def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, split: Split, *,
@@ -449,9 +474,10 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
                             on_step=lambda step, loss: losses.append(loss))
             seconds = time.perf_counter() - start
         kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
-        # the last point of the learning curve was taken after the last step: the final
-        # validation scores (evaluation is deterministic)
-        validation = {k.removeprefix("validation_"): v for k, v in history[-1].items()
+        # the learning curve's point of the kept epoch was read from the kept weights: the
+        # final validation scores (evaluation is deterministic)
+        kept = kept_epoch(config, history)
+        validation = {k.removeprefix("validation_"): v for k, v in history[kept - 1].items()
                       if k.startswith("validation_")}
         metrics = {"validation": validation or evaluate(net, base.tokenizer, task,
                                                         "validation", **kw),
@@ -460,6 +486,7 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
               "task_level": "word" if task.word_level else "sentence",
               "task_fingerprint": task.fingerprint(), "label_names": task.label_names,
               "config": settings, "frozen_parameters": sorted(frozen), "history": history,
+              "kept_epoch": kept,
               "loss_curve": loop.loss_curve(losses),
               "metrics": metrics, "train_seconds": seconds,
               "train_examples": len(task.train), "device": where,

@@ -7,7 +7,9 @@ validation set can resolve: two standard errors of their best score (a binomial 
 ``sqrt(p (1 - p) / n)`` for an accuracy on ``n`` examples). A smaller rise is within what
 another draw of the same number of validation examples would move the score by, so more
 epochs are not shown to help. Scores that fell are on the plateau (or past it). Two epochs
-of patience, not one, so that one noisy dip does not end a run that is still learning.
+of patience, not one, so that one noisy dip does not end a run that is still learning. A run
+stopped there keeps the weights of its best epoch (:func:`best_epoch`), as early stopping
+does: the epochs after it are the patience, spent to show that no rise followed.
 ``n`` counts validation *examples*: for a tagging task, whose accuracy is over words, the
 words of one sentence are not independent, so its sentences are the sample.
 
@@ -60,3 +62,15 @@ def plateaued(scores: Sequence[float], n: int, patience: int = PATIENCE) -> bool
     if len(values) <= patience or not np.isfinite(values).all():
         return False
     return last_rise(values, patience) <= resolution(max(values[-patience:]), n)
+
+
+def best_epoch(scores: Sequence[float]) -> int:
+    """The epoch (counted from 1) of a learning curve's highest score, the first of equal
+    ones: the weights a run that stops on its plateau keeps. NaN scores are passed over; a
+    curve without a number gives its last epoch."""
+    values = np.asarray([float(s) for s in scores], dtype=float)
+    if not len(values):
+        raise ValueError("a learning curve needs at least one epoch's score")
+    if not np.isfinite(values).any():
+        return len(values)
+    return int(np.argmax(np.where(np.isfinite(values), values, -np.inf))) + 1
