@@ -178,6 +178,40 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert task.train.texts == first.task("tweets-sentiment").train.texts
 
 
+def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
+    """Model by model, task by task, seed by seed: :meth:`FinetuneGrid.runs` is the order
+    in which a grid is trained, cached runs are found, and :meth:`Runs.each` and
+    :meth:`Runs.groups` hand them to a study."""
+    grid = FinetuneGrid().only(models=["a", "b"], tasks=["t", "u"], seeds=[2, 0])
+    assert grid.pairs() == [("a", "t"), ("a", "u"), ("b", "t"), ("b", "u")]
+    assert grid.runs()[:3] == [("a", "t", 2), ("a", "t", 0), ("a", "u", 2)]
+    assert len(grid.runs()) == 8
+    trained = []
+
+    class Run:
+        from_cache = False
+        metrics = {"test": {"accuracy": 0.9, "macro_f1": 0.9, "majority_baseline": 0.5}}
+        record = {"train_seconds": 1.0}
+
+    monkeypatch.setattr(shared.zoo_training, "ensure", lambda models: None)
+    monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
+                        or Run())
+    runs = shared.run_grid(grid, progress=False)
+    assert trained == grid.runs()
+    assert list(zip(runs.frame.model, runs.frame.task, runs.frame.seed)) == grid.runs()
+    assert [r[:3] for r in runs.each()] == grid.runs()
+    assert [r[:3] for r in runs.each(models=["b"], tasks=["u"])] == [("b", "u", 2),
+                                                                       ("b", "u", 0)]
+    assert [(m, t, list(by_seed)) for m, t, by_seed in runs.groups()] == [
+        (m, t, [2, 0]) for m, t in grid.pairs()]
+    # the cache is read in the same order; a pair with too few seeds cached reads None
+    monkeypatch.setattr(FinetuneGrid, "cached", lambda self, m, t, s, **k:
+                        None if (m, t, s) == ("b", "u", 0) else Run())
+    found = shared.cached_grid(grid, min_seeds=1)
+    assert list(found.models) == grid.runs()[:-1]
+    assert shared.cached_grid(grid, min_seeds=2) is None
+
+
 def test_the_fine_tuning_grid_is_declared_once_and_checked_by_its_own_rules():
     """Every chapter that reads fine-tuned models declares the grid as one parameter with
     the ``grid`` rule, and a value is checked against the rules the grid declares."""

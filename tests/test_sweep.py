@@ -66,6 +66,10 @@ def test_spec_reads_yaml_and_refuses_tags_and_unknown_settings(tmp_path):
     ({"retries": -1}, "retries"),
     ({"measure_options": {"svcca": {}}}, "not in measures"),
     ({"finetune": {"epochs": 1}}, "tasks is empty"),
+    ({"tasks": ["tweets-sentiment"], "finetune": {"epochs": -1}}, "epochs"),
+    ({"tasks": ["tweets-sentiment"], "finetune": {"lr": 1}}, "unknown settings"),
+    ({"tasks": ["tweets-sentiment"], "finetune": {"seeds": [0, 1]}}, "top of the spec"),
+    ({"task_options": {"n_train": 600}}, "finetune: {n_train: 600"),
     ({"models": ["minilm"], "seeds": [0, 1]}, "one model variant"),
     ({"pairs": "within", "seeds": [0]}, "no pair"),
 ])
@@ -96,6 +100,44 @@ def test_plan_units_and_dependencies():
     assert len(finetunes) == 2
     extracts = [u for u in tasks if u.stage == "extract"]
     assert {u.deps[0] for u in extracts} == {u.key for u in finetunes}
+
+
+def test_a_sweeps_fine_tuning_runs_are_the_chapters_runs(monkeypatch, tmp_path):
+    """A sweep with tasks fine-tunes the book's grid: its runs, in the grid's order, each
+    trained as a chapter's :func:`run_grid` trains it (the same split, settings and model),
+    so the chapters find them in the cache."""
+    from analysis_lib.studies import shared
+
+    values = {"n_train": 40, "n_heldout": 20, "epochs": 3.0}
+    spec = sweep.load_spec({**GRID, "models": ["minilm", "random:bert"],
+                            "tasks": ["tweets-sentiment", "bbc-topic"], "finetune": values})
+    grid = shared.FinetuneGrid.of(values).only(models=("minilm", "random:bert"),
+                                               tasks=("tweets-sentiment", "bbc-topic"),
+                                               seeds=(0, 1))
+    units = [u for u in sweep.plan(spec) if u.stage == "finetune"]
+    assert [(u.axes["model"], u.axes["task"], u.axes["seed"]) for u in units] == grid.runs()
+    calls = []
+    monkeypatch.setattr(shared, "finetune", lambda model, task, config, **kw: calls.append(
+        (model, task.fingerprint(), config, kw.get("cache_dir"))) or FakeRun())
+    monkeypatch.setattr("analysis_lib.training.zoo.ensure", lambda *a, **k: None)
+    minilm = [u for u in units if u.axes["model"] == "minilm"]
+    for unit in minilm:
+        sweep_run._finetune(unit.params, [], str(tmp_path))
+    monkeypatch.setattr(shared.zoo_training, "ensure", lambda *a, **k: None)
+    shared.run_grid(grid.only(models=("minilm",)), progress=False)
+    n = len(minilm)
+    assert n == 4 and len(calls) == 2 * n
+    assert [call[:3] for call in calls[:n]] == [call[:3] for call in calls[n:]]
+    assert {call[3] for call in calls[:n]} == {str(tmp_path)}  # the sweep's cache folder
+    # a random: model's sweep seed also seeds its initialisation
+    bert = next(u for u in units if u.axes["model"] == "random:bert" and u.axes["seed"] == 1)
+    assert bert.params["load_options"]["seed"] == 1
+
+
+class FakeRun:
+    path, from_cache = "run", True
+    metrics = {"test": {"accuracy": 1.0, "macro_f1": 1.0, "majority_baseline": 0.5}}
+    record = {"train_seconds": 0.0}
 
 
 def test_same_grid_same_keys_and_a_changed_setting_changes_them():

@@ -335,19 +335,17 @@ def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_w
     ``model, task, seed, layer`` and the measures (word rows kept in ``storage``, as
     :func:`word_layers`)."""
     frames = []
-    for model in models:
-        base_model = load_model(model, model_options)
-        for task_name in tasks:
-            task = runs.task(task_name)
-            corpus = stimuli(task, n_stimuli)
-            rows = word_rows(corpus, n_words)
-            att = attention_stimuli(task, n_attention)
-            base = word_layers(base_model, corpus, rows, att, storage=storage)
-            for seed in runs.seeds(model, task_name):
-                tuned = word_layers(runs.get(model, task_name, seed).load(), corpus, rows, att,
-                                    storage=storage)
-                frame = layer_change(base, tuned)
-                frames.append(frame.assign(model=model, task=task_name, seed=seed))
+    for model, task_name, by_seed in runs.groups(models, tasks):
+        task = runs.task(task_name)
+        corpus = stimuli(task, n_stimuli)
+        rows = word_rows(corpus, n_words)
+        att = attention_stimuli(task, n_attention)
+        base = word_layers(load_model(model, model_options), corpus, rows, att,
+                           storage=storage)
+        for seed, result in by_seed.items():
+            tuned = word_layers(result.load(), corpus, rows, att, storage=storage)
+            frames.append(layer_change(base, tuned).assign(model=model, task=task_name,
+                                                           seed=seed))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -403,7 +401,7 @@ def longer_schedule(grid: FinetuneGrid, profile: str = "larger", *,
     views = {(model, task, "first"): view_matrices(runs, model, task,
                                                    stimuli(runs.task(task), n_stimuli),
                                                    "first", model_options=options)
-             for model in grid.models for task in grid.tasks}
+             for model, task in grid.pairs()}
     results = {"views": views, "untrained": training_problems(runs)}
     found = verdicts.judge(claims.answerable(claims.of_chapter("finetuning"), results),
                            results)

@@ -181,6 +181,36 @@ class FinetuneGrid:
         """The grid a profile's values name (its ``finetune`` and ``model_options``)."""
         return cls.of(profile.get("finetune"), profile.get("model_options"))
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (model, task) of the grid, model by model, then task by task."""
+        return list(itertools.product(self.models, self.tasks))
+
+    def runs(self) -> list[tuple[str, str, int]]:
+        """Every run of the grid, ``(model, task, seed)``: the seeds of each of
+        :meth:`pairs` in turn. The one walk of the grid: :func:`run_grid`,
+        :func:`cached_grid`, :meth:`Runs.each` and a sweep's fine-tuning units take it."""
+        return [(model, task, seed) for model, task in self.pairs() for seed in self.seeds]
+
+    def train(self, model: str, task: str, seed: int, *, progress: bool = True,
+              store: str = "full", cache_dir: str | None = None,
+              load_options: Mapping[str, Any] | None = None, **changes: Any) -> FineTuned:
+        """One run of the grid: ``model`` fine-tuned on the grid's split of ``task`` with
+        the grid's recipe and ``seed`` (read from the cache when it was trained before).
+
+        ``changes`` apply to the settings (freezing); ``load_options`` replace the model's
+        (:meth:`options`; a sweep varies a ``random:`` model's initialisation with them);
+        ``store`` is what the cache keeps (:func:`~analysis_lib.training.finetune.finetune`).
+        """
+        options = self.options(model) if load_options is None else dict(load_options)
+        return finetune(model, self.task(task), self.settings(seed, **changes),
+                        progress=progress, store=store, cache_dir=cache_dir, **options)
+
+    def cached(self, model: str, task: str, seed: int, **changes: Any) -> FineTuned | None:
+        """The run :meth:`train` would give, when the cache holds it; None otherwise
+        (nothing is trained)."""
+        return lookup(model, self.task(task), self.settings(seed, **changes),
+                      **self.options(model))
+
     def task(self, name: str) -> Task:
         """The book's split of task ``name`` at this grid's sizes (:func:`task_for`)."""
         return task_for(name, self.n_train, self.n_heldout)
@@ -211,6 +241,14 @@ class Runs:
     models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
     grid: FinetuneGrid = field(default_factory=FinetuneGrid)
 
+    @classmethod
+    def of(cls, found: Mapping[tuple[str, str, int], FineTuned], grid: FinetuneGrid) -> Runs:
+        """The runs ``found`` (by ``(model, task, seed)``) of ``grid``, in the grid's order."""
+        order = [run for run in grid.runs() if run in found]
+        return cls(pd.DataFrame([_run_row(*run, found[run]) for run in order],
+                                columns=RUN_COLUMNS),
+                   {run: found[run] for run in order}, grid)
+
     def get(self, model: str, task: str, seed: int) -> FineTuned:
         return self.models[(model, task, seed)]
 
@@ -221,20 +259,29 @@ class Runs:
     def seeds(self, model: str, task: str) -> list[int]:
         return sorted(s for m, t, s in self.models if m == model and t == task)
 
-    def each(self, models: Sequence[str], tasks: Sequence[str]
+    def each(self, models: Sequence[str] | None = None, tasks: Sequence[str] | None = None
              ) -> Iterator[tuple[str, str, int, FineTuned]]:
-        """``(model, task, seed, run)`` for every run of ``models`` on ``tasks``, model by
-        model, task by task, seed by seed."""
-        for model in models:
-            for task in tasks:
-                for seed in self.seeds(model, task):
-                    yield model, task, seed, self.get(model, task, seed)
+        """``(model, task, seed, run)`` for every run (of ``models`` on ``tasks`` when
+        given), in the grid's order (:meth:`FinetuneGrid.runs`, which :meth:`of` keeps)."""
+        for (model, task, seed), run in self.models.items():
+            if (models is None or model in models) and (tasks is None or task in tasks):
+                yield model, task, seed, run
+
+    def groups(self, models: Sequence[str] | None = None, tasks: Sequence[str] | None = None
+               ) -> Iterator[tuple[str, str, dict[int, FineTuned]]]:
+        """``(model, task, {seed: run})`` for each (model, task) of :meth:`each`: a study that
+        reads a base model or a split once for all the seeds of a pair walks these."""
+        found: dict[tuple[str, str], dict[int, FineTuned]] = {}
+        for model, task, seed, run in self.each(models, tasks):
+            found.setdefault((model, task), {})[seed] = run
+        for (model, task), by_seed in found.items():
+            yield model, task, by_seed
 
 
 def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
              **changes: Any) -> Runs:
     """Fine-tune every model of ``grid`` on every task with every seed (or load each from
-    the cache).
+    the cache), in the grid's order (:meth:`FinetuneGrid.runs`).
 
     ``changes`` apply to the settings (freezing); ``store`` is what the cache keeps of each
     run (:func:`~analysis_lib.training.finetune.finetune`).
@@ -242,15 +289,8 @@ def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
     if not grid.models or not grid.tasks or not grid.seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
     zoo_training.ensure(grid.models)
-    rows, found = [], {}
-    for task_name in grid.tasks:
-        task = grid.task(task_name)
-        for model, seed in itertools.product(grid.models, grid.seeds):
-            result = finetune(model, task, grid.settings(seed, **changes), progress=progress,
-                              store=store, **grid.options(model))
-            found[(model, task_name, seed)] = result
-            rows.append(_run_row(model, task_name, seed, result))
-    return Runs(pd.DataFrame(rows), found, grid)
+    return Runs.of({run: grid.train(*run, progress=progress, store=store, **changes)
+                    for run in grid.runs()}, grid)
 
 
 def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Runs | None:
@@ -263,27 +303,21 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
     """
     if min_seeds < 1:
         raise ValueError(f"min_seeds must be at least 1, got {min_seeds}")
-    rows, found = [], {}
-    seeds = grid.seeds
-    for task_name in grid.tasks:
-        task = grid.task(task_name)
-        for model in grid.models:
-            if model.startswith("zoo:") and not zoo.is_trained(model):
-                return None
-            here: dict[int, FineTuned] = {}
-            for k, seed in enumerate(seeds):
-                if len(here) + len(seeds) - k < min_seeds:
-                    return None  # too few seeds left to look up to reach min_seeds
-                result = lookup(model, task, grid.settings(seed, **changes),
-                                **grid.options(model))
-                if result is not None:
-                    here[seed] = result
-            if len(here) < min_seeds:
-                return None
-            for seed, result in here.items():
-                found[(model, task_name, seed)] = result
-                rows.append(_run_row(model, task_name, seed, result))
-    return Runs(pd.DataFrame(rows), found, grid)
+    if any(m.startswith("zoo:") and not zoo.is_trained(m) for m in grid.models):
+        return None
+    found: dict[tuple[str, str, int], FineTuned] = {}
+    for model, task in grid.pairs():
+        here = 0
+        for k, seed in enumerate(grid.seeds):
+            if here + len(grid.seeds) - k < min_seeds:
+                return None  # too few seeds left to look up to reach min_seeds
+            result = grid.cached(model, task, seed, **changes)
+            if result is not None:
+                found[(model, task, seed)] = result
+                here += 1
+        if here < min_seeds:
+            return None
+    return Runs.of(found, grid)
 
 
 def training_problems(runs: Runs) -> dict[str, str]:
@@ -299,6 +333,11 @@ def problems_of(results: Mapping[str, FineTuned]) -> dict[str, str]:
     """:func:`training_problems` of any fine-tuned runs, by the names given."""
     found = {name: training_problem(result.record) for name, result in results.items()}
     return {name: problem for name, problem in found.items() if problem}
+
+
+#: the columns of :attr:`Runs.frame`, one row per run
+RUN_COLUMNS = ("model", "task", "seed", "accuracy", "macro_f1", "majority", "train_seconds",
+               "from_cache")
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:
@@ -425,9 +464,8 @@ def rate_table(grid: FinetuneGrid, rates: Sequence[float] = RATES, *, seed: int 
     rows = []
     for rate in rates:
         for task_name in grid.tasks:
-            task, config = grid.task(task_name), grid.settings(seed, learning_rate=rate)
-            result = (finetune(model, task, config, progress=False, **grid.options(model))
-                      if train else lookup(model, task, config, **grid.options(model)))
+            result = (grid.train(model, task_name, seed, progress=False, learning_rate=rate)
+                      if train else grid.cached(model, task_name, seed, learning_rate=rate))
             metrics = result.metrics if result is not None else {}
             rows.append({"learning rate": rate, "task": task_name,
                          "validation": metrics.get("validation", {}).get("accuracy"),

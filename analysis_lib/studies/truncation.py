@@ -169,18 +169,15 @@ def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head:
     """:func:`layer_scores` of every fine-tuned model of the grid, with the full model's own
     score and the majority baseline, in one long table."""
     frames = []
-    for model in models:
-        base = load_model(model, model_options)
-        for task_name in tasks:
-            task = runs.task(task_name)
-            shared = first_token_features(base, task)
-            for seed in runs.seeds(model, task_name):
-                result = runs.get(model, task_name, seed)
-                frame = layer_scores(result, base, task, head=head, seed=seed,
-                                     base_features=shared)
-                frames.append(frame.assign(model=model, task=task_name, seed=seed,
-                                           full=result.metrics["test"]["accuracy"],
-                                           majority=task.majority_baseline("test")))
+    for model, task_name, by_seed in runs.groups(models, tasks):
+        base, task = load_model(model, model_options), runs.task(task_name)
+        shared = first_token_features(base, task)
+        for seed, result in by_seed.items():
+            frame = layer_scores(result, base, task, head=head, seed=seed,
+                                 base_features=shared)
+            frames.append(frame.assign(model=model, task=task_name, seed=seed,
+                                       full=result.metrics["test"]["accuracy"],
+                                       majority=task.majority_baseline("test")))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -109,16 +109,13 @@ def _threads(n: int) -> Iterator[None]:
 
 
 def _finetune(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[Any, bool]:
-    from ..data.tasks import load_task
+    from ..studies.shared import FinetuneGrid
     from ..training import zoo
-    from ..training.finetune import finetune, preset
 
-    settings = dict(params["finetune"])
-    config = preset(settings.pop("preset", "cpu"), seed=params["seed"], **settings)
-    task = load_task(params["task"], **params["task_options"])
     zoo.ensure([params["model"]], cache_dir=cache_dir)  # loading never trains
-    result = finetune(params["model"], task, config,
-                      cache_dir=cache_dir, progress=False, **params["load_options"])
+    result = FinetuneGrid.of(params["finetune"]).train(
+        params["model"], params["task"], params["seed"], progress=False, cache_dir=cache_dir,
+        load_options=params["load_options"])
     return {"path": str(result.path), "metrics": result.metrics}, not result.from_cache
 
 

@@ -9,8 +9,8 @@ A spec is a YAML file (or the same mapping in Python)::
     model_options: {layers: 4, hidden: 128}     # random: models only
     seeds: [0, 1, 2]          # initialisation seeds of random: models; fine-tuning seeds
     tasks: []                 # optional: fine-tune every model on each task first
-    finetune: {preset: cpu, epochs: 1}
-    task_options: {n_train: 600}
+    finetune: {epochs: 8, n_train: 600}   # the book's fine-tuning grid: the runs the
+                              # chapters read (analysis_lib.studies.shared.FinetuneGrid)
     measures: [linear_cka, svcca]
     measure_options: {svcca: {variance: 0.99}}
     kind: words               # words | first | last | mean (sentence vectors)
@@ -24,9 +24,10 @@ A spec is a YAML file (or the same mapping in Python)::
     max_units: 5000           # a larger grid is refused before it starts (raise on purpose)
 
 :func:`plan` turns it into units of work, each one of the library's cached steps:
-``finetune`` (model x task x seed), ``extract`` (one model variant on the corpus) and
-``measure`` (two variants x one measure: a layer x layer matrix), with the dependencies
-between them.
+``finetune`` (each run of the fine-tuning grid, :meth:`~analysis_lib.studies.shared.
+FinetuneGrid.runs`: the same runs, under the same cache keys, as a chapter's),
+``extract`` (one model variant on the corpus) and ``measure`` (two variants x one measure:
+a layer x layer matrix), with the dependencies between them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from ..data.tasks import TASKS
 from ..models.loading import check_name, random_options
 from ..runtime import checks
 from ..similarity.registry import canonical
+from ..studies.rules import ParameterError
+from ..studies.shared import FinetuneGrid
 
 PAIRS = ("all", "within", "across")
 KINDS = ("words", "first", "last", "mean")
@@ -62,7 +65,6 @@ class SweepSpec:
     seeds: list[int] = field(default_factory=lambda: [0])
     tasks: list[str] = field(default_factory=list)
     finetune: dict[str, Any] = field(default_factory=dict)
-    task_options: dict[str, Any] = field(default_factory=dict)
     extract_options: dict[str, Any] = field(default_factory=dict)
     measure_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     kind: str = "words"
@@ -97,6 +99,10 @@ def load_spec(source: str | Path | dict[str, Any]) -> SweepSpec:
         raw = read_yaml(path.read_text(encoding="utf-8"), source=where)
     if not isinstance(raw, dict):
         raise ValueError(f"{where} must be a mapping of settings, got {type(raw).__name__}")
+    if "task_options" in raw:
+        raise ValueError(f"{where}: task_options is no longer a setting: the training and "
+                         "held-out sizes are fine-tuning grid settings, e.g. finetune: "
+                         "{n_train: 600, n_heldout: 500}")
     known = {f.name for f in fields(SweepSpec)}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -143,6 +149,7 @@ def check_spec(spec: SweepSpec, where: str = "the sweep spec") -> SweepSpec:
     _check_names(spec, where)
     _check_numbers(spec, where)
     _check_settings(spec, where)
+    _check_finetune(spec, where)
     if len(variants(spec)) < 2:
         raise ValueError(f"{where}: the grid has one model variant; a comparison needs two "
                          "(add a model, a seed or a task)")
@@ -207,7 +214,7 @@ def _index(value) -> bool:
 
 def _check_settings(spec: SweepSpec, where: str) -> None:
     """The option mappings, the kind, the pairs and the fine-tuning settings."""
-    for name in ("model_options", "finetune", "task_options", "extract_options",
+    for name in ("model_options", "finetune", "extract_options",
                  "measure_options"):
         _mapping(getattr(spec, name), name, where)
     from ..extract import check_spec_options
@@ -227,9 +234,21 @@ def _check_settings(spec: SweepSpec, where: str) -> None:
         raise ValueError(f"{where}: pairs must be one of {PAIRS}, got {spec.pairs!r}")
     if not isinstance(spec.self_pairs, bool):
         raise ValueError(f"{where}: self_pairs must be true or false, got {spec.self_pairs!r}")
+
+
+def _check_finetune(spec: SweepSpec, where: str) -> None:
+    """The fine-tuning settings: the book's grid settings, checked by the grid's rules."""
     if spec.finetune and not spec.tasks:
         raise ValueError(f"{where}: finetune settings are given but tasks is empty; list the "
                          "tasks to fine-tune on, or drop the finetune settings")
+    placed = sorted({"models", "tasks", "seeds"} & set(spec.finetune))
+    if placed:
+        raise ValueError(f"{where}: finetune names {placed}; a sweep gives its models, tasks "
+                         "and seeds at the top of the spec")
+    try:
+        FinetuneGrid.of(spec.finetune)
+    except ParameterError as error:
+        raise ValueError(f"{where}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -260,14 +279,22 @@ class Variant:
         return "_".join(parts)
 
 
+def finetune_grid(spec: SweepSpec) -> FinetuneGrid:
+    """The spec's fine-tuning grid: its models, tasks and seeds with its ``finetune``
+    settings, the grid a chapter builds from the same values."""
+    return FinetuneGrid.of(spec.finetune).only(models=spec.models, tasks=spec.tasks,
+                                               seeds=spec.seeds)
+
+
 def variants(spec: SweepSpec) -> list[Variant]:
     """The grid's model variants. A seed varies a ``random:`` model's initialisation and a
-    fine-tuning run; a pretrained model without tasks has no seed and appears once."""
+    fine-tuning run; a pretrained model without tasks has no seed and appears once. With
+    tasks, the variants are the fine-tuning grid's runs, in its order."""
+    if spec.tasks:
+        return [Variant(model, seed, task) for model, task, seed in finetune_grid(spec).runs()]
     out = []
     for model in spec.models:
-        if spec.tasks:
-            out += [Variant(model, s, t) for t in spec.tasks for s in spec.seeds]
-        elif model.startswith("random:"):
+        if model.startswith("random:"):
             out += [Variant(model, s) for s in spec.seeds]
         else:
             out.append(Variant(model, None))
@@ -323,7 +350,7 @@ def plan(spec: SweepSpec) -> list[Unit]:
         axes = {"model": v.model, "seed": v.seed, "task": v.task}
         if v.task:
             ft = {"model": v.model, "task": v.task, "seed": v.seed, "load_options": options,
-                  "finetune": spec.finetune, "task_options": spec.task_options,
+                  "finetune": spec.finetune,
                   "threads": spec.threads_per_unit}
             ft_key = _unit_key("finetune", v.slug, ft)
             units.append(Unit(ft_key, "finetune", ft, (), axes))
