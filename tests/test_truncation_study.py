@@ -287,10 +287,40 @@ def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_p
     assert not fits
     expected = full[full.config == "UNTUNED"].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone[["config", "layer", "accuracy"]], expected)
-    assert (alone.full == result.metrics["test"]["accuracy"]).all()
+    # the full score is read the way every layer is: UNTUNED at the top layer
+    assert (alone.full == alone.accuracy.iloc[-1]).all()
     assert (alone.majority == task.majority_baseline("test")).all()
-    # at the top layer nothing is cut: UNTUNED is the model's own score
+    # at the top layer nothing is cut: UNTUNED is the model's own score (these inputs are
+    # tokenized alike as words and as raw text)
     assert alone.accuracy.iloc[-1] == pytest.approx(result.metrics["test"]["accuracy"])
+
+
+def test_score_grids_full_score_is_untuned_at_the_top_layer(monkeypatch):
+    """The full model's score beside a layer's is read on the same vectors (UNTUNED at the
+    top layer), not the model's ``predict`` on the raw text, which may tokenize a few
+    inputs differently: a planted run whose recorded accuracy differs shows which is read."""
+    from analysis_lib.studies import shared
+
+    class Run:
+        metrics = {"test": {"accuracy": 0.9}}
+
+    class Task:
+        def majority_baseline(self, part):
+            return 0.5
+
+    class Grid(shared.Runs):
+        def task(self, name):
+            return Task()
+
+    planted = pd.DataFrame({"config": ["UNTUNED", "TUNED"] * 3,
+                            "layer": [1, 1, 2, 2, 3, 3],
+                            "accuracy": [0.5, 0.6, 0.6, 0.7, 0.7, 0.8]})
+    monkeypatch.setattr(study, "load_model", lambda *a, **k: None)
+    monkeypatch.setattr(study, "first_token_features", lambda *a, **k: None)
+    monkeypatch.setattr(study, "layer_scores", lambda *a, **k: planted)
+    runs = Grid(pd.DataFrame(), {("m", "t", 0): Run(), ("m", "t", 1): Run()})
+    scores = study.score_grid(runs, ["m"], ["t"])
+    assert (scores.full == 0.7).all() and len(scores) == 12
 
 
 def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(task, tmp_path):

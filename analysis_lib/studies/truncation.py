@@ -148,18 +148,18 @@ def _untuned(result: ft.FineTuned, test: Sequence[np.ndarray], task: Task) -> li
 
 
 def untuned_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> pd.DataFrame:
-    """UNTUNED alone for every run of a grid, in :func:`score_grid`'s columns. It reads the
+    """UNTUNED alone for every run of a grid, in :func:`score_grid`'s columns (the full
+    score is UNTUNED at the top layer there too). It reads the
     test inputs only and fits nothing, so a grid of longer runs (another profile's, found
     with :func:`~analysis_lib.studies.shared.cached_grid`) is scored in seconds."""
     frames = []
     for model, task_name, seed, result in runs.each(models, tasks):
         task = runs.task(task_name)
         test = first_token_features(result.load(), task, ["test"])["test"]
+        untuned = _untuned(result, test, task)
         frames.append(pd.DataFrame({
-            "config": "UNTUNED", "layer": range(1, len(test)),
-            "accuracy": _untuned(result, test, task), "model": model,
-            "task": task_name, "seed": seed,
-            "full": result.metrics["test"]["accuracy"],
+            "config": "UNTUNED", "layer": range(1, len(test)), "accuracy": untuned,
+            "model": model, "task": task_name, "seed": seed, "full": untuned[-1],
             "majority": task.majority_baseline("test")}))
     return pd.concat(frames, ignore_index=True)
 
@@ -167,7 +167,13 @@ def untuned_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
 def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head: str = "model",
                model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """:func:`layer_scores` of every fine-tuned model of the grid, with the full model's own
-    score and the majority baseline, in one long table."""
+    score and the majority baseline, in one long table.
+
+    The full score (``full``) is UNTUNED at the top layer: the model's own head on its own
+    top layer, read from the same first-token vectors as every lower layer, so a layer's
+    cost never mixes two readings of the inputs (the model's ``predict`` reads the raw
+    text, the vectors the corpus's words; a few inputs, such as tweets with HTML entities,
+    are tokenized differently by the two)."""
     frames = []
     for model, task_name, by_seed in runs.groups(models, tasks):
         base, task = load_model(model, model_options), runs.task(task_name)
@@ -175,8 +181,9 @@ def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head:
         for seed, result in by_seed.items():
             frame = layer_scores(result, base, task, head=head, seed=seed,
                                  base_features=shared)
+            top = frame[(frame.config == "UNTUNED") & (frame.layer == frame.layer.max())]
             frames.append(frame.assign(model=model, task=task_name, seed=seed,
-                                       full=result.metrics["test"]["accuracy"],
+                                       full=float(top.accuracy.iloc[0]),
                                        majority=task.majority_baseline("test")))
     return pd.concat(frames, ignore_index=True)
 
