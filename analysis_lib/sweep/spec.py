@@ -213,7 +213,7 @@ def _index(value) -> bool:
 
 
 def _check_settings(spec: SweepSpec, where: str) -> None:
-    """The option mappings, the kind, the pairs and the fine-tuning settings."""
+    """The option mappings, the kind and the pairs."""
     for name in ("model_options", "finetune", "extract_options",
                  "measure_options"):
         _mapping(getattr(spec, name), name, where)
