@@ -16,11 +16,30 @@ from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, hea
 from tests.conftest import TINY
 
 
-def _findings(scores, link=None, truncated=None, full=None, skips=None, *, untrained=None):
-    """The truncation chapter's findings: its claims judged on these results."""
+def _views(blocks: bool, seeds: int = 3) -> dict:
+    """The CKA views the UNTUNED claim presupposes: the fine-tuned models' layers in two
+    blocks (bottom three, top three) over a pretrained model whose similarity decays
+    smoothly with distance, or the fine-tuned ones decaying the same way (no blocks)."""
+    n = 7
+    distance = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    decay = 1.0 - 0.1 * distance
+    half = np.arange(n) >= 4
+    planted = np.where(half[:, None] == half[None, :], 0.9, 0.3)
+    np.fill_diagonal(planted, 1.0)
+    rng = np.random.default_rng(0)
+    tuned = [(planted if blocks else decay) + rng.normal(0, 0.002, (n, n))
+             for _ in range(seeds)]
+    return {("m", "t", "first"): {"FT-FT": [(M + M.T) / 2 for M in tuned],
+                                  "ORIG-ORIG": [decay]}}
+
+
+def _findings(scores, link=None, truncated=None, full=None, skips=None, *, untrained=None,
+              views=None):
+    """The truncation chapter's findings: its claims judged on these results (the views
+    of a fine-tuned model with blocks of similar layers unless ``views`` says otherwise)."""
     return verdicts.judge(claims.of_chapter("truncation"), {
         "scores": scores, "link": link, "truncated": truncated, "full": full, "skips": skips,
-        "untrained": untrained})
+        "views": _views(True) if views is None else views, "untrained": untrained})
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +222,32 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
         (["opposite"], ["holds"])
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
     assert study.depth_change(deep.iloc[:0]).empty
+
+
+def test_the_untuned_claim_is_judged_only_where_its_block_structure_holds():
+    """Phang et al. explain why a head survives the loss of the top layers through the
+    fine-tuned model's blocks of similar layers; where this run shows no blocks, UNTUNED's
+    collapse does not contradict them: no verdict, and the reason gives both claims'
+    numbers. Where the blocks hold, the verdict stands."""
+    scores = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1)
+    with_blocks = _findings(scores, views=_views(True))
+    assert with_blocks.loc["phang-untuned", "verdict"] == "opposite"
+    judged = verdicts.judge([claims.get("phang-blocks")], {"views": _views(True),
+                                                           "untrained": None})
+    assert judged.loc["phang-blocks", "verdict"] == "holds"
+    without = _findings(scores, views=_views(False)).loc["phang-untuned"]
+    assert without["verdict"] == "not measured"
+    shows = without["what this run shows"]
+    assert "precondition" in shows and "phang-blocks" in shows
+    assert "would read opposite" in shows
+    assert with_blocks.loc["phang-untuned", "what this run shows"] in shows
+    # no views at all: the precondition cannot be checked, so no verdict either
+    assert _findings(scores, views={}).loc["phang-untuned", "verdict"] == "not measured"
+    # a result set without the views does not answer the claim (another profile's runs)
+    assert "phang-untuned" not in [c.id for c in claims.answerable(
+        claims.of_chapter("truncation"), {"scores": scores, "untrained": None})]
+    with pytest.raises(KeyError, match="no claim reads"):
+        verdicts.judge([claims.get("phang-tuned")], {"scores": scores, "views": {}})
 
 
 def test_findings_follow_planted_accuracies():

@@ -89,6 +89,10 @@ class Claim:
     #: the units' estimates are Fisher's z of a correlation, so the smallest effect (a
     #: correlation) is compared as its ``atanh``
     fisher_z: bool = field(default=False, kw_only=True)
+    #: the id of the claim this one presupposes (the paper explains this claim's effect
+    #: through it): where that claim does not hold on the same results, this one gets no
+    #: verdict, and says so with both claims' numbers
+    requires: str = field(default="", kw_only=True)
 
     @property
     def reads(self) -> tuple[str, ...]:

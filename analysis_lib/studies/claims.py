@@ -25,6 +25,10 @@ _CLAIMS = [claim for module in PAPER_MODULES for claim in module.CLAIMS]
 CLAIMS: Mapping[str, Claim] = MappingProxyType({c.id: c for c in _CLAIMS})
 if len(CLAIMS) != len(_CLAIMS):
     raise RuntimeError("two claims share an id")
+_ASSUMED = [(c.id, c.requires) for c in _CLAIMS if c.requires]
+if any(needed not in CLAIMS or CLAIMS[needed].requires for _, needed in _ASSUMED):
+    raise RuntimeError(f"a claim presupposes an unknown claim or one that presupposes "
+                       f"another: {_ASSUMED}")
 
 
 def get(claim_id: str) -> Claim:
@@ -57,4 +61,18 @@ def answerable(claims: Iterable[Claim], results: Mapping[str, Any]) -> list[Clai
     those that a partial run answers (another profile's runs read from the cache hold only
     some of a chapter's results). Pass them with the results to
     :func:`analysis_lib.studies.verdicts.judge`."""
-    return [c for c in claims if set(c.reads) <= set(results)]
+    return [c for c in claims if set(evidence_reads(c)) <= set(results)]
+
+
+def evidence_reads(claim: Claim) -> tuple[str, ...]:
+    """The results a claim's evidence reads, with those of the claim it presupposes
+    (:attr:`~analysis_lib.studies.claim.Claim.requires`)."""
+    required = evidence_reads(get(claim.requires)) if claim.requires else ()
+    return tuple(dict.fromkeys((*claim.reads, *required)))
+
+
+def results_read(claim: Claim) -> tuple[str, ...]:
+    """Every result a claim's verdict reads: :func:`evidence_reads` and the gates of the
+    claim and of the claim it presupposes."""
+    required = results_read(get(claim.requires)) if claim.requires else ()
+    return tuple(dict.fromkeys((*evidence_reads(claim), *claim.gates, *required)))

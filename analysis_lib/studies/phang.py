@@ -144,7 +144,7 @@ def full_minus(config: str, below: int) -> Callable[[pd.DataFrame], float]:
     paper_effect=("§4: RoBERTa on Yelp Polarity with its top 4 of 12 layers dropped, UNTUNED "
                   "95.5 against the full model's 96.1: a gap of 0.006"),
     paper_value=0.006,
-    chapter="truncation", gates=("untrained",))
+    chapter="truncation", gates=("untrained",), requires="phang-blocks")
 def untuned(scores: pd.DataFrame | None) -> list[Evidence]:
     """Per (model, task): the full model minus UNTUNED two layers below the top, per seed."""
     return per_seed(scores, full_minus("UNTUNED", 2), "full - UNTUNED")

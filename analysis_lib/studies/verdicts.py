@@ -58,7 +58,7 @@ from .claim import (
     Verdict,
     check_unit,
 )
-from .claims import get
+from .claims import get, results_read
 from .tables import table
 from .training_gate import describe
 
@@ -224,31 +224,54 @@ def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float =
     results its parameters name (one the chapter did not compute reads ``None``) and
     :func:`decide` draws the verdict, or the function says why there is none
     (:class:`~analysis_lib.studies.claim.NotMeasured`,
-    :class:`~analysis_lib.studies.claim.DidNotTrain`). A result that no claim reads is an
+    :class:`~analysis_lib.studies.claim.DidNotTrain`). A claim that presupposes another
+    (:attr:`~analysis_lib.studies.claim.Claim.requires`) keeps its verdict only where that
+    one holds on the same results (:func:`conditional`). A result that no claim reads is an
     error: a misspelt name would otherwise leave its claim "not measured"."""
-    known = {name for claim in claims for name in (*claim.reads, *claim.gates)}
+    known = {name for claim in claims for name in results_read(claim)}
     unknown = sorted(set(results) - known)
     if unknown:
         raise KeyError(f"no claim reads the results {unknown}; the claims read "
                        f"{sorted(known)} (check the names)")
     found = []
     for claim in claims:
-        if claim.evidence is None:
-            raise ValueError(f"claim {claim.id!r} names no evidence function, so no results "
-                             "can judge it")
-        problems = next((results[name] for name in claim.gates if results.get(name)), None)
-        if problems:
-            found.append(untrained(claim, problems))
-            continue
-        try:
-            units = claim.evidence(**{name: results.get(name) for name in claim.reads})
-        except DidNotTrain as stop:
-            found.append(untrained(claim, stop.problems))
-        except NotMeasured as stop:
-            found.append(not_measured(claim, str(stop)))
-        else:
-            found.append(decide(claim, units, alpha=alpha))
+        verdict = _judge_one(claim, results, alpha)
+        if claim.requires and verdict.outcome != NOT_MEASURED:
+            verdict = conditional(verdict, _judge_one(get(claim.requires), results, alpha))
+        found.append(verdict)
     return table(found)
+
+
+def _judge_one(claim: Claim, results: Mapping[str, Any], alpha: float) -> Verdict:
+    if claim.evidence is None:
+        raise ValueError(f"claim {claim.id!r} names no evidence function, so no results "
+                         "can judge it")
+    problems = next((results[name] for name in claim.gates if results.get(name)), None)
+    if problems:
+        return untrained(claim, problems)
+    try:
+        units = claim.evidence(**{name: results.get(name) for name in claim.reads})
+    except DidNotTrain as stop:
+        return untrained(claim, stop.problems)
+    except NotMeasured as stop:
+        return not_measured(claim, str(stop))
+    return decide(claim, units, alpha=alpha)
+
+
+def conditional(verdict: Verdict, precondition: Verdict) -> Verdict:
+    """``verdict`` where its claim's precondition (``precondition``, the verdict of the
+    claim it presupposes on the same results) holds; otherwise no verdict, with a reason
+    that gives both: what the precondition's claim reads, and what this claim's statistic
+    would have read. A paper that explains an effect through a structure makes no
+    prediction where the structure is absent, so neither "holds" nor "opposite" would test
+    it there."""
+    if precondition.outcome == "holds":
+        return verdict
+    pre = precondition.claim
+    return not_measured(verdict.claim, (
+        f"its precondition does not hold in this run: {pre.id} ({pre.claim}) reads "
+        f"{precondition.outcome}, {precondition.shown}; without it, this claim's statistic "
+        f"would read {verdict.outcome}, {verdict.shown}"))
 
 
 def _combine(outcomes: list[str]) -> str:
