@@ -24,10 +24,10 @@ A spec is a YAML file (or the same mapping in Python)::
     max_units: 5000           # a larger grid is refused before it starts (raise on purpose)
 
 :func:`plan` turns it into units of work, each one of the library's cached steps:
-``finetune`` (each run of the fine-tuning grid, :meth:`~analysis_lib.studies.shared.
-FinetuneGrid.runs`: the same runs, under the same cache keys, as a chapter's),
-``extract`` (one model variant on the corpus) and ``measure`` (two variants x one measure:
-a layer x layer matrix), with the dependencies between them.
+``finetune`` (each run of the fine-tuning grid,
+:meth:`~analysis_lib.studies.shared.FinetuneGrid.runs`: the same runs, under the same cache
+keys, as a chapter's), ``extract`` (one model variant on the corpus) and ``measure`` (two
+variants x one measure: a layer x layer matrix), with the dependencies between them.
 """
 
 from __future__ import annotations

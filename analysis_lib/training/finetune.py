@@ -335,8 +335,9 @@ def curve_of(history: list[dict[str, float]]) -> list[float]:
 
 
 def kept_epoch(config: FinetuneConfig, history: list[dict[str, float]]) -> int:
-    """The epoch whose weights a run keeps: its best (:func:`~analysis_lib.training.
-    plateau.best_epoch`) when it trained until its plateau, its last otherwise."""
+    """The epoch whose weights a run keeps: its best
+    (:func:`~analysis_lib.training.plateau.best_epoch`) when it trained until its plateau,
+    its last otherwise."""
     curve = curve_of(history)
     if config.until_plateau and np.isfinite(curve).any():
         return plateau.best_epoch(curve)
