@@ -298,7 +298,24 @@ def test_seed_findings_follow_planted_distances():
     # ridge as good as the INN leaves the claim short of "holds"; so does a map that only
     # matches no map at all
     inn_real = found.loc["ren-inn-real", "what this run shows"]
-    assert inn_real.startswith("ridge - inn") and "+0.200" in inn_real
+    assert inn_real.startswith("fine-tuning seeds, ridge - inn") and "+0.200" in inn_real
+    # Ren et al.'s Tables 4-5 read fine-tuned models of different pretraining seeds: their
+    # tables are a unit of their own beside the fine-tuning seeds', dropped (and said so)
+    # when one of those fine-tuned runs did not train
+    both = _ren(synthetic, methods, injected, pretraining_methods=methods,
+                pretraining_injected=injected_with(0.60))
+    shown = both.loc["ren-inn-real", "what this run shows"]
+    assert "fine-tuning seeds, ridge - inn" in shown and "pretraining seeds, ridge - inn" in shown
+    assert both.loc["ren-inn-real", "verdict"] == "holds"
+    assert "pretraining seeds, inn - ridge" in both.loc["ren-injection", "what this run shows"]
+    assert both.loc["ren-injection", "verdict"] == "mixed"  # no gain on the pretraining seeds
+    left = _ren(synthetic, methods, injected, pretraining_methods=methods,
+                pretraining_injected=injected_with(0.60),
+                untrained_pretraining={"zoo:mlm on t": "it did not learn"})
+    for claim_id in ("ren-inn-real", "ren-injection"):
+        shown = left.loc[claim_id, "what this run shows"]
+        assert "pretraining seeds," not in shown and "pretraining seeds left out" in shown
+        assert left.loc[claim_id, "verdict"] == "holds"
     close = _ren(synthetic, methods, injected_with(0.70))
     assert close.loc["ren-injection", "verdict"] == "mixed"  # beats identity, not ridge
     units = close.loc["ren-injection", "what this run shows"]
