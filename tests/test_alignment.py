@@ -174,7 +174,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
         assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
                                                     "needs 26 rows to fit, this split has 16")
     assert np.isfinite(table.loc["procrustes", "test"]) and table.loc["procrustes", "note"] == ""
-    assert ren.inn_real(long) == []
+    assert ren.inn_real(long, None, None) == []
     feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
                     "test": rng.standard_normal((10, 24)).astype(np.float32)}
              for name in ("a", "b")}
