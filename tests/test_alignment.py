@@ -189,7 +189,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
     assert injected[injected.method == "procrustes"].accuracy.notna().all()
-    assert ren.injection(injected) == []  # the proposed map (INN) is absent
+    assert ren.injection(injected, None, None) == []  # the proposed map (INN) is absent
 
 
 @pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
