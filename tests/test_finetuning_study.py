@@ -334,6 +334,19 @@ def test_freezing_claims_pair_the_runs_of_each_seed():
     assert found.loc["wu-freeze-order", "verdict"] == "inconclusive"
 
 
+def test_a_build_without_partly_frozen_runs_names_the_setting_that_trains_them():
+    """The default profile trains the unfrozen runs alone (freeze_ks empty): both freezing
+    claims read not measured, and the reason names freeze_ks and the profile that sets it."""
+    rng = np.random.default_rng(3)
+    unfrozen = _frozen(0.8, 0.8, 0.7)
+    unfrozen = unfrozen[unfrozen.frozen == "none"]
+    found = _findings(_change(0.05, rng), {}, unfrozen)
+    for claim in ("wu-freeze-order", "merchant-freeze-bottom"):
+        assert found.loc[claim, "verdict"] == "not measured"
+        reason = found.loc[claim, "what this run shows"]
+        assert "freeze_ks is empty" in reason and "larger profile" in reason
+
+
 def test_block_gain_charges_the_band_for_its_parameters():
     n = 7
     decay = 1 - 0.1 * np.abs(np.subtract.outer(np.arange(n), np.arange(n)))

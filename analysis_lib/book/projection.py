@@ -35,6 +35,7 @@ GROWS_WITH = {
     "measure suite": ("rows", "pairs"),
     "resampling": ("rows", "pairs", "resamples"),
     "alignment": ("rows",),
+    "probe": ("rows",),
 }
 
 

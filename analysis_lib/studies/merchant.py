@@ -206,7 +206,13 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
 def frozen_by_seed(frozen: pd.DataFrame | None) -> dict[tuple[str, int], dict[int, float]]:
     """The freezing runs' accuracy per (frozen, k) and fine-tuning seed; a run that failed
     the training gate stops the freezing claims (:class:`~.claim.DidNotTrain`), this
-    paper's and Wu et al.'s."""
+    paper's and Wu et al.'s, and so does a build with the unfrozen runs alone
+    (:class:`~.claim.NotMeasured`)."""
+    if frozen is not None and len(frozen) and not (frozen.k > 0).any():
+        raise NotMeasured("not measured: this build trained no partly frozen runs (its "
+                          "freeze_ks is empty, as in the default profile, whose 30-minute "
+                          "budget leaves them out); the larger profile trains them "
+                          "(freeze_ks [3])")
     if frozen is not None and "did_not_train" in frozen:
         failed = frozen[frozen.did_not_train != ""]
         if len(failed):
