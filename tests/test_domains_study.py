@@ -10,11 +10,12 @@ from analysis_lib.studies import claims, merchant, verdicts
 from analysis_lib.studies import domains as study
 
 
-def _findings(curves, sources, *, cross=None, same=None, probes=None, untrained=None):
+def _findings(curves, sources, *, cross=None, same=None, probes=None, structural=None,
+              untrained=None):
     """The domains chapter's findings: its claims judged on these results."""
     return verdicts.judge(claims.of_chapter("domains"), {
         "curves": curves, "sources": sources, "cross": cross, "same": same,
-        "probes": probes, "untrained": untrained})
+        "probes": probes, "structural": structural, "untrained": untrained})
 
 
 def layers_with_change(rng, n, noise, n_layers=3, d=16):
@@ -349,3 +350,81 @@ def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
         assert drawn.name == "tiny:pos" and drawn.fingerprint() == tagged.fingerprint()
     finally:
         shared._drawn_task.cache_clear()
+
+
+def test_tree_depths_count_arcs_to_each_sentence_root():
+    """Known answers: a chain, a star, two roots in one sentence (spaCy may split a corpus
+    sentence into two trees); rows out of order and cycles are refused."""
+    from analysis_lib.data import labels
+
+    frame = pd.DataFrame({
+        "sentence": [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2],
+        "position": [0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3],
+        # a chain 3 -> 2 -> 1 -> 0 (root); a star around 1; two trees rooted at 0 and 2
+        "head": [0, 0, 1, 2, 1, 1, 1, 0, 0, 2, 2],
+    })
+    assert labels.tree_depths(frame).tolist() == [0, 1, 2, 3, 1, 0, 1, 0, 1, 0, 1]
+    with pytest.raises(ValueError, match="whole sentences"):
+        labels.tree_depths(frame.iloc[[0, 2, 3]])
+    with pytest.raises(ValueError, match="cycle"):
+        labels.tree_depths(pd.DataFrame({"sentence": [0, 0, 0], "position": [0, 1, 2],
+                                         "head": [1, 2, 1]}))
+    with pytest.raises(ValueError, match="outside the sentence"):
+        labels.tree_depths(pd.DataFrame({"sentence": [0], "position": [0], "head": [3]}))
+
+
+def test_depth_probe_gradient_matches_finite_differences():
+    from scipy.optimize import check_grad
+
+    rng = np.random.default_rng(0)
+    Z, depth = rng.standard_normal((40, 6)), rng.integers(0, 5, 40).astype(float)
+    b = rng.standard_normal(3 * 6)
+    error = check_grad(lambda v: study.depth_loss(v, Z, depth, 3)[0],
+                       lambda v: study.depth_loss(v, Z, depth, 3)[1], b)
+    assert error < 1e-4 * np.linalg.norm(study.depth_loss(b, Z, depth, 3)[1])
+
+
+def _planted_depths(rng, n_sentences=200, per_sentence=10, d=24):
+    """Rows whose depth is the squared norm of a low-rank map of them (features of very
+    different scales), rounded as tree depths are."""
+    X = rng.standard_normal((n_sentences * per_sentence, d)) * rng.uniform(0.1, 20, d)
+    B = rng.standard_normal((3, d)) / X.std(axis=0) / 2
+    depth = np.round(np.sum((X @ B.T) ** 2, axis=1) * 2)
+    return X, depth, np.repeat(np.arange(n_sentences), per_sentence)
+
+
+def test_depth_probe_recovers_planted_depths_and_not_noise():
+    """Synthetic ground truth: a layer that encodes the depths as a squared norm gives a
+    held-out Spearman near one, a layer of noise one near zero; the embedding layer (a
+    perfect one here) is not read."""
+    rng = np.random.default_rng(1)
+    X, depth, sentence = _planted_depths(rng)
+    noise = rng.standard_normal(X.shape)
+    found = study.depth_probe([X, X, noise], depth, sentence, rank=8, seed=0)
+    assert found.layer.tolist() == [1, 2]
+    assert found.spearman[0] > 0.9 and abs(found.spearman[1]) < 0.15
+    assert (found.n_sentences == 40).all()  # 20% of 200 held out, all of them scored
+    again = study.depth_probe([X, X], depth, sentence, rank=8, seed=0)
+    assert again.spearman[0] == found.spearman[0]  # the same seed, the same number
+    with pytest.raises(ValueError, match="give one per word row"):
+        study.depth_probe([X, X[:5]], depth, sentence)
+    with pytest.raises(ValueError, match="smaller min_words"):
+        study.depth_probe([X, X], depth, sentence, min_words=11)
+
+
+def test_the_structural_claim_compares_best_layers_of_base_and_fine_tuned_probes():
+    def table(values):
+        return pd.DataFrame({"layer": np.arange(1, len(values) + 1), "spearman": values,
+                             "n_sentences": 40})
+
+    base = table([0.70, 0.80, 0.78])
+    kept = {s: table([0.71, 0.80 + 0.002 * s, 0.75]) for s in (0, 1, 2)}  # best moves less
+    lost = {s: table([0.60, 0.65 + 0.01 * s, 0.62]) for s in (0, 1, 2)}
+    curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
+                       ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
+    found = _findings(curves, CROSSED, structural={("m", "A"): (base, kept)})
+    assert found.loc["merchant-structural", "verdict"] == "holds"
+    assert "base 0.800 at layer 2" in found.loc["merchant-structural", "what this run shows"]
+    found = _findings(curves, CROSSED, structural={("m", "A"): (base, lost)})
+    assert found.loc["merchant-structural", "verdict"] == "opposite"
+    assert _findings(curves, CROSSED).loc["merchant-structural", "verdict"] == "not measured"

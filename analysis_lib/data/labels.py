@@ -103,3 +103,33 @@ def silver_task(task: Task, label_set: str = "pos") -> Task:
                 splits["test"], names,
                 meta={**task.meta, "silver": label_set,
                       "pipeline": f"{PIPELINE} {tagger().meta.get('version', '')}"})
+
+
+def tree_depths(labels: pd.DataFrame) -> np.ndarray:
+    """Each word's depth in its silver dependency tree: the number of arcs from the word up
+    to its root (a root, whose ``head`` is itself, has depth 0), what Hewitt and Manning's
+    (2019) depth probe predicts. ``labels`` are :func:`silver_labels`' rows of whole
+    sentences (``sentence``, ``position``, ``head``): take the depths of all words first and
+    then the rows you need, as a sentence's depths need all of its words."""
+    missing = {"sentence", "position", "head"} - set(labels)
+    if missing:
+        raise ValueError(f"the labels have no column {sorted(missing)}; give silver_labels' "
+                         "rows")
+    depth = np.zeros(len(labels), dtype=np.int64)
+    for sentence, rows in labels.groupby("sentence", sort=False).indices.items():
+        position = labels.position.to_numpy()[rows]
+        if not np.array_equal(position, np.arange(len(rows))):
+            raise ValueError(f"sentence {sentence} does not hold every word in order "
+                             "(positions 0, 1, ...): tree depths need whole sentences; "
+                             "select rows after computing them")
+        head = labels["head"].to_numpy()[rows]
+        if head.min() < 0 or head.max() >= len(rows):
+            raise ValueError(f"sentence {sentence} has a head outside the sentence")
+        for word in range(len(rows)):
+            steps, at = 0, word
+            while head[at] != at:
+                at, steps = head[at], steps + 1
+                if steps > len(rows):
+                    raise ValueError(f"sentence {sentence}: the heads form a cycle")
+            depth[rows[word]] = steps
+    return depth

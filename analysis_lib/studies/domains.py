@@ -339,6 +339,84 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
     return pd.DataFrame(rows)
 
 
+def depth_loss(b: np.ndarray, Z: np.ndarray, depth: np.ndarray, rank: int
+               ) -> tuple[float, np.ndarray]:
+    """The depth probe's loss and its gradient at ``b`` (the probe ``B``, ``rank`` x
+    ``d``, flattened): the mean over rows of ``(||B z||^2 - depth)^2``, as
+    :func:`scipy.optimize.minimize` takes them (``jac=True``)."""
+    B = b.reshape(rank, Z.shape[1])
+    P = Z @ B.T
+    residual = np.einsum("ij,ij->i", P, P) - depth
+    gradient = (4.0 / len(Z)) * (P * residual[:, None]).T @ Z
+    return float(np.mean(residual**2)), gradient.ravel()
+
+
+def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: int = 0,
+                    max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Hewitt and Manning's (2019) structural depth probe on the rows ``X``: a linear map
+    ``B`` (``rank`` x ``d``) whose squared norm ``||B x||^2`` predicts each word's tree
+    depth, fitted by least squares with L-BFGS (they minimise the absolute error; both
+    are fitted on the same function). Returns ``B`` on the features divided by their
+    standard deviation (no centring: the probe stays linear, as theirs) and that scale;
+    predict with ``||(x / scale) @ B.T||^2``."""
+    from scipy.optimize import minimize
+
+    X = np.asarray(X, dtype=np.float64)
+    depth = np.asarray(depth, dtype=np.float64)
+    scale = X.std(axis=0)
+    scale[scale == 0] = 1.0
+    Z = X / scale
+    rng = np.random.default_rng(seed)
+    start = rng.standard_normal((rank, Z.shape[1])) / np.sqrt(Z.shape[1])
+    typical = np.mean(np.einsum("ij,ij->i", Z @ start.T, Z @ start.T))
+    start *= np.sqrt(max(np.mean(depth), 1.0) / typical)  # start at the depths' size
+    found = minimize(depth_loss, start.ravel(), args=(Z, depth, rank), jac=True,
+                     method="L-BFGS-B", options={"maxiter": max_iter})
+    return found.x.reshape(rank, Z.shape[1]), scale
+
+
+@profiled("probe", lambda layers, *a, **k: f"depth, {len(layers) - 1} layers")
+def depth_probe(layers: Sequence[np.ndarray], depth: np.ndarray, sentence: np.ndarray, *,
+                seed: int = 0, rank: int = 32, held_out: float = 0.2, min_words: int = 5
+                ) -> pd.DataFrame:
+    """Per transformer layer: how well a structural depth probe
+    (:func:`depth_probe_fit`) fitted on the words of most sentences predicts the order of
+    the tree depths (:func:`~analysis_lib.data.labels.tree_depths`) of the words of the
+    others. ``spearman`` is the Spearman correlation of predicted and silver depths within
+    each held-out sentence with at least ``min_words`` rows and more than one depth, mean
+    over those sentences (Hewitt and Manning's "NSpr.", who average over sentence lengths 5
+    to 50); ``n_sentences`` counts them. The held-out sentences are
+    :func:`probe_accuracy`'s for the same ``seed`` and ``held_out``; the embedding layer is
+    left out, as there."""
+    from scipy.stats import spearmanr
+
+    sentence = np.asarray(sentence)
+    depth = np.asarray(depth, dtype=np.float64)
+    ids = np.unique(sentence)
+    n_test = max(1, int(round(held_out * len(ids))))
+    if len(ids) - n_test < 2:
+        raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
+    test = np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+    scored = [rows for rows in pd.Series(np.flatnonzero(test)).groupby(sentence[test])
+              .apply(np.asarray) if len(rows) >= min_words and np.ptp(depth[rows]) > 0]
+    if not scored:
+        raise ValueError(f"no held-out sentence has {min_words} or more word rows of more "
+                         "than one depth: give more rows per sentence or a smaller min_words")
+    rows = []
+    for layer, X in enumerate(layers[1:], start=1):
+        X = np.asarray(X, dtype=np.float64)
+        if len(X) != len(depth) or len(X) != len(sentence):
+            raise ValueError(f"layer {layer} has {len(X)} rows, the depths {len(depth)} and "
+                             f"the sentence index {len(sentence)}: give one per word row")
+        B, scale = depth_probe_fit(X[~test], depth[~test], rank=rank, seed=seed)
+        P = (X / scale) @ B.T
+        predicted = np.einsum("ij,ij->i", P, P)
+        rho = [spearmanr(predicted[r], depth[r]).statistic for r in scored]
+        rows.append({"layer": layer, "spearman": float(np.mean(rho)),
+                     "n_sentences": len(scored)})
+    return pd.DataFrame(rows)
+
+
 def probe_table(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                                      Mapping[int, pd.DataFrame]]]
                 ) -> pd.DataFrame:

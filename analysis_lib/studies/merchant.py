@@ -10,9 +10,10 @@ Three chapters test them, and the functions read their results by name:
   accuracy per fine-tuning seed) beside ``scores``, whose layers give the model's depth;
 * the domains chapter (:mod:`analysis_lib.studies.domains`): ``curves``
   (:func:`~analysis_lib.studies.domains.bootstrap_rsa` curves of every model, task and
-  domain), ``sources`` (task -> domain -> corpus) and ``probes`` (per (model, task),
+  domain), ``sources`` (task -> domain -> corpus), ``probes`` (per (model, task),
   :func:`~analysis_lib.studies.domains.probe_accuracy` of the base model and of each
-  fine-tuned seed).
+  fine-tuned seed) and ``structural`` (the same with
+  :func:`~analysis_lib.studies.domains.depth_probe`).
 
 Depth claims compare the first transformer layer with the top one (the embedding layer,
 shared by construction when it is frozen, is never the baseline), per seed; settings of
@@ -200,6 +201,40 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                              for name, drop in drops.mean().items())
         out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
                                         drops.mean(axis=1).tolist(), note))
+    return out
+
+
+@MERCHANT.claim("merchant-structural", "§4.1, Fig. 1",
+    "fine-tuning keeps the syntactic structure a structural probe finds",
+    "yes: the depth and distance probes' Spearman correlations stay stable after MNLI and "
+    "SQuAD fine-tuning, with small drops in the final layer; the parsing model's rise",
+    "per model and task: Spearman correlation of a structural depth probe's predicted and "
+    "silver tree depths (spaCy's parses of the in-domain words, held-out sentences) at the "
+    "base model's best transformer layer minus at the fine-tuned model's best, over seeds "
+    "(the embedding layer excluded)",
+    "at_most", 0.02,
+    "the paper calls the changes minimal and states no number; 0.02 is the smallest effect "
+    "of the book's other probes (merchant-no-forgetting), here on Spearman's scale",
+    control=("condition", "the pretrained model's own layers, on the same words, depths and "
+                          "probe"),
+    paper_effect=figure("Fig. 1"),
+    chapter="domains", gates=("untrained",))
+def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
+                                                          Mapping[int, pd.DataFrame]]] | None
+               ) -> list[Evidence]:
+    """Per (model, task): the base model's best-layer depth-probe Spearman correlation
+    minus each fine-tuned seed's (:func:`~analysis_lib.studies.domains.depth_probe`), one
+    value per seed; the note gives the best layers."""
+    out = []
+    for (model, task), (base, tuned) in (structural or {}).items():
+        best = base.spearman.max()
+        drops = [best - frame.spearman.max() for frame in tuned.values()]
+        layers = ", ".join(str(int(frame.layer[frame.spearman.idxmax()]))
+                           for frame in tuned.values())
+        note = (f"base {best:.3f} at layer {int(base.layer[base.spearman.idxmax()])}; "
+                f"fine-tuned seeds' best layers {layers}")
+        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
+                                        drops, note))
     return out
 
 
