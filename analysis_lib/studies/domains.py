@@ -343,29 +343,33 @@ def depth_loss(b: np.ndarray, Z: np.ndarray, depth: np.ndarray, rank: int
                ) -> tuple[float, np.ndarray]:
     """The depth probe's loss and its gradient at ``b`` (the probe ``B``, ``rank`` x
     ``d``, flattened): the mean over rows of ``(||B z||^2 - depth)^2``, as
-    :func:`scipy.optimize.minimize` takes them (``jac=True``)."""
-    B = b.reshape(rank, Z.shape[1])
+    :func:`scipy.optimize.minimize` takes them (``jac=True``), computed in ``Z``'s dtype
+    and returned in float64."""
+    B = b.reshape(rank, Z.shape[1]).astype(Z.dtype)
     P = Z @ B.T
     residual = np.einsum("ij,ij->i", P, P) - depth
     gradient = (4.0 / len(Z)) * (P * residual[:, None]).T @ Z
-    return float(np.mean(residual**2)), gradient.ravel()
+    return float(np.mean(residual.astype(np.float64) ** 2)), gradient.astype(np.float64).ravel()
 
 
 def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: int = 0,
-                    max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
+                    max_iter: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """Hewitt and Manning's (2019) structural depth probe on the rows ``X``: a linear map
     ``B`` (``rank`` x ``d``) whose squared norm ``||B x||^2`` predicts each word's tree
-    depth, fitted by least squares with L-BFGS (they minimise the absolute error; both
-    are fitted on the same function). Returns ``B`` on the features divided by their
-    standard deviation (no centring: the probe stays linear, as theirs) and that scale;
-    predict with ``||(x / scale) @ B.T||^2``."""
+    depth, fitted by least squares with L-BFGS (they minimise the absolute error of the
+    same function). Returns ``B`` on the features divided by their standard deviation (no
+    centring: the probe stays linear, as theirs) and that scale; predict with
+    ``||(x / scale) @ B.T||^2``. The scaled features are of order one and the fit runs in
+    float32, a third of float64's time; ``max_iter`` stops it early (on MiniLM's third
+    layer and 4,000 tweet words, the held-out correlation after 100 iterations, 0.499,
+    is that after 300, 0.501)."""
     from scipy.optimize import minimize
 
     X = np.asarray(X, dtype=np.float64)
     depth = np.asarray(depth, dtype=np.float64)
     scale = X.std(axis=0)
     scale[scale == 0] = 1.0
-    Z = X / scale
+    Z = (X / scale).astype(np.float32)
     rng = np.random.default_rng(seed)
     start = rng.standard_normal((rank, Z.shape[1])) / np.sqrt(Z.shape[1])
     typical = np.mean(np.einsum("ij,ij->i", Z @ start.T, Z @ start.T))
