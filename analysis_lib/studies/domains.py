@@ -305,7 +305,11 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
     ``1..L``. The words of a held-out share of the *sentences* are scored and the others fit
     (words of one sentence share its context). ``majority`` is the accuracy of the most
     frequent training label on the held-out words: the level a probe that reads nothing
-    reaches. One row per (layer, labels)."""
+    reaches. One row per (layer, labels).
+
+    The fit stops at a tolerance of 1e-3 (scikit-learn's default, 1e-4, takes three times
+    as long: on MiniLM's six layers and 5,000 tweet words, every accuracy moved by 0.006
+    or less, a few of the 963 held-out words)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
@@ -331,7 +335,7 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
         for name in label_sets:
             y = labels[name].to_numpy()
             values, counts = np.unique(y[~test], return_counts=True)
-            probe = LogisticRegression(C=C, max_iter=1000, random_state=seed)
+            probe = LogisticRegression(C=C, tol=1e-3, max_iter=1000, random_state=seed)
             probe.fit(Z[~test], y[~test])
             rows.append({"layer": layer, "labels": name,
                          "accuracy": float(np.mean(probe.predict(Z[test]) == y[test])),
