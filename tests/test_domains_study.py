@@ -427,4 +427,6 @@ def test_the_structural_claim_compares_best_layers_of_base_and_fine_tuned_probes
     assert "base 0.800 at layer 2" in found.loc["merchant-structural", "what this run shows"]
     found = _findings(curves, CROSSED, structural={("m", "A"): (base, lost)})
     assert found.loc["merchant-structural", "verdict"] == "opposite"
-    assert _findings(curves, CROSSED).loc["merchant-structural", "verdict"] == "not measured"
+    unrun = _findings(curves, CROSSED, structural={}).loc["merchant-structural"]
+    assert unrun["verdict"] == "not measured"  # structural_rank 0: the probe did not run
+    assert "structural_rank is 0" in unrun["what this run shows"]

@@ -225,8 +225,12 @@ def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
     """Per (model, task): the base model's best-layer depth-probe Spearman correlation
     minus each fine-tuned seed's (:func:`~analysis_lib.studies.domains.depth_probe`), one
     value per seed; the note gives the best layers."""
+    if not structural:
+        raise NotMeasured("not measured: this build ran no structural probe (its "
+                          "structural_rank is 0, as in the default profile, whose budget "
+                          "leaves it out); the larger profile runs it (structural_rank 32)")
     out = []
-    for (model, task), (base, tuned) in (structural or {}).items():
+    for (model, task), (base, tuned) in structural.items():
         best = base.spearman.max()
         drops = [best - frame.spearman.max() for frame in tuned.values()]
         layers = ", ".join(str(int(frame.layer[frame.spearman.idxmax()]))
