@@ -291,6 +291,17 @@ def study_frame(results: Mapping[tuple[str, str, str], pd.DataFrame]) -> pd.Data
                       for (m, t, d), frame in results.items()], ignore_index=True)
 
 
+def held_out_words(sentence: np.ndarray, held_out: float, seed: int) -> np.ndarray:
+    """The probes' split: which word rows belong to the held-out share ``held_out`` of the
+    sentences (``sentence``: each row's sentence), drawn with ``seed``; words of one
+    sentence share its context, so they are held out together."""
+    ids = np.unique(sentence)
+    n_test = max(1, int(round(held_out * len(ids))))
+    if len(ids) - n_test < 2:
+        raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
+    return np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+
+
 @profiled("probe", lambda layers, *a, **k: f"{len(layers) - 1} layers")
 def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: np.ndarray,
                    *, seed: int = 0, C: float = 0.1, held_out: float = 0.2,
@@ -315,11 +326,7 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
     from sklearn.preprocessing import StandardScaler
 
     sentence = np.asarray(sentence)
-    ids = np.unique(sentence)
-    n_test = max(1, int(round(held_out * len(ids))))
-    if len(ids) - n_test < 2:
-        raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
-    test = np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+    test = held_out_words(sentence, held_out, seed)
     missing = [name for name in label_sets if name not in labels]
     if missing:
         raise ValueError(f"the labels have no column {missing}; silver_labels gives "
@@ -401,11 +408,7 @@ def depth_probe(layers: Sequence[np.ndarray], depth: np.ndarray, sentence: np.nd
 
     sentence = np.asarray(sentence)
     depth = np.asarray(depth, dtype=np.float64)
-    ids = np.unique(sentence)
-    n_test = max(1, int(round(held_out * len(ids))))
-    if len(ids) - n_test < 2:
-        raise ValueError(f"{len(ids)} sentences are too few for a held-out probe")
-    test = np.isin(sentence, np.random.default_rng(seed).choice(ids, n_test, replace=False))
+    test = held_out_words(sentence, held_out, seed)
     scored = [rows for rows in pd.Series(np.flatnonzero(test)).groupby(sentence[test])
               .apply(np.asarray) if len(rows) >= min_words and np.ptp(depth[rows]) > 0]
     if not scored:
