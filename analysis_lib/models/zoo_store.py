@@ -30,8 +30,9 @@ OBJECTIVES = ("clm", "mlm")
 DATA = ("both", "tweets", "bbc")
 #: every HELD_OUT_EVERY-th sentence of each source is held out of training
 HELD_OUT_EVERY = 50
-#: a model has learned when held-out perplexity <= unigram perplexity * LEARNED_RATIO
-LEARNED_RATIO = 0.75
+#: a model has learned when held-out perplexity <= unigram perplexity * LEARNED_RATIO (the
+#: zoo's target: its masked models reach 0.51-0.53, its causal ones about 0.15)
+LEARNED_RATIO = 0.6
 
 
 @dataclass(frozen=True)
