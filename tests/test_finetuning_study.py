@@ -569,3 +569,61 @@ def test_restarts_compare_two_seeds_top_layers_with_their_distance_to_the_base()
     two = {("m", "t1", "first"): {"FT-ORIG": two["FT-ORIG"][:2],
                                   "FT[1]-FT[2]": two["FT[1]-FT[2]"][:1]}}
     assert _findings(None, two).loc["phang-restarts", "verdict"] == "inconclusive"
+
+
+def _backward(saved, k=2, batches=4, full=2.0, frozen=1.0):
+    """A planted backward_cost frame: ``saved`` per batch (a scalar is the same for all)."""
+    return pd.DataFrame({"k": k, "batch": range(batches), "examples": 16,
+                         "flops_full": 1e9, "flops_frozen": 1e9 * (1 - np.asarray(saved)),
+                         "seconds_full": full, "seconds_frozen": frozen,
+                         "saved": np.broadcast_to(saved, batches)})
+
+
+def test_backward_cost_skips_the_frozen_layers_backward_pass(tmp_path, monkeypatch):
+    """Freezing the bottom k of n layers (and the embeddings) saves at least k/n of the
+    backward pass's operations (those layers need no backward pass) and less than (k+1)/n
+    (every trained layer still needs its own); the count is the same run to run."""
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
+    opts = {"layers": 4, "hidden": 64, "heads": 2, "vocab_size": 2000}
+    grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
+                            "seeds": [0, 1], "n_train": 64, "n_heldout": 50}, opts)
+    cost = study.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
+    assert len(cost) == 8 and (cost.seconds_full > 0).all()
+    for k, group in cost[cost.k < 4].groupby("k"):
+        assert (k / 4 <= group.saved).all() and (group.saved < (k + 1) / 4).all(), k
+    assert cost.groupby("k").saved.mean().is_monotonic_increasing
+    assert cost.saved.max() > 0.95  # all four frozen: only the head and pooler train
+    again = study.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
+    assert again.flops_frozen.tolist() == cost.flops_frozen.tolist()
+    assert study.backward_cost(grid, n_batches=1, repeats=1).k.tolist() == [2]
+    with pytest.raises(ValueError, match="each 1..4"):
+        study.backward_cost(grid, [0, 5])
+
+
+def test_freezing_saves_only_where_freezing_costs_little_accuracy():
+    """wu-freeze-saves reads the backward count; it keeps its verdict only where freezing
+    the bottom layers costs little accuracy (merchant-freeze-bottom holds), and reads not
+    measured with the default profile's reason where no frozen pass was measured."""
+    rng = np.random.default_rng(5)
+    change = _change(0.05, rng)
+
+    def judge(frozen, backward):
+        return verdicts.judge(claims.of_chapter("finetuning"), {
+            "change": change, "views": {}, "frozen": frozen, "backward": backward})
+
+    cheap = _frozen(0.80, 0.80, 0.70, spread=0.002)
+    found = judge(cheap, _backward([0.52, 0.53, 0.52, 0.51]))
+    assert found.loc["merchant-freeze-bottom", "verdict"] == "holds"
+    assert found.loc["wu-freeze-saves", "verdict"] == "holds"
+    assert "wall time saved on the machine that ran it: 50%" in \
+        found.loc["wu-freeze-saves", "what this run shows"]
+    # a saving reliably below a tenth of the backward pass is no saving worth the name
+    assert judge(cheap, _backward([0.04, 0.05, 0.05, 0.06])).loc[
+        "wu-freeze-saves", "verdict"] == "equivalent"
+    costly = judge(_frozen(0.80, 0.70, 0.60, spread=0.002), _backward(0.52))
+    assert costly.loc["wu-freeze-saves", "verdict"] == "not measured"
+    assert "precondition does not hold" in costly.loc["wu-freeze-saves",
+                                                      "what this run shows"]
+    none = judge(cheap[cheap.frozen == "none"], None).loc["wu-freeze-saves"]
+    assert none["verdict"] == "not measured" and "freeze_ks is empty" in \
+        none["what this run shows"]

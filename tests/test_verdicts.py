@@ -487,7 +487,8 @@ def test_the_plateau_rule_reads_the_resolution_of_the_validation_set():
 
 def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():
     """The fine-tuning chapter's grid claims read the grid's runs (gated by ``untrained``);
-    its freezing claims read their own runs, which the gate leaves alone."""
+    its freezing claims read their own runs, which the gate leaves alone (the backward pass's
+    cost trains nothing)."""
     chapter = claims.of_chapter("finetuning")
     found = verdicts.judge(chapter, {"untrained": {"m, t, seed 1": "loss flat"}})
     for claim in chapter:
@@ -495,7 +496,7 @@ def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():
         assert found.loc[claim.id, "verdict"] == "not measured"
         assert ("m, t, seed 1: loss flat" in shown) == ("untrained" in claim.gates), claim.id
     assert {c.id for c in chapter if not c.gates} == {"merchant-freeze-bottom",
-                                                     "wu-freeze-order"}
+                                                     "wu-freeze-order", "wu-freeze-saves"}
     trained = verdicts.judge(chapter, {"untrained": {}})  # every run trained: no stop
     assert not trained["what this run shows"].str.contains("did not train").any()
 

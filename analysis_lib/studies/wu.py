@@ -687,6 +687,40 @@ def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
             if ("bottom", k) in by_seed and ("top", k) in by_seed]
 
 
+@WU.claim("wu-freeze-saves", "App. D",
+    "freezing the bottom layers saves backpropagation at comparable accuracy",
+    "yes: with the bottom six of twelve layers frozen, more than half of backpropagation is "
+    "saved, at accuracy within a point of full fine-tuning",
+    "share of the backward pass's operations (matrix products and attention) that freezing "
+    "the bottom k transformer layers and the embeddings saves, per k, over training batches "
+    "of the first task (mean over batches); judged only where freezing the bottom k costs "
+    "little accuracy (merchant-freeze-bottom holds)",
+    "greater", 0.1,
+    "a tenth of the backward pass: a smaller saving would not repay the risk to accuracy "
+    "that freezing takes",
+    control=("condition", "the unfrozen model's backward pass on the same batches"),
+    paper_effect=("App. D: more than 50% of backpropagation saved with the bottom six of "
+                  "BERT's twelve layers frozen (a count; no time reported)"),
+    paper_value=0.5,
+    chapter="finetuning", requires="merchant-freeze-bottom")
+def freeze_saves(backward: pd.DataFrame | None) -> list[Evidence]:
+    """Per k, the share of the backward operations saved, one value per batch
+    (:func:`~analysis_lib.studies.finetuning.backward_cost`); the note gives the backward
+    pass's wall time saved on the machine that ran it."""
+    if backward is None or not len(backward):
+        raise NotMeasured("not measured: this build timed no backward pass with frozen layers "
+                          "(it is measured beside the partly frozen runs, and freeze_ks is "
+                          "empty, as in the default profile, whose 30-minute budget leaves "
+                          "them out); the larger profile measures it (freeze_ks [3])")
+    out = []
+    for k, group in backward.groupby("k"):
+        seconds = 1 - group.seconds_frozen.sum() / group.seconds_full.sum()
+        out.append(Evidence.from_values(
+            f"bottom {k} frozen, share of backward operations saved", group.saved,
+            note=f"backward wall time saved on the machine that ran it: {seconds:.0%}"))
+    return out
+
+
 def _bottom_minus_top(frame: pd.DataFrame, top: int) -> pd.Series:
     """Linear CKA at the first transformer layer minus at layer ``top``, per seed."""
     wide = frame.pivot_table(index="seed", columns="layer", values="linear_cka")
