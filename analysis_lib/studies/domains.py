@@ -429,6 +429,88 @@ def depth_probe(layers: Sequence[np.ndarray], depth: np.ndarray, sentence: np.nd
     return pd.DataFrame(rows)
 
 
+@profiled("probe", lambda layers, *a, **k: f"distance, {len(layers) - 1} layers")
+def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, sentence: np.ndarray,
+                   *, seed: int = 0, rank: int = 32, held_out: float = 0.2,
+                   min_words: int = 5, max_pairs: int = 8000) -> pd.DataFrame:
+    """Per transformer layer: Hewitt and Manning's (2019) distance probe, a linear map ``B``
+    under which the squared distance of two words' vectors, ``||B (x_i - x_j)||^2``,
+    predicts their distance in the tree (``distances``:
+    :func:`~analysis_lib.data.labels.tree_distances` of the word rows). It is
+    :func:`depth_probe_fit` on the differences of at most ``max_pairs`` pairs of words of
+    the training sentences (drawn with ``seed``). ``spearman``: within each held-out
+    sentence with at least ``min_words`` rows, each word's Spearman correlation between its
+    predicted and silver distances to the sentence's other words, mean over its words and
+    then over the sentences (their "DSpr."); ``n_sentences`` counts them. The held-out
+    sentences are :func:`depth_probe`'s; the embedding layer is left out, as there."""
+    from scipy.stats import spearmanr
+
+    sentence = np.asarray(sentence)
+    test = held_out_words(sentence, held_out, seed)
+    first, second, gold = (distances[c].to_numpy() for c in ("first", "second", "distance"))
+    if len(first) and (first.max() >= len(sentence) or
+                       (sentence[first] != sentence[second]).any()):
+        raise ValueError("every pair of distances must be two word rows of one sentence: "
+                         "give labels.tree_distances of the same rows as the layers")
+    train = np.flatnonzero(~test[first])
+    if len(train) > max_pairs:
+        train = np.sort(np.random.default_rng(seed).choice(train, max_pairs, replace=False))
+    scored = _sentence_distances(first, second, gold, test, sentence, min_words)
+    if not train.size or not scored:
+        raise ValueError(f"too few pairs: the probe needs pairs of words in the training "
+                         f"sentences and held-out sentences with {min_words} or more word rows")
+    rows = []
+    for layer, X in enumerate(layers[1:], start=1):
+        X = np.asarray(X, dtype=np.float64)
+        if len(X) != len(sentence):
+            raise ValueError(f"layer {layer} has {len(X)} rows and the sentence index "
+                             f"{len(sentence)}: give one per word row")
+        B, scale = depth_probe_fit(X[first[train]] - X[second[train]], gold[train],
+                                   rank=rank, seed=seed)
+        per_sentence = []
+        for members, silver in scored:
+            P = (X[members] / scale) @ B.T
+            norms = np.einsum("ij,ij->i", P, P)
+            predicted = norms[:, None] + norms[None, :] - 2 * P @ P.T
+            others = ~np.eye(len(members), dtype=bool)
+            rho = [spearmanr(predicted[w][others[w]], silver[w][others[w]]).statistic
+                   for w in range(len(members)) if np.ptp(silver[w][others[w]]) > 0]
+            per_sentence.append(np.mean(rho))
+        rows.append({"layer": layer, "spearman": float(np.mean(per_sentence)),
+                     "n_sentences": len(scored)})
+    return pd.DataFrame(rows)
+
+
+def _sentence_distances(first: np.ndarray, second: np.ndarray, gold: np.ndarray,
+                        test: np.ndarray, sentence: np.ndarray, min_words: int
+                        ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per held-out sentence with at least ``min_words`` word rows among the pairs: its rows
+    and the square matrix of their silver distances."""
+    out = []
+    held = np.flatnonzero(test[first])
+    for pairs in pd.Series(held).groupby(sentence[first[held]]).apply(np.asarray):
+        members = np.unique(np.concatenate([first[pairs], second[pairs]]))
+        if len(members) < min_words:
+            continue
+        silver = np.zeros((len(members), len(members)))
+        a, b = np.searchsorted(members, first[pairs]), np.searchsorted(members, second[pairs])
+        silver[a, b] = silver[b, a] = gold[pairs]
+        out.append((members, silver))
+    return out
+
+
+def structural_probes(layers: Sequence[np.ndarray], depth: np.ndarray,
+                      distances: pd.DataFrame, sentence: np.ndarray, *, seed: int = 0,
+                      rank: int = 32) -> pd.DataFrame:
+    """Both of Hewitt and Manning's structural probes of the word rows ``layers``, as
+    Merchant et al. §4.1 run them: :func:`depth_probe` and :func:`distance_probe`, one row
+    per (probe, layer)."""
+    return pd.concat([
+        depth_probe(layers, depth, sentence, seed=seed, rank=rank).assign(probe="depth"),
+        distance_probe(layers, distances, sentence, seed=seed, rank=rank)
+        .assign(probe="distance")], ignore_index=True)
+
+
 def probe_table(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                                      Mapping[int, pd.DataFrame]]]
                 ) -> pd.DataFrame:

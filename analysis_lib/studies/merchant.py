@@ -208,10 +208,10 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
     "fine-tuning keeps the syntactic structure a structural probe finds",
     "yes: the depth and distance probes' Spearman correlations stay stable after MNLI and "
     "SQuAD fine-tuning, with small drops in the final layer; the parsing model's rise",
-    "per model and task: Spearman correlation of a structural depth probe's predicted and "
-    "silver tree depths (spaCy's parses of the in-domain words, held-out sentences) at the "
-    "base model's best transformer layer minus at the fine-tuned model's best, over seeds "
-    "(the embedding layer excluded)",
+    "per model, task and probe (depth and distance): Spearman correlation of the structural "
+    "probe's predicted and silver tree depths or distances (spaCy's parses of the in-domain "
+    "words, held-out sentences) at the base model's best transformer layer minus at the "
+    "fine-tuned model's best, over seeds (the embedding layer excluded)",
     "at_most", 0.02,
     "the paper calls the changes minimal and states no number; 0.02 is the smallest effect "
     "of the book's other probes (merchant-no-forgetting), here on Spearman's scale",
@@ -222,24 +222,36 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
 def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                                           Mapping[int, pd.DataFrame]]] | None
                ) -> list[Evidence]:
-    """Per (model, task): the base model's best-layer depth-probe Spearman correlation
-    minus each fine-tuned seed's (:func:`~analysis_lib.studies.domains.depth_probe`), one
-    value per seed; the note gives the best layers."""
+    """Per (model, task) and probe: the base model's best-layer Spearman correlation minus
+    each fine-tuned seed's (:func:`~analysis_lib.studies.domains.structural_probes`: a
+    ``probe`` column, ``"depth"`` or ``"distance"``; a table without it is the depth
+    probe's), one value per seed; the note gives the best layers."""
     if not structural:
         raise NotMeasured("not measured: this build ran no structural probe (its "
                           "structural_rank is 0, as in the default profile, whose budget "
                           "leaves it out); the larger profile runs it (structural_rank 32)")
     out = []
-    for (model, task), (base, tuned) in structural.items():
-        best = base.spearman.max()
-        drops = [best - frame.spearman.max() for frame in tuned.values()]
-        layers = ", ".join(str(int(frame.layer[frame.spearman.idxmax()]))
-                           for frame in tuned.values())
-        note = (f"base {best:.3f} at layer {int(base.layer[base.spearman.idxmax()])}; "
-                f"fine-tuned seeds' best layers {layers}")
-        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
-                                        drops, note))
+    for (model, task), (base_all, tuned_all) in structural.items():
+        for probe, base in _by_probe(base_all):
+            tuned = [dict(_by_probe(frame))[probe] for frame in tuned_all.values()]
+            best = base.spearman.max()
+            drops = [best - frame.spearman.max() for frame in tuned]
+            layers = ", ".join(str(int(frame.layer[frame.spearman.idxmax()]))
+                               for frame in tuned)
+            note = (f"base {best:.3f} at layer {int(base.layer[base.spearman.idxmax()])}; "
+                    f"fine-tuned seeds' best layers {layers}")
+            out.append(Evidence.from_values(
+                f"{model}, {task}, {probe} probe, best layer (base - tuned)", drops, note))
     return out
+
+
+def _by_probe(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """A structural probe table's rows per probe (a table without ``probe``: the depth
+    probe's)."""
+    if "probe" not in frame:
+        return [("depth", frame)]
+    return [(probe, rows.reset_index(drop=True))
+            for probe, rows in frame.groupby("probe", sort=True)]
 
 
 def frozen_by_seed(frozen: pd.DataFrame | None) -> dict[tuple[str, int], dict[int, float]]:
