@@ -474,6 +474,10 @@ def test_distance_probe_recovers_planted_distances_and_not_noise():
     assert (found.n_sentences == 24).all()
     again = study.distance_probe([X, X], distances, sentence, rank=6, seed=0)
     assert again.spearman[0] == found.spearman[0]
+    # pairs with no path (the two trees of a split sentence) are missing, not distance 0
+    gaps = study.distance_probe([X, X], distances.drop(index=distances.index[::7]),
+                                sentence, rank=6, seed=0)
+    assert gaps.spearman[0] > 0.9
     across = distances.head(5).assign(second=distances.second.head(5) + 8)
     with pytest.raises(ValueError, match="two word rows of one sentence"):
         study.distance_probe([X, X], across, sentence)

@@ -171,4 +171,3 @@ def tree_distances(labels: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"first": np.asarray(first, dtype=np.int64),
                          "second": np.asarray(second, dtype=np.int64),
                          "distance": np.asarray(distance, dtype=np.int64)})
-

@@ -4,9 +4,8 @@ Wu et al. compare models that differ in architecture, objective, data and size a
 finding can be pinned on one factor; Ren et al. need models that differ only by their seed.
 The zoo's models all descend from one base configuration (:data:`BASE`: a 4-layer, 64-wide
 BERT-architecture model with a 4,000-token WordPiece vocabulary, trained as a causal language
-model on tweets and BBC sentences for 1,600 steps of 8 blocks, seed 0) and each changes exactly
-one setting
-of it:
+model on tweets and BBC sentences for 1,600 steps of 8 blocks, seed 0) and each changes
+exactly one setting of it:
 
 =================  =========================================================================
 factor             models

@@ -472,12 +472,13 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
             P = (X[members] / scale) @ B.T
             norms = np.einsum("ij,ij->i", P, P)
             predicted = norms[:, None] + norms[None, :] - 2 * P @ P.T
-            others = ~np.eye(len(members), dtype=bool)
-            rho = [spearmanr(predicted[w][others[w]], silver[w][others[w]]).statistic
-                   for w in range(len(members)) if np.ptp(silver[w][others[w]]) > 0]
-            per_sentence.append(np.mean(rho))
+            rho = [spearmanr(predicted[w][known], silver[w][known]).statistic
+                   for w, known in enumerate(np.isfinite(silver))
+                   if np.ptp(silver[w][known]) > 0]
+            if rho:
+                per_sentence.append(np.mean(rho))
         rows.append({"layer": layer, "spearman": float(np.mean(per_sentence)),
-                     "n_sentences": len(scored)})
+                     "n_sentences": len(per_sentence)})
     return pd.DataFrame(rows)
 
 
@@ -485,14 +486,15 @@ def _sentence_distances(first: np.ndarray, second: np.ndarray, gold: np.ndarray,
                         test: np.ndarray, sentence: np.ndarray, min_words: int
                         ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per held-out sentence with at least ``min_words`` word rows among the pairs: its rows
-    and the square matrix of their silver distances."""
+    and the square matrix of their silver distances (NaN on the diagonal and between two
+    words with no path, in the two trees of a split sentence)."""
     out = []
     held = np.flatnonzero(test[first])
     for pairs in pd.Series(held).groupby(sentence[first[held]]).apply(np.asarray):
         members = np.unique(np.concatenate([first[pairs], second[pairs]]))
         if len(members) < min_words:
             continue
-        silver = np.zeros((len(members), len(members)))
+        silver = np.full((len(members), len(members)), np.nan)
         a, b = np.searchsorted(members, first[pairs]), np.searchsorted(members, second[pairs])
         silver[a, b] = silver[b, a] = gold[pairs]
         out.append((members, silver))
