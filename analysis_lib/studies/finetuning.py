@@ -229,7 +229,7 @@ def backward_cost(grid: FinetuneGrid, ks: Sequence[int] | None = None, *,
     if not ks or not all(1 <= k <= n for k in ks):
         raise ValueError(f"ks must name layers to freeze, each 1..{n} (the model has {n} "
                          f"transformer layers), got {ks}")
-    frozen = {0: set()} | {k: frozen_parameters(net, ft.frozen_layers(
+    frozen: dict[int, set[str]] = {0: set()} | {k: frozen_parameters(net, ft.frozen_layers(
         grid.settings(seed, freeze_bottom=k, freeze_embeddings=True), n)) for k in ks}
     rows = []
     net.train()
@@ -285,7 +285,8 @@ def _backward_pass_cost(net, batch: dict, frozen: Mapping[int, set[str]], repeat
         net.zero_grad(set_to_none=True)
         return seconds
 
-    flops, times = {}, {s: [] for s in frozen}
+    flops: dict[int, int] = {}
+    times: dict[int, list[float]] = {s: [] for s in frozen}
     for setting in frozen:
         counter = FlopCounterMode(display=False)
         backward(setting, counter)
