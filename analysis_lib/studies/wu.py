@@ -705,20 +705,15 @@ def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
     chapter="finetuning", requires="merchant-freeze-bottom")
 def freeze_saves(backward: pd.DataFrame | None) -> list[Evidence]:
     """Per k, the share of the backward operations saved, one value per batch
-    (:func:`~analysis_lib.studies.finetuning.backward_cost`); the note gives the backward
-    pass's wall time saved on the machine that ran it."""
+    (:func:`~analysis_lib.studies.finetuning.backward_cost`). The wall time it also
+    measures is this machine's and moves from run to run, so no verdict reads it."""
     if backward is None or not len(backward):
         raise NotMeasured("not measured: this build timed no backward pass with frozen layers "
                           "(it is measured beside the partly frozen runs, and freeze_ks is "
                           "empty, as in the default profile, whose 30-minute budget leaves "
                           "them out); the larger profile measures it (freeze_ks [3])")
-    out = []
-    for k, group in backward.groupby("k"):
-        seconds = 1 - group.seconds_frozen.sum() / group.seconds_full.sum()
-        out.append(Evidence.from_values(
-            f"bottom {k} frozen, share of backward operations saved", group.saved,
-            note=f"backward wall time saved on the machine that ran it: {seconds:.0%}"))
-    return out
+    return [Evidence.from_values(f"bottom {k} frozen, share of backward operations saved",
+                                 group.saved) for k, group in backward.groupby("k")]
 
 
 def _bottom_minus_top(frame: pd.DataFrame, top: int) -> pd.Series:
