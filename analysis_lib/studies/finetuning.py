@@ -178,7 +178,7 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, progress: bool = Tru
     for (mode, k), seed in itertools.product(configs, one.seeds):
         changes: dict[str, Any] = {}
         if mode == "bottom":
-            changes = dict(freeze_bottom=k, freeze_embeddings=True)
+            changes = _bottom_frozen(k)
         elif mode == "top":
             changes = dict(freeze_top=k)
         # a frozen run keeps only what it trained (its frozen weights are the base's)
@@ -192,6 +192,12 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, progress: bool = Tru
                      "n_test": len(runs.task(task).test),
                      "did_not_train": training_gate.training_problem(result.record)})
     return pd.DataFrame(rows), found
+
+
+def _bottom_frozen(k: int) -> dict[str, Any]:
+    """The settings that freeze the bottom ``k`` transformer layers and, as Merchant et al.
+    do, the embeddings below them."""
+    return dict(freeze_bottom=k, freeze_embeddings=True)
 
 
 def backward_cost(grid: FinetuneGrid, ks: Sequence[int] | None = None, *,
@@ -230,7 +236,7 @@ def backward_cost(grid: FinetuneGrid, ks: Sequence[int] | None = None, *,
         raise ValueError(f"ks must name layers to freeze, each 1..{n} (the model has {n} "
                          f"transformer layers), got {ks}")
     frozen: dict[int, set[str]] = {0: set()} | {k: frozen_parameters(net, ft.frozen_layers(
-        grid.settings(seed, freeze_bottom=k, freeze_embeddings=True), n)) for k in ks}
+        grid.settings(seed, **_bottom_frozen(k)), n)) for k in ks}
     rows = []
     net.train()
     with torch_threads(ft.CPU_THREADS), torch.random.fork_rng(devices=[]):
@@ -242,8 +248,6 @@ def backward_cost(grid: FinetuneGrid, ks: Sequence[int] | None = None, *,
                       "flops_full": flops[0], "flops_frozen": flops[k],
                       "seconds_full": seconds[0], "seconds_frozen": seconds[k],
                       "saved": 1 - flops[k] / flops[0]} for k in ks]
-    for p in net.parameters():
-        p.requires_grad_(True)
     return pd.DataFrame(rows)
 
 
