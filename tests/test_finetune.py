@@ -363,6 +363,34 @@ def test_linear_probe_untuned_and_tunedorig(task, tmp_path):
         probes.linear_probe(result.load(), task, layer=9)
 
 
+def test_logistic_probe_reaches_the_exact_optimum_closer_than_lbfgs_at_the_same_tolerance():
+    """The book's probe against a slow reference, on many classes, correlated features and
+    a large offset (what a layer's word rows look like): its coefficients lie within 1e-2 of
+    L-BFGS run to a tolerance of 1e-10, closer than L-BFGS at the default tolerance; its
+    predictions agree but for a handful, and float32
+    rows reach the same optimum."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    n, d, k = 1500, 48, 20
+    mix = rng.standard_normal((d, d)) / np.sqrt(d)
+    X = rng.standard_normal((n, d)) @ (np.eye(d) + 0.9 * mix) + 500.0
+    y = (X - 500.0) @ rng.standard_normal((d, k)) + 2.0 * rng.standard_normal((n, k))
+    y = y.argmax(axis=1)
+    probe = probes.logistic_probe(C=0.1).fit(X, y)
+    Z = probe[0].transform(X)
+    exact = LogisticRegression(C=0.1, tol=1e-10, max_iter=20000).fit(Z, y)
+    lbfgs = LogisticRegression(C=0.1, max_iter=1000).fit(Z, y)  # the same tolerance, 1e-4
+    fitted = probe[-1]
+    error = np.abs(fitted.coef_ - exact.coef_).max()
+    assert error < 1e-2 and error < np.abs(lbfgs.coef_ - exact.coef_).max()
+    assert (probe.predict(X) != exact.predict(Z)).sum() <= 3
+    plain = probes.logistic_probe(C=0.1, standardise=False).fit(Z.astype(np.float32), y)
+    assert np.abs(plain.coef_ - exact.coef_).max() < 1e-2
+    assert np.array_equal(probes.logistic_probe(C=0.1).fit(X, y)[-1].coef_,
+                          fitted.coef_)  # the same fit twice
+
+
 def test_offline_tasks_and_baselines():
     t = tasks.load_task("tweets-sentiment", n_train=300, n_val=50, n_test=100, seed=1)
     assert (len(t.train), len(t.validation), len(t.test)) == (300, 50, 100)

@@ -388,7 +388,7 @@ def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(t
     for pooling in study.POOLINGS:
         # at the top layer the probe reads the vectors it was fitted on: the plain probe
         at_top = pooled[(pooled.pooling == pooling) & (pooled.layer == top)].accuracy.item()
-        assert at_top == pytest.approx(study.probe_accuracy(feats[pooling], top, task, 0))
+        assert at_top == pytest.approx(study.probe_accuracy(feats[pooling], top, task))
     assert np.array_equal(feats["first"]["test"][2],
                           study.first_token_features(result.load(), task, ["test"])["test"][2])
     assert not np.allclose(feats["first"]["test"][2], feats["mean"]["test"][2])

@@ -38,6 +38,7 @@ from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity, WeightedRSA
+from ..training.probes import logistic_probe
 from . import claims, verdicts
 from .merchant import DOMAINS
 from .shared import Runs, load_model, stimuli, word_layers, word_rows
@@ -307,8 +308,9 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
                    *, seed: int = 0, C: float = 0.1, held_out: float = 0.2,
                    label_sets: Sequence[str] = LABEL_SETS) -> pd.DataFrame:
     """Per transformer layer and label set (silver parts of speech and dependency relations,
-    :func:`~analysis_lib.data.labels.silver_labels`' columns): the held-out accuracy of a
-    linear probe (a standardised multinomial logistic regression, L2 strength ``1 / C``).
+    :func:`~analysis_lib.data.labels.silver_labels`' columns): the held-out accuracy of the
+    book's linear probe (:func:`~analysis_lib.training.probes.logistic_probe`, a standardised
+    multinomial logistic regression, L2 strength ``1 / C``).
 
     ``layers`` are every layer's word rows, embedding layer first; the embedding layer is
     left out (it holds the word's identity, which a probe of a word's tag reads directly, and
@@ -319,10 +321,8 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
     reaches. One row per (layer, labels).
 
     Each probe is fitted to scikit-learn's default tolerance (1e-4), not stopped early: a
-    looser one (1e-3) takes a third of the time and moves the accuracies by up to 0.006 on
-    MiniLM's layers, which was enough to move ``merchant-no-forgetting``'s interval across
-    its smallest effect in the default build."""
-    from sklearn.linear_model import LogisticRegression
+    looser one (1e-3) moved the accuracies by up to 0.006 on MiniLM's layers, which was enough
+    to move ``merchant-no-forgetting``'s interval across its smallest effect."""
     from sklearn.preprocessing import StandardScaler
 
     sentence = np.asarray(sentence)
@@ -343,8 +343,7 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
         for name in label_sets:
             y = labels[name].to_numpy()
             values, counts = np.unique(y[~test], return_counts=True)
-            probe = LogisticRegression(C=C, max_iter=1000, random_state=seed)
-            probe.fit(Z[~test], y[~test])
+            probe = logistic_probe(C, standardise=False).fit(Z[~test], y[~test])
             rows.append({"layer": layer, "labels": name,
                          "accuracy": float(np.mean(probe.predict(Z[test]) == y[test])),
                          "majority": float(np.mean(y[test] == values[np.argmax(counts)]))})

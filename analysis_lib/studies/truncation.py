@@ -34,6 +34,7 @@ from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
+from ..training.probes import logistic_probe
 from ..training.surgery import truncated_copy
 from . import causes, claims, phang, training_gate, verdicts
 from .shared import (
@@ -83,21 +84,13 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(logits.argmax(axis=1) == labels))
 
 
-def probe_accuracy(features: Mapping[str, list[np.ndarray]], layer: int, task: Task,
-                   seed: int) -> float:
-    """Test accuracy of the ``head="probe"`` reading of one layer: a standardised logistic
-    regression fitted on the first-token vectors of the training split."""
-    clf = _probe(seed).fit(features["train"][layer], task.train.labels)
+def probe_accuracy(features: Mapping[str, list[np.ndarray]], layer: int, task: Task
+                   ) -> float:
+    """Test accuracy of the ``head="probe"`` reading of one layer: the book's probe
+    (:func:`~analysis_lib.training.probes.logistic_probe`) fitted on the first-token
+    vectors of the training split."""
+    clf = logistic_probe().fit(features["train"][layer], task.train.labels)
     return float(np.mean(clf.predict(features["test"][layer]) == task.test.labels))
-
-
-def _probe(seed: int):
-    """The book's probe head: a standardised logistic regression (scikit-learn)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
 
 
 @profiled("heads", lambda result, *a, **k: "heads per layer")
@@ -118,7 +111,7 @@ def layer_scores(result: ft.FineTuned, base: LoadedModel, task: Task, *, head: s
     configs = {"TUNED": tuned, "TUNEDORIG": base_features}
     scores: dict[tuple[str, int], float]
     if head == "probe":
-        scores = {(config, layer): probe_accuracy(feats, layer, task, seed)
+        scores = {(config, layer): probe_accuracy(feats, layer, task)
                   for config, feats in configs.items() for layer in layers}
     else:
         # TUNED starts from the fine-tuned head, TUNEDORIG from the pretrained pooler (if
@@ -350,8 +343,7 @@ def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
 
 
 @profiled("heads", lambda runs, *a, **k: "pooled probes per layer")
-def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, seed: int = 0
-                   ) -> pd.DataFrame:
+def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> pd.DataFrame:
     """UNTUNED with one factor changed, the vector the head reads: per fine-tuned run and
     pooling (:data:`POOLINGS`), a probe (:func:`probe_accuracy`'s) fitted on the top layer's
     training vectors of the fine-tuned encoder, then applied unchanged, scaling included, to
@@ -363,7 +355,7 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, s
         feats = pooled_features(result.load(), task, ("train", "test"))
         for pooling, by_part in feats.items():
             top = len(by_part["test"]) - 1
-            clf = _probe(seed).fit(by_part["train"][top], task.train.labels)
+            clf = logistic_probe().fit(by_part["train"][top], task.train.labels)
             for layer in range(1, top + 1):
                 predicted = clf.predict(by_part["test"][layer])
                 rows.append({"model": model, "task": task_name, "seed": run_seed,

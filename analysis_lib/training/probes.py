@@ -1,5 +1,7 @@
-"""Linear probes: a fresh classifier on one layer's sentence vectors.
+"""Linear probes: a fresh classifier on one layer's vectors.
 
+:func:`logistic_probe` is the book's one probe (every chapter that fits a classifier to a
+layer fits this one); :func:`linear_probe` fits it on one layer's sentence vectors of a task.
 The base model's layer gives Phang et al.'s TUNEDORIG configuration (the pretrained encoder
 truncated, a head trained on that layer), a fine-tuned encoder's layer gives TUNED with a
 probe head (the cheaper stand-in for retraining the model's own head).
@@ -16,10 +18,30 @@ from ..layers import check_layer
 from ..models import LoadedModel, load
 
 
+def logistic_probe(C: float = 1.0, *, standardise: bool = True):
+    """The book's linear probe, unfitted: a multinomial logistic regression (scikit-learn's)
+    with L2 strength ``1 / C``, behind a :class:`~sklearn.preprocessing.StandardScaler`
+    fitted on the training rows (``standardise=False`` leaves the scaling to the caller).
+
+    It is fitted by Newton-CG to scikit-learn's default tolerance (1e-4). On MiniLM's word
+    rows with 43 silver dependency labels, L-BFGS stops after about 130 iterations with
+    coefficients 1-3e-2 from the exact optimum (L-BFGS run to a tolerance of 1e-10), Newton-CG
+    after about 15 with 3-8e-3, in a quarter to a third of the time; the optimum is unique
+    (the loss is strictly convex), so the solver changes only how close a fit gets to it.
+    The fit draws no random numbers: the same rows give the same probe."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    probe = LogisticRegression(C=C, solver="newton-cg", max_iter=1000)
+    return make_pipeline(StandardScaler(), probe) if standardise else probe
+
+
 def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: str = "first",
-                 max_train: int | None = None, C: float = 1.0, seed: int = 0,
+                 max_train: int | None = None, C: float = 1.0,
                  **extract_options: Any) -> dict[str, float]:
-    """Fit a fresh logistic regression on one layer's sentence vectors and score it on test.
+    """Fit a fresh :func:`logistic_probe` on one layer's sentence vectors and score it on
+    test.
 
     ``model`` is any model: the pretrained one gives Phang et al.'s TUNEDORIG configuration
     with a probe head, a fine-tuned encoder (``FineTuned.load()``) their TUNED configuration
@@ -28,10 +50,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
     ``"last"`` (last real token, for decoders) or ``"mean"`` (over the real tokens). Features
     are standardised.
     """
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
     from ..extract import SENTENCES_ONLY, extract
 
@@ -49,8 +68,7 @@ def linear_probe(model: str | LoadedModel, task: Task, layer: int, *, pooling: s
         result = extract(loaded, split_corpus(split), progress=False, **options)
         return result.layer(layer, pooling)
 
-    clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000,
-                                                             random_state=seed))
+    clf = logistic_probe(C)
     clf.fit(features(train), train.labels)
     pred = clf.predict(features(task.test))
     return {"accuracy": float(np.mean(pred == task.test.labels)),
