@@ -6,5 +6,5 @@
 ``surgery``   freezing layers, truncating and skipping layers (one layer-index convention)
 ``finetune``  task models, settings and presets, the fine-tuning cache, predict / evaluate
 ``heads``     a task model's own head on one layer's first-token vectors, and its re-fitting
-``probes``    a logistic-regression probe on one layer
+``probes``    the book's one logistic-regression probe, and it fitted on one layer
 """

@@ -323,7 +323,7 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                        desc=f"fine-tune {task.name}", progress=progress, device=dev,
                        on_step=on_step, on_epoch=held_out if len(task.validation) else None,
                        stop=on_plateau if early else None)
-    if early and plateau.best_epoch(curve_of(history)) < len(history):
+    if kept_epoch(config, history) < len(history):
         model.load_state_dict(best["state"])  # the weights of the best epoch
     return history
 
