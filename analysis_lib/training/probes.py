@@ -20,7 +20,7 @@ from ..models import LoadedModel, load
 
 def logistic_probe(C: float = 1.0, *, standardise: bool = True):
     """The book's linear probe, unfitted: a multinomial logistic regression (scikit-learn's)
-    with L2 strength ``1 / C``, behind a :class:`~sklearn.preprocessing.StandardScaler`
+    with L2 strength ``1 / C``, behind scikit-learn's ``StandardScaler``
     fitted on the training rows (``standardise=False`` leaves the scaling to the caller).
 
     It is fitted by Newton-CG to scikit-learn's default tolerance (1e-4). On MiniLM's word
