@@ -338,7 +338,7 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
             raise ValueError(f"layer {layer} has {len(X)} rows, the labels {len(labels)} and "
                              f"the sentence index {len(sentence)}: give one per word row")
         # standardised in float64 (a layer's outlier neurons reach the thousands), fitted in
-        # float32: the scaled features are of order one, and the fit takes two thirds the time
+        # float32: the scaled features are of order one
         Z = StandardScaler().fit(X[~test]).transform(X).astype(np.float32)
         for name in label_sets:
             y = labels[name].to_numpy()
