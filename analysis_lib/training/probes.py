@@ -9,7 +9,7 @@ probe head (the cheaper stand-in for retraining the model's own head).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,11 +17,16 @@ from ..data.tasks import Split, Task, split_corpus
 from ..layers import check_layer
 from ..models import LoadedModel, load
 
+if TYPE_CHECKING:
+    import sklearn.linear_model
+    import sklearn.pipeline
 
-def logistic_probe(C: float = 1.0, *, standardise: bool = True):
+
+def logistic_probe(C: float = 1.0, *, standardise: bool = True
+                   ) -> sklearn.pipeline.Pipeline | sklearn.linear_model.LogisticRegression:
     """The book's linear probe, unfitted: a multinomial logistic regression (scikit-learn's)
-    with L2 strength ``1 / C``, behind scikit-learn's ``StandardScaler``
-    fitted on the training rows (``standardise=False`` leaves the scaling to the caller).
+    with L2 strength ``1 / C``, behind scikit-learn's ``StandardScaler`` fitted on the
+    training rows (``standardise=False`` leaves the scaling to the caller).
 
     It is fitted by Newton-CG to scikit-learn's default tolerance (1e-4). On MiniLM's word
     rows with 43 silver dependency labels, L-BFGS stops after about 130 iterations with
