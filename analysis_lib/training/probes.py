@@ -31,7 +31,7 @@ def logistic_probe(C: float = 1.0, *, standardise: bool = True
     It is fitted by Newton-CG to scikit-learn's default tolerance (1e-4). On MiniLM's word
     rows with 43 silver dependency labels, L-BFGS stops after about 130 iterations with
     coefficients 1-3e-2 from the exact optimum (L-BFGS run to a tolerance of 1e-10), Newton-CG
-    after about 15 with 3-8e-3, in a quarter to a third of the time; the optimum is unique
+    after about 15 with 3-8e-3, in a fifth to a third of the time; the optimum is unique
     (the loss is strictly convex), so the solver changes only how close a fit gets to it.
     The fit draws no random numbers: the same rows give the same probe."""
     from sklearn.linear_model import LogisticRegression
