@@ -8,9 +8,9 @@ Printed for each measure: seconds (best of two runs) for the full 13 x 13 matrix
 ``similarity.pairwise``, seconds for a plain per-pair loop written here (textbook formulas that
 redo all per-layer work for every pair), and their ratio. Plain loops that take minutes are
 timed on a few pairs and scaled to the whole matrix (marked "est."). Also: the bare matrix
-products linear CKA needs, the five-measure suite, the backends (the all-pairs linear CKA
-and single small pairs on NumPy and on torch, against the default ``backend="auto"``), and
-peak memory.
+products linear CKA needs, the five-measure suite, the backends (per measure family, the
+all-pairs matrix on NumPy and on torch against the default ``backend="auto"``, which times
+both on this machine; and single small pairs), and peak memory.
 
     python benchmarks/bench_similarity.py [--n 5000] [--d 768] [--layers 13] [--pairs 4]
 """
@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=13)
     parser.add_argument("--pairs", type=int, default=4,
                         help="pairs timed for plain loops that are too slow to run in full")
+    parser.add_argument("--backends-only", action="store_true",
+                        help="only compare the default backend with the explicit paths")
     parser.add_argument("--full-cka-loop", action="store_true",
                         help="run the plain CKA loop over every pair instead of estimating")
     args = parser.parse_args()
@@ -117,6 +119,9 @@ def main() -> None:
     n_pairs = L * L
     print(f"{L} layers, n={args.n}, d={args.d}, float32; {n_pairs} ordered pairs, "
           f"{L * (L + 1) // 2} unordered (with the diagonal)")
+    if args.backends_only:
+        backends(layers)
+        return
 
     # bare products linear CKA needs: every X_i.T X_j once (symmetry), float32
     centred = [x - x.mean(0) for x in layers]
@@ -166,28 +171,47 @@ def main() -> None:
     print(f"peak memory (max RSS): {peak:.0f} MB")
 
 
-def backends(layers: list[np.ndarray]) -> None:
-    """The default backend against NumPy's and torch's paths, in this run: the all-pairs
-    linear CKA, and 200 single pairs of 300 x 3 (where a call's fixed cost dominates)."""
+def backends(layers: list[np.ndarray], repeats: int = 3) -> None:
+    """The default backend against NumPy's and torch's paths, per measure family, in this
+    run: all-pairs matrices of the benchmark's layers, and 200 single pairs of 300 x 3 (where
+    a call's fixed cost dominates). The paths are timed in turn, best of ``repeats``; the
+    default's first call, which calibrates its choice, is timed apart."""
     from analysis_lib.runtime import device as devices
-    from analysis_lib.similarity import _backend
+    from analysis_lib.runtime.machine import cpu_name
 
     paths = ["auto", "numpy"] + (["torch"] if devices.torch_available() else [])
-    print(f"\nbackends (auto is {_backend.get().name} here, CPU vendor "
-          f"{_backend.cpu_vendor() or 'unknown'}):")
+    print(f"\nbackends on {cpu_name()} (default 'auto' against each explicit path; "
+          f"best of {repeats}):")
+    print(f"  {'measure':<11}{'calibrate s':>12}" + "".join(f"{p + ' s':>10}" for p in paths)
+          + f"{'default/faster':>16}")
+    worst = 0.0
+    for name in ("linear_cka", "svcca", "pwcca", "rsa", "neuronsim", "mixedsim"):
+        start = time.perf_counter()
+        sim.pairwise(layers[:2], measure=name, progress=False)
+        calibration = time.perf_counter() - start
+        best = {p: float("inf") for p in paths}
+        for _ in range(repeats):
+            for path in paths:
+                start = time.perf_counter()
+                sim.pairwise(layers, measure=name, progress=False, backend=path)
+                best[path] = min(best[path], time.perf_counter() - start)
+        ratio = best["auto"] / min(best[p] for p in paths if p != "auto")
+        worst = max(worst, ratio) if name in ("linear_cka", "svcca", "rsa") else worst
+        print(f"  {name:<11}{calibration:>12.2f}" + "".join(f"{best[p]:>10.2f}" for p in paths)
+              + f"{ratio:>15.2f}x")
     rng = np.random.default_rng(2)
     small = [rng.standard_normal((300, 3)) for _ in range(2)]
-    matrix, single = {}, {}
+    single = {}
     for path in paths:
-        matrix[path], _ = timed(sim.pairwise, layers, measure="linear_cka", progress=False,
-                                backend=path)
         single[path], _ = timed(lambda chosen: [sim.linear_cka(*small, backend=chosen)
-                                                for _ in range(200)], path)
-        print(f"  {path:<6} all-pairs linear CKA {matrix[path]:6.2f} s; 200 small pairs "
-              f"{single[path]:6.3f} s")
-    fastest = min(matrix[p] for p in paths if p != "auto")
-    print(f"  default / faster path: all-pairs {matrix['auto'] / fastest:.2f}x, small pairs "
-          f"{single['auto'] / min(single[p] for p in paths if p != 'auto'):.2f}x")
+                                                for _ in range(200)], path, repeats=repeats)
+    print("  200 small pairs (linear CKA): " + ", ".join(
+        f"{p} {single[p]:.3f} s" for p in paths) + f"; default/faster "
+        f"{single['auto'] / min(single[p] for p in paths if p != 'auto'):.2f}x")
+    print(f"  linear CKA, SVCCA, RSA: the default is within {100 * (worst - 1):+.0f}% of the "
+          f"faster explicit path ({'within' if worst <= 1.10 else 'OUTSIDE'} the 10% goal)")
+    print("  choices (similarity.backend_info()):")
+    print(sim.backend_info().to_string(index=False))
 
 
 if __name__ == "__main__":

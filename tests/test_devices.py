@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from analysis_lib import similarity as sim
 from analysis_lib.runtime import device as devices
+from analysis_lib.similarity.pairwise import timing_engine
 
 SUITE = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]
 
@@ -618,28 +617,124 @@ def test_float32_pwcca_is_the_same_at_one_and_two_threads(dtype):
         np.testing.assert_allclose(found[0][name], found[1][name], atol=tol, err_msg=name)
 
 
-def test_auto_takes_numpy_on_the_cpu_and_torch_on_an_intel_cpu_with_mkl(monkeypatch):
-    """The ``"auto"`` rule: on the CPU, torch only where its products run on MKL on an
-    Intel processor; NumPy on any other processor and where the vendor cannot be read."""
-    torch = pytest.importorskip("torch")
+@pytest.fixture
+def fresh_choices(monkeypatch, tmp_path):
+    """The backend's choices forgotten before and after a test, kept in a cache of its own."""
     from analysis_lib.similarity import _backend
 
-    mkl = torch.backends.mkl.is_available()
-    try:
-        for vendor, expected in (("AuthenticAMD", "numpy"), ("", "numpy"),
-                                 ("GenuineIntel", "torch" if mkl else "numpy")):
-            monkeypatch.setattr(_backend, "cpu_vendor", lambda v=vendor: v)
-            _backend._chosen.cache_clear()
-            assert _backend.get("cpu").name == expected, vendor
-            assert _backend.get("cpu", "numpy").name == "numpy"
-            assert _backend.get("cpu", "torch").name == "torch"
-    finally:
-        _backend._chosen.cache_clear()
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
+    monkeypatch.delenv(_backend.ENV, raising=False)
+    _backend._chosen.cache_clear()
+    _backend._calibrations.clear()
+    yield _backend
+    _backend._chosen.cache_clear()
+    _backend._calibrations.clear()
 
 
-def test_the_cpu_vendor_is_read_from_the_processor():
-    from analysis_lib.similarity import _backend
+def _planted_timings(monkeypatch, backend_module, faster: str) -> list:
+    """Replace the timing of the two paths by a planted result; return the list of shape
+    classes it was asked to time."""
+    asked: list = []
 
-    vendor = _backend.cpu_vendor()
-    if Path("/proc/cpuinfo").exists():
-        assert vendor and vendor in Path("/proc/cpuinfo").read_text()
+    def planted(work, engine):
+        asked.append(work)
+        slow, fast = 1.0, 0.5
+        return {"choice": faster, "numpy_s": fast if faster == "numpy" else slow,
+                "torch_s": fast if faster == "torch" else slow, "shape": [1, 1], "note": ""}
+
+    monkeypatch.setattr(backend_module, "_time_paths", planted)
+    return asked
+
+
+@pytest.mark.parametrize("faster", ["numpy", "torch"])
+def test_auto_takes_the_path_measured_faster_here(monkeypatch, fresh_choices, faster):
+    """The ``"auto"`` rule on the CPU follows the calibration, whatever the CPU's vendor;
+    a call whose shape is not known takes NumPy; explicit backends are never overridden."""
+    _backend = fresh_choices
+    asked = _planted_timings(monkeypatch, _backend, faster)
+    work = _backend.Work.of(["linear_cka"], [np.zeros((300, 20), np.float32)])
+    engine = timing_engine
+    assert _backend.get("cpu", "auto", work, engine).name == faster
+    assert _backend.get("cpu", "auto", None, engine).name == "numpy"
+    assert _backend.get("cpu", "auto", work, None).name == "numpy"
+    assert _backend.get("cpu", "numpy", work, engine).name == "numpy"
+    assert _backend.get("cpu", "torch", work, engine).name == "torch"
+    assert len(asked) == 1
+    info = sim.backend_info()
+    assert list(info["choice"]) == [faster] and list(info["rows"]) == [512]
+
+
+def test_a_calibration_is_kept_on_disk_and_never_survives_a_change_of_machine(
+        monkeypatch, fresh_choices, tmp_path):
+    """A second process reads the kept choice; a different CPU name, thread count or library
+    version is measured afresh; a damaged file is measured again."""
+    from analysis_lib.runtime import machine
+
+    _backend = fresh_choices
+    asked = _planted_timings(monkeypatch, _backend, "torch")
+    work = _backend.Work.of(["svcca"], [np.zeros((100, 8))])
+    first = _backend.calibrate(work, timing_engine)
+    assert first["source"] == "measured" and len(asked) == 1
+    _backend._calibrations.clear()  # a new process: only the disk remembers
+    again = _backend.calibrate(work, timing_engine)
+    assert again["choice"] == "torch" and again["source"].endswith(".json") and len(asked) == 1
+    files = list((tmp_path / "backend").glob("*.json"))
+    assert len(files) == 1
+    files[0].write_text("{ damaged")
+    _backend._calibrations.clear()
+    assert _backend.calibrate(work, timing_engine)["source"] == "measured"
+    assert len(asked) == 2
+    for change in ("cpu", "version", "threads"):
+        _backend._calibrations.clear()
+        with monkeypatch.context() as m:
+            if change == "cpu":
+                m.setattr(machine, "cpu_name", lambda: "Another CPU 9000")
+            elif change == "version":
+                m.setattr(np, "__version__", "0.0.1")
+            else:
+                m.setattr(_backend.NumpyBackend, "threads", lambda self: 64)
+            assert _backend.calibrate(work, timing_engine)["source"] == "measured", change
+    assert len(asked) == 5
+
+
+def test_the_environment_fixes_what_auto_means(monkeypatch, fresh_choices):
+    _backend = fresh_choices
+    asked = _planted_timings(monkeypatch, _backend, "numpy")
+    work = _backend.Work.of(["rsa"], [np.zeros((100, 8))])
+    monkeypatch.setenv(_backend.ENV, "torch")
+    assert _backend.get("cpu", "auto", work, timing_engine).name == "torch"
+    assert list(sim.backend_info()["source"]) == [f"{_backend.ENV}=torch"]
+    monkeypatch.setenv(_backend.ENV, "fastest")
+    with pytest.raises(ValueError, match=_backend.ENV):
+        _backend.get("cpu", "auto", work, timing_engine)
+    assert not asked
+
+
+def test_a_real_calibration_times_both_paths_and_their_numbers_agree(fresh_choices):
+    """The calibration runs the engine on both paths (a choice, two positive times), and
+    whichever it takes, the measures agree with the other path to float32 rounding."""
+    _backend = fresh_choices
+    layers = [x.astype(np.float32) for x in _layers()]
+    work = _backend.Work.of(["linear_cka", "svcca", "rsa"], layers)
+    found = _backend.calibrate(work, timing_engine)
+    assert found["source"] == "measured"
+    assert found["choice"] in ("numpy", "torch") and found["numpy_s"] > 0 and found["torch_s"] > 0
+    assert found["cpu"] and found["rows"] == 512 and found["columns"] == 64
+    auto = sim.pairwise_suite(layers, measures=["linear_cka", "svcca", "rsa"])
+    for path in ("numpy", "torch"):
+        other = sim.pairwise_suite(layers, measures=["linear_cka", "svcca", "rsa"],
+                                   backend=path)
+        for name in auto:
+            np.testing.assert_allclose(auto[name], other[name], atol=2e-5, err_msg=name)
+
+
+def test_shape_classes():
+    from analysis_lib.similarity._backend import Work
+
+    a = Work.of(["svcca", "linear_cka"], [np.zeros((3000, 700), np.float32),
+                                          np.zeros((3000, 384), np.float32)])
+    assert a == Work(("linear_cka", "svcca"), 4096, 1024, "float32")
+    assert Work.of(["rsa"], [np.zeros((10, 3)), np.zeros((10, 3), np.float32)]).dtype == "float64"
+    assert Work.of(["rsa"], [np.zeros((10, 3), np.float32)], dtype=np.float64).dtype == "float64"
+    assert Work.of(["rsa"], [torch.zeros(1, 10, 3)]).rows == 16  # Hugging Face's (1, n, d)
+    assert Work.of(["rsa"], [np.zeros(10)]) is None and Work.of(["rsa"], []) is None

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import datetime
 import os
-import platform
 from pathlib import Path
 
 import pandas as pd
 
+from ..runtime import machine as _machine
 from ..runtime.cache import atomic_write
 from .paths import ROOT
 
@@ -35,21 +35,9 @@ TIMES_MARKER = "% run-times table: written by the build (analysis_lib.book.times
 
 
 def machine() -> tuple[str, int]:
-    """This machine's CPU model name (as ``lscpu`` names it, from ``/proc/cpuinfo``; else
-    the platform's processor string) and the number of cores this process may use."""
-    name = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.lower().startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    name = " ".join((name or platform.processor() or platform.machine() or "").split())
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        (os.cpu_count() or 1)
-    return name or "unknown CPU", cores
+    """This machine's CPU model name (as ``lscpu`` names it) and the number of cores this
+    process may use (:mod:`analysis_lib.runtime.machine`)."""
+    return _machine.cpu_name(), _machine.cores()
 
 
 def read(path: str | os.PathLike = TIMES) -> pd.DataFrame:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import torch
 
+from .machine import cores
+
 
 @contextlib.contextmanager
 def torch_threads(count: int) -> Iterator[None]:
@@ -30,11 +32,5 @@ def one_thread() -> contextlib.AbstractContextManager[None]:
 
 
 def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the system has one,
-    else the machine's count)."""
-    import os
-
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """The CPU cores this process may run on (:func:`analysis_lib.runtime.machine.cores`)."""
+    return cores()

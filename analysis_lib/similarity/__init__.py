@@ -11,10 +11,12 @@ Uncertainty: :func:`bootstrap`, :func:`permutation_test`, :func:`leave_out_matri
 grouped jackknife's matrices). Every measure is one record of
 :data:`REGISTRY` (``similarity/registry.py``), and is defined once more, plainly, in
 :mod:`.reference`: one short float64 function per measure in its paper's notation, which the
-fast paths here are tested against.
+fast paths here are tested against. Where they compute (NumPy or torch, chosen by timing on
+this machine unless ``backend=`` says): :func:`backend_info`.
 """
 
 from . import reference
+from ._backend import backend_info
 from .attention import AttentionLayer, attention_representation, head_matches
 from .leave_out import leave_out_matrices
 from .localization import localization
@@ -49,7 +51,8 @@ pwsim = pwcca
 __all__ = [
     "AttentionLayer", "BootstrapResult", "CCAResult", "INVARIANCES", "MEASURES", "Measure",
     "PermutationResult", "WeightedRSA",
-    "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity", "bootstrap",
+    "REGISTRY", "SYMMETRIC", "attention_representation", "attention_similarity",
+    "backend_info", "bootstrap",
     "reference",
     "canonical",
     "canonical_correlations", "cca", "ckasim", "head_matches", "invariant_to",

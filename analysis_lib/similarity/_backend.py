@@ -9,12 +9,20 @@ PyTorch is not installed: the library's core does not need it) and :class:`Torch
 made). Inputs are NumPy arrays (or anything :func:`numpy.asarray` reads) and results come
 back as NumPy arrays and floats: the device only matters inside.
 
-:func:`get` picks the backend of a call. Its ``"auto"`` rule, the default, is the faster path
-of the machine: torch on a GPU; on the CPU, NumPy, except on an Intel processor with a torch
-build that computes with Intel's MKL, where torch's matrix products are the faster (on an AMD
-EPYC without AVX-512, at 2 threads, NumPy's OpenBLAS computes the all-pairs linear CKA of 13
-float32 layers of 5,000 x 768 in 4.4 s against 5.5 s on torch, and 200 single pairs of
-300 x 3 in 0.05 s against 0.13 s; ``benchmarks/bench_similarity.py`` measures both).
+:func:`get` picks the backend of a call. Its ``"auto"`` rule, the default, takes the path that
+is fastest on the machine that runs it, by measurement rather than by the CPU's vendor: torch
+on a GPU; on the CPU, whichever of NumPy and torch computes the call's measures faster on
+layers of the call's shape class (:class:`Work`), timed once on a small synthetic pair
+(:func:`calibrate`) and kept on disk under a key that holds the CPU's model name, the thread
+counts and the NumPy, PyTorch and library versions, so a choice never outlives a change of
+any of them. Without PyTorch, or for a call whose shape is not known, it is NumPy. The
+two paths agree to float32 rounding (the tests hold both to :mod:`.reference`), so the
+choice moves speed, not results. :func:`backend_info` shows what was chosen and why;
+``backend="numpy"`` or ``"torch"`` (or the environment variable ``ANALYSIS_LIB_BACKEND``)
+overrides it. On the CPUs measured so far NumPy won nearly everywhere (at 2 threads: all-pairs
+linear CKA of 9 float32 layers of 2,000 x 768 in 3.2 s against 4.4 s on torch on an Intel
+Xeon with AMX, 0.74 s against 1.34 s on an AMD EPYC with AVX-512), but not on every shape:
+``benchmarks/bench_similarity.py`` prints the default against both paths per measure.
 
 Small host-side decisions (how many principal directions to keep, which canonical
 correlations tie) read short vectors copied to the host, so a GPU run never stalls on
@@ -23,19 +31,32 @@ element-by-element reads.
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import sys
+import threading
+import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import array_api_compat.numpy as xnp
 import numpy as np
 
 from ..runtime import device as devices
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: the backends a measure call can ask for (see :func:`get` for ``"auto"``)
 BACKENDS = ("auto", "torch", "numpy")
+#: the environment variable that sets what ``backend="auto"`` means in this process (and in the
+#: processes it starts): ``"numpy"`` or ``"torch"`` to fix it, ``"auto"`` (or unset) to measure
+ENV = "ANALYSIS_LIB_BACKEND"
 
 
 class Backend:
@@ -346,7 +367,54 @@ def _as_tensor(torch, a: np.ndarray):
         return torch.from_numpy(a)
 
 
-def get(device=None, backend: str = "auto") -> Backend:
+@dataclass(frozen=True)
+class Work:
+    """The shape class of a measure call, which the ``"auto"`` rule times: the measures'
+    canonical names, the rows and the widest layer's columns (each rounded up to a power of
+    two) and the float type the call computes in."""
+
+    measures: tuple[str, ...]
+    rows: int
+    columns: int
+    dtype: str
+
+    @classmethod
+    def of(cls, measures, layers, dtype=None) -> Work | None:
+        """The shape class of ``measures`` over ``layers`` (arrays, or anything with a 2-D
+        ``shape``); None where a layer has no such shape (attention maps, nested inputs)."""
+        shapes = [tuple(getattr(X, "shape", ()))[-3:] for X in layers]
+        shapes = [s[1:] if len(s) == 3 and s[0] == 1 else s for s in shapes]
+        if not shapes or any(len(s) != 2 for s in shapes):
+            return None
+        single = all(str(getattr(X, "dtype", "")).endswith("float32") for X in layers)
+        try:
+            floating = np.dtype(dtype if dtype is not None else
+                                np.float32 if single else np.float64)
+        except TypeError:
+            return None
+        return cls(tuple(sorted(measures)), _power_of_two(max(s[0] for s in shapes)),
+                   _power_of_two(max(s[1] for s in shapes)), floating.name)
+
+
+def _power_of_two(k: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, int(k)))))
+
+
+#: the largest synthetic layer a calibration times (rows, columns): larger shape classes are
+#: timed at this size, which keeps a calibration within about a second
+CALIBRATION_SHAPE = (2048, 768)
+#: torch is taken only when it is at least this much faster (NumPy is the reference path)
+CALIBRATION_MARGIN = 0.95
+
+#: what computes a shape class's measures on a backend: ``engine(layers, measures, backend)``
+Engine = Callable[[list, list, "Backend"], Any]
+
+_calibrations: dict[str, dict[str, Any]] = {}
+_calibration_lock = threading.Lock()
+
+
+def get(device=None, backend: str = "auto", work: Work | None = None,
+        engine: Engine | None = None) -> Backend:
     """The backend for a measure call.
 
     Parameters
@@ -356,39 +424,56 @@ def get(device=None, backend: str = "auto") -> Backend:
         the CPU); see :mod:`analysis_lib.runtime.device`.
     backend : {'auto', 'torch', 'numpy'}
         ``'torch'`` on ``device``; ``'numpy'`` on the CPU only; ``'auto'`` (the default)
-        is the faster of the two where the call computes: torch on a GPU; on the CPU, torch
-        when PyTorch computes with Intel's MKL on an Intel processor, NumPy otherwise (and
-        always NumPy when PyTorch is not installed).
-
-    The choice is made once for each ``device``, ``backend`` and process default device
-    (:func:`~analysis_lib.runtime.device.set_default`, ``ANALYSIS_LIB_DEVICE``) and kept.
+        is the faster of the two where the call computes: torch on a GPU; on the CPU, the
+        path :func:`calibrate` measured faster for ``work`` on this machine (NumPy when
+        ``work`` is None or PyTorch is not installed). ``ANALYSIS_LIB_BACKEND`` set to
+        ``'numpy'`` or ``'torch'`` makes ``'auto'`` mean that path.
+    work : Work or None
+        The call's shape class (measures, rows, columns, float type).
+    engine : callable or None
+        What computes ``work``'s measures on a backend, ``engine(layers, measures, backend)``,
+        for :func:`calibrate` to time (the all-pairs engine passes itself); without it the
+        rule takes NumPy on the CPU.
 
     Raises
     ------
     ValueError
-        An unknown backend, a GPU asked of the NumPy backend, or MPS (no float64 there).
+        An unknown backend (argument or ``ANALYSIS_LIB_BACKEND``), a GPU asked of the NumPy
+        backend, or MPS (no float64 there).
     ImportError
         ``backend='torch'``, or a device other than the CPU, without PyTorch installed; the
         message says how to install it.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        backend = _process_rule()
     try:
-        return _chosen(device, backend, devices.process_default,
+        return _chosen(device, backend, work, engine, devices.process_default,
                        os.environ.get(devices.ENV))
     except TypeError:  # a device that cannot be a cache key: decide it afresh
-        return _choose(device, backend)
+        return _choose(device, backend, work, engine)
 
 
-@lru_cache(maxsize=64)
-def _chosen(device, backend: str, default, env) -> Backend:
-    """:func:`_choose`, kept for each device, backend and process default."""
-    return _choose(device, backend)
+def _process_rule() -> str:
+    """What ``"auto"`` means in this process: ``ANALYSIS_LIB_BACKEND``, else ``"auto"``."""
+    rule = os.environ.get(ENV, "").strip().lower() or "auto"
+    if rule not in BACKENDS:
+        raise ValueError(f"the environment variable {ENV} must be one of {BACKENDS}, got "
+                         f"{os.environ[ENV]!r}; unset it to let the library measure")
+    return rule
 
 
-def _choose(device, backend: str) -> Backend:
+@lru_cache(maxsize=256)
+def _chosen(device, backend: str, work: Work | None, engine, default, env) -> Backend:
+    """:func:`_choose`, kept for each device, backend, shape class and process default."""
+    return _choose(device, backend, work, engine)
+
+
+def _choose(device, backend: str, work: Work | None = None,
+            engine: Engine | None = None) -> Backend:
     if backend == "auto":
-        backend = "torch" if _torch_is_faster(device) else "numpy"
+        backend = "torch" if _torch_is_faster(device, work, engine) else "numpy"
     if backend == "numpy":
         if device is not None and not devices.is_cpu(device) and (
                 not devices.torch_available() or devices.resolve(device).type != "cpu"):
@@ -403,29 +488,151 @@ def _choose(device, backend: str) -> Backend:
     return TorchBackend(dev)
 
 
-def _torch_is_faster(device) -> bool:
-    """The ``"auto"`` rule of :func:`get`: whether torch is the faster path for ``device``."""
+def _torch_is_faster(device, work: Work | None, engine: Engine | None) -> bool:
+    """The ``"auto"`` rule of :func:`get`: whether torch is the faster path for ``device``
+    and ``work``."""
     if not devices.torch_available():
         if device is not None and not devices.is_cpu(device):
             devices.require_torch(f"device={device!r}")
         return False
-    if devices.resolve(device).type != "cpu":
+    dev = devices.resolve(device)
+    if dev.type != "cpu":
         return True
-    import torch
+    if work is None or engine is None:
+        return False
+    return calibrate(work, engine)["choice"] == "torch"
 
-    return bool(torch.backends.mkl.is_available()) and cpu_vendor() == "GenuineIntel"
+
+def _machine_key(work: Work) -> dict[str, Any]:
+    """Everything a calibration's result depends on besides the shape class. PyTorch is not
+    imported for it (that takes a second): its version comes from the installed package's
+    metadata, and its thread count, until it is imported, is the count it starts with."""
+    from importlib.metadata import version
+
+    from ..runtime.machine import cores, cpu_name
+
+    torch = sys.modules.get("torch")
+    torch_threads = (torch.get_num_threads() if torch is not None
+                     else int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or cores())
+    return {"cpu": cpu_name(), "numpy": np.__version__, "torch": version("torch"),
+            "numpy_threads": NUMPY.threads(), "torch_threads": torch_threads,
+            "measures": list(work.measures), "rows": work.rows, "columns": work.columns,
+            "dtype": work.dtype}
 
 
-@lru_cache(maxsize=1)
-def cpu_vendor() -> str:
-    """The processor's vendor string (``"GenuineIntel"``, ``"AuthenticAMD"``), read from
-    ``/proc/cpuinfo``; empty where that cannot be read (then :func:`get`'s ``"auto"`` takes
-    NumPy on the CPU)."""
+def calibrate(work: Work, engine: Engine, *, refresh: bool = False) -> dict[str, Any]:
+    """Time NumPy's and torch's CPU paths on ``work``'s shape class and keep the faster.
+
+    Two synthetic layers of the class's shape (at most :data:`CALIBRATION_SHAPE`), related as
+    neighbouring layers of a network are, go through ``engine`` as a real call does, on each
+    path in turn: one untimed call each, then the best of two (a single timed call for a
+    class whose call takes over 0.2 s). Torch is chosen only when it takes at most
+    :data:`CALIBRATION_MARGIN` of NumPy's time. It costs from milliseconds (small layers) to
+    about two seconds (the largest class), once per machine. The result is kept in this
+    process and in the on-disk cache (``<cache>/backend/<key>.json``) under a key holding the
+    CPU's model name, both thread counts and the NumPy, PyTorch and library versions; a
+    damaged file is measured again, and a cache that cannot be written only costs the next
+    process a calibration.
+
+    Returns
+    -------
+    dict
+        ``choice`` ('numpy' or 'torch'), ``numpy_s`` and ``torch_s`` (best seconds),
+        ``shape`` (the timed layer shape), ``source`` ('measured' or the file it was read
+        from), ``key`` and the machine's parts of it.
+    """
+    from ..runtime.cache import atomic_write_text, default_root, make_key
+
+    parts = _machine_key(work)
+    key = make_key(kind="similarity-backend", **parts)
+    with _calibration_lock:
+        if not refresh and key in _calibrations:
+            return _calibrations[key]
+        path = default_root() / "backend" / f"{key}.json"
+        found = None if refresh else _read_calibration(path, parts)
+        if found is None:
+            found = {**parts, **_time_paths(work, engine), "key": key}
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(path, json.dumps(found, indent=1, sort_keys=True))
+            except OSError:
+                pass
+            found = {**found, "source": "measured"}
+        else:
+            found = {**found, "source": str(path)}
+        _calibrations[key] = found
+        return found
+
+
+def _read_calibration(path, parts: dict[str, Any]) -> dict[str, Any] | None:
+    """A kept calibration, or None where there is none or it is damaged or not this one."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or found.get("choice") not in ("numpy", "torch") or any(
+            found.get(name) != value for name, value in parts.items()):
+        return None
+    return found
+
+
+def _time_paths(work: Work, engine: Engine) -> dict[str, Any]:
+    """Best seconds of each CPU path on a synthetic pair of ``work``'s shape class."""
+    rows = min(work.rows, CALIBRATION_SHAPE[0])
+    columns = min(work.columns, CALIBRATION_SHAPE[1])
+    rng = np.random.default_rng(0)
+    spectrum = np.arange(1, columns + 1) ** -0.5
+    X = rng.standard_normal((rows, columns)) * spectrum
+    mix = np.eye(columns) + rng.standard_normal((columns, columns)) / (3 * columns ** 0.5)
+    Y = np.tanh(X @ mix) + 0.1 * rng.standard_normal((rows, columns)) * spectrum
+    layers = [X.astype(work.dtype), Y.astype(work.dtype)]
+    paths = {"numpy": NUMPY, "torch": _choose("cpu", "torch")}
+    best = {name: math.inf for name in paths}
+    rounds = 3
+    try:
+        for round_ in range(rounds):
+            for name, bk in paths.items():
+                start = time.perf_counter()
+                engine(layers, list(work.measures), bk)
+                took = time.perf_counter() - start
+                if round_:
+                    best[name] = min(best[name], took)
+                elif took > 0.2:  # a slow class: one timed round keeps it near a second
+                    rounds = 2
+            if round_ + 1 >= rounds:
+                break
+    except Exception as error:  # a measure that cannot run on the synthetic pair
+        return {"choice": "numpy", "numpy_s": None, "torch_s": None,
+                "shape": [rows, columns], "note": f"not timed ({type(error).__name__}: "
+                                                   f"{error}); NumPy, the reference path"}
+    choice = "torch" if best["torch"] <= CALIBRATION_MARGIN * best["numpy"] else "numpy"
+    return {"choice": choice, "numpy_s": best["numpy"], "torch_s": best["torch"],
+            "shape": [rows, columns], "note": ""}
+
+
+def backend_info(device: Any = None, backend: str = "auto") -> pd.DataFrame:
+    """What ``backend="auto"`` chooses here, and why: a data frame with one row per
+    calibration this process made or read (the shape class, the best seconds of each path,
+    the choice, where it came from and the CPU), or one row naming the rule that decides
+    without timing (a GPU, no PyTorch, ``ANALYSIS_LIB_BACKEND``, an explicit ``backend``)."""
+    import pandas as pd
+
+    rule = backend if backend != "auto" else _process_rule()
+    head = {"measures": "", "rows": None, "columns": None, "dtype": "", "numpy_s": None,
+            "torch_s": None}
+    if rule != "auto":
+        reason = ("backend argument" if backend != "auto" else f"{ENV}={rule}")
+        return pd.DataFrame([{**head, "choice": rule, "source": reason}])
+    if not devices.torch_available():
+        return pd.DataFrame([{**head, "choice": "numpy", "source": "PyTorch is not installed"}])
+    if devices.resolve(device).type != "cpu":
+        return pd.DataFrame([{**head, "choice": "torch",
+                              "source": f"device {devices.resolve(device)}"}])
+    rows = [{"measures": ", ".join(c["measures"]), "rows": c["rows"],
+             "columns": c["columns"], "dtype": c["dtype"], "numpy_s": c["numpy_s"],
+             "torch_s": c["torch_s"], "choice": c["choice"], "source": c["source"],
+             "cpu": c["cpu"]} for c in _calibrations.values()]
+    if not rows:
+        rows = [{**head, "choice": "numpy", "source": "no call with a known shape yet "
+                 "(calls whose shape is not known take NumPy)"}]
+    return pd.DataFrame(rows)

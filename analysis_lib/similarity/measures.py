@@ -34,19 +34,21 @@ from .attention import METHODS, AttentionInput
 from .core import Pair, is_wide, prepare_given, principal, reduced, same_rows
 from .kernels import full_canonical_values, mixed_values, neuron_best_both
 from .kernels import rbf_gram as rbf_gram
-from .pairwise import one_pair
+from .pairwise import one_pair, timing_engine
 from .rsa import WeightedRSA, check_kernel_compare
 
 # --------------------------------------------------------------------------- public measures
 
 
-def _pair(X, Y, dtype, device, backend, *, row_space: bool = False,
+def _pair(X, Y, dtype, device, backend, *, measure: str, row_space: bool = False,
           standardize: bool = False) -> tuple[Pair, bool]:
     """X and Y prepared as the all-pairs engine prepares them, in its fixed order, and
-    whether the measure still has to z-score them. ``row_space``: the measure reads a
+    whether the measure still has to z-score them. ``measure``: the canonical name the
+    backend's ``"auto"`` rule times. ``row_space``: the measure reads a
     wide layer as its rotation into its row space (:func:`~.core.reduced`; then both
     layers are z-scored there when ``standardize`` asks)."""
-    bk = _backend.get(device, backend)
+    bk = _backend.get(device, backend, _backend.Work.of([measure], [X, Y], dtype),
+                      timing_engine)
     wide = (is_wide(X), is_wide(Y)) if row_space else (False, False)
     if any(wide):
         X, Y = (reduced(x, name, standardize, w) for x, name, w in zip((X, Y), "XY", wide))
@@ -60,7 +62,7 @@ def neuron_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None =
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, its largest absolute correlation with any neuron of
     Y (the values :func:`neuronsim` averages), in X's column order."""
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="neuronsim")
     return p.a.bk.host(p.first(neuron_best_both(p.a, p.b, p.cross())))
 
 
@@ -83,7 +85,7 @@ def neuronsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     Constant neurons have no correlation: those of X are left out of the average, those of Y
     can match nothing. If all of X's or Y's neurons are constant a ValueError is raised.
     """
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="neuronsim")
     if p.alike:
         return 1.0
     return p.first(k.neuronsim_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
@@ -93,7 +95,7 @@ def mixed_correlations(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = 
         device: DeviceLike = None, backend: str = "auto") -> np.ndarray:
     """For each non-constant neuron of X, the r-value of its regression on all of Y's neurons
     (the values :func:`mixedsim` averages)."""
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="mixedsim")
     x, y, C = (p.b, p.a, p.cross().T) if p.flipped else (p.a, p.b, p.cross())
     return x.bk.host(mixed_values(x, y, C))
 
@@ -115,7 +117,7 @@ def mixedsim(X: ArrayLike, Y: ArrayLike, *, top_k: int | None = None,
     predicted perfectly (r = 1), as for any least-squares fit with as many regressors as points.
     Constant neurons of X are left out.
     """
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="mixedsim")
     if p.alike:
         return 1.0
     return p.first(k.mixedsim_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
@@ -129,7 +131,7 @@ def canonical_correlations(X: ArrayLike, Y: ArrayLike, variance: float | None = 
     options."""
     options = {"variance": variance, "standardize": standardize, "cut": cut}
     k.check_canonical_options(options)
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="cca")
     return p.a.bk.host(k.canonical_of_pairs([p], options)[0][2].rho)
 
 
@@ -164,7 +166,8 @@ def svcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     ``variance=None`` invariant to any invertible linear map. Zero-variance and exactly
     repeated directions are dropped before the CCA.
     """
-    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend)
+    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend,
+                        "svcca")
     if p.alike:
         return 1.0
     return p.first(k.svcca_pair(p.a, p.b, p, {"top_k": top_k}, p.directions()))
@@ -181,19 +184,21 @@ def pwcca(X: ArrayLike, Y: ArrayLike, variance: float | None = 0.99, *, standard
     much of X each canonical direction accounts for. Works whichever side has more neurons.
     Options as :func:`svcca`.
     """
-    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend)
+    p = _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend,
+                        "pwcca")
     if p.alike:
         return 1.0
     return p.first(k.pwcca_pair(p.a, p.b, p, {}, p.directions()))
 
 
-def _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend) -> Pair:
+def _canonical_pair(X, Y, variance, standardize, cut, dtype, device, backend,
+                    measure: str) -> Pair:
     """The pair of SVCCA and PWCCA with its canonical decomposition (the leading principal
     directions of each layer first, side by side, as the all-pairs engine computes them)."""
     options = {"variance": variance, "standardize": standardize, "cut": cut}
     k.check_canonical_options(options)
-    p, options["standardize"] = _pair(X, Y, dtype, device, backend, row_space=True,
-                                      standardize=standardize)
+    p, options["standardize"] = _pair(X, Y, dtype, device, backend, measure=measure,
+                                      row_space=True, standardize=standardize)
     if not p.alike:
         principal([p.a, p.b], variance, cut, options["standardize"])
         p.provide("canonical", k.canonical_of_pairs([p], options)[0])
@@ -231,7 +236,7 @@ def cca(X: ArrayLike, Y: ArrayLike, *, reg: float = 0.0, dtype: DTypeLike | None
     or more stimuli.
     """
     reg = checks.number(reg, "reg", 0.0)
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="cca")
     a, b = p.a, p.b
     if warn and reg == 0 and a.n < 5 * max(a.d, b.d):
         warnings.warn(
@@ -270,7 +275,7 @@ def linear_cka(X: ArrayLike, Y: ArrayLike, *, debiased: bool = False, form: str 
     """
     options = {"debiased": debiased, "form": form}
     k.check_cka_options(options)
-    p, _ = _pair(X, Y, dtype, device, backend)
+    p, _ = _pair(X, Y, dtype, device, backend, measure="linear_cka")
     if p.alike:
         return 1.0
     return p.first(k.linear_cka_pair(p.a, p.b, p, options, p.directions()))
@@ -291,7 +296,7 @@ def procrustes(X: ArrayLike, Y: ArrayLike, *, dtype: DTypeLike | None = None,
     ``2 - 2 * similarity`` is the squared Procrustes distance of the centred,
     unit-Frobenius-norm matrices after the best rotation (zero-padding the narrower side).
     Symmetric; invariant to orthogonal transforms, isotropic scaling and translation."""
-    p, _ = _pair(X, Y, dtype, device, backend, row_space=True)
+    p, _ = _pair(X, Y, dtype, device, backend, row_space=True, measure="procrustes")
     if p.alike:
         return 1.0
     return p.first(k.procrustes_pair(p.a, p.b, p, {}, p.directions()))

@@ -140,7 +140,8 @@ def pairwise_suite(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | 
     B, keys_b = (None, keys_a) if layers_b is None else _layer_list(layers_b, "layers_b")
     label_b = "layers_a" if B is None else "layers_b"
     labels = ([f"layers_a[{k!r}]" for k in keys_a], [f"{label_b}[{k!r}]" for k in keys_b])
-    bk = _backend.get(device, backend)
+    bk = _backend.get(device, backend, _backend.Work.of(names, A + (B or []),
+                                                        options.get("dtype")), timing_engine)
     if undefined == "nan":
         found = _defined_only(A, B, names, options, progress, bk, labels)
     else:
@@ -185,8 +186,17 @@ def one_pair(name: str, X, Y, options: dict, device: DeviceLike = None,
     """The measure ``name`` of one pair of layers, through the same engine as the matrices
     (errors name the layers as ``names`` says)."""
     check_options([name], options)
-    return float(matrices([X], [Y], [name], options, False, _backend.get(device, backend),
+    bk = _backend.get(device, backend, _backend.Work.of([name], [X, Y], options.get("dtype")),
+                      timing_engine)
+    return float(matrices([X], [Y], [name], options, False, bk,
                           ([names[0]], [names[1]]))[name][0, 0])
+
+
+def timing_engine(layers: list, names: list[str], bk) -> None:
+    """The engine as the backend's ``"auto"`` rule times it (:func:`._backend.calibrate`):
+    every measure of ``names`` over ``layers`` with their default options."""
+    matrices(layers, None, names, {}, False, bk,
+             ([f"calibration[{k}]" for k in range(len(layers))],) * 2)
 
 
 def matrices(A: list, B: list | None, names: list[str], options: dict, progress: bool | None,

@@ -1,0 +1,38 @@
+"""The machine a number was measured on: its CPU's model name and the cores this process uses.
+
+Timings and speed choices are only comparable within one kind of CPU, so everything that
+records a time or keeps a choice made by timing (the book's run times, the measures'
+backend calibration) names the CPU with :func:`cpu_name`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """This machine's CPU model name as ``lscpu`` prints it (read from ``/proc/cpuinfo``;
+    else the platform's processor string), or ``"unknown CPU"``."""
+    name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.lower().startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    name = " ".join((name or platform.processor() or platform.machine() or "").split())
+    return name or "unknown CPU"
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the system has one,
+    else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
