@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     book = sub.add_parser("book", help="run the notebooks under a profile and build the book")
     book.add_argument("--profile", default="default",
                       help="a profile's name (profiles/NAME.yml), or the path of your own "
-                      "profile file (e.g. ./mine.yml; it builds into _build/executed/mine)")
+                      "profile file (e.g. ./mine.yml; it builds into "
+                      "_build/executed/mine-file-<digest of its path>)")
     book.add_argument("--force", action="store_true", help="re-run unchanged notebooks too")
     book.set_defaults(func=cmd_book)
     found = sub.add_parser("findings", help="print every claim with the verdict of a "

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -51,9 +52,21 @@ def is_profile_path(name: object) -> bool:
 
 
 def profile_label(name: str) -> str:
-    """The name a build goes by: a profile of the book's folder by its name, one's own
-    file by its stem (``~/mine.yml`` builds into ``_build/executed/mine``)."""
-    return Path(name).stem if is_profile_path(name) else name
+    """The name a build goes by, which names its folders (``_build/executed/<label>``): a
+    profile of the book's folder by its name; one's own file by its stem and a digest of its
+    absolute path (``~/smoke.yml`` builds into ``_build/executed/smoke-file-1a2b3c4d``), so
+    that it never takes the place of one of the book's builds nor of another file's, and the
+    same file names the same build from any working folder."""
+    if not is_profile_path(name):
+        return name
+    where = str(Path(name).expanduser().absolute().resolve())
+    return f"{Path(name).stem}-file-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+
+
+def profile_title(name: str) -> str:
+    """How the pages name a build's profile: a profile of the book's folder by its name, one's
+    own file by its absolute path."""
+    return str(Path(name).expanduser().absolute().resolve()) if is_profile_path(name) else name
 
 
 def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
@@ -119,15 +132,108 @@ def toc_notebooks(root: Path = ROOT) -> list[Path]:
     return [p for p in paths if p.is_file()]
 
 
-def notebook_parameters(path: Path, profile: dict[str, Any], name: str = "profile"
-                        ) -> dict[str, Any]:
+def notebook_parameters(path: Path, profile: dict[str, Any], name: str = "profile",
+                        base: Path | None = None) -> dict[str, Any]:
     """The profile's values for the parameters the notebook declares, checked against the
-    notebook's declared rules before anything is written into a notebook."""
+    notebook's declared rules before anything is written into a notebook. Every corpus file
+    and model folder they name is made absolute from ``base`` (default: the working folder)
+    first, so the file that is checked is the file the notebook reads, whatever folder the
+    notebook runs in (:func:`resolve_paths`)."""
     declared = params.declared(path)
     chosen = {k: v for k, v in profile.items() if k in declared}
+    chosen = resolve_paths(chosen, declared, Path.cwd() if base is None else base)
     params.validate(chosen, declared, partial=True,
                     source=f"{name} values for {path.name}")
     return chosen
+
+
+def _path_items(value: Any, rules: dict[str, Any], visit) -> Any:
+    """``value`` with ``visit(item, kind)`` applied to each string a ``corpus`` or ``model``
+    rule governs (in a list, a dict's values, a grid's fields), everything else kept."""
+    if "fields" in rules and isinstance(value, dict):
+        return {k: _path_items(v, rules["fields"][k].rules, visit)
+                if k in rules["fields"] else v for k, v in value.items()}
+    kind = "corpus" if rules.get("corpus") else "model" if rules.get("model") else None
+    if kind is None:
+        return value
+    if isinstance(value, list):
+        return [visit(v, kind) for v in value]
+    if isinstance(value, dict):
+        return {k: visit(v, kind) for k, v in value.items()}
+    return visit(value, kind)
+
+
+def _as_path(item: Any, kind: str, base: Path) -> Path | None:
+    """The absolute path a corpus or model item names, or None where it names no path (a
+    registered corpus, a packaged, zoo, random or hub model)."""
+    from ..data.corpora import is_corpus_file
+
+    if not isinstance(item, str) or not item:
+        return None
+    try:
+        path = Path(item).expanduser()
+    except RuntimeError:  # ~user of no user: the rules report it
+        return None
+    if kind == "corpus":
+        if not is_corpus_file(item):
+            return None
+    elif not (item.startswith((".", "/", "~")) or (base / path).is_dir()):
+        return None  # a model name or hub id ("google/multiberts-seed_0")
+    return Path(os.path.normpath(base / path))
+
+
+def resolve_paths(values: dict[str, Any], declared: dict[str, params.Parameter],
+                  base: Path) -> dict[str, Any]:
+    """``values`` with every corpus file and model folder given by a relative path made
+    absolute from ``base``: the build checks and the notebook reads one file."""
+    def visit(item: Any, kind: str) -> Any:
+        path = _as_path(item, kind, base)
+        return item if path is None else str(path)
+
+    return {k: _path_items(v, declared[k].rules, visit) if k in declared else v
+            for k, v in values.items()}
+
+
+def input_digests(values: dict[str, Any], declared: dict[str, params.Parameter]
+                  ) -> dict[str, str]:
+    """``{absolute path: SHA-256 of its content}`` of every corpus file and model folder
+    ``values`` name (a folder: of each file's name and content): what enters a notebook's
+    key besides its parameters, so that an edited file reruns the notebook."""
+    found: dict[str, str] = {}
+
+    def visit(item: Any, kind: str) -> Any:
+        path = _as_path(item, kind, Path.cwd())
+        if path is not None and path.exists():
+            found[str(path)] = _content_digest(path)
+        return item
+
+    for k, v in values.items():
+        if k in declared:
+            _path_items(v, declared[k].rules, visit)
+    return found
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _content_digest(path: Path) -> str:
+    """SHA-256 of a file, or of a folder's files (names and contents, in name order); each
+    file's digest is kept in this process while its size and modification time stand."""
+    from ..runtime.cache import sha256_file
+
+    def one(file: Path) -> str:
+        stat = file.stat()
+        key = (str(file), stat.st_size, stat.st_mtime_ns)
+        if key not in _DIGESTS:
+            _DIGESTS[key] = sha256_file(file)
+        return _DIGESTS[key]
+
+    if path.is_file():
+        return one(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}\0{one(file)}\0".encode())
+    return digest.hexdigest()
 
 
 def _present(path: Path, parameters: dict[str, Any], profile_name: str | None) -> None:
@@ -215,12 +321,16 @@ def _quiet_env(extra: dict[str, str] | None = None):
 
 
 def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False,
-            cell_timeout: int = 1800, attempts: int = 2, profile_name: str | None = None
-            ) -> Executed:
+            cell_timeout: int = 1800, attempts: int = 2, profile_name: str | None = None,
+            times_profile: str | None = None) -> Executed:
     """Run one notebook with papermill into ``out_dir`` unless an identical run is there.
 
-    The kernel records its steps (:mod:`analysis_lib.runtime.profile`) into
+    The run's key covers the notebook, its parameters, the content of every corpus file and
+    model folder they name (:func:`input_digests`), the library's source and the recorded run
+    times. The kernel records its steps (:mod:`analysis_lib.runtime.profile`) into
     ``out_dir/profile/<notebook>.jsonl``; a reused notebook keeps the records of its run.
+    ``profile_name`` is how the page names the profile; ``times_profile`` the name its
+    recorded run times are kept under (default: ``profile_name``).
 
     A cell that runs longer than ``cell_timeout`` seconds, or a kernel that dies, counts as a
     failed attempt (a lost message between client and kernel leaves both waiting); the
@@ -234,7 +344,9 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     stamp = out_dir / f".{path.stem}.key"
     # the pages state their measured run times (times.sentence): a new record reruns them
     measured = times.TIMES.read_bytes() if times.TIMES.is_file() else b""
+    inputs = input_digests(parameters, params.declared(path))
     key = hashlib.sha256(path.read_bytes() + json.dumps(parameters, sort_keys=True).encode()
+                         + json.dumps(inputs, sort_keys=True).encode()
                          + library_fingerprint().encode() + measured).hexdigest()
     if not force and target.is_file() and stamp.is_file() and stamp.read_text() == key:
         return Executed(path.stem, target, 0.0, True)
@@ -245,7 +357,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
         steps.unlink(missing_ok=True)
         try:
             with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1",
-                             times.PROFILE_ENV: profile_name or ""}):
+                             times.PROFILE_ENV: times_profile or profile_name or ""}):
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout)
@@ -257,8 +369,9 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
                 raise BuildError(f"notebook {path.name}: {type(error).__name__} in "
                                  f"{attempts} attempts: {error}") from error
     _present(tmp, parameters, profile_name)
+    stamp.unlink(missing_ok=True)  # no moment where the old key stands beside a new page
     tmp.replace(target)
-    stamp.write_text(key)
+    atomic_write(stamp, lambda t: t.write_text(key))
     return Executed(path.stem, target, time.perf_counter() - start, False,
                     _children_cpu() - cpu)
 
@@ -472,7 +585,8 @@ def write_profile(out_dir: Path, runs: list[Executed]):
         rows.append({"notebook": run.name, "kind": "notebook", "name": run.name,
                      "depth": 0, "wall_s": round(run.seconds, 1),
                      "cpu_s": round(run.cpu_seconds, 1),
-                     "peak_rss_mb": float(steps.peak_rss_mb.max()) if not steps.empty else None,
+                     "peak_rss_mb": float(steps.peak_rss_mb.max()) if not steps.empty
+                     else float("nan"),
                      "written_mb": round(float(top.written_mb.sum()), 1)
                      if not top.empty else None,
                      "reused": run.reused})
@@ -522,51 +636,86 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
 
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
           echo=print, cell_timeout: int = 1800) -> Path:
-    """Execute every notebook of the book under a profile, then build the HTML book."""
+    """Execute every notebook of the book under a profile, then build the HTML book.
+
+    A profile of one's own (a path) builds under a name of its own (:func:`profile_label`)
+    and the pages name its file. Two builds of one profile into one folder never run at
+    once: the second waits for the first (:func:`build_lock`) and then reuses its work."""
     pin_root()  # the kernels run in the notebooks' folder: one cache for all of them
     profile = load_profile(profile_name, root)
-    profile_name = profile_label(profile_name)
-    out_dir = root / "_build" / "executed" / profile_name
+    title = profile_title(profile_name)
+    label = profile_label(profile_name)
+    out_dir = root / "_build" / "executed" / label
     total = time.perf_counter()
     runs = []
     notebooks = toc_notebooks(root)
     # every notebook's values are checked before the first one runs
-    check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), profile_name)
-    chosen = {path: notebook_parameters(path, profile, f"profile {profile_name!r}")
+    check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), title)
+    chosen = {path: notebook_parameters(path, profile, f"profile {title!r}")
               for path in notebooks}
-    check_models_available(chosen, profile_name)
-    before = last_profile(out_dir)
-    for k, path in enumerate(notebooks, 1):
-        echo(f"[{k}/{len(notebooks)}] {path.stem}{_estimate(before, notebooks[k - 1:])}")
-        run = execute(path, chosen[path], out_dir, force=force, cell_timeout=cell_timeout,
-                      profile_name=profile_name)
-        runs.append(run)
-        echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
-    table = write_profile(out_dir, runs)
-    for line in profile_summary(table) + shape_projection(profile_name, table, out_dir, root):
-        echo(line)
-    echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
-    scorecard = findings.collect([run.path for run in runs])
-    echo(f"  findings: {findings.write(out_dir, scorecard)}")
-    start = time.perf_counter()
-    src = stage(profile_name, runs, root)
-    (src / "book" / "findings.md").write_text(findings.page(scorecard, profile_name),
-                                              encoding="utf-8")
-    running = src / "book" / "running.md"
-    running.write_text(running.read_text(encoding="utf-8").replace(
-        findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)), encoding="utf-8")
-    running.write_text(running.read_text(encoding="utf-8").replace(
-        times.TIMES_MARKER, times.table()), encoding="utf-8")
-    grid = _parameters_with(chosen, "finetune")
-    running.write_text(running.read_text(encoding="utf-8").replace(
-        RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options"))),
-        encoding="utf-8")
-    data = src / "book" / "data.md"
-    data.write_text(data.read_text(encoding="utf-8").replace(
-        ZOO_MARKER, zoo_table(str(_parameters_with(chosen, "zoo_set").get("zoo_set") or ""))),
-        encoding="utf-8")
-    index = jupyter_book(src)
+    check_models_available(chosen, title)
+    with build_lock(out_dir, echo):
+        before = last_profile(out_dir)
+        for k, path in enumerate(notebooks, 1):
+            echo(f"[{k}/{len(notebooks)}] {path.stem}{_estimate(before, notebooks[k - 1:])}")
+            run = execute(path, chosen[path], out_dir, force=force, cell_timeout=cell_timeout,
+                          profile_name=title, times_profile=label)
+            runs.append(run)
+            echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
+        table = write_profile(out_dir, runs)
+        for line in profile_summary(table) + shape_projection(label, table, out_dir, root):
+            echo(line)
+        echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
+        scorecard = findings.collect([run.path for run in runs])
+        echo(f"  findings: {findings.write(out_dir, scorecard)}")
+        start = time.perf_counter()
+        src = stage(label, runs, root)
+        (src / "book" / "findings.md").write_text(findings.page(scorecard, title),
+                                                  encoding="utf-8")
+        running = src / "book" / "running.md"
+        running.write_text(running.read_text(encoding="utf-8").replace(
+            findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)),
+            encoding="utf-8")
+        running.write_text(running.read_text(encoding="utf-8").replace(
+            times.TIMES_MARKER, times.table()), encoding="utf-8")
+        grid = _parameters_with(chosen, "finetune")
+        running.write_text(running.read_text(encoding="utf-8").replace(
+            RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options"))),
+            encoding="utf-8")
+        data = src / "book" / "data.md"
+        data.write_text(data.read_text(encoding="utf-8").replace(
+            ZOO_MARKER,
+            zoo_table(str(_parameters_with(chosen, "zoo_set").get("zoo_set") or ""))),
+            encoding="utf-8")
+        index = jupyter_book(src)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
-    echo(f"built the book ({profile_name} profile) in {time.perf_counter() - total:.1f} s: "
+    echo(f"built the book ({title} profile) in {time.perf_counter() - total:.1f} s: "
          f"{index}")
     return index
+
+
+@contextlib.contextmanager
+def build_lock(out_dir: Path, echo=print):
+    """Hold the build folder ``out_dir`` (and its staged book) for one build at a time: an
+    exclusive lock on ``out_dir/.build.lock``, which the system releases when the process
+    ends, however it ends. A second build waits, saying which process holds it."""
+    import fcntl
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".build.lock", "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            echo(f"another build of this profile is running ({holder}) into {out_dir}: "
+                 "waiting for it to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

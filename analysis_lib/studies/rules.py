@@ -105,8 +105,10 @@ def _corpus_problems(name: str, items: list) -> list[str]:
     files = [v for v in items if is_corpus_file(v)]
     missing = [v for v in files if not Path(v).expanduser().is_file()]
     if missing:
-        out.append(f"{name}: corpus file {missing!r} does not exist (a path is read from "
-                   "the notebook's folder when relative: give an absolute one)")
+        shown = ", ".join(str(Path(v).expanduser().absolute()) for v in missing)
+        out.append(f"{name}: corpus file {shown} does not exist (a relative path is read "
+                   "from the working folder: the book's build resolves it from where the "
+                   "build was started; give an absolute path to be sure)")
     bad = [v for v in items if v not in list_corpora() and v not in files]
     if bad:
         out.append(f"{name}: unknown corpus {bad!r}; valid: {sorted(list_corpora())}, or "
