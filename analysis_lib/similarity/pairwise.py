@@ -231,6 +231,8 @@ def _plans(group: list, A: list, B: list | None, labels, options: dict) -> list[
     wide = [is_wide(x) for x in layers]
     reduce = [r for r in group if r.row_space] if any(wide) else []
     rest = [r for r in group if r not in reduce]
+    if any(wide) and rest and rest[0].layer == "activations":
+        _check_neuron_memory(rest, A, B, labels[0] + labels[1], options)
     plans: list[tuple] = [(rest, A, B, {})] if rest else []
     if reduce:
         standardize = any(options_of(r.name, options).get("standardize") for r in reduce)
@@ -239,6 +241,57 @@ def _plans(group: list, A: list, B: list | None, labels, options: dict) -> list[
         plans.append((reduce, given[:len(A)], None if B is None else given[len(A):],
                       {"standardize": False} if standardize else {}))
     return plans
+
+
+def _check_neuron_memory(measures: list, A: list, B: list | None, names: list[str],
+                         options: dict) -> None:
+    """Refuse, before any work, measures that read wide layers neuron by neuron when the
+    matrix of their neurons' products would not fit in half of this machine's memory: the
+    d1 x d2 products of two layers' neurons (:attr:`~.registry.Measure.neuron_pairs`) or a
+    layer's own d x d ``G``. The message names the measure, the layers, the size and the
+    measures that read a wide layer by its rows."""
+    from .registry import REGISTRY
+
+    def width(x) -> int:
+        return int(np.shape(x)[1]) if np.ndim(x) == 2 else 0
+
+    layers = A + (B or [])
+    widths = [width(x) for x in layers]
+    order = sorted(range(len(layers)), key=lambda k: -widths[k])
+    if B is None:  # pairs within A: the two widest layers
+        pair = order[:2] if len(order) > 1 else order * 2
+    else:
+        pair = [max(range(len(A)), key=lambda k: widths[k]),
+                len(A) + max(range(len(B)), key=lambda k: widths[len(A) + k])]
+    worst: tuple[int, list[int]] = (0, [])
+    for r in measures:
+        if "G" in r.layer_needs(options_of(r.name, options)):
+            worst = max(worst, (widths[order[0]] ** 2, [order[0]]))
+        if r.neuron_pairs:
+            worst = max(worst, (widths[pair[0]] * widths[pair[1]], pair))
+    need, which = 8 * worst[0], worst[1]
+    budget = _memory_bytes() // 2
+    if need > budget:
+        heavy = [r.name for r in measures if r.neuron_pairs
+                 or "G" in r.layer_needs(options_of(r.name, options))]
+        shape = " x ".join(f"{widths[k]:,}" for k in (which * 2)[:2])
+        by_rows = ", ".join(r.name for r in REGISTRY.values() if r.row_space)
+        raise ValueError(
+            f"{', '.join(heavy)} on {' and '.join(dict.fromkeys(names[k] for k in which))} "
+            f"needs a {shape} matrix of products of neurons ({need / 2**30:.1f} GiB), more "
+            f"than half this machine's memory ({2 * budget / 2**30:.1f} GiB); reduce the "
+            "neurons first (a PCA to a few thousand directions), or use a measure that reads "
+            f"a wide layer through its rows ({by_rows}, or linear_cka)")
+
+
+def _memory_bytes() -> int:
+    """This machine's physical memory in bytes (a large number where it cannot be read)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 1 << 50
 
 
 def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, out: dict,
@@ -309,8 +362,11 @@ def _layer_list(layers, name: str) -> tuple[list, list]:
     3-D array of stacked layers (layers x stimuli x neurons). The keys are the dict's, else
     the positions. An error names the confusion when ``layers`` is one layer's rows (a 2-D
     array, or a list of 1-D rows of numbers) instead."""
-    if hasattr(layers, "hidden_states") and not isinstance(layers, Mapping):
-        layers = layers.hidden_states
+    # a Hugging Face model output is a mapping too (of last_hidden_state, pooler_output,
+    # hidden_states, ...): its layers are its hidden_states
+    if _is_model_output(layers) or (hasattr(layers, "hidden_states")
+                                    and not isinstance(layers, Mapping)):
+        layers = getattr(layers, "hidden_states", None)
         if layers is None:
             raise ValueError(f"{name} is a model output without hidden states; run the model "
                              "with output_hidden_states=True")
@@ -330,6 +386,13 @@ def _layer_list(layers, name: str) -> tuple[list, list]:
             f"list of layers; pass [X] for one layer, or a list of 2-D arrays (stimuli x "
             f"neurons), one per layer")
     return found, keys
+
+
+def _is_model_output(x: Any) -> bool:
+    """Whether ``x`` is a Hugging Face ``ModelOutput`` (found by its class's module, so that
+    transformers need not be imported)."""
+    return any(c.__name__ == "ModelOutput" and c.__module__.startswith("transformers")
+               for c in type(x).__mro__)
 
 
 def _labelled(matrix: np.ndarray, keys_a: list, keys_b: list) -> pd.DataFrame:

@@ -91,6 +91,11 @@ class Measure:
         orthogonal map of either layer's neurons, or (PWCCA) reads the neurons only through
         :meth:`~.core.LayerStats.loadings`, which maps back. Its memory then grows with
         the rows, not with the square of the neurons.
+    neuron_pairs : bool
+        Reads the products of every neuron of one layer with every neuron of the other
+        (a d1 x d2 matrix) whatever the number of rows: its memory grows with the square of
+        the neurons, so a very wide layer is refused before any work
+        (:func:`~.pairwise.pairwise_suite` names the measures that read it by rows).
     check : callable or None
         ``check(options)`` raises on an invalid option value before any work.
     aliases : tuple of str
@@ -111,6 +116,7 @@ class Measure:
     from_moments: bool = False
     rows: bool = True
     row_space: bool = False
+    neuron_pairs: bool = False
     check: Callable[[Mapping[str, Any]], None] | None = None
     aliases: tuple[str, ...] = ()
 
@@ -123,11 +129,12 @@ _ATTENTION = ("permutation",)  # of the heads
 
 MEASURE_TABLE: tuple[Measure, ...] = (
     Measure("neuronsim", False, "activations", k.neuronsim_pair, ref.neuronsim,
-            {"top_k": None, **_WORK}, _NEURONS, streams=True, from_moments=True),
+            {"top_k": None, **_WORK}, _NEURONS, streams=True, from_moments=True,
+            neuron_pairs=True),
     # every neuron of X regressed on all of Y: any invertible map of Y keeps its span
     Measure("mixedsim", False, "activations", k.mixedsim_pair, ref.mixedsim,
             {"top_k": None, **_WORK}, _NEURONS + ("orthogonal", "invertible_linear"),
-            layer_needs=lambda options: ("G", "span")),
+            layer_needs=lambda options: ("G", "span"), neuron_pairs=True),
     Measure("svcca", True, "activations", k.svcca_pair, ref.svcca,
             {**_CANONICAL, "top_k": None, **_WORK}, _ROTATION,
             layer_needs=lambda options: ("G", "principal"), pair_needs=("canonical",),

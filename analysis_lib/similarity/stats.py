@@ -148,7 +148,7 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
         raise ValueError("bootstrap resamples rows of (n, d) arrays; for attention, resample "
                          "sentences and call attention_similarity yourself")
     checks.number(level, "level", 0, 1, open_low=True, open_high=True)
-    checks.integer(n_boot, "n_boot", low=2)
+    checks.integer(n_boot, "n_boot", low=2, high=MAX_RESAMPLES)
     checks.integer(seed, "seed", low=0)
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
@@ -188,6 +188,9 @@ def bootstrap(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "linear_c
 
 #: the largest share of resamples that may be undefined before a bootstrap refuses to answer
 MAX_UNDEFINED = 0.05
+#: the most resamples or permutations a call takes: a 95% interval's Monte Carlo error is
+#: already far below its width at 10,000, and each resample recomputes the measure
+MAX_RESAMPLES = 100_000
 
 
 def _check_undefined(samples: np.ndarray, n_boot: int) -> int:
@@ -224,7 +227,7 @@ def permutation_test(X: ArrayLike, Y: ArrayLike | None = None, measure: str = "l
     name = canonical(measure)
     if name.startswith("attention_"):
         raise ValueError("permutation_test shuffles rows of (n, d) arrays, not attention maps")
-    checks.integer(n_perm, "n_perm", low=1)
+    checks.integer(n_perm, "n_perm", low=1, high=MAX_RESAMPLES)
     checks.integer(seed, "seed", low=0)
     single, A, B = _as_layers(X, Y)
     second = A if B is None else B
@@ -306,7 +309,7 @@ def group_bootstrap(statistic, groups, *, n_boot: int = 1000, seed: int = 0,
     per resample: a two-level bootstrap). Returns an array (n_boot, *statistic's shape);
     NaN entries (a resample where the statistic is undefined) are kept for the caller to
     count."""
-    checks.integer(n_boot, "n_boot", low=2)
+    checks.integer(n_boot, "n_boot", low=2, high=MAX_RESAMPLES)
     checks.integer(seed, "seed", low=0)
     rng = np.random.default_rng(seed)
     samples = [np.asarray(statistic(group_weights(groups, rng), rng), dtype=np.float64)
@@ -324,7 +327,7 @@ def two_sample_permutation(statistic, groups, first, *, n_perm: int = 1000, seed
 
     ``groups`` (n,) gives each row's group; ``first`` (n,) bool marks the first condition's
     rows, and a group must lie in one condition."""
-    checks.integer(n_perm, "n_perm", low=1)
+    checks.integer(n_perm, "n_perm", low=1, high=MAX_RESAMPLES)
     checks.integer(seed, "seed", low=0)
     groups, first = np.asarray(groups), np.asarray(first, dtype=bool)
     if groups.shape != first.shape or groups.ndim != 1:

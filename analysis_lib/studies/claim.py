@@ -184,9 +184,16 @@ class Evidence:
     def from_values(cls, unit: str, values: Iterable[float], note: str = "") -> Evidence:
         """Mean of independent values (one per seed, seed pair, ...) and its t standard
         error; one value gives no spread (``se`` NaN). A NaN value is a unit that was not
-        measured (a run that gave nothing): it is left out and the note says how many were;
-        an infinite value is no estimate of anything and is refused."""
-        given = np.asarray(list(values), dtype=np.float64).ravel()
+        measured (a run that gave nothing; None reads as NaN): it is left out and the note
+        says how many were; an infinite value is no estimate of anything and is refused, and
+        so is a value that is not a number (text, a boolean)."""
+        given = np.asarray([np.nan if v is None else v for v in values])
+        if given.dtype.kind not in "iuf":  # text, booleans, mixed objects
+            raise TypeError(
+                f"evidence {unit!r}: values must be numbers (int or float; NaN or None for "
+                f"a value that was not measured), got {given.dtype.name} values such as "
+                f"{given.ravel()[:3].tolist()!r}; convert them first (float(text))")
+        given = given.astype(np.float64).ravel()
         if np.isinf(given).any():
             raise ValueError(
                 f"evidence {unit!r}: {int(np.isinf(given).sum())} of its {given.size} values "

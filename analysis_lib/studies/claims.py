@@ -25,10 +25,6 @@ _CLAIMS = [claim for module in PAPER_MODULES for claim in module.CLAIMS]
 CLAIMS: Mapping[str, Claim] = MappingProxyType({c.id: c for c in _CLAIMS})
 if len(CLAIMS) != len(_CLAIMS):
     raise RuntimeError("two claims share an id")
-_ASSUMED = [(c.id, c.requires) for c in _CLAIMS if c.requires]
-if any(needed not in CLAIMS or CLAIMS[needed].requires for _, needed in _ASSUMED):
-    raise RuntimeError(f"a claim presupposes an unknown claim or one that presupposes "
-                       f"another: {_ASSUMED}")
 
 
 def get(claim_id: str) -> Claim:
@@ -64,15 +60,50 @@ def answerable(claims: Iterable[Claim], results: Mapping[str, Any]) -> list[Clai
     return [c for c in claims if set(evidence_reads(c)) <= set(results)]
 
 
-def evidence_reads(claim: Claim) -> tuple[str, ...]:
-    """The results a claim's evidence reads, with those of the claim it presupposes
-    (:attr:`~analysis_lib.studies.claim.Claim.requires`)."""
-    required = evidence_reads(get(claim.requires)) if claim.requires else ()
-    return tuple(dict.fromkeys((*claim.reads, *required)))
+def preconditions(claim: Claim, among: Iterable[Claim] = ()) -> list[Claim]:
+    """The claims ``claim`` presupposes, nearest first: the one its
+    :attr:`~analysis_lib.studies.claim.Claim.requires` names, the one that one requires, and
+    so on down the chain. Ids are looked up among ``among`` (claims of one's own) first, then
+    in :data:`CLAIMS`. A chain that comes back to a claim already in it, or that names a
+    claim that exists nowhere, is a ``ValueError`` naming the whole chain: no verdict can
+    rest on it."""
+    known = {c.id: c for c in among}
+    chain: list[Claim] = []
+    seen = [claim.id]
+    current = claim
+    while current.requires:
+        needed = current.requires
+        if needed in seen:
+            raise ValueError(f"claim {claim.id!r}: its preconditions form a cycle "
+                             f"({' -> '.join([*seen, needed])}); a claim cannot presuppose "
+                             "itself, directly or through others")
+        if needed in known:
+            current = known[needed]
+        elif needed in CLAIMS:
+            current = CLAIMS[needed]
+        else:
+            raise ValueError(f"claim {claim.id!r}: its precondition chain "
+                             f"({' -> '.join([*seen, needed])}) names {needed!r}, which is "
+                             "no claim; fix the id in requires=")
+        chain.append(current)
+        seen.append(current.id)
+    return chain
 
 
-def results_read(claim: Claim) -> tuple[str, ...]:
+def evidence_reads(claim: Claim, among: Iterable[Claim] = ()) -> tuple[str, ...]:
+    """The results a claim's evidence reads, with those of every claim it presupposes
+    (:func:`preconditions`)."""
+    chain = [claim, *preconditions(claim, among)]
+    return tuple(dict.fromkeys(name for c in chain for name in c.reads))
+
+
+def results_read(claim: Claim, among: Iterable[Claim] = ()) -> tuple[str, ...]:
     """Every result a claim's verdict reads: :func:`evidence_reads` and the gates of the
-    claim and of the claim it presupposes."""
-    required = results_read(get(claim.requires)) if claim.requires else ()
-    return tuple(dict.fromkeys((*evidence_reads(claim), *claim.gates, *required)))
+    claim and of every claim it presupposes."""
+    chain = [claim, *preconditions(claim, among)]
+    return tuple(dict.fromkeys((*evidence_reads(claim, among),
+                                *(name for c in chain for name in c.gates))))
+
+
+for _claim in _CLAIMS:  # every chain of the book's claims resolves (a cycle or a gap fails)
+    preconditions(_claim)

@@ -35,8 +35,9 @@ def training_problem(record: Mapping[str, Any]) -> str:
       (:func:`~analysis_lib.training.plateau.plateaued`; else it was still learning, and a
       claim about a trained model would read a model half-way).
 
-    A run passes only on evidence: an empty record, a curve of one point, a NaN accuracy or
-    a diverged loss is named, never read as trained."""
+    A run passes only on evidence: an empty record, a curve of one point, a NaN accuracy, a
+    diverged loss, an empty loss curve or points without their loss is named, never read as
+    trained."""
     if not isinstance(record, Mapping) or not record:
         return ("its record is empty: nothing shows that it trained (a run's record holds its "
                 "validation metrics and its learning curve; rerun it)")
@@ -55,8 +56,23 @@ def training_problem(record: Mapping[str, Any]) -> str:
                         f"{majority:.3f}")
     else:
         problems += _still_learning(record.get("history") or [], validation.get("n"))
-    curve = record.get("loss_curve") or record.get("history") or []
-    losses = [float(point.get("train_loss", float("nan"))) for point in curve]
+    source = "loss_curve" if "loss_curve" in record else "history"
+    curve = record.get(source) or []
+    if not isinstance(curve, list) or ("loss_curve" in record and not curve):
+        return "; ".join([*problems, "its loss curve is empty or not a list: nothing shows the "
+                          "training loss it reached (the record is damaged; rerun the run)"])
+    lacking = [point for point in curve
+               if not isinstance(point, Mapping) or point.get("train_loss") is None]
+    if lacking:
+        problems.append(f"{len(lacking)} of the {len(curve)} points of its "
+                        f"{source.replace('_', ' ')} have no train_loss: the record is "
+                        "damaged or not a training run's (rerun the run)")
+        return "; ".join(problems)
+    try:
+        losses = [float(point["train_loss"]) for point in curve]
+    except (TypeError, ValueError):
+        return "; ".join([*problems, f"its {source.replace('_', ' ')} holds a train_loss "
+                          "that is not a number (the record is damaged; rerun the run)"])
     if not np.isfinite(losses).all():
         problems.append("its training loss is not a number at some point (the run diverged)")
     elif losses and min(losses) < 0:

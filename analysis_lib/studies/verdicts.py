@@ -39,7 +39,7 @@ tables in :mod:`analysis_lib.studies.tables`, the training gate in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,7 @@ from .claim import (
     Verdict,
     check_unit,
 )
-from .claims import get, results_read
+from .claims import get, preconditions, results_read
 from .tables import table
 from .training_gate import describe
 
@@ -113,9 +113,10 @@ def _one_sided(est, se, df, delta):
     return up, down, inside, below_high
 
 
-def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = ALPHA
-           ) -> Verdict:
-    """The verdict of ``claim`` on ``evidence`` (one :class:`Evidence` per unit).
+def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
+           alpha: float = ALPHA) -> Verdict:
+    """The verdict of ``claim`` on ``evidence`` (one :class:`Evidence` per unit, in any
+    iterable, a generator included; or one record).
 
     The units are compared with the claim's smallest effect on their own scale
     (:attr:`~analysis_lib.studies.claim.Claim.delta`: Fisher's z of a correlation claim's).
@@ -129,6 +130,9 @@ def decide(claim: Claim | str, evidence: Sequence[Evidence], *, alpha: float = A
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
     delta = _check_smallest_effect(claim.delta)
+    if isinstance(evidence, Evidence):
+        evidence = [evidence]
+    evidence = list(evidence)  # a generator is read once, here, and checked below
     for e in evidence:
         if not isinstance(e, Evidence):
             raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
@@ -225,19 +229,34 @@ def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float =
     :func:`decide` draws the verdict, or the function says why there is none
     (:class:`~analysis_lib.studies.claim.NotMeasured`,
     :class:`~analysis_lib.studies.claim.DidNotTrain`). A claim that presupposes another
-    (:attr:`~analysis_lib.studies.claim.Claim.requires`) keeps its verdict only where that
-    one holds on the same results (:func:`conditional`). A result that no claim reads is an
-    error: a misspelt name would otherwise leave its claim "not measured"."""
-    known = {name for claim in claims for name in results_read(claim)}
+    (:attr:`~analysis_lib.studies.claim.Claim.requires`) keeps its verdict only where every
+    claim down its chain of preconditions holds on the same results (:func:`conditional`,
+    the first that does not is named); a chain that cycles or names no claim is a
+    ``ValueError`` (:func:`~analysis_lib.studies.claims.preconditions`; ids are looked up
+    among ``claims`` first). A result that no claim reads is an error: a misspelt name would
+    otherwise leave its claim "not measured"."""
+    claims = list(claims)
+    chains = {id(claim): preconditions(claim, claims) for claim in claims}
+    known = {name for claim in claims for name in results_read(claim, claims)}
     unknown = sorted(set(results) - known)
     if unknown:
         raise KeyError(f"no claim reads the results {unknown}; the claims read "
                        f"{sorted(known)} (check the names)")
+    judged: dict[str, Verdict] = {}
+
+    def one(claim: Claim) -> Verdict:
+        if claim.id not in judged:
+            judged[claim.id] = _judge_one(claim, results, alpha)
+        return judged[claim.id]
+
     found = []
     for claim in claims:
         verdict = _judge_one(claim, results, alpha)
-        if claim.requires and verdict.outcome != NOT_MEASURED:
-            verdict = conditional(verdict, _judge_one(get(claim.requires), results, alpha))
+        if verdict.outcome != NOT_MEASURED:
+            for precondition in chains[id(claim)]:
+                if one(precondition).outcome != "holds":
+                    verdict = conditional(verdict, one(precondition))
+                    break
         found.append(verdict)
     return table(found)
 

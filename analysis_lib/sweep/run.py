@@ -37,10 +37,13 @@ from ..runtime.cache import (
     make_key,
     pin_root,
 )
+from ..runtime.machine import cores
 from .spec import SweepSpec, Unit, load_spec, plan
 
 #: Errors that describe bad input: retrying cannot help.
 NOT_RETRIED = (ValueError, TypeError, LookupError)
+#: a local cluster runs at most this many worker processes per core of the machine
+MAX_WORKERS_PER_CORE = 4
 
 
 @dataclass
@@ -273,6 +276,12 @@ def run_sweep(spec: SweepSpec | str | Path | dict, *, workers: int | str | None 
     if workers is not None and workers != "auto" and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive integer or 'auto', got {workers!r}")
+    most = MAX_WORKERS_PER_CORE * cores()
+    if isinstance(workers, int) and workers > most:
+        raise ValueError(f"workers={workers} is more than this machine can run: a local "
+                         f"cluster's workers share its {cores()} cores, so at most {most} "
+                         f"({MAX_WORKERS_PER_CORE} per core); use workers='auto', or a "
+                         "scheduler on a cluster (scheduler=..., or client=...) for more")
     if sum(x is not None for x in (workers, scheduler, client)) > 1:
         raise ValueError("give at most one of workers, scheduler and client")
     pin_root()
@@ -315,9 +324,10 @@ def _run_dask(units: list[Unit], cache: str, spec: SweepSpec, workers: int | str
               scheduler: str | None, client: Any, progress: bool) -> dict[str, dict]:
     try:
         from distributed import Client, LocalCluster, as_completed
-    except ImportError as error:  # pragma: no cover - dask is in requirements.txt
-        raise ImportError("running on Dask needs dask[distributed], which the sweep extra "
-                          'installs: pip install "analysis_lib[sweep]"') from error
+    except ImportError as error:
+        raise ModuleNotFoundError("running on Dask needs dask[distributed], which the sweep "
+                                  'extra installs: pip install "analysis_lib[sweep]"',
+                                  name="distributed") from error
     with contextlib.ExitStack() as stack:
         if client is None:
             if scheduler is not None:
