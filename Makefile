@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_rsa.py
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_probe.py
+	$(PY) benchmarks/bench_train.py
 
 clean:
 	rm -rf _build _static test-artifacts .pytest_cache .ruff_cache

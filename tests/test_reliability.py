@@ -223,29 +223,30 @@ def test_a_present_chapter_without_its_record_is_named_never_silent(tmp_path, da
         assert mine["what this run shows"].str.contains("could not be read: seeds").all()
 
 
-def test_the_findings_command_exits_non_zero_naming_a_chapter_without_its_record(tmp_path):
+def test_the_findings_command_exits_non_zero_naming_a_chapter_without_its_record(tmp_path,
+                                                                                  capsys):
+    from analysis_lib.__main__ import main
+
     path = _chapter_with_a_record(tmp_path)
     nb = nbformat.read(str(path), as_version=4)
     nb.cells[_record_cell(nb)].outputs = []
     nbformat.write(nb, str(path))
-    done = subprocess.run([sys.executable, "-m", "analysis_lib", "findings", "--executed",
-                           str(tmp_path), "--format", "csv"], capture_output=True, text=True)
-    assert done.returncode == 1 and "seeds" in done.stderr
-    assert "no findings record" in done.stderr and "Traceback" not in done.stderr
+    assert main(["findings", "--executed", str(tmp_path), "--format", "csv"]) == 1
+    said = capsys.readouterr().err
+    assert "seeds" in said and "no findings record" in said
 
 
 # ------------------------------------------------------------------ sizes a user types
 
 
-def test_findings_width_is_bounded_and_the_table_never_pads_past_its_text(tmp_path):
+def test_findings_width_is_bounded_and_the_table_never_pads_past_its_text(tmp_path, capsys):
+    from analysis_lib.__main__ import main
     from analysis_lib.book import findings
 
     path = _chapter_with_a_record(tmp_path)
     for width in ("1000000000", "5", "-3"):
-        done = subprocess.run([sys.executable, "-m", "analysis_lib", "findings", "--executed",
-                               str(tmp_path), "--width", width], capture_output=True,
-                              text=True)
-        assert done.returncode == 2 and "--width must lie in [40, 1000]" in done.stderr
+        assert main(["findings", "--executed", str(tmp_path), "--width", width]) == 2
+        assert "--width must lie in [40, 1000]" in capsys.readouterr().err
     table = findings.collect([path])
     longest = max(len(line) for line in findings.text_table(table, 1000).splitlines())
     text = max(len(s) for s in table["what this run shows"])

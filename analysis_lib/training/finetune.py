@@ -518,9 +518,10 @@ def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, devic
     the device of a run."""
     config = check_config(preset(config) if isinstance(config, str) else config)
     checks.choice(store, "store", STORES)
+    base = load(model, cache_dir=cache_dir, **load_options)  # its flags are checked first
     if isinstance(task, str):
         task = load_task(task)
-    return config, task, load(model, cache_dir=cache_dir, **load_options), resolve(device)
+    return config, task, base, resolve(device)
 
 
 def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store: str,

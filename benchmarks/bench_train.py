@@ -1,0 +1,238 @@
+"""Benchmark: how close each training loop of the book runs to this machine's matmul rate.
+
+In one run: the dense matrix-product rate of this CPU (float32 at one thread and at the
+fine-tuning threads; bfloat16 too where the CPU computes it natively, with AMX or
+AVX512-BF16), then each training loop the book runs, called through the library's own
+function on a short, book-shaped workload in a temporary cache:
+
+* MiniLM fine-tuning (``training.finetune``, the ``cpu`` preset, tweets), at the fine-tuning
+  threads; and the same under bfloat16 autocast, which the book does not use, for comparison;
+* the model zoo's pretraining (``training.pretrain``: the causal and the masked base models,
+  fewer steps), one thread each as the zoo trains them;
+* the truncation chapter's heads (``training.heads.fit_heads``: MiniLM's own head on
+  first-token vectors, one per layer), one thread;
+* the seeds chapter's invertible flow (``alignment.fit(..., "inn")``), one thread.
+
+Each loop runs twice on identical work: once timed, once under torch's ``FlopCounterMode``,
+which counts the floating-point operations of its forward and backward passes (the useful
+work; the optimizer's updates are not counted). Printed per loop: seconds, GFLOP, the
+achieved GFLOP/s, its share of the float32 matmul rate at the loop's thread count, and
+tokens (or rows) per second.
+
+    python benchmarks/bench_train.py [--n-train 512] [--zoo-steps 150] [--skip-bf16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from analysis_lib.runtime.machine import cores, cpu_name
+from analysis_lib.runtime.threads import torch_threads
+from analysis_lib.training import finetune, loop
+
+
+def native_bf16() -> str:
+    """The CPU's native bfloat16 arithmetic ('amx_bf16', 'avx512_bf16'), or ''."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            flags = next((line for line in info if line.startswith("flags")), "").split()
+    except OSError:
+        return ""
+    return next((flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags), "")
+
+
+def matmul_rate(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Best FLOP/s of an n x n by n x n product at ``threads`` torch threads."""
+    generator = torch.Generator().manual_seed(0)
+    A = torch.randn(n, n, generator=generator).to(dtype)
+    B = torch.randn(n, n, generator=generator).to(dtype)
+    with torch_threads(threads):
+        A @ B  # warm the kernels and the allocator
+        best = min(_seconds(lambda: A @ B) for _ in range(repeats))
+    return 2 * n ** 3 / best
+
+
+def _seconds(f: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    f()
+    return time.perf_counter() - start
+
+
+@dataclass
+class Measured:
+    """One loop's timed run and its counted twin."""
+
+    name: str
+    threads: int
+    seconds: float = 0.0
+    flops: float = 0.0
+    tokens: float = 0.0
+    unit: str = "tokens"
+
+
+@contextlib.contextmanager
+def watched_loop(found: Measured, counting: bool, autocast: bool = False) -> Iterator[None]:
+    """Inside the block, every call of the one training loop (``training.loop.run``) is
+    timed (or, with ``counting``, its floating-point operations counted) and the tokens of
+    its batches summed (the attention mask's ones: real tokens, not padding)."""
+    real = loop.run
+
+    def watched(model, epoch_batches, **kwargs):
+        def batches():
+            for batch in epoch_batches():
+                if not counting:
+                    mask = batch.get("attention_mask")
+                    found.tokens += float(mask.sum() if mask is not None
+                                          else batch["input_ids"].numel())
+                yield batch
+
+        counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
+        precision = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
+                     else contextlib.nullcontext())
+        start = time.perf_counter()
+        with counter, precision:
+            out = real(model, batches, **kwargs)
+        if counting:
+            found.flops += counter.get_total_flops()
+        else:
+            found.seconds += time.perf_counter() - start
+        return out
+
+    loop.run = watched
+    try:
+        yield
+    finally:
+        loop.run = real
+
+
+def finetuning(n_train: int, autocast: bool) -> Measured:
+    from analysis_lib.data import tasks
+
+    task = tasks.load_task("tweets-sentiment", n_train=n_train, n_val=100, n_test=100, seed=0)
+    config = replace(finetune.PRESETS["cpu"], epochs=1.0)
+    name = "MiniLM fine-tuning" + (", bf16 autocast" if autocast else "")
+    found = Measured(name, finetune.CPU_THREADS)
+    for counting in (False, True):
+        with tempfile.TemporaryDirectory() as tmp, watched_loop(found, counting, autocast):
+            finetune.finetune("minilm", task, config, cache_dir=tmp, progress=False,
+                              device="cpu")
+    return found
+
+
+def zoo_pretraining(steps: int, objective: str) -> Measured:
+    from analysis_lib.models import zoo
+    from analysis_lib.models.zoo_store import CPU_THREADS
+    from analysis_lib.training import pretrain
+
+    config = replace(zoo.BASE if objective == "clm" else zoo.MLM, steps=steps,
+                     checkpoints=())
+    found = Measured(f"zoo pretraining ({objective}, {config.layers} x {config.hidden})",
+                     CPU_THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        pretrain.tokenizer(config.vocab_size, tmp)  # made once, outside the timed loop
+        for counting in (False, True):
+            with watched_loop(found, counting):
+                pretrain.pretrain(config, cache_dir=tmp, progress=False, device="cpu")
+            for run in (Path(tmp) / "pretrain").iterdir():
+                shutil.rmtree(run)  # the counted run trains again
+    return found
+
+
+def _counted(name: str, threads: int, unit: str, rows: int,
+             run: Callable[[], object]) -> Measured:
+    """A call timed, then counted on identical work (``run`` is deterministic)."""
+    found = Measured(name, threads, unit=unit)
+    found.seconds = _seconds(run)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        run()
+    found.flops = counter.get_total_flops()
+    found.tokens = rows
+    return found
+
+
+def heads(n: int, layers: int, epochs: int) -> Measured:
+    from analysis_lib import models
+    from analysis_lib.training.heads import FirstTokenHead, fit_heads
+
+    base = models.load("minilm")
+    task_model = finetune.task_model(base, 3, False, 0)
+    rng = np.random.default_rng(0)
+    width = base.info.hidden_size
+    train = [rng.standard_normal((n, width)).astype(np.float32) for _ in range(layers)]
+    val = [rng.standard_normal((n // 4, width)).astype(np.float32) for _ in range(layers)]
+    labels, val_labels = rng.integers(0, 3, n), rng.integers(0, 3, n // 4)
+
+    def run():
+        fitted = [FirstTokenHead(task_model) for _ in range(layers)]
+        fit_heads(fitted, train, labels, val, val_labels, epochs=epochs)
+
+    return _counted(f"heads ({layers} x MiniLM's head, {epochs} epochs)", 1, "rows",
+                    n * layers * epochs, run)
+
+
+def flow(n: int, width: int, epochs: int) -> Measured:
+    from analysis_lib import alignment
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, width))
+    Y = np.tanh(X @ rng.standard_normal((width, width)) / width ** 0.5)
+
+    def run():
+        alignment.fit(X, Y, "inn", seed=0, epochs=epochs, patience=epochs)
+
+    return _counted(f"invertible flow ({width} wide, {epochs} epochs)", 1, "rows",
+                    int(0.9 * n) * epochs, run)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-train", type=int, default=512,
+                        help="tweets in the fine-tuning run (one epoch)")
+    parser.add_argument("--zoo-steps", type=int, default=150)
+    parser.add_argument("--skip-bf16", action="store_true",
+                        help="leave out the bfloat16 autocast fine-tuning run")
+    args = parser.parse_args()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the models' saving bars, not the benchmark's output
+    bf16 = native_bf16()
+    print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
+          f"{bf16 or 'none'}")
+    thread_counts = sorted({1, finetune.CPU_THREADS})
+    rate = {t: matmul_rate(t, torch.float32) for t in thread_counts}
+    print("\ndense matmul (2048 x 2048 by 2048 x 2048), best of 5:")
+    for t in thread_counts:
+        line = f"  {t} thread{'s' * (t > 1)}: float32 {rate[t] / 1e9:7.1f} GFLOP/s"
+        if bf16:
+            line += f", bfloat16 {matmul_rate(t, torch.bfloat16) / 1e9:7.1f} GFLOP/s"
+        print(line)
+    runs = [finetuning(args.n_train, autocast=False)]
+    if bf16 and not args.skip_bf16:
+        runs.append(finetuning(args.n_train, autocast=True))
+    runs += [zoo_pretraining(args.zoo_steps, "clm"), zoo_pretraining(args.zoo_steps, "mlm"),
+             heads(2000, 6, 5), flow(2000, 64, 30)]
+    print(f"\n{'training loop':<44}{'threads':>8}{'s':>8}{'GFLOP':>9}{'GFLOP/s':>9}"
+          f"{'of matmul':>11}{'per s':>12}")
+    for m in runs:
+        achieved = m.flops / m.seconds
+        print(f"{m.name:<44}{m.threads:>8}{m.seconds:>8.1f}{m.flops / 1e9:>9.1f}"
+              f"{achieved / 1e9:>9.1f}{achieved / rate[m.threads]:>10.0%} "
+              f"{m.tokens / m.seconds:>8.0f} {m.unit}")
+    print("\n'of matmul': the loop's useful FLOP/s (forward and backward passes, counted by "
+          "torch's FlopCounterMode) as a share of the float32 matmul rate at its threads.")
+
+
+if __name__ == "__main__":
+    main()
