@@ -403,8 +403,11 @@ def _power_of_two(k: int) -> int:
 #: the largest synthetic layer a calibration times (rows, columns): larger shape classes are
 #: timed at this size, which keeps a calibration within about a second
 CALIBRATION_SHAPE = (2048, 768)
-#: torch is taken only when it is at least this much faster (NumPy is the reference path)
-CALIBRATION_MARGIN = 0.95
+#: torch is taken only when it takes at most this share of NumPy's time: a near tie goes to
+#: NumPy, the reference path, so that the choice (and with it the last bits of a result)
+#: does not flip between two calibrations of one machine, and the default stays within 10%
+#: of the faster path either way
+CALIBRATION_MARGIN = 0.91
 
 #: what computes a shape class's measures on a backend: ``engine(layers, measures, backend)``
 Engine = Callable[[list, list, "Backend"], Any]
@@ -507,14 +510,18 @@ def _machine_key(work: Work) -> dict[str, Any]:
     """Everything a calibration's result depends on besides the shape class. PyTorch is not
     imported for it (that takes a second): its version comes from the installed package's
     metadata, and its thread count, until it is imported, is the count it starts with."""
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
     from ..runtime.machine import cores, cpu_name
 
     torch = sys.modules.get("torch")
     torch_threads = (torch.get_num_threads() if torch is not None
                      else int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or cores())
-    return {"cpu": cpu_name(), "numpy": np.__version__, "torch": version("torch"),
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:  # a build without package metadata
+        torch_version = getattr(torch, "__version__", "unknown")
+    return {"cpu": cpu_name(), "numpy": np.__version__, "torch": torch_version,
             "numpy_threads": NUMPY.threads(), "torch_threads": torch_threads,
             "measures": list(work.measures), "rows": work.rows, "columns": work.columns,
             "dtype": work.dtype}
