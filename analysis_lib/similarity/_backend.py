@@ -402,7 +402,7 @@ def _power_of_two(k: int) -> int:
 
 #: the largest synthetic layer a calibration times (rows, columns): larger shape classes are
 #: timed at this size, which keeps a calibration within about a second
-CALIBRATION_SHAPE = (2048, 768)
+CALIBRATION_SHAPE = (1024, 512)
 #: torch is taken only when it takes at most this share of NumPy's time: a near tie goes to
 #: NumPy, the reference path, so that the choice (and with it the last bits of a result)
 #: does not flip between two calibrations of one machine, and the default stays within 10%
@@ -535,7 +535,7 @@ def calibrate(work: Work, engine: Engine, *, refresh: bool = False) -> dict[str,
     path in turn: one untimed call each, then the best of two (a single timed call for a
     class whose call takes over 0.2 s). Torch is chosen only when it takes at most
     :data:`CALIBRATION_MARGIN` of NumPy's time. It costs from milliseconds (small layers) to
-    about two seconds (the largest class), once per machine. The result is kept in this
+    about half a second (the largest class), once per machine. The result is kept in this
     process and in the on-disk cache (``<cache>/backend/<key>.json``) under a key holding the
     CPU's model name, both thread counts and the NumPy, PyTorch and library versions; a
     damaged file is measured again, and a cache that cannot be written only costs the next
