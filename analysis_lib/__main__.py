@@ -271,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except (ValueError, TypeError, LookupError, OSError) as error:
+        # a bad model, corpus, file or value: its message names the fix; no traceback
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"error: {message}", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as error:
         top = (error.name or "").split(".")[0]
         if top not in EXTRAS:

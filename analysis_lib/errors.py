@@ -26,6 +26,6 @@ def offline_message(kind: str, name: str, error: BaseException | None = None) ->
         f"the {kind} {name!r} is not available offline and could not be downloaded{reason}. "
         "To use it: run once with internet access (it is then cached by Hugging Face), or "
         "download it elsewhere and copy the Hugging Face cache (HF_HOME) here, or pass the path "
-        f"of a local folder that holds it. Offline {kind}s that always work are listed by "
-        "analysis_lib.models.OFFLINE_MODELS and analysis_lib.data.corpora.OFFLINE_CORPORA."
+        f"of a local folder that holds it. The {kind}s that always work offline are listed "
+        f"by python -m analysis_lib {'models' if kind == 'model' else 'corpora'}."
     )

@@ -378,3 +378,47 @@ def test_sweep_without_dask_names_the_extra_without_a_traceback(tmp_path):
     assert done.returncode == 2, done.stderr
     assert 'pip install "analysis_lib[sweep]"' in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_misspelt_model_names_the_close_name_and_the_command_at_once():
+    import time
+
+    from analysis_lib import models
+
+    start = time.perf_counter()
+    for typo, meant in (("minilmm", "minilm"), ("mpnett", "mpnet"), ("smolm2", "smollm2")):
+        with pytest.raises(ValueError, match=f"did you mean '{meant}'.*python -m analysis_lib "
+                                             "models"):
+            models.load(typo)
+    assert time.perf_counter() - start < 10  # refused before any attempt to reach the hub
+    for hub_id in ("bert-base-cased", "gpt2", "google/multiberts-seed_0"):
+        assert models.check_name(hub_id) == "hub"
+
+
+def test_command_errors_name_the_fix_without_a_traceback(tmp_path, capsys):
+    from analysis_lib.__main__ import main
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    cases = {("extract", "--model", "minilmm"): "did you mean 'minilm'",
+             ("extract", "--corpus", str(empty), "--model", "random:bert"): "has no text",
+             ("extract", "--corpus", str(tmp_path / "gone.txt")): "does not exist"}
+    for argv, said in cases.items():
+        assert main(list(argv)) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and said in err and "Traceback" not in err, err
+
+
+def test_a_misspelt_keyword_names_the_argument_it_was_meant_for():
+    X = np.random.default_rng(0).standard_normal((30, 4))
+    with pytest.raises(TypeError, match="did you mean 'as_frame'"):
+        sim.pairwise([X, X + 1], as_fram=True)
+    with pytest.raises(TypeError, match="did you mean 'variance'"):
+        sim.pairwise([X, X + 1], measure="svcca", varience=0.9)
+
+
+def test_a_missing_corpus_file_is_named_as_a_path_not_a_list(tmp_path):
+    from analysis_lib.studies.rules import _corpus_problems
+
+    (problem,) = _corpus_problems("corpus", [str(tmp_path / "gone.txt")])
+    assert f"corpus file {tmp_path / 'gone.txt'} does not exist" in problem and "[" not in problem

@@ -607,8 +607,8 @@ def test_unknown_measure_and_option():
     X, Y = data()
     with pytest.raises(ValueError, match="unknown measure 'cos'"):
         sim.pairwise([X], measure="cos")
-    with pytest.raises(TypeError, match="option 'varianse' is not taken by svcca: no measure "
-                                        "takes it"):
+    with pytest.raises(TypeError, match="option 'varianse' is not taken by svcca: did you "
+                                        r"mean 'variance'\? no measure takes it"):
         sim.pairwise([X], measure="svcca", varianse=0.9)
     with pytest.raises(TypeError, match="option 'variance' is not taken by linear_cka: it "
                                         "applies to svcca, pwcca"):

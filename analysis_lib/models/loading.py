@@ -93,11 +93,29 @@ def check_name(name: object) -> str:
         return "local"
     if not _HUB_ID.fullmatch(name) or name.startswith("random"):
         raise ValueError(
-            f"unknown model {name!r}: not a folder, not a hub id, not a registered name. "
-            f"Offline names: {', '.join(OFFLINE_MODELS)}; otherwise a hub id such as "
-            "'bert-base-cased' or the path of a folder saved with save_pretrained."
+            f"unknown model {name!r}: not a folder, not a hub id, not a registered name"
+            f"{_did_you_mean(name)}. Offline names: {', '.join(OFFLINE_MODELS)} (python -m "
+            "analysis_lib models lists them); otherwise a hub id such as 'bert-base-cased' "
+            "or the path of a folder saved with save_pretrained."
         )
+    close = _did_you_mean(name)
+    if close and "/" not in name and not in_hub_cache(name):
+        # one letter off a name that works offline, and no such model cached: a typo, said
+        # at once rather than after asking the hub
+        raise ValueError(
+            f"unknown model {name!r}{close}. The offline names are listed by python -m "
+            "analysis_lib models; a hub model is named by its id ('bert-base-cased', "
+            "'google/multiberts-seed_0')")
     return "hub"
+
+
+def _did_you_mean(name: str) -> str:
+    """``" (did you mean 'minilm'?)"`` for a name close to one that works offline, else
+    ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, OFFLINE_MODELS, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _is_local_folder(name: str) -> bool:

@@ -135,7 +135,7 @@ def pairwise_suite(layers_a: Sequence | Mapping, layers_b: Sequence | Mapping | 
     names = list(dict.fromkeys(canonical(x) for x in measures))
     if not names:
         raise ValueError("measure list is empty")
-    check_options(names, options)
+    check_options(names, options, ENGINE_ARGUMENTS)
     A, keys_a = _layer_list(layers_a, "layers_a")
     B, keys_b = (None, keys_a) if layers_b is None else _layer_list(layers_b, "layers_b")
     label_b = "layers_a" if B is None else "layers_b"
@@ -386,6 +386,11 @@ def _layer_list(layers, name: str) -> tuple[list, list]:
             f"list of layers; pass [X] for one layer, or a list of 2-D arrays (stimuli x "
             f"neurons), one per layer")
     return found, keys
+
+
+#: the keyword arguments of :func:`pairwise_suite` besides the measures' options (named when
+#: an option is misspelt)
+ENGINE_ARGUMENTS = ("measures", "progress", "device", "backend", "as_frame", "undefined")
 
 
 def _is_model_output(x: Any) -> bool:

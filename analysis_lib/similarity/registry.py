@@ -207,17 +207,26 @@ def invariant_to(name: str, invariance: str) -> bool:
     return invariance in REGISTRY[canonical(name)].invariances
 
 
-def check_options(names: Sequence[str], options: Mapping[str, Any]) -> None:
-    """Refuse any option that none of the chosen measures takes, naming who would take it;
-    then each measure's own check of its options' values."""
+def check_options(names: Sequence[str], options: Mapping[str, Any],
+                  arguments: Sequence[str] = ()) -> None:
+    """Refuse any option that none of the chosen measures takes, naming who would take it
+    and the closest name among the measures' options and the caller's own ``arguments``
+    (a misspelt ``as_frame`` lands among the options); then each measure's own check of
+    its options' values."""
+    import difflib
+
     taken = {o for n in names for o in REGISTRY[n].options}
+    every = sorted({o for m in MEASURE_TABLE for o in m.options} | set(arguments))
     for option in options:
         if option in taken:
             continue
         takers = [m.name for m in MEASURE_TABLE if option in m.options]
+        close = difflib.get_close_matches(str(option), every, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         where = (f"it applies to {', '.join(takers)}" if takers else
-                 f"no measure takes it; options are "
-                 f"{sorted({o for m in MEASURE_TABLE for o in m.options})}")
+                 f"{hint}no measure takes it; the measures' options are "
+                 f"{sorted({o for m in MEASURE_TABLE for o in m.options})}"
+                 + (f", and the function's own {sorted(arguments)}" if arguments else ""))
         raise TypeError(f"option {option!r} is not taken by {', '.join(names)}: {where}")
     for n in names:
         record = REGISTRY[n]
