@@ -141,19 +141,31 @@ def test_a_profile_file_named_like_a_book_profile_builds_apart(tiny_book, tmp_pa
     assert builder.profile_label("smoke") == "smoke"
 
 
-def test_two_builds_at_once_never_write_together(tiny_book, tmp_path):
+def test_two_builds_at_once_never_write_together(tiny_book, tmp_path, monkeypatch):
     """Two builds of one profile started together: the second waits for the first (nothing
     is written by both) and then reuses its work."""
     profile = str(_profile(tmp_path, "bbc-news"))
     said: dict[int, list[str]] = {0: [], 1: []}
     errors: list[BaseException] = []
     running = threading.Event()
+    waiting = threading.Event()
+    real_execute = builder.execute
+
+    def execute(*args, **kwargs):
+        # the first build runs its chapter only once the second has found the folder held,
+        # so the overlap does not depend on how fast either thread is
+        waiting.wait(60)
+        return real_execute(*args, **kwargs)
+
+    monkeypatch.setattr(builder, "execute", execute)
 
     def run(k: int) -> None:
         def echo(line: str) -> None:
             said[k].append(line)
             if line.startswith("[1/1]"):
                 running.set()  # this build holds the folder and runs its chapter
+            if "another build of this profile is running" in line:
+                waiting.set()
         try:
             book.build(profile, root=tiny_book, echo=echo, cell_timeout=120)
         except BaseException as error:  # reported below
