@@ -44,11 +44,11 @@ EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
           "gguf": "models", "psutil": "models", "papermill": "book", "nbformat": "book",
           "jupyter_book": "book", "altair": "book", "vl_convert": "book", "ipywidgets": "book",
           "dask": "sweep", "distributed": "sweep", "dask_jobqueue": "sweep"}
-#: the extra each command needs as a whole: a missing package is named, and the extra that
-#: makes the whole command work (not only that package) is the one to install
 #: the narrowest and widest ``findings --width`` (a narrower table cannot show its columns;
 #: a wider one only pads)
 MIN_WIDTH, MAX_WIDTH = 40, 1000
+#: the extra each command needs as a whole: a missing package is named, and the extra that
+#: makes the whole command work (not only that package) is the one to install
 COMMAND_EXTRAS = {"book": "book", "findings": "book", "times": "book", "sweep": "sweep",
                   "extract": "models", "zoo": "models", "models": "models"}
 

@@ -37,19 +37,14 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from analysis_lib.runtime.machine import cores, cpu_name
+from analysis_lib.runtime.machine import cores, cpu_flags, cpu_name
 from analysis_lib.runtime.threads import torch_threads
 from analysis_lib.training import finetune, loop
 
 
 def native_bf16() -> str:
     """The CPU's native bfloat16 arithmetic ('amx_bf16', 'avx512_bf16'), or ''."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            flags = next((line for line in info if line.startswith("flags")), "").split()
-    except OSError:
-        return ""
-    return next((flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags), "")
+    return next((flag for flag in ("amx_bf16", "avx512_bf16") if flag in cpu_flags()), "")
 
 
 def matmul_rate(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:

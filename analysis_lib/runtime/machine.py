@@ -1,4 +1,5 @@
-"""The machine a number was measured on: its CPU's model name and the cores this process uses.
+"""The machine a number was measured on: its CPU's model name and flags, its memory and the
+cores this process uses.
 
 Timings and speed choices are only comparable within one kind of CPU, so everything that
 records a time or keeps a choice made by timing (the book's run times, the measures'
@@ -27,6 +28,27 @@ def cpu_name() -> str:
         pass
     name = " ".join((name or platform.processor() or platform.machine() or "").split())
     return name or "unknown CPU"
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``avx512f``, ``amx_bf16``, ...) from ``/proc/cpuinfo``; empty
+    where that cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            line = next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    return frozenset(line.partition(":")[2].split())
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (a very large number where it cannot be
+    read, so that nothing is refused for lack of a reading)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 1 << 50
 
 
 def cores() -> int:

@@ -32,6 +32,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..runtime.device import DeviceLike
+from ..runtime.machine import memory_bytes as _memory_bytes
 from ..runtime.profile import profiled
 from . import _backend
 from .attention import AttentionLayer, check_maps
@@ -264,16 +265,18 @@ def _check_neuron_memory(measures: list, A: list, B: list | None, names: list[st
         pair = [max(range(len(A)), key=lambda k: widths[k]),
                 len(A) + max(range(len(B)), key=lambda k: widths[len(A) + k])]
     worst: tuple[int, list[int]] = (0, [])
+    heavy = []
     for r in measures:
-        if "G" in r.layer_needs(options_of(r.name, options)):
+        gram = "G" in r.layer_needs(options_of(r.name, options))
+        if gram:
             worst = max(worst, (widths[order[0]] ** 2, [order[0]]))
         if r.neuron_pairs:
             worst = max(worst, (widths[pair[0]] * widths[pair[1]], pair))
+        if gram or r.neuron_pairs:
+            heavy.append(r.name)
     need, which = 8 * worst[0], worst[1]
     budget = _memory_bytes() // 2
     if need > budget:
-        heavy = [r.name for r in measures if r.neuron_pairs
-                 or "G" in r.layer_needs(options_of(r.name, options))]
         shape = " x ".join(f"{widths[k]:,}" for k in (which * 2)[:2])
         by_rows = ", ".join(r.name for r in REGISTRY.values() if r.row_space)
         raise ValueError(
@@ -282,16 +285,6 @@ def _check_neuron_memory(measures: list, A: list, B: list | None, names: list[st
             f"than half this machine's memory ({2 * budget / 2**30:.1f} GiB); reduce the "
             "neurons first (a PCA to a few thousand directions), or use a measure that reads "
             f"a wide layer through its rows ({by_rows}, or linear_cka)")
-
-
-def _memory_bytes() -> int:
-    """This machine's physical memory in bytes (a large number where it cannot be read)."""
-    import os
-
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):
-        return 1 << 50
 
 
 def _run_group(group: list, A: list, B: list | None, taken: dict, pairs: list, out: dict,
