@@ -251,7 +251,7 @@ def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float =
 
     found = []
     for claim in claims:
-        verdict = _judge_one(claim, results, alpha)
+        verdict = one(claim)
         if verdict.outcome != NOT_MEASURED:
             for precondition in chains[id(claim)]:
                 if one(precondition).outcome != "holds":
