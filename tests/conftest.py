@@ -1,13 +1,18 @@
-"""Shared fixtures: a private cache folder and tiny random models of every family."""
+"""Shared fixtures: a private cache folder, tiny random models of every family and the smoke
+build of the book (in a copy of its sources)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
-from analysis_lib import models
+from analysis_lib import book, models
 from analysis_lib.data import corpora
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TINY = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
 
@@ -41,3 +46,25 @@ def tiny_models():
 @pytest.fixture(scope="session")
 def tricky_corpus():
     return corpora.from_sentences(TRICKY, name="tricky")
+
+
+@pytest.fixture(scope="session")
+def book_root(tmp_path_factory):
+    """A copy of the book's sources in a temporary folder: the test build never writes into
+    the checkout."""
+    root = tmp_path_factory.mktemp("book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, root / name)
+    for folder in ("book", "notebooks", "profiles"):
+        shutil.copytree(ROOT / folder, root / folder)
+    return root
+
+
+@pytest.fixture(scope="session")
+def built_book(book_root):
+    index = book.build("smoke", root=book_root, echo=lambda m: None, cell_timeout=300)
+    assert index.is_file()
+    second: list[str] = []
+    again = book.build("smoke", root=book_root, echo=second.append, cell_timeout=300)
+    assert again == index
+    return index, second, book_root

@@ -24,28 +24,6 @@ ARTIFACTS = ROOT / "test-artifacts"
 SMOKE = book.load_profile("smoke", ROOT)
 
 
-@pytest.fixture(scope="module")
-def book_root(tmp_path_factory):
-    """A copy of the book's sources in a temporary folder: the test build never writes into
-    the checkout."""
-    root = tmp_path_factory.mktemp("book")
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(ROOT / name, root / name)
-    for folder in ("book", "notebooks", "profiles"):
-        shutil.copytree(ROOT / folder, root / folder)
-    return root
-
-
-@pytest.fixture(scope="module")
-def built_book(book_root):
-    index = book.build("smoke", root=book_root, echo=lambda m: None, cell_timeout=300)
-    assert index.is_file()
-    second: list[str] = []
-    again = book.build("smoke", root=book_root, echo=second.append, cell_timeout=300)
-    assert again == index
-    return index, second, book_root
-
-
 def _executed(built, name: str):
     folder = built[2] / "_build" / "executed" / "smoke"
     return nbformat.read(str(folder / f"{name}.ipynb"), as_version=4)

@@ -1,7 +1,10 @@
-"""A chapter run in a real JupyterLab, in headless Chromium, with no internet: its charts are
-drawn (JupyterLab 4 renders vega-lite only up to 5, and the book's vega bundle is not there),
-its prose reads as rendered MyST (exercises as exercises, the run's sentences as Markdown), and
-no cell fails."""
+"""The notebooks in a real JupyterLab, in headless Chromium, with no internet.
+
+A chapter run there (Run All) draws its charts (JupyterLab 4 renders vega-lite only up to 5,
+and the book's vega bundle is not there), its prose reads as rendered MyST (exercises as
+exercises, the run's sentences as Markdown), no cell fails, and the exercises' solutions stay
+folded away. A notebook downloaded from the built book draws its charts without running (it
+is not trusted there) and keeps its solutions folded too."""
 
 from __future__ import annotations
 
@@ -78,72 +81,162 @@ def _start_lab(folder: Path, port: int) -> subprocess.Popen:
     raise AssertionError("JupyterLab did not start: " + (folder / "lab.log").read_text())
 
 
-def test_a_chapter_run_in_jupyterlab_draws_its_charts(tmp_path):
+#: the JavaScript that lists the open notebook's solution cells (between a solution-start
+#: and its solution-end) with whether JupyterLab shows their source and outputs
+SOLUTIONS = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.content.widgets;
+  let inside = false;
+  const found = [];
+  for (const c of cells) {
+    const text = c.model.sharedModel.getSource();
+    if (text.includes('{solution-start}')) inside = true;
+    if (inside) found.push({type: c.model.type, input: !c.inputHidden,
+                            output: c.model.type === 'code' ? !c.outputHidden : false});
+    if (text.includes('{solution-end}')) inside = false;
+  }
+  return found;
+}"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a folder of its own, and a headless Chromium with the internet
+    cut off."""
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
         pytest.skip("Debian's chromium is not installed and could not be (not root?): "
                     "`apt-get install -y chromium` to run the browser test")
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
     from playwright.sync_api import sync_playwright
 
-    source = ROOT / "notebooks" / f"{CHAPTER}.ipynb"
-    parameters = builder.notebook_parameters(source, builder.load_profile("smoke"))
-    nb = parameterize_notebook(load_notebook_node(str(source)), parameters)
-    nbformat.write(nb, str(tmp_path / source.name))
+    folder = tmp_path_factory.mktemp("lab")
     port = _free_port()
-    lab = _start_lab(tmp_path, port)
-    shots = ARTIFACTS / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    server = _start_lab(folder, port)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=executable, headless=True,
                                          args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
-            page.goto(f"http://127.0.0.1:{port}/lab/tree/{source.name}?reset")
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell"
-                                   " && window.jupyterapp.shell.currentWidget"
-                                   " && window.jupyterapp.shell.currentWidget.sessionContext"
-                                   ".session", timeout=120_000)
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
-                                   ".sessionContext.session.kernel.status === 'idle'",
-                                   timeout=120_000)
-            page.evaluate("() => window.jupyterapp.commands.execute("
-                          "'notebook:run-all-cells')")
-            page.wait_for_function(RAN, timeout=300_000, polling=1000)
-            page.wait_for_timeout(1000)
-            outputs = json.loads(page.evaluate(
-                "() => JSON.stringify(window.jupyterapp.shell.currentWidget.content.widgets"
-                ".filter(c => c.model.type === 'code').map(c => c.model.outputs.toJSON()))"))
-            errors = [o for cell in outputs for o in cell if o.get("output_type") == "error"]
-            assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
-            charts = [o for cell in outputs for o in cell
-                      if any(k.startswith("application/vnd.vegalite") for k in o.get("data", {}))]
-            assert len(charts) >= 2, "the chapter made no charts"
-            images = ".jp-RenderedSVG img, .jp-RenderedSVG svg, .jp-RenderedImage img"
-            drawn = page.eval_on_selector_all(
-                images, "els => els.map(e => [e.getBoundingClientRect().width,"
-                " e.getBoundingClientRect().height])")
-            if drawn:
-                page.locator(images).first.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / "jupyterlab_measures_primer.png"))
-            big = [size for size in drawn if size[0] > 150 and size[1] > 100]
-            assert len(big) >= len(charts), (len(charts), drawn)
-            text = page.inner_text("body")
-            assert "vega-bundle.js" not in text and "Chart error" not in text
-            raw = [m for m in RAW_SYNTAX if m in text]
-            assert not raw, f"markdown shown as source, not rendered: {raw}"
-            said = page.eval_on_selector_all(
-                ".jp-OutputArea-output.jp-RenderedMySTMarkdown, "
-                ".jp-OutputArea-output.jp-RenderedMarkdown", "els => els.length")
-            assert said >= 4, "the run's sentences (prose.say) did not render as Markdown"
-            assert re.search(r"Exercise\s*\d*\s*\(?Predict, then compute", text), \
-                "the exercises do not read as exercises"
+            yield folder, port, browser
             browser.close()
     finally:
-        lab.terminate()
+        server.terminate()
         try:
-            lab.wait(timeout=20)
+            server.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            lab.kill()
+            server.kill()
+
+
+def _open(browser, port: int, name: str):
+    """Open notebook ``name`` in JupyterLab and wait for its kernel."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.route(re.compile(r"^https?://(?!127\.0\.0\.1)"), lambda route: route.abort())
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?reset")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell"
+                           " && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext"
+                           ".session", timeout=120_000)
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
+                           ".sessionContext.session.kernel.status === 'idle'",
+                           timeout=120_000)
+    return page
+
+
+def _drawn(page) -> list[list[float]]:
+    """The sizes of the images JupyterLab drew in the open notebook's outputs."""
+    images = ".jp-RenderedSVG img, .jp-RenderedSVG svg, .jp-RenderedImage img"
+    drawn = page.eval_on_selector_all(
+        images, "els => els.map(e => [e.getBoundingClientRect().width,"
+        " e.getBoundingClientRect().height])")
+    if drawn:
+        page.locator(images).first.scroll_into_view_if_needed()
+    return [size for size in drawn if size[0] > 150 and size[1] > 100]
+
+
+def _in_solutions(nb) -> list[bool]:
+    """For each code cell of ``nb``, whether it is part of an exercise's solution."""
+    flags, inside = [], False
+    for cell in nb.cells:
+        inside = inside or "{solution-start}" in cell.source
+        if cell.cell_type == "code":
+            flags.append(inside)
+        inside = inside and "{solution-end}" not in cell.source
+    return flags
+
+
+def _solutions_folded(page, nb) -> None:
+    """Every solution cell of the open notebook shows neither its source nor its outputs,
+    and no solution code is on the screen."""
+    solutions = page.evaluate(SOLUTIONS)
+    assert solutions and any(s["type"] == "code" for s in solutions)
+    shown = [s for s in solutions if s["input"] or s["output"]]
+    assert not shown, f"{len(shown)} of {len(solutions)} solution cells are open: {shown}"
+    text = page.inner_text("body")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for cell, hidden in zip(code, _in_solutions(nb)):
+        if hidden:
+            first = next(line for line in cell.source.splitlines() if line.strip())
+            assert first not in text, f"a solution's code is on the screen: {first!r}"
+
+
+def test_a_chapter_run_in_jupyterlab_draws_its_charts(lab):
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    folder, port, browser = lab
+    source = ROOT / "notebooks" / f"{CHAPTER}.ipynb"
+    parameters = builder.notebook_parameters(source, builder.load_profile("smoke"))
+    nb = parameterize_notebook(load_notebook_node(str(source)), parameters)
+    nbformat.write(nb, str(folder / source.name))
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = _open(browser, port, source.name)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(RAN, timeout=300_000, polling=1000)
+    page.wait_for_timeout(1000)
+    outputs = json.loads(page.evaluate(
+        "() => JSON.stringify(window.jupyterapp.shell.currentWidget.content.widgets"
+        ".filter(c => c.model.type === 'code').map(c => c.model.outputs.toJSON()))"))
+    errors = [o for cell in outputs for o in cell if o.get("output_type") == "error"]
+    assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
+    folded = _in_solutions(nb)
+    charts = [o for cell, hidden in zip(outputs, folded) if not hidden for o in cell
+              if any(k.startswith("application/vnd.vegalite") for k in o.get("data", {}))]
+    assert len(charts) >= 2, "the chapter made no charts"
+    big = _drawn(page)
+    page.screenshot(path=str(shots / "jupyterlab_measures_primer.png"))
+    assert len(big) >= len(charts), (len(charts), big)
+    # the solutions ran (Run All) but stay folded: the reader opens them
+    _solutions_folded(page, nb)
+    text = page.inner_text("body")
+    assert "vega-bundle.js" not in text and "Chart error" not in text
+    raw = [m for m in RAW_SYNTAX if m in text]
+    assert not raw, f"markdown shown as source, not rendered: {raw}"
+    said = page.eval_on_selector_all(
+        ".jp-OutputArea-output.jp-RenderedMySTMarkdown, "
+        ".jp-OutputArea-output.jp-RenderedMarkdown", "els => els.length")
+    assert said >= 4, "the run's sentences (prose.say) did not render as Markdown"
+    assert re.search(r"Exercise\s*\d*\s*\(?Predict, then compute", text), \
+        "the exercises do not read as exercises"
+    page.close()
+
+
+def test_a_notebook_downloaded_from_the_book_draws_its_charts(lab, built_book):
+    """The executed notebook a chapter's download button serves, opened (not run) in
+    JupyterLab, where it is not trusted: every chart is drawn, its solutions folded."""
+    folder, port, browser = lab
+    index = built_book[0]
+    served = index.parent / "_sources" / "notebooks" / "representation.ipynb"
+    shutil.copy2(served, folder / "downloaded.ipynb")
+    nb = nbformat.read(str(served), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    charts = [o for c, hidden in zip(code, _in_solutions(nb)) if not hidden
+              for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(charts) >= 3
+    assert not any("analysis-lib-chart" in str(o.get("data", {}).get("text/html", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    page = _open(browser, port, "downloaded.ipynb")
+    page.wait_for_timeout(1500)
+    big = _drawn(page)
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "jupyterlab_downloaded.png"))
+    assert len(big) >= len(charts), (len(charts), big)
+    _solutions_folded(page, nb)
+    page.close()

@@ -50,7 +50,7 @@ def test_a_build_is_kept_as_cold_or_warm_and_a_new_record_replaces_its_own_rows(
     again = _build(tmp_path / "c", [("primer", 20.0, False)])
     times.record("default", "cold", again, path, today=DAY)
     table = times.read(path)
-    assert len(table) == 3
+    assert len(table) == 2  # the new cold build of the primer drops the old build's warm time
     cold_primer = table[(table.notebook == "primer") & (table.cache == "cold")]
     assert list(cold_primer.seconds) == [20.0]
     assert table.cpu.eq(times.machine()[0]).all() and set(table.measured) == {"2026-11-28"}
@@ -71,30 +71,120 @@ def test_record_refuses_what_it_cannot_keep(tmp_path):
         times.read(path)
 
 
+def _machine_build(folder, rows, cpu, speed, cores=2):
+    """A build's profile.csv that names the machine it ran on."""
+    _build(folder, rows)
+    table = pd.read_csv(folder / "profile.csv")
+    table["cpu"], table["cores"], table["speed"] = cpu, cores, speed
+    table.to_csv(folder / "profile.csv", index=False)
+    return folder
+
+
+EPYC = times.Machine("AMD EPYC", 2, 100.0)
+XEON = times.Machine("Intel Xeon Platinum", 2, 50.0)
+
+
 def test_a_page_states_its_own_times_with_the_machine(tmp_path, monkeypatch):
     monkeypatch.delenv(times.PROFILE_ENV, raising=False)
     path = tmp_path / "run_times.csv"
-    times.record("smoke", "cold", _build(tmp_path / "s", [("primer", 9.0, False)]), path,
-                 today=DAY)
-    times.record("default", "cold", _build(tmp_path / "d", [("primer", 250.0, False),
-                                                            ("seeds", 70.0, False)]),
-                 path, today=DAY)
-    times.record("default", "warm", _build(tmp_path / "w", [("primer", 48.0, False)]), path,
-                 today=DAY)
-    said = times.sentence("primer", path)
-    cpu, cores = times.machine()
+    times.record("smoke", "cold", _machine_build(tmp_path / "s", [("primer", 9.0, False)],
+                                                 "AMD EPYC", 100.0), path, today=DAY)
+    times.record("default", "cold", _machine_build(
+        tmp_path / "d", [("primer", 250.0, False), ("seeds", 70.0, False)], "AMD EPYC",
+        100.0), path, today=DAY)
+    times.record("default", "warm", _machine_build(tmp_path / "w", [("primer", 48.0, False)],
+                                                   "AMD EPYC", 100.0), path, today=DAY)
+    said = times.sentence("primer", path, here=EPYC)
     assert "`default` 4 min 10 s cold, 48 s warm" in said and "`smoke` 9 s cold" in said
-    assert f"{cpu}, {cores} cores, 2026-11-28" in said
-    assert "seeds" not in said and "not measured" in times.sentence("other", path)
-    own = times.sentence("primer", path, profile="smoke")
+    assert "on this kind of CPU: AMD EPYC, 2 cores, 100 GFLOP/s, 2026-11-28" in said
+    assert "seeds" not in said and "not measured" in times.sentence("other", path, here=EPYC)
+    own = times.sentence("primer", path, profile="smoke", here=EPYC)
     assert own.index("`smoke`") < own.index("`default`") and "not measured" not in own
-    other = times.sentence("primer", path, profile="paper")
+    other = times.sentence("primer", path, profile="paper", here=EPYC)
     assert "`paper`, is not measured yet" in other and "--profile paper" in other
     monkeypatch.setenv(times.PROFILE_ENV, "paper")
-    assert times.sentence("primer", path) == other
+    assert times.sentence("primer", path, here=EPYC) == other
     shown = times.table(path)
     assert "| `primer` |" in shown and "| `seeds` |" in shown and "`default` warm" in shown
-    assert cpu in shown
+    assert "**AMD EPYC**, 2 cores" in shown and "| all pages | 5 min 20 s | 48 s |" in shown
+
+
+def test_a_page_states_the_times_of_its_own_cpu_else_the_nearest_with_the_ratio(tmp_path):
+    """Two machines recorded: a page run on either states that machine's times; a page run
+    on an unrecorded CPU states the recorded one nearest in speed, named, with the ratio and
+    the times projected by it."""
+    path = tmp_path / "run_times.csv"
+    for machine, cold, warm in ((EPYC, 200.0, 20.0), (XEON, 500.0, 45.0)):
+        times.record("default", "cold", _machine_build(
+            tmp_path / f"{machine.cpu}c", [("seeds", cold, False)], machine.cpu,
+            machine.speed), path, today=DAY)
+        times.record("default", "warm", _machine_build(
+            tmp_path / f"{machine.cpu}w", [("seeds", warm, False)], machine.cpu,
+            machine.speed), path, today=DAY)
+    assert "3 min 20 s cold, 20 s warm (on this kind of CPU: AMD EPYC" in \
+        times.sentence("seeds", path, here=EPYC)
+    assert "8 min 20 s cold, 45 s warm (on this kind of CPU: Intel Xeon Platinum" in \
+        times.sentence("seeds", path, here=XEON)
+    # an unrecorded CPU at 80 GFLOP/s: the EPYC (ratio 1.25) is nearer than the Xeon (0.625)
+    said = times.sentence("seeds", path, here=times.Machine("Ampere Altra", 2, 80.0))
+    assert "about 4 min 10 s cold, 25 s warm here: 3 min 20 s cold, 20 s warm on the " \
+        "recorded CPU nearest in speed to this one (Ampere Altra, 2 cores, 80 GFLOP/s)" in said
+    assert "AMD EPYC, 2 cores, 100 GFLOP/s, 2026-11-28, 1.25 times as fast" in said
+    assert "Xeon" not in said
+    # the same model name at a very different speed: its times, projected by the ratio
+    slow = times.sentence("seeds", path, here=times.Machine("AMD EPYC", 2, 40.0))
+    assert "about 8 min 20 s cold, 50 s warm here" in slow and "another speed" in slow
+    # within SAME_SPEED of the recorded speed, the measured times as they are
+    assert "3 min 20 s cold, 20 s warm (on this kind" in times.sentence(
+        "seeds", path, here=times.Machine("AMD EPYC", 2, 90.0))
+    course = times.summary("default", path, here=times.Machine("Ampere Altra", 2, 80.0))
+    assert "about 4 min 10 s cold, 25 s warm here" in course and "cache held" in course
+
+
+def test_cold_and_warm_come_from_one_build_and_warm_is_never_stated_longer(tmp_path):
+    path = tmp_path / "run_times.csv"
+    with pytest.raises(ValueError, match="record the cold build first"):
+        times.record("default", "warm", _machine_build(
+            tmp_path / "w0", [("primer", 5.0, False)], "AMD EPYC", 100.0), path)
+    times.record("default", "cold", _machine_build(
+        tmp_path / "c", [("primer", 9.0, False), ("seeds", 300.0, False)], "AMD EPYC",
+        100.0), path, today=DAY)
+    times.record("default", "warm", _machine_build(
+        tmp_path / "w", [("primer", 9.5, False), ("seeds", 40.0, False)], "AMD EPYC",
+        100.0), path, today=DAY)
+    table = times.read(path)
+    assert table.build.nunique() == 1 and table.cache_gb.notna().all()
+    said = times.sentence("primer", path, here=EPYC)
+    assert "9 s cold, about as long warm" in said and "10 s warm" not in said
+    # another machine's build does not pair with this one's
+    times.record("default", "cold", _machine_build(
+        tmp_path / "x", [("primer", 30.0, False)], "Intel Xeon Platinum", 50.0), path,
+        today=DAY)
+    assert "30 s cold (on this kind" in times.sentence("primer", path, here=XEON)
+    # a new cold build of a machine drops its warm times of the old build
+    times.record("default", "cold", _machine_build(
+        tmp_path / "c2", [("primer", 8.0, False)], "AMD EPYC", 100.0), path, today=DAY)
+    table = times.read(path)
+    epyc = table[table.cpu == "AMD EPYC"]
+    assert set(epyc[epyc.notebook == "primer"].cache) == {"cold"}
+    assert len(table[table.cpu == "Intel Xeon Platinum"]) == 1
+    for cpu in set(table.cpu):
+        for build in times.builds(table[table.cpu == cpu]):
+            for page, warm in build.warm.items():
+                assert page in build.cold
+
+
+def test_records_kept_before_builds_named_their_speed_still_read(tmp_path):
+    path = tmp_path / "run_times.csv"
+    path.write_text("notebook,profile,cache,seconds,cpu,cores,measured\n"
+                    "seeds,default,cold,96.1,AMD EPYC,2,2026-11-29\n"
+                    "seeds,default,warm,176.3,AMD EPYC,2,2026-11-28\n")
+    table = times.read(path)
+    assert table.speed.isna().all() and table.build.nunique() == 2
+    said = times.sentence("seeds", path, here=EPYC)
+    assert "1 min 36 s cold (on this kind of CPU: AMD EPYC, 2 cores, 2026-11-29)" in said
+    assert "2 min 56 s" not in said  # a warm time of another day is not this build's
+    assert "not measured" in times.sentence("seeds", path, here=XEON)
 
 
 def test_the_book_keeps_cold_and_warm_times_of_every_page_for_both_offline_profiles():

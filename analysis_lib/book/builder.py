@@ -572,11 +572,14 @@ def _estimate(before, remaining: list[Path]) -> str:
     return f" (last build: {times[remaining[0].stem]:.0f} s; about {left / 60:.0f} min left)"
 
 
-def write_profile(out_dir: Path, runs: list[Executed]):
+def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None = None):
     """``profile.csv`` beside the executed notebooks: one row per notebook (its wall and
-    kernel CPU time, its largest peak memory, the bytes its steps wrote) and one per step
-    its kernel recorded, with the notebook named in every row. Written atomically."""
+    kernel CPU time, its largest peak memory, the bytes its steps wrote, and the machine it
+    ran on, ``on``: CPU, cores and speed) and one per step its kernel recorded, with the
+    notebook named in every row. Written atomically."""
     import pandas as pd
+
+    on = on or times.Machine.here()
 
     frames, rows = [], []
     for run in runs:
@@ -589,7 +592,8 @@ def write_profile(out_dir: Path, runs: list[Executed]):
                      else float("nan"),
                      "written_mb": round(float(top.written_mb.sum()), 1)
                      if not top.empty else None,
-                     "reused": run.reused})
+                     "reused": run.reused, "cpu": on.cpu, "cores": on.cores,
+                     "speed": on.speed})
         if not steps.empty:
             frames.append(steps.assign(notebook=run.name))
     table = pd.concat([pd.DataFrame(rows), *frames], ignore_index=True)
@@ -646,6 +650,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     title = profile_title(profile_name)
     label = profile_label(profile_name)
     out_dir = root / "_build" / "executed" / label
+    on = times.Machine.here()  # the machine the times are measured on, quiet at the start
     total = time.perf_counter()
     runs = []
     notebooks = toc_notebooks(root)
@@ -662,7 +667,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
                           profile_name=title, times_profile=label)
             runs.append(run)
             echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
-        table = write_profile(out_dir, runs)
+        table = write_profile(out_dir, runs, on)
         for line in profile_summary(table) + shape_projection(label, table, out_dir, root):
             echo(line)
         echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
@@ -678,6 +683,9 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
             encoding="utf-8")
         running.write_text(running.read_text(encoding="utf-8").replace(
             times.TIMES_MARKER, times.table()), encoding="utf-8")
+        course = src / "book" / "course.md"
+        course.write_text(course.read_text(encoding="utf-8").replace(
+            times.SUMMARY_MARKER, times.summary("default", here=on)), encoding="utf-8")
         grid = _parameters_with(chosen, "finetune")
         running.write_text(running.read_text(encoding="utf-8").replace(
             RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options"))),
@@ -688,6 +696,9 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
             zoo_table(str(_parameters_with(chosen, "zoo_set").get("zoo_set") or ""))),
             encoding="utf-8")
         index = jupyter_book(src)
+        # the notebooks the pages offer for download, drawn without the book's script
+        for served in sorted((index.parent / "_sources" / "notebooks").glob("*.ipynb")):
+            render.serve(served)
     echo(f"  {'jupyter-book build':<32} {time.perf_counter() - start:6.1f} s")
     echo(f"built the book ({title} profile) in {time.perf_counter() - total:.1f} s: "
          f"{index}")

@@ -7,9 +7,12 @@ carries altair's own vega-lite mime type (for front ends that render it) and:
 
 * in the notebooks the book's build executes (:data:`PAGE_ENV` set), an HTML snippet that
   draws the chart, interactive, with ``window.vegaEmbed``, which the built book gets from
-  ``_static/vega-bundle.js``. :func:`write_bundle` writes that file at build time from the
-  ``vl-convert-python`` package (vega, vega-lite and vega-embed in one script), wrapped in a
-  function scope so that its top-level names cannot clash with the page's own scripts;
+  ``_static/vega-bundle.js``, and the chart as a PNG. :func:`write_bundle` writes that file at
+  build time from the ``vl-convert-python`` package (vega, vega-lite and vega-embed in one
+  script), wrapped in a function scope so that its top-level names cannot clash with the
+  page's own scripts. The copy of each executed notebook the book serves for download
+  (:func:`serve`) keeps the PNG and drops the snippet, which JupyterLab would prefer to the
+  PNG and then show empty (it strips the script of a notebook it does not trust);
 * everywhere else (JupyterLab, VS Code, Colab, a notebook viewer), the chart drawn by
   vl-convert as SVG and PNG (:func:`static_images`), which every front end shows, with no
   script and no internet; a saved notebook shows its PNG even when it is not trusted.
@@ -23,8 +26,11 @@ import base64
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
+
+from ..runtime.cache import atomic_write
 
 BUNDLE_NAME = "vega-bundle.js"
 #: the book's own style sheet for charts and output tables (:func:`write_styles`)
@@ -67,6 +73,10 @@ _HTML = """<div class="analysis-lib-chart" id="{id}"></div>
 </script>"""
 
 
+#: the spec inside a chart snippet (one line of JSON)
+_SPEC = re.compile(r"^  var spec = (.*);$", re.M)
+
+
 def chart_html(spec: dict[str, Any]) -> str:
     """The HTML snippet that draws ``spec`` (a vega-lite dict) with ``window.vegaEmbed``."""
     text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
@@ -92,10 +102,8 @@ def static_images(spec: dict[str, Any]) -> dict[str, str]:
     front end shows."""
     import vl_convert as vlc
 
-    version = _vegalite_version()
-    png = vlc.vegalite_to_png(spec, vl_version=version)
-    return {"image/svg+xml": vlc.vegalite_to_svg(spec, vl_version=version),
-            "image/png": base64.b64encode(png).decode("ascii")}
+    return {"image/svg+xml": vlc.vegalite_to_svg(spec, vl_version=_vegalite_version()),
+            "image/png": png_image(spec)}
 
 
 def _renderer(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -103,8 +111,58 @@ def _renderer(spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
 
     mime = f"application/vnd.vegalite.{alt.SCHEMA_VERSION.split('.')[0]}+json"
     if os.environ.get(PAGE_ENV):
-        return {mime: spec, "text/html": chart_html(spec)}
+        return {mime: spec, "text/html": chart_html(spec), "image/png": png_image(spec)}
     return {mime: spec, **static_images(spec)}
+
+
+def png_image(spec: dict[str, Any]) -> str:
+    """The chart ``spec`` drawn by vl-convert as a PNG, base64 text (a notebook output that
+    every front end shows, trusted or not)."""
+    import vl_convert as vlc
+
+    png = vlc.vegalite_to_png(spec, vl_version=_vegalite_version())
+    return base64.b64encode(png).decode("ascii")
+
+
+def _chart_snippet(data: dict[str, Any]) -> str | None:
+    """The book's chart snippet (:func:`chart_html`) in an output's HTML, or None."""
+    html = data.get("text/html")
+    html = "".join(html) if isinstance(html, list) else html
+    return html if isinstance(html, str) and 'class="analysis-lib-chart"' in html else None
+
+
+def serve(path: str | Path) -> int:
+    """Rewrite the executed notebook at ``path`` as the book serves it for download: every
+    output that draws a chart with the book's script (a chart, or the saved state of a
+    widget) keeps its vega-lite spec and its PNG (drawn now where the run made none) and
+    loses the script, so that JupyterLab, VS Code or a notebook viewer draws the chart. A
+    widget's own view is dropped with it: away from the kernel that made it, the PNG of its
+    saved state is what it can show. Returns the number of outputs rewritten (0 the second
+    time: the rewrite is idempotent)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    changed = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {})
+            html = _chart_snippet(data)
+            if html is None:
+                continue
+            specs = [v for k, v in data.items() if k.startswith("application/vnd.vegalite")]
+            if not specs:  # a widget's saved state: the spec is in the snippet
+                found = _SPEC.search(html)
+                specs = [json.loads(found.group(1))] if found else []
+                caption = re.sub(r"<script.*?</script>|<[^>]+>", " ", html, flags=re.S)
+                data["text/plain"] = " ".join(caption.split())
+            if "image/png" not in data and specs:
+                data["image/png"] = png_image(specs[0])
+            for mime in ("text/html", "application/vnd.jupyter.widget-view+json"):
+                data.pop(mime, None)
+            changed += 1
+    if changed:
+        atomic_write(Path(path), lambda tmp: nbformat.write(nb, str(tmp)))
+    return changed
 
 
 def enable() -> None:

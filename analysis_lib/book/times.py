@@ -1,12 +1,19 @@
 """How long each page takes to run, as measured, and on what machine: the times pages state.
 
 Every build writes its profile beside the executed notebooks (``profile.csv``: each
-notebook's wall time). :func:`record` keeps one build's times in ``book/run_times.csv`` as
-*cold* (the build started with an empty cache, so it converted the models, extracted every
-layer and trained every fine-tuned run) or *warm* (a rerun that found all of it in the
-cache), beside the machine they were measured on: its CPU's model name, its number of cores
-and the date. Each chapter states its own times with :func:`sentence`, and the running page
-lists them all (:func:`table`), so that no page promises a time nobody measured.
+notebook's wall time, and the machine it ran on: its CPU's model name, its cores and its
+speed, :func:`analysis_lib.runtime.machine.speed`). :func:`record` keeps one build's times in
+``book/run_times.csv`` as *cold* (the build started with an empty cache, so it converted the
+models, extracted every layer and trained every fine-tuned run) or *warm* (a rerun with
+``--force`` that found all of it in the cache). A warm record belongs to the cold record of
+the same machine and profile before it: the two form one *build*, and a page states cold and
+warm only from the same build.
+
+Times hold on the machine that measured them. A page therefore states the times of the
+reader's kind of CPU (the machine the page runs on) where one is recorded; else those of the
+recorded machine nearest in speed, named, with the ratio of the two speeds and the times it
+projects here (:func:`sentence`). The running page lists every record (:func:`table`) and the
+course page the whole build's (:func:`summary`).
 
 ``python -m analysis_lib times`` prints the table; ``--record cold`` or ``--record warm``
 keeps the last build of a profile in it.
@@ -15,23 +22,33 @@ keeps the last build of a profile in it.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ..runtime import machine as _machine
-from ..runtime.cache import atomic_write
+from ..runtime.cache import atomic_write, disk_usage
 from .paths import ROOT
 
 #: the committed table of measured run times
 TIMES = ROOT / "book" / "run_times.csv"
-COLUMNS = ["notebook", "profile", "cache", "seconds", "cpu", "cores", "measured"]
+#: the columns every record has; :data:`LATER_COLUMNS` are filled in for older records
+COLUMNS = ["notebook", "profile", "cache", "seconds", "cpu", "cores", "speed", "build",
+           "cache_gb", "measured"]
+LATER_COLUMNS = ("speed", "build", "cache_gb")
 CACHE_STATES = ("cold", "warm")
 #: set by the book's build for the notebooks' kernels: the profile the page runs under
 PROFILE_ENV = "ANALYSIS_LIB_BOOK_PROFILE"
 #: where the running page's table of run times goes (the build writes it there)
 TIMES_MARKER = "% run-times table: written by the build (analysis_lib.book.times)"
+#: where the course page's build times go (the build writes them there)
+SUMMARY_MARKER = "% build-times summary: written by the build (analysis_lib.book.times)"
+#: two speeds within this ratio of each other are one speed: no projection is stated
+SAME_SPEED = 1.25
 
 
 def machine() -> tuple[str, int]:
@@ -40,18 +57,56 @@ def machine() -> tuple[str, int]:
     return _machine.cpu_name(), _machine.cores()
 
 
+@dataclass(frozen=True)
+class Machine:
+    """A machine as the run times name it: CPU model name, cores, speed (GFLOP/s of
+    :func:`analysis_lib.runtime.machine.speed`; NaN where unknown)."""
+
+    cpu: str
+    cores: int
+    speed: float = float("nan")
+
+    @classmethod
+    def here(cls) -> Machine:
+        """This machine (measures its speed once per process, about 0.1 s)."""
+        return cls(_machine.cpu_name(), _machine.cores(), round(_machine.speed(), 1))
+
+    def label(self) -> str:
+        speed = f", {self.speed:.0f} GFLOP/s" if self.speed == self.speed else ""
+        return f"{self.cpu}, {self.cores} cores{speed}"
+
+
 def read(path: str | os.PathLike = TIMES) -> pd.DataFrame:
-    """The measured times (an empty table where none are kept yet)."""
+    """The measured times (an empty table where none are kept yet). Records kept before
+    builds noted their speed have none (NaN), and form one build per machine and day."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=COLUMNS)
-    table = pd.read_csv(path, keep_default_na=False)
-    missing = set(COLUMNS) - set(table.columns)
+    table = pd.read_csv(path, keep_default_na=False, na_values={"speed": [""],
+                                                                  "cache_gb": [""]})
+    missing = set(COLUMNS) - set(LATER_COLUMNS) - set(table.columns)
     if missing:
         raise ValueError(f"{path} is not a table of run times: it lacks {sorted(missing)}; "
                          f"delete it and record the times again (python -m analysis_lib "
                          f"times --record cold)")
+    for column in ("speed", "cache_gb"):
+        table[column] = pd.to_numeric(table.get(column, float("nan")), errors="coerce")
+    if "build" not in table.columns:
+        table["build"] = ""
+    table["build"] = table["build"].astype(str)
+    old = table.build == ""
+    table.loc[old, "build"] = (table.measured.astype(str) + " " + table.cpu.astype(str))[old]
     return table[COLUMNS]
+
+
+def _built_on(built: pd.DataFrame) -> Machine:
+    """The machine a build's ``profile.csv`` names (this machine for builds that named
+    none)."""
+    rows = built.dropna(subset=["cpu"]) if "cpu" in built.columns else built.iloc[:0]
+    if rows.empty:
+        return Machine.here()
+    first = rows.iloc[0]
+    return Machine(str(first.cpu), int(first.cores), float(first.get("speed", float("nan"))))
 
 
 def record(profile: str, cache: str, executed: str | os.PathLike | None = None,
@@ -59,8 +114,14 @@ def record(profile: str, cache: str, executed: str | os.PathLike | None = None,
            ) -> pd.DataFrame:
     """Keep the last build of ``profile`` (its ``profile.csv`` under ``executed``, by
     default ``_build/executed/<profile>``) as its ``cache`` times (``"cold"`` or ``"warm"``)
-    on this machine, replacing what ``path`` held for those notebooks; returns the rows
-    kept. Notebooks the build reused from an earlier run are left out: they were not run."""
+    on the machine the build names, replacing what ``path`` held for those notebooks on that
+    machine (other machines' records stay); returns the rows kept. Notebooks the build
+    reused from an earlier run are left out: they were not run.
+
+    A cold record starts a new build of that machine (and drops its older warm times of the
+    same pages); a warm record joins the machine's last cold build of the profile, and is
+    refused where there is none. A cold record notes the cache's size (the cache a build
+    fills)."""
     if cache not in CACHE_STATES:
         raise ValueError(f"cache must be one of {CACHE_STATES}, got {cache!r}")
     folder = Path(executed) if executed else ROOT / "_build" / "executed" / profile
@@ -73,15 +134,30 @@ def record(profile: str, cache: str, executed: str | os.PathLike | None = None,
     if ran.empty:
         raise ValueError(f"the last build in {folder} ran no notebook (all were reused): "
                          f"rebuild with --force to measure them")
-    cpu, cores = machine()
-    rows = pd.DataFrame({"notebook": ran.notebook, "profile": profile, "cache": cache,
-                         "seconds": ran.wall_s.round(1), "cpu": cpu, "cores": cores,
-                         "measured": (today or datetime.date.today()).isoformat()})
+    on = _built_on(ran)
     old = read(path)
-    keep = ~(old.notebook.isin(rows.notebook) & (old.profile == profile)
-             & (old.cache == cache))
-    table = pd.concat([old[keep], rows], ignore_index=True)
-    table = table.sort_values(["profile", "notebook", "cache"], kind="stable")
+    same = (old.profile == profile) & (old.cpu == on.cpu) & (old.cores == on.cores)
+    day = (today or datetime.date.today()).isoformat()
+    if cache == "cold":
+        tag = hashlib.sha256(f"{on}|{datetime.datetime.now().isoformat()}".encode())
+        build, size = f"{day} {tag.hexdigest()[:6]}", round(disk_usage() / 1e9, 2)
+        drop = same & old.notebook.isin(ran.notebook)
+    else:
+        colds = old[same & (old.cache == "cold")]
+        if colds.empty:
+            raise ValueError(f"no cold build of the {profile!r} profile on this machine's "
+                             f"CPU ({on.cpu}) is recorded, and a warm time belongs to one: "
+                             f"record the cold build first (python -m analysis_lib times "
+                             f"--record cold --profile {profile}), then rerun it with --force")
+        last = colds.sort_values("measured", kind="stable").iloc[-1]
+        build, size = last.build, last.cache_gb
+        drop = same & old.notebook.isin(ran.notebook) & (old.cache == "warm")
+    rows = pd.DataFrame({"notebook": ran.notebook, "profile": profile, "cache": cache,
+                         "seconds": ran.wall_s.round(1), "cpu": on.cpu, "cores": on.cores,
+                         "speed": on.speed, "build": build, "cache_gb": size,
+                         "measured": day})
+    table = pd.concat([old[~drop], rows], ignore_index=True)
+    table = table.sort_values(["profile", "notebook", "cpu", "cache"], kind="stable")
     atomic_write(Path(path), lambda tmp: table.to_csv(tmp, index=False))
     return rows.reset_index(drop=True)
 
@@ -98,10 +174,90 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
+@dataclass(frozen=True)
+class Build:
+    """One recorded build of a profile on one machine: its pages' cold and warm seconds."""
+
+    profile: str
+    machine: Machine
+    measured: str
+    cache_gb: float
+    cold: dict[str, float]
+    warm: dict[str, float]
+
+
+def builds(table: pd.DataFrame) -> list[Build]:
+    """The recorded builds in ``table`` (:func:`read`), newest first."""
+    found = []
+    for (profile, _), rows in table.groupby(["profile", "build"], sort=False):
+        first = rows.iloc[0]
+        found.append(Build(
+            str(profile), Machine(str(first.cpu), int(first.cores), float(first.speed)),
+            str(rows.measured.max()), float(rows.cache_gb.max()),
+            {r.notebook: float(r.seconds) for r in rows.itertuples() if r.cache == "cold"},
+            {r.notebook: float(r.seconds) for r in rows.itertuples() if r.cache == "warm"}))
+    return sorted(found, key=lambda b: b.measured, reverse=True)
+
+
+def ratio(recorded: Machine, here: Machine) -> float:
+    """How many times longer a run takes here than on ``recorded``, by their speeds (NaN
+    where either speed is unknown)."""
+    return recorded.speed / here.speed if recorded.speed > 0 and here.speed > 0 \
+        else float("nan")
+
+
+def nearest(candidates: list[Build], here: Machine) -> tuple[Build, bool]:
+    """The build whose times hold best here, and whether it ran on this kind of CPU: the
+    builds on this machine's CPU model where there are any (the one nearest in speed, then
+    cores, then the newest), else the build nearest in speed (the newest where speeds are
+    unknown)."""
+    def distance(build: Build) -> tuple[float, int, int]:
+        r = ratio(build.machine, here)
+        return (abs(math.log(r)) if r == r else math.inf,
+                abs(build.machine.cores - here.cores), candidates.index(build))
+
+    mine = [b for b in candidates if b.machine.cpu == here.cpu]
+    return min(mine or candidates, key=distance), bool(mine)
+
+
+def _cold_warm(cold: float | None, warm: float | None, scale: float = 1.0) -> str:
+    """``"4 min cold, 48 s warm"``; a warm rerun no faster than the cold run is said to be
+    about as long (the page reuses little from the cache), never stated longer."""
+    said = [f"{duration(cold * scale)} cold"] if cold is not None else []
+    if warm is not None:
+        said.append("about as long warm (it reuses little from the cache)"
+                    if cold is not None and warm >= cold else f"{duration(warm * scale)} warm")
+    return ", ".join(said)
+
+
+def _stated(build: Build, notebook: str | None, here: Machine, own_kind: bool) -> str:
+    """One build's times of one page (``notebook``) or of the whole build (None), with
+    their source, projected to this machine where it is another kind or speed."""
+    if notebook is None:
+        cold = sum(build.cold.values()) if build.cold else None
+        warm = sum(build.warm.values()) if build.warm else None
+    else:
+        cold, warm = build.cold.get(notebook), build.warm.get(notebook)
+    where = f"{build.machine.label()}, {build.measured}"
+    r = ratio(build.machine, here)
+    measured = _cold_warm(cold, warm)
+    if own_kind and not (r == r and not 1 / SAME_SPEED <= r <= SAME_SPEED):
+        return f"`{build.profile}` {measured} (on this kind of CPU: {where})"
+    if r != r:
+        return (f"`{build.profile}` {measured} on {where}; this machine's CPU ({here.cpu}) "
+                f"is not measured, and that one's speed is not recorded")
+    kind = "this kind of CPU at another speed" if own_kind else \
+        f"the recorded CPU nearest in speed to this one ({here.label()})"
+    return (f"`{build.profile}` about {_cold_warm(cold, warm, r)} here: {measured} on "
+            f"{kind}, {where}, {r:.2f} times as fast")
+
+
 def sentence(notebook: str, path: str | os.PathLike = TIMES,
-             profile: str | None = None) -> str:
-    """One page's measured times (Markdown), per profile cold and warm, with the machines
-    they were measured on. ``profile``: the profile the page runs under (by default the one
+             profile: str | None = None, here: Machine | None = None) -> str:
+    """One page's measured times (Markdown) on this machine, per profile cold and warm, from
+    one build: the times measured on this kind of CPU (``here``, by default this machine)
+    where one is recorded, else those of the recorded machine nearest in speed with the ratio
+    and the projected times. ``profile``: the profile the page runs under (by default the one
     the book's build names in :data:`PROFILE_ENV`), stated first, or said to be unmeasured;
     a sentence that says so where no times are kept."""
     if profile is None:
@@ -114,38 +270,62 @@ def sentence(notebook: str, path: str | os.PathLike = TIMES,
                f"its build keeps its times).")
     if mine.empty:
         return f"**Run time**: not measured yet for `{notebook}`.{missing or ' ' + record}"
-    if profile is not None:  # the page's own profile first
-        mine = mine.sort_values("profile", key=lambda p: p != profile, kind="stable")
+    here = here or Machine.here()
+    found = builds(mine)
+    profiles = sorted({b.profile for b in found}, key=lambda p: (p != profile, p))
     parts = []
-    for (cpu, cores, measured), group in mine.groupby(["cpu", "cores", "measured"],
-                                                      sort=False):
-        runs = []
-        for profile, rows in group.groupby("profile", sort=False):
-            states = dict(zip(rows.cache, rows.seconds, strict=True))
-            said = ", ".join(f"{duration(states[c])} {c}" for c in CACHE_STATES if c in states)
-            runs.append(f"`{profile}` {said}")
-        parts.append(f"{'; '.join(runs)} (on {cpu}, {cores} cores, {measured})")
-    return ("**Run time**, measured (cold: the cache empty at the start; warm: a rerun with "
-            "everything cached): " + "; ".join(parts) + "." + missing)
+    for name in profiles:
+        build, own_kind = nearest([b for b in found if b.profile == name], here)
+        parts.append(_stated(build, notebook, here, own_kind))
+    return ("**Run time** (cold: the cache empty at the start; warm: a rerun with everything "
+            "cached): " + "; ".join(parts) + "." + missing)
+
+
+def summary(profile: str = "default", path: str | os.PathLike = TIMES,
+            here: Machine | None = None) -> str:
+    """The whole build of ``profile`` (Markdown): every page's time added up, cold and warm,
+    and the cache it filled, from the recorded build that holds best on this machine
+    (:func:`nearest`), with its source."""
+    found = [b for b in builds(read(path)) if b.profile == profile]
+    if not found:
+        return (f"The `{profile}` build's times are not recorded yet (`python -m analysis_lib "
+                f"times --record cold --profile {profile}` after its build).")
+    here = here or Machine.here()
+    build, own_kind = nearest(found, here)
+    size = (f"; its cache held {build.cache_gb:.1f} GB after the cold build"
+            if build.cache_gb == build.cache_gb else "")
+    return (f"The whole book, {_stated(build, None, here, own_kind)}{size} (every page's "
+            f"time on the running page).")
 
 
 def table(path: str | os.PathLike = TIMES) -> str:
-    """Every page's measured times as a Markdown table for the running page: one row per
-    page, one column per profile and cache state, and the machines under it."""
-    times = read(path)
-    if times.empty:
+    """Every recorded build as Markdown for the running page: per machine, a table with one
+    row per page (and their total) and a cold and a warm column per profile, cold and warm
+    from one build."""
+    found = builds(read(path))
+    if not found:
         return "No run times are recorded yet (`python -m analysis_lib times --record cold`).\n"
-    wide = times.assign(column=times.profile.map("`{}`".format) + " " + times.cache)
-    grid = wide.pivot_table(index="notebook", columns="column", values="seconds",
-                            aggfunc="first", sort=False)
-    lines = ["| page | " + " | ".join(grid.columns) + " |",
-             "|---|" + "---:|" * len(grid.columns)]
-    for notebook, row in grid.iterrows():
-        cells = [duration(v) if pd.notna(v) else "" for v in row]
-        lines.append(f"| `{notebook}` | " + " | ".join(cells) + " |")
-    machines = times.drop_duplicates(["profile", "cache", "cpu", "cores", "measured"])
-    lines.append("")
-    lines.append("Measured on: " + "; ".join(
-        f"`{m.profile}` {m.cache}: {m.cpu}, {m.cores} cores, {m.measured}"
-        for m in machines.itertuples()) + ".")
-    return "\n".join(lines) + "\n"
+    out = []
+    for where in sorted({(b.machine.cpu, b.machine.cores) for b in found}):
+        mine = [b for b in found if (b.machine.cpu, b.machine.cores) == where]
+        latest = {}
+        for build in mine:  # newest first: one build per profile
+            latest.setdefault(build.profile, build)
+        shown = sorted(latest.values(), key=lambda b: b.profile)
+        pages = sorted({n for b in shown for n in [*b.cold, *b.warm]})
+        columns = [(b, c) for b in shown for c in CACHE_STATES if getattr(b, c)]
+        out.append(f"**{where[0]}**, {where[1]} cores: " + "; ".join(
+            f"`{b.profile}` built {b.measured}"
+            + (f" at {b.machine.speed:.0f} GFLOP/s" if b.machine.speed == b.machine.speed
+               else "")
+            + (f", cache {b.cache_gb:.1f} GB" if b.cache_gb == b.cache_gb else "")
+            for b in shown) + ".\n")
+        out.append("| page | " + " | ".join(f"`{b.profile}` {c}" for b, c in columns) + " |")
+        out.append("|---|" + "---:|" * len(columns))
+        for page in pages:
+            cells = [duration(getattr(b, c)[page]) if page in getattr(b, c) else ""
+                     for b, c in columns]
+            out.append(f"| `{page}` | " + " | ".join(cells) + " |")
+        totals = [duration(sum(getattr(b, c).values())) for b, c in columns]
+        out.append("| all pages | " + " | ".join(totals) + " |\n")
+    return "\n".join(out)
