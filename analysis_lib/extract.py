@@ -444,8 +444,10 @@ def over_limit(loaded: LoadedModel, corpus: Corpus, max_length: int | None = Non
     truncates, found by tokenising alone, before any forward pass."""
     info = loaded.info
     limit = info.max_length if max_length is None else min(int(max_length), info.max_length)
+    # verbose=False: the tokenizer's own "longer than the maximum" warning would be about
+    # sentences this check reports (and a chapter drops or refuses) itself
     encoded = loaded.tokenizer([list(s) for s in corpus.sentences], is_split_into_words=True,
-                               add_special_tokens=True)
+                               add_special_tokens=True, verbose=False)
     return np.array([i for i, ids in enumerate(encoded["input_ids"]) if len(ids) > limit],
                     dtype=np.int64)
 
@@ -462,7 +464,10 @@ def _encode(tokenizer, corpus: Corpus, limit: int) -> tuple[list[_Encoded], int]
     truncate over-long sentences."""
     unk = tokenizer.unk_token or "?"
     sentences = [list(s) for s in corpus.sentences]
-    encoded = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True)
+    # verbose=False: a sentence over the limit is cut below and counted (n_truncated), not
+    # run through the model as the tokenizer's own warning fears
+    encoded = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True,
+                        verbose=False)
     tokens = [(encoded["input_ids"][i], encoded.word_ids(i)) for i in range(len(sentences))]
     # sentences with a word that yields no token, again in one call with those words unknown
     redo = {}
@@ -472,7 +477,7 @@ def _encode(tokenizer, corpus: Corpus, limit: int) -> tuple[list[_Encoded], int]
             redo[i] = [w if j in present else unk for j, w in enumerate(sentences[i])]
     if redo:
         again = tokenizer(list(redo.values()), is_split_into_words=True,
-                          add_special_tokens=True)
+                          add_special_tokens=True, verbose=False)
         for k, (i, words) in enumerate(redo.items()):
             sentences[i], tokens[i] = words, (again["input_ids"][k], again.word_ids(k))
     out, n_cut = [], 0

@@ -192,3 +192,38 @@ def test_a_text_file_is_a_corpus_wherever_a_corpus_name_is(tmp_path):
     check_spec(SweepSpec(name="own", corpus=str(path), **two))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         check_spec(SweepSpec(name="own", corpus=str(tmp_path / "none.txt"), **two))
+
+
+def test_overlap_is_the_share_of_the_second_corpus_found_in_the_first():
+    first = corpora.from_sentences(["The cat sat.", "A dog ran", "Birds fly"])
+    assert corpora.overlap(first, first) == 1.0
+    # case and spacing folded; a sample of the first is all in it
+    again = corpora.from_sentences(["the  CAT sat.", "Birds fly"])
+    assert corpora.overlap(first, again) == 1.0
+    part = corpora.from_sentences(["A dog ran", "Fish swim", "Cows moo", "Hens lay"])
+    assert corpora.overlap(first, part) == 0.25
+    assert corpora.overlap(part, first) == pytest.approx(1 / 3)  # not symmetric
+    assert corpora.overlap(first, corpora.from_sentences(["Nothing shared here"])) == 0.0
+
+
+def test_the_same_text_twice_is_not_another_corpus(tmp_path):
+    """wu-other-corpus with a second corpus that repeats the first (the same file twice)
+    reads "not measured" with the reason, never a "holds" at r = 1; a small overlap is named
+    on the row."""
+    from analysis_lib.studies import claims, verdicts
+
+    path = tmp_path / "mine.txt"
+    path.write_text("\n".join(f"sentence number {i} of my own text" for i in range(40)))
+    first, second = corpora.from_file(path), corpora.from_file(path)
+    results = {"agreements": {"linear_cka": 0.999, "svcca": 0.998}, "n_layers": 42,
+               "corpus_overlap": corpora.overlap(first, second)}
+    claim = [claims.get("wu-other-corpus")]
+    row = verdicts.judge(claim, results).iloc[0]
+    assert row.verdict == "not measured"
+    assert "100% of the second corpus's sentences are also in the first" in \
+        row["what this run shows"] and "second_corpus" in row["what this run shows"]
+    some = verdicts.judge(claim, {**results, "corpus_overlap": 0.1}).iloc[0]
+    assert some.verdict == "holds" and "share 10% of their sentences" in \
+        some["what this run shows"]
+    none = verdicts.judge(claim, {**results, "corpus_overlap": 0.0}).iloc[0]
+    assert none.verdict == "holds" and "share" not in none["what this run shows"]

@@ -132,6 +132,27 @@ def test_minilm_extracts_with_attention():
     assert np.allclose(first, first[0], atol=1e-5)
 
 
+def test_over_long_sentences_are_reported_once_by_the_library_not_by_the_tokenizer(
+        tiny_models, capfd, caplog):
+    """A sentence over the model's own limit is the library's to report (found by
+    over_limit, then refused, dropped or cut and counted): the tokenizer's "longer than the
+    specified maximum ... indexing errors" warning, about a sequence that never reaches the
+    model, is not shown."""
+    import logging
+
+    loaded = tiny_models["bert"]
+    long_text = "word " * (loaded.info.max_length + 50)
+    corpus = corpora.from_sentences([long_text, "short one", long_text + " more"])
+    loaded.tokenizer.deprecation_warnings.clear()  # the tokenizer warns once per instance
+    with caplog.at_level(logging.WARNING):
+        assert list(extract.over_limit(loaded, corpus)) == [0, 2]
+        with pytest.warns(UserWarning, match="2 of 3 sentences are longer"):
+            result = extract.extract(loaded, corpus, cache=False, progress=False)
+    assert result.n_truncated == 2
+    said = caplog.text + "".join(capfd.readouterr())
+    assert "indexing errors" not in said and "Token indices sequence length" not in said
+
+
 def test_over_long_sentences_are_cut_with_a_count(tiny_models):
     corpus = corpora.from_sentences(["word " * 40, "short one", "many " * 30])
     with pytest.warns(UserWarning, match="2 of 3 sentences are longer than 16 tokens"):

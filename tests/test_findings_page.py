@@ -117,9 +117,42 @@ def test_an_undecided_verdict_on_the_page_says_how_it_was_reached(tmp_path):
     assert "2 of 2 estimates run against the paper" in row.how
     text = findings.page(table, "default")
     line = next(x for x in text.splitlines() if x.startswith("| `phang-skip-bottom`"))
-    assert "**inconclusive** (" in line and "run against the paper" in line
+    assert "| **inconclusive** |" in line and "run against the paper" not in line
+    # how it was reached is with the claim in full, under the table's fold
+    full = next(x for x in text.splitlines() if x.startswith("- `phang-skip-bottom`"))
+    assert "Verdict inconclusive: " in full and "run against the paper" in full
     # a decided verdict stands alone
-    assert "**holds** (" not in findings.page(table.assign(verdict="holds"), "default")
+    decided = findings.page(table.assign(verdict="holds"), "default")
+    assert "Verdict holds" not in decided
+
+
+def test_the_front_page_answer_states_every_claim_in_words_with_its_verdict(tmp_path):
+    """The front page's one view: the tally, then every claim's sentence (not its id) with
+    its verdict, grouped by paper, linked to the chapter that judged it; text from a
+    chapter is escaped, never markup."""
+    import html
+    import re
+
+    from analysis_lib.studies.claim import PAPERS
+
+    blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
+    table = findings.collect([_executed(tmp_path, "finetuning", blocks)])
+    table.loc[table["claim id"] == "wu-adjacent", "claim"] = "a <b>bold</b> & claim"
+    text = findings.answer(table, "smoke")
+    n = len(claims.CLAIMS)
+    assert text.startswith(f"Of the {n} claims") and f"1 hold, {n - 1} not measured" in text
+    items = re.findall(r'<li title="([^"]+)">(.*?)</li>', text)
+    assert [cid for cid, _ in items] == list(claims.CLAIMS)  # the papers' order, every claim
+    for (cid, item), sentence in zip(items, table.claim):
+        shown = html.unescape(re.sub(r"<[^>]+>", "", item))
+        assert cid not in shown and shown.endswith(sentence)  # words; the id is a tooltip
+        assert shown.startswith(str(table.set_index("claim id").loc[cid, "verdict"]))
+    assert "a &lt;b&gt;bold&lt;/b&gt; &amp; claim" in text and "<b>bold" not in text
+    phang = dict(items)["phang-blocks"]
+    assert 'href="../notebooks/finetuning.html"' in phang and ">holds<" in phang
+    assert 'href="' not in dict(items)["wu-adjacent"]  # no chapter judged it: no link
+    assert all(title.split(", ")[0] in text for title in PAPERS.values())
+    assert "<script" not in text
 
 
 def test_a_notebook_without_records_adds_nothing(tmp_path):

@@ -677,6 +677,9 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
         src = stage(label, runs, root)
         (src / "book" / "findings.md").write_text(findings.page(scorecard, title),
                                                   encoding="utf-8")
+        intro = src / "book" / "intro.md"
+        intro.write_text(intro.read_text(encoding="utf-8").replace(
+            findings.ANSWER_MARKER, findings.answer(scorecard, title)), encoding="utf-8")
         running = src / "book" / "running.md"
         running.write_text(running.read_text(encoding="utf-8").replace(
             findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)),

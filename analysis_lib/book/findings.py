@@ -232,13 +232,11 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _verdict_cell(row: dict) -> str:
-    """The verdict in bold; an undecided or mixed one with how it was reached (which units
-    disagree, which estimates run against the paper, whether equivalence was in reach)."""
+def _how(row: dict) -> str:
+    """How an undecided or mixed verdict was reached (which units disagree, which estimates
+    run against the paper, whether equivalence was in reach), or ``""``."""
     how = str(row.get("how", "") or "").removeprefix("one unit").removeprefix("; ")
-    if row["verdict"] in ("inconclusive", "mixed") and how:
-        return f"**{row['verdict']}** ({how})"
-    return f"**{row['verdict']}**"
+    return how if row["verdict"] in ("inconclusive", "mixed") else ""
 
 
 #: each verdict's colour in the findings chart
@@ -336,19 +334,79 @@ def page(table: pd.DataFrame, profile: str) -> str:
     for row in table.to_dict(orient="records"):
         chapter = row["chapter"]
         link = f"{{doc}}`{chapter} <../notebooks/{chapter}>`" if chapter else ""
-        cells = (f"`{row['claim id']}`: {row['claim']}", _verdict_cell(row),
+        cells = (f"`{row['claim id']}`: {row['claim']}", f"**{row['verdict']}**",
                  row["what this run shows"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
     lines += ["", "```{admonition} Each claim in full: what the paper reports, its effect, "
-                  "the smallest effect read here, the control", ":class: dropdown", ""]
+                  "the smallest effect read here, the control, and how an undecided verdict "
+                  "was reached", ":class: dropdown", ""]
     for row in table.to_dict(orient="records"):
         effect = _cell(row["the paper's effect"])
+        how = f" Verdict {row['verdict']}: {_cell(_how(row))}." if _how(row) else ""
         lines += [f"- `{_cell(row['claim id'])}` ({_cell(row['paper'])}): "
                   f"{_cell(row['claim'])}. The paper reports: "
                   f"{_cell(row['what the paper reports'])}; its effect: {effect}; smallest "
-                  f"effect here: {row['smallest effect']}; control: {_cell(row['control'])}."]
+                  f"effect here: {row['smallest effect']}; control: {_cell(row['control'])}."
+                  f"{how}"]
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+#: the line of the front page that the build replaces with :func:`answer`
+ANSWER_MARKER = "% the answer: written by the build (analysis_lib.book.findings.answer)"
+#: how a count of claims with each verdict is said
+_SAID = {"holds": "hold", "equivalent": "equivalent", "opposite": "opposite",
+         "mixed": "mixed", "inconclusive": "inconclusive", "not measured": "not measured"}
+
+
+def answer(table: pd.DataFrame, profile: str, chapters: str = "../notebooks") -> str:
+    """The whole book's answer in one view, for the front page (MyST markdown holding one
+    HTML block, no script): the tally of verdicts as a bar and in words, then every claim
+    in words, paper by paper, each with its verdict and a link to the chapter that judges
+    it (``chapters``: the chapters' folder, relative to the page). The block wraps at any
+    width (styles in :data:`analysis_lib.book.render.STYLES`); how a verdict is reached and
+    the numbers behind it are one link away, on the findings page."""
+    import html
+
+    from ..studies.claim import PAPERS
+    from ..studies.claims import CLAIMS
+
+    counts = table.verdict.value_counts()
+    order = [v for v in COLOURS if v in counts.index]
+    words = ", ".join(f"{counts[v]} {_SAID[v]}" for v in order)
+    parts = ['<div class="analysis-lib-answer">',
+             f'<div class="al-tally" role="img" aria-label="{html.escape(words)}">']
+    parts += [f'<span class="al-seg" style="flex: {counts[v]}; background: {COLOURS[v]}">'
+              f'</span>' for v in order]
+    parts += ["</div>", '<p class="al-words">' + " &middot; ".join(
+        f'<span class="al-key" style="--al-colour: {COLOURS[v]}">{counts[v]} {_SAID[v]}'
+        f'</span>' for v in order) + "</p>"]
+    for paper, title in PAPERS.items():
+        rows = table[[getattr(CLAIMS.get(str(c)), "paper", None) == paper
+                      for c in table["claim id"]]]
+        if rows.empty:
+            continue
+        name, _, subject = title.partition(", ")
+        parts.append(f'<p class="al-paper"><strong>{html.escape(name)}</strong>, '
+                     f'<em>{html.escape(subject)}</em></p>')
+        parts.append('<ul class="al-claims">')
+        for row in rows.to_dict(orient="records"):
+            verdict = str(row["verdict"])
+            ink = "#222" if verdict == "not measured" else "#fff"  # legible on its colour
+            badge = (f'<span class="al-verdict" style="--al-colour: '
+                     f'{COLOURS.get(verdict, "#878787")}; --al-ink: {ink}">'
+                     f'{html.escape(verdict)}</span>')
+            text = f'<span class="al-text">{html.escape(str(row["claim"]))}</span>'
+            chapter = str(row.get("chapter") or "")
+            item = (f'<a class="al-row" href="{chapters}/{html.escape(chapter)}.html">'
+                    f'{badge}{text}</a>' if chapter else
+                    f'<span class="al-row">{badge}{text}</span>')
+            parts.append(f'<li title="{html.escape(str(row["claim id"]))}">{item}</li>')
+        parts.append("</ul>")
+    parts.append("</div>")
+    return "\n".join([
+        f"Of the {len(table)} claims of the four papers this book tests, the `{profile}` "
+        f"build finds: {words}.", "", "```{raw} html", *parts, "```", ""])
 
 
 #: the line of a book page that the build replaces with :func:`profiles_table`

@@ -37,11 +37,29 @@ BUNDLE_NAME = "vega-bundle.js"
 STYLES_NAME = "analysis-lib.css"
 #: a chart never runs past its column: drawn at its own size, scaled down to fit (vega's
 #: SVG keeps its viewBox, so tooltips and controls still line up); a wide output table
-#: scrolls inside its column instead of running past it
+#: scrolls inside its column instead of running past it; inline code and links (long
+#: paths) wrap rather than widen a page on a phone; the front page's answer
+#: (:func:`analysis_lib.book.findings.answer`): a tally bar and one wrapping row per claim
 STYLES = """.analysis-lib-chart { max-width: 100%; }
 .analysis-lib-chart .vega-embed { max-width: 100%; }
 .analysis-lib-chart svg.marks { max-width: 100%; height: auto; }
 .cell_output .output.text_html { max-width: 100%; overflow-x: auto; }
+article code.literal, article a { overflow-wrap: anywhere; }
+.analysis-lib-answer .al-tally { display: flex; height: 0.9rem; border-radius: 3px;
+  overflow: hidden; margin: 0.4rem 0; }
+.analysis-lib-answer .al-words { margin: 0.2rem 0 0.6rem; }
+.analysis-lib-answer .al-key { white-space: nowrap; }
+.analysis-lib-answer .al-key::before { content: ""; display: inline-block; width: 0.7em;
+  height: 0.7em; border-radius: 50%; background: var(--al-colour); margin-right: 0.3em; }
+.analysis-lib-answer .al-paper { margin: 0.8rem 0 0.2rem; }
+.analysis-lib-answer ul.al-claims { list-style: none; padding-left: 0; margin: 0; }
+.analysis-lib-answer ul.al-claims li { margin: 0.1rem 0; }
+.analysis-lib-answer .al-row { display: flex; gap: 0.6em; align-items: baseline;
+  text-decoration: none; color: inherit; }
+.analysis-lib-answer .al-verdict { flex: 0 0 7.2em; font-size: 0.8em; font-weight: 600;
+  text-align: center; border-radius: 3px; padding: 0 0.3em; color: var(--al-ink);
+  background: var(--al-colour); }
+.analysis-lib-answer .al-text { flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
 """
 RENDERER = "book"
 #: set in the environment of the notebooks the book's build executes: their charts are drawn

@@ -613,3 +613,18 @@ def _decoding_hint(data: bytes) -> str:
 
 #: characters that str.splitlines() breaks at besides \n and \r: a space inside a sentence
 _LINE_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def overlap(first: Corpus, second: Corpus) -> float:
+    """The share of ``second``'s sentences whose text is also one of ``first``'s (compared
+    with case and spacing folded): 1.0 for the same text twice (or a sample of it), 0.0 for
+    corpora with no sentence in common. A claim that a pattern holds on *another* corpus
+    reads this first: a second corpus that repeats the first agrees with it by
+    construction."""
+    def key(text: str) -> str:
+        return " ".join(text.casefold().split())
+
+    if not len(second):
+        raise ValueError("the second corpus has no sentences: nothing to compare")
+    seen = {key(t) for t in first.texts}
+    return sum(key(t) in seen for t in second.texts) / len(second)

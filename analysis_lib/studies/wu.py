@@ -519,6 +519,10 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
                                  gaps, note="the seeds' pairs are shared")]
 
 
+#: the share of shared sentences from which a second corpus is the first one again
+MOSTLY_SHARED = 0.5
+
+
 @WU.claim("wu-other-corpus", "App. B.1",
     "the similarity patterns hold on another corpus",
     "yes: the same patterns on other corpora",
@@ -531,17 +535,29 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
     paper_effect=("App. B.1 calls the two corpora's heatmaps 'highly similar' (Figs. 8 and "
                   "9); no correlation is reported"),
     chapter="representation")
-def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None
-                 ) -> list[Evidence]:
+def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None,
+                 corpus_overlap: float | None) -> list[Evidence]:
     """Per measure, the correlation of the across-model cells on two corpora
     (``agreements``: :func:`~analysis_lib.studies.representation.agreement`'s
     ``across_models``), as Fisher's z with the number of layers (``n_layers``, of the second
-    corpus's collection) as the sample size."""
+    corpus's collection) as the sample size. ``corpus_overlap``: the share of the second
+    corpus's sentences that are also in the first (:func:`analysis_lib.data.corpora.overlap`);
+    from :data:`MOSTLY_SHARED` on, the second corpus is not another corpus and the claim is
+    not measured; below it, any shared sentences are named on the row."""
     if agreements is None or n_layers is None:
         raise NotMeasured("not measured: the second corpus needs the word arrays on this "
                           "machine (a run read from a sweep table has none)")
-    return [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f})", r, n_layers)
+    shared = float(corpus_overlap or 0.0)
+    if shared >= MOSTLY_SHARED:
+        raise NotMeasured(
+            f"not measured: {shared:.0%} of the second corpus's sentences are also in the "
+            f"first, so the two agree by construction (r = "
+            f"{max(agreements.values(), default=float('nan')):.2f} says nothing about another "
+            f"corpus); set second_corpus to a corpus of other text")
+    note = f"; the corpora share {shared:.0%} of their sentences" if shared > 0 else ""
+    return [Evidence.from_correlation(f"{m} (Fisher z of r = {r:.2f}{note})", r, n_layers)
             for m, r in agreements.items()]
+
 
 
 #: the attention chapter's methods: a measure of the library on the head-level maps

@@ -49,6 +49,7 @@ from ..runtime.cache import code_digest, default_root, folder_checksums, make_ke
 from ..runtime.device import DeviceLike, fork_rng, key_parts, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.profile import label, profiled
+from ..runtime.quiet import quiet_transformers
 from ..runtime.threads import torch_threads
 from . import loop, plateau
 from .surgery import frozen_parameters, n_transformer_layers, removed_layers
@@ -620,9 +621,10 @@ def _load_saved(path: Path, base: LoadedModel, quiet: bool = False) -> FineTuned
         if (path / TRAINABLE).is_file():
             model, tokenizer = _with_base(path, base, record), base.tokenizer
         else:
-            model = kind.from_pretrained(path, attn_implementation="eager",
-                                         local_files_only=True).eval()
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            with quiet_transformers():  # no load report or "Loading weights" bar per run
+                model = kind.from_pretrained(path, attn_implementation="eager",
+                                             local_files_only=True).eval()
+                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as error:
         if not quiet:
             warnings.warn(f"saved fine-tuned model {path} is damaged ({error}); it will be "
