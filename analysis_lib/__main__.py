@@ -34,9 +34,11 @@ for models, the book's tools, Dask) says which extra installs it, and exits with
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from . import __version__
+from .runtime import checks
 
 #: the extra that installs each optional top-level package a command may need
 EXTRAS = {"torch": "models", "transformers": "models", "tokenizers": "models",
@@ -90,8 +92,13 @@ def cmd_findings(args: argparse.Namespace) -> int:
         profile_label(args.profile)
     notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
     if not notebooks:
-        print(f"error: no executed notebooks in {folder}; build the book with this profile "
-              f"first: python -m analysis_lib book --profile {args.profile}", file=sys.stderr)
+        built = sorted(p.parent.name for p in folder.parent.glob("*/*.ipynb"))
+        hint = "" if args.executed else checks.did_you_mean(args.profile, set(built))
+        have = f" (built so far: {', '.join(sorted(set(built)))})" if built and not \
+            args.executed else ""
+        print(f"error: no executed notebooks in {folder}{hint}; build the book with this "
+              f"profile first: python -m analysis_lib book --profile {args.profile}{have}",
+              file=sys.stderr)
         return 1
     expected = [p.stem for p in toc_notebooks(ROOT)] if has_book else []
     table = findings.collect(notebooks, expected=expected)
@@ -204,8 +211,20 @@ def cmd_times(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error for a value outside an option's choices also names
+    the closest choice."""
+
+    def error(self, message: str):  # type: ignore[override]
+        found = re.search(r"invalid choice: '?([^'(]*?)'? \(choose from (.*)\)", message)
+        if found:
+            options = [o.strip(" '") for o in found.group(2).split(",")]
+            message += checks.did_you_mean(found.group(1), options)
+        super().error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="analysis-lib")
+    parser = _Parser(prog="analysis-lib")
     parser.add_argument("--version", action="version", version=f"analysis_lib {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     book = sub.add_parser("book", help="run the notebooks under a profile and build the book")

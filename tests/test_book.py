@@ -617,6 +617,67 @@ def _findings_fit(context, page_path, shots) -> None:
         page.close()
 
 
+#: the JavaScript that lists what runs past the right edge of the screen in a page's text
+#: (the article and its links to the next page), outside any box that scrolls sideways by
+#: itself (a wide table, a code block): what would make a reader scroll the page sideways
+PAST_THE_SCREEN = """() => {
+  const width = document.documentElement.clientWidth;
+  const past = [];
+  for (const el of document.querySelectorAll('main .bd-article *, main .prev-next-area *')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0 || box.right <= width + 1) continue;
+    let up = el.parentElement, scrolls = false;
+    while (up && up !== document.body && !scrolls) {
+      scrolls = ['auto', 'scroll'].includes(getComputedStyle(up).overflowX);
+      up = up.parentElement;
+    }
+    if (!scrolls) past.push(`${el.tagName} ${Math.round(box.right)}px: `
+                            + (el.textContent || '').trim().slice(0, 60));
+  }
+  return {page: document.documentElement.scrollWidth, width: width, past: past.slice(0, 5)};
+}"""
+
+
+def _fits(page, where) -> None:
+    """Nothing on the open page is wider than the screen."""
+    fit = page.evaluate(PAST_THE_SCREEN)
+    assert fit["page"] <= fit["width"] and not fit["past"], (where, fit)
+
+
+def _front_page_answer(context, index, table, shots) -> None:
+    """The front page at a desktop and a phone width: the tally and every claim's verdict,
+    in the build's words, on the screen without scrolling sideways."""
+    verdicts = dict(zip(table.claim, table.verdict))
+    for width in (1400, 400):
+        page = context.new_page()
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(index.as_uri())  # index.html forwards to the front page
+        page.wait_for_selector(".analysis-lib-answer", timeout=30_000)
+        shown = page.evaluate("""() => {
+          const right = e => e.getBoundingClientRect().right;
+          const tally = document.querySelector('.al-tally').getBoundingClientRect();
+          return {tally: [tally.left, tally.right, tally.height],
+                  words: document.querySelector('.al-words').innerText,
+                  rows: [...document.querySelectorAll('.al-claims li')].map(li => [
+                    li.querySelector('.al-text').innerText,
+                    li.querySelector('.al-verdict').innerText,
+                    Math.max(right(li.querySelector('.al-verdict')),
+                             right(li.querySelector('.al-text'))),
+                    li.querySelector('.al-verdict').scrollWidth
+                      <= li.querySelector('.al-verdict').clientWidth + 1])};
+        }""")
+        assert shown["tally"][0] >= 0 and shown["tally"][1] <= width and shown["tally"][2] > 0
+        for verdict, n in table.verdict.value_counts().items():
+            assert f"{n} {'hold' if verdict == 'holds' else verdict}" in shown["words"]
+        assert len(shown["rows"]) == len(table)
+        for text, verdict, right, whole in shown["rows"]:
+            assert verdicts[text] == verdict, (text, verdict)
+            assert right <= width and whole, (width, text, right)
+        _fits(page, f"front page at {width} px")
+        page.screenshot(path=str(shots / f"front_page_{width}px.png"), full_page=True)
+        page.close()
+
+
 def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
     executable = _chromium()
     if executable is None:
@@ -637,6 +698,11 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                                      headless=True)
         context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
         context.route(re.compile(r"^https?://"), lambda route: route.abort())
+        phone = context.new_page()
+        phone.set_viewport_size({"width": 400, "height": 900})
+        table = pd.read_csv(built_book[2] / "_build" / "executed" / "smoke" / "findings.csv",
+                            keep_default_na=False)
+        _front_page_answer(context, index, table, shots)
         for page_path in pages:
             page = context.new_page()
             errors: list[str] = []
@@ -678,6 +744,9 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
                 assert article.count("the parameters of this run") == 1, page_path
             if page_path.name == "findings.html":
                 _findings_fit(context, page_path, shots)
+            phone.goto(page_path.as_uri())
+            phone.wait_for_load_state("load")
+            _fits(phone, f"{page_path.relative_to(html_root)} at 400 px")
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
             report[name] = errors
             assert not errors, (page_path, errors)

@@ -409,6 +409,29 @@ def test_command_errors_name_the_fix_without_a_traceback(tmp_path, capsys):
         assert err.startswith("error: ") and said in err and "Traceback" not in err, err
 
 
+def test_every_misspelt_name_on_the_command_line_names_the_closest_one(tmp_path, capsys):
+    """Corpora, profiles, built profiles and an option's choices: the closest valid value
+    and where the valid ones are listed, with no traceback."""
+    from analysis_lib.__main__ import main
+
+    cases = {("extract", "--corpus", "tweetz"): ["did you mean 'tweets'",
+                                                 "python -m analysis_lib corpora"],
+             ("book", "--profile", "defualt"): ["did you mean 'default'", "smoke"],
+             ("findings", "--executed", str(tmp_path)): ["no executed notebooks"]}
+    for argv, said in cases.items():
+        assert main(list(argv)) in (1, 2), argv
+        err = capsys.readouterr().err
+        assert "error: " in err and all(s in err for s in said), err
+        assert "Traceback" not in err
+    for argv, said in ((("zoo", "--set", "zo"), "did you mean 'zoo'"),
+                       (("findings", "--format", "mdd"), "did you mean 'md'")):
+        with pytest.raises(SystemExit) as stop:
+            main(list(argv))
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "invalid choice" in err and said in err and "Traceback" not in err
+
+
 def test_a_misspelt_keyword_names_the_argument_it_was_meant_for():
     X = np.random.default_rng(0).standard_normal((30, 4))
     with pytest.raises(TypeError, match="did you mean 'as_frame'"):

@@ -81,8 +81,9 @@ def load_profile(name: str, root: Path = ROOT) -> dict[str, Any]:
         path = root / "profiles" / f"{name}.yml"
         if not isinstance(name, str) or not path.is_file() or path.parent != root / "profiles":
             valid = sorted(p.stem for p in (root / "profiles").glob("*.yml"))
-            raise ValueError(f"unknown profile {name!r}; valid: {', '.join(valid)}, or the "
-                             "path of your own profile file (e.g. ./mine.yml)")
+            raise ValueError(f"unknown profile {name!r}{checks.did_you_mean(name, valid)}; "
+                             f"valid: {', '.join(valid)}, or the path of your own profile "
+                             f"file (e.g. ./mine.yml)")
     values = params.read_yaml(path.read_text(encoding="utf-8"), f"profile {path.name}")
     if values is None:
         raise ValueError(f"profile {path.name} is empty: a profile sets at least one parameter "

@@ -44,7 +44,14 @@ STYLES = """.analysis-lib-chart { max-width: 100%; }
 .analysis-lib-chart .vega-embed { max-width: 100%; }
 .analysis-lib-chart svg.marks { max-width: 100%; height: auto; }
 .cell_output .output.text_html { max-width: 100%; overflow-x: auto; }
-article code.literal, article a { overflow-wrap: anywhere; }
+article code.literal, article code.literal span.pre, article .sig, article .sig span.pre,
+article a, .prev-next-area code.literal, .prev-next-area span.pre { white-space: pre-wrap;
+  overflow-wrap: anywhere; }
+.prev-next-area a { min-width: 0; max-width: 50%; }
+.prev-next-area .prev-next-info, .prev-next-area p.prev-next-title { min-width: 0;
+  overflow-wrap: anywhere; }
+article mjx-container[display="true"] { display: block; max-width: 100%; overflow-x: auto;
+  overflow-y: hidden; }
 .analysis-lib-answer .al-tally { display: flex; height: 0.9rem; border-radius: 3px;
   overflow: hidden; margin: 0.4rem 0; }
 .analysis-lib-answer .al-words { margin: 0.2rem 0 0.6rem; }
@@ -56,9 +63,9 @@ article code.literal, article a { overflow-wrap: anywhere; }
 .analysis-lib-answer ul.al-claims li { margin: 0.1rem 0; }
 .analysis-lib-answer .al-row { display: flex; gap: 0.6em; align-items: baseline;
   text-decoration: none; color: inherit; }
-.analysis-lib-answer .al-verdict { flex: 0 0 7.2em; font-size: 0.8em; font-weight: 600;
+.analysis-lib-answer .al-verdict { flex: 0 0 7.8em; font-size: 0.8em; font-weight: 600;
   text-align: center; border-radius: 3px; padding: 0 0.3em; color: var(--al-ink);
-  background: var(--al-colour); }
+  background: var(--al-colour); white-space: nowrap; overflow-wrap: normal; }
 .analysis-lib-answer .al-text { flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
 """
 RENDERER = "book"

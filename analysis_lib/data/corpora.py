@@ -377,10 +377,11 @@ def _rows_of(name: str, split: str | None, unit: str) -> tuple[Sequence[str],
     if is_corpus_file(name):
         own = from_file(name)
         return own.texts, own.sentences, None, None, None
-    valid = ", ".join(sorted(list_corpora()))
+    valid = sorted(list_corpora())
     raise ValueError(
-        f"unknown corpus {name!r}; valid names: {valid}, or the path of a text file with one "
-        "sentence per line. For your own text in Python use "
+        f"unknown corpus {name!r}{checks.did_you_mean(name, valid)}; valid names: "
+        f"{', '.join(valid)} (python -m analysis_lib corpora describes them), or the path of "
+        "a text file with one sentence per line. For your own text in Python use "
         "corpora.from_sentences(list_of_strings) or corpora.from_file(path).")
 
 

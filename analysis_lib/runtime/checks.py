@@ -54,14 +54,20 @@ def boolean(value: Any, name: str) -> bool:
     return value
 
 
+def did_you_mean(value: Any, options: Iterable[Any]) -> str:
+    """``" (did you mean 'x'?)"``, with the option closest to ``value`` in spelling, or
+    ``""`` where none is close: the hint every error about an unknown name carries."""
+    close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def choice(value: Any, name: str, options: Iterable[str]) -> str:
     """``value`` if it is one of ``options``; else an error suggesting the closest one."""
     options = list(options)
     if value in options:
         return value
-    close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown {name} {value!r}{hint}; valid: {', '.join(map(str, options))}")
+    raise ValueError(f"unknown {name} {value!r}{did_you_mean(value, options)}; valid: "
+                     f"{', '.join(map(str, options))}")
 
 
 def _within(value: int, name: str, low: int | None, high: int | None) -> None:
