@@ -125,6 +125,51 @@ def test_exercises_have_checked_solutions(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_parameters_cell_fits_the_screen(path):
+    """A parameter's long comment continues on comment lines below it (no line past 92
+    characters unless the value alone is long), and reads the same as one line."""
+    from analysis_lib.book import params
+
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    for line in cell.source.splitlines():
+        head = line.split("  # ")[0]
+        assert len(line) <= 92 or len(head) > 64, f"{path.name}: {line}"
+    one_line = "\n".join(params.logical_lines(cell.source))
+    assert params.parse_cell(one_line) == params.parse_cell(cell.source)
+    assert all(p.help and not p.help.startswith("#")
+               for p in params.parse_cell(cell.source).values())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_solutions_and_plumbing_are_folded_in_jupyterlab(path):
+    """In JupyterLab a solution stays folded until the reader opens it (every cell between
+    a solution-start and its solution-end hides its source, and a code cell its outputs,
+    so Run All shows nothing of it); the exercise itself stays open; the Colab install and
+    the parameter check are folded too."""
+    nb = nbformat.read(str(path), as_version=4)
+    inside, solutions = False, 0
+    for cell in nb.cells:
+        hidden = cell.metadata.get("jupyter", {})
+        starts = "{solution-start}" in cell.source
+        inside = inside or starts
+        if inside:
+            solutions += cell.cell_type == "code"
+            assert hidden.get("source_hidden"), f"{path.name}: open: {cell.source[:60]}"
+            assert cell.cell_type == "markdown" or hidden.get("outputs_hidden"), cell.source
+        else:
+            assert "{exercise}" not in cell.source or not hidden.get("source_hidden")
+        if "{exercise}" in cell.source:
+            assert "{solution-start}" not in cell.source, \
+                f"{path.name}: an exercise shares its cell with a solution: {cell.source[:60]}"
+        inside = inside and "{solution-end}" not in cell.source
+        plumbing = cell.cell_type == "code" and (
+            "google.colab" in cell.source or cell.source.startswith("params.check("))
+        assert not plumbing or hidden.get("source_hidden"), cell.source[:60]
+    assert solutions >= 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_colab_cell_installs_from_the_books_repository(path):
     import yaml
 

@@ -265,7 +265,7 @@ def _with_values(source: str, values: dict[str, Any], width: int = 88) -> str:
     import textwrap
 
     lines: list[str] = []
-    for line in source.splitlines():
+    for line in params.logical_lines(source):
         match = params._LINE.match(line.strip())
         if not match:
             lines.append(line)

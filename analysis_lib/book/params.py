@@ -6,6 +6,10 @@ default and a comment that explains it and may end with rules in square brackets
     n_sentences: int = 500  # sentences sampled from each corpus [min: 5; max: 50000]
     models: list = ["minilm"]  # model names [model; min: 1]
 
+A long comment continues on the comment-only lines right below its parameter
+(:func:`logical_lines`), so that the cell fits a reader's screen; ``papermill
+--help-notebook`` shows its first line.
+
 Rules are ``key: value`` pairs separated by ``;`` (no ``=``, which papermill's
 ``--help-notebook`` would not parse): ``min`` / ``max`` (a number, or a list's length),
 ``choices`` (allowed values, or allowed items of a list), ``items`` (the type of a list's
@@ -33,7 +37,7 @@ from ..runtime.plain_yaml import MAX_YAML_VALUES, read_yaml
 from ..studies.rules import TYPES, Parameter, ParameterError, validate
 
 __all__ = ["RULES", "MAX_YAML_VALUES", "Parameter", "ParameterError", "check", "declared",
-           "notebook_path", "parse_cell", "read_yaml", "validate"]
+           "logical_lines", "notebook_path", "parse_cell", "read_yaml", "validate"]
 
 _LINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<type>\w+)\s*=\s*(?P<rest>.*)$")
 _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
@@ -90,10 +94,26 @@ def _parse_rules(text: str, name: str) -> dict[str, Any]:
     return rules
 
 
+def logical_lines(source: str) -> list[str]:
+    """The lines of a ``parameters`` cell with each parameter's comment whole: comment-only
+    lines right after a parameter's line continue its comment (a long comment wraps, so
+    that no line runs past the reader's screen), and are joined onto it."""
+    out: list[str] = []
+    for line in source.splitlines():
+        text = line.strip()
+        if text.startswith("#") and out and _LINE.match(out[-1].strip()):
+            more = text.lstrip("#").strip()
+            joined = _split_comment(_LINE.match(out[-1].strip())["rest"])[1]
+            out[-1] = f"{out[-1].rstrip()} {more}" if joined else f"{out[-1].rstrip()}  # {more}"
+            continue
+        out.append(line)
+    return out
+
+
 def parse_cell(source: str) -> dict[str, Parameter]:
     """The parameters declared by the source of a ``parameters`` cell."""
     out: dict[str, Parameter] = {}
-    for line in source.splitlines():
+    for line in logical_lines(source):
         match = _LINE.match(line.strip())
         if not match:
             continue

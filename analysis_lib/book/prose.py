@@ -145,7 +145,8 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
     """Keep a chapter's findings table (:func:`analysis_lib.studies.tables.table`) in its
     executed notebook, shown nowhere, for the book's findings page and ``python -m
     analysis_lib findings`` (:mod:`analysis_lib.book.findings`); ``part`` names a chapter's
-    second table. Returns the table."""
+    second table. Returns what the cell shows: the table's columns a reader reads beside
+    the text (:data:`SHOWN`, indexed by claim id); the findings page has every column."""
     from myst_nb import glue as _glue
 
     from .findings import RECORD
@@ -156,7 +157,12 @@ def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
              "units": units.get(str(claim_id), [])}
             for claim_id, row in table[columns].iterrows()]
     _glue(f"{RECORD}-{part}" if part else RECORD, _Rows(rows), display=False)
-    return table
+    return table[[c for c in SHOWN if c in table.columns]]
+
+
+#: the columns of a chapter's findings table its page shows (the rest, the statistic, the
+#: paper's effect, the control and how a verdict was reached, are on the findings page)
+SHOWN = ("claim", "what the paper reports", "what this run shows", "verdict")
 
 
 def verdicts(findings: pd.DataFrame) -> None:
