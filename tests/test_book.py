@@ -448,6 +448,36 @@ def test_build_keeps_a_profile_beside_the_executed_notebooks(built_book):
     assert any(m.startswith("[1/") and "last build" in m for m in second)
 
 
+def test_a_build_names_its_machine_and_its_record_states_times_for_any_cpu(built_book,
+                                                                           tmp_path):
+    """The build's profile names the CPU, cores and speed it ran on; kept as a record, its
+    times are stated as measured on that kind of CPU, and projected by the ratio of speeds
+    (with the recorded machine named) on a CPU that is not recorded."""
+    from analysis_lib.book import times
+
+    index, _, root = built_book
+    executed = root / "_build" / "executed" / "smoke"
+    table = pd.read_csv(executed / "profile.csv")
+    ran = table[table.kind == "notebook"]
+    here = times.Machine.here()
+    assert set(ran.cpu) == {here.cpu} and set(ran.cores) == {here.cores}
+    assert (ran.speed > 0).all()
+    path = tmp_path / "run_times.csv"
+    kept = times.record("smoke", "cold", executed, path)
+    assert set(kept.cpu) == {here.cpu} and (kept.speed == ran.speed.iloc[0]).all()
+    on_it = times.sentence("seeds", path, profile="smoke",
+                           here=times.Machine(here.cpu, here.cores, float(ran.speed.iloc[0])))
+    seconds = float(ran.set_index("notebook").wall_s["seeds"])
+    assert f"`smoke` {times.duration(seconds)} cold (on this kind of CPU: {here.cpu}" in on_it
+    other = times.Machine("Some Other CPU", 2, float(ran.speed.iloc[0]) / 2)
+    said = times.sentence("seeds", path, profile="smoke", here=other)
+    assert f"about {times.duration(seconds * 2)} cold here" in said
+    assert "nearest in speed to this one (Some Other CPU" in said and here.cpu in said
+    assert "2.00 times as fast" in said
+    course = (index.parent / "book" / "course.html").read_text(encoding="utf-8")
+    assert "build-times summary" not in course and "The whole book" in course
+
+
 def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
     broken = tmp_path / "broken.ipynb"
     cell = nbformat.v4.new_code_cell("x = 1\nraise ValueError('boom')")
