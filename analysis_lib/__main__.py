@@ -215,7 +215,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose error for a value outside an option's choices also names
     the closest choice."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         found = re.search(r"invalid choice: '?([^'(]*?)'? \(choose from (.*)\)", message)
         if found:
             options = [o.strip(" '") for o in found.group(2).split(",")]

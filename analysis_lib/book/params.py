@@ -101,9 +101,10 @@ def logical_lines(source: str) -> list[str]:
     out: list[str] = []
     for line in source.splitlines():
         text = line.strip()
-        if text.startswith("#") and out and _LINE.match(out[-1].strip()):
+        owner = _LINE.match(out[-1].strip()) if out else None
+        if text.startswith("#") and owner:
             more = text.lstrip("#").strip()
-            joined = _split_comment(_LINE.match(out[-1].strip())["rest"])[1]
+            joined = _split_comment(owner["rest"])[1]
             out[-1] = f"{out[-1].rstrip()} {more}" if joined else f"{out[-1].rstrip()}  # {more}"
             continue
         out.append(line)

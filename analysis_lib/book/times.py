@@ -308,7 +308,7 @@ def table(path: str | os.PathLike = TIMES) -> str:
     out = []
     for where in sorted({(b.machine.cpu, b.machine.cores) for b in found}):
         mine = [b for b in found if (b.machine.cpu, b.machine.cores) == where]
-        latest = {}
+        latest: dict[str, Build] = {}
         for build in mine:  # newest first: one build per profile
             latest.setdefault(build.profile, build)
         shown = sorted(latest.values(), key=lambda b: b.profile)
