@@ -473,7 +473,7 @@ def test_a_build_names_its_machine_and_its_record_states_times_for_any_cpu(built
     said = times.sentence("seeds", path, profile="smoke", here=other)
     assert f"about {times.duration(seconds * 2)} cold here" in said
     assert "nearest in speed to this one (Some Other CPU" in said and here.cpu in said
-    assert "2.00 times as fast" in said
+    assert "which computes 2.00 times as fast" in said
     course = (index.parent / "book" / "course.html").read_text(encoding="utf-8")
     assert "build-times summary" not in course and "The whole book" in course
 

@@ -249,7 +249,7 @@ def _stated(build: Build, notebook: str | None, here: Machine, own_kind: bool) -
     kind = "this kind of CPU at another speed" if own_kind else \
         f"the recorded CPU nearest in speed to this one ({here.label()})"
     return (f"`{build.profile}` about {_cold_warm(cold, warm, r)} here: {measured} on "
-            f"{kind}, {where}, {r:.2f} times as fast")
+            f"{kind}, {where}, which computes {r:.2f} times as fast")
 
 
 def sentence(notebook: str, path: str | os.PathLike = TIMES,
