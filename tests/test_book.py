@@ -313,6 +313,7 @@ def _printed(nb) -> list:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        streamed = False  # the last output was printed text (a kernel flushes it in pieces)
         for o in cell.get("outputs", []):
             if o.get("name") == "stderr":  # warnings and progress, not the page's results
                 continue
@@ -320,7 +321,13 @@ def _printed(nb) -> list:
             if "application/vnd.jupyter.widget-view+json" in data:
                 continue  # a live widget (a progress bar): no result of its own
             if "text" in o:
-                out.append(o["text"])
+                if streamed:  # one printout, however the kernel split it
+                    out[-1] += o["text"]
+                else:
+                    out.append(o["text"])
+                streamed = True
+                continue
+            streamed = False
             chart = next((v for m, v in data.items() if m.startswith("application/vnd.vegalite")),
                          None)
             if chart is not None:  # its HTML and text are renderings of the same spec
