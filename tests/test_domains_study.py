@@ -11,11 +11,12 @@ from analysis_lib.studies import domains as study
 
 
 def _findings(curves, sources, *, cross=None, same=None, probes=None, structural=None,
-              untrained=None):
+              untrained=None, domain_overlap=None):
     """The domains chapter's findings: its claims judged on these results."""
     return verdicts.judge(claims.of_chapter("domains"), {
         "curves": curves, "sources": sources, "cross": cross, "same": same,
-        "probes": probes, "structural": structural, "untrained": untrained})
+        "probes": probes, "structural": structural, "untrained": untrained,
+        "domain_overlap": domain_overlap})
 
 
 def layers_with_change(rng, n, noise, n_layers=3, d=16):
@@ -175,6 +176,13 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
         assert found.loc["merchant-domain", "verdict"] == "not measured"
         assert "do not cross" in found.loc["merchant-domain", "what this run shows"]
     assert merchant.crossed(CROSSED)
+    # an out-of-domain sample that repeats the in-domain text: no verdict, and the reason
+    repeated = _findings(domain, CROSSED, domain_overlap={"A": 0.0, "B": 1.0})
+    assert repeated.loc["merchant-domain", "verdict"] == "not measured"
+    assert "B's out-of-domain sample repeats 100% of its in-domain text" in \
+        repeated.loc["merchant-domain", "what this run shows"]
+    few = _findings(domain, CROSSED, domain_overlap={"A": 0.1, "B": 0.0})
+    assert few.loc["merchant-domain", "verdict"] == "holds"
 
 
 def test_permutation_floor_says_when_permutations_are_too_few():

@@ -125,6 +125,11 @@ def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     return len(sources) >= 2 and inside == outside
 
 
+#: the share of shared sentences from which a task's out-of-domain sample is its in-domain
+#: text again
+SHARED_DOMAINS = 0.5
+
+
 @MERCHANT.claim("merchant-domain", "§6, Fig. 5",
     "fine-tuning changes in-domain inputs more than out-of-domain ones",
     "yes: RSA to the base model lower in-domain",
@@ -135,15 +140,28 @@ def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
                          "cross, so the stimuli's own effect cancels"),
     paper_effect="a 'significantly larger' change in-domain, " + figure("Fig. 5"),
     chapter="domains", gates=("untrained",))
-def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]] | None
-           ) -> list[Evidence]:
+def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]] | None,
+           domain_overlap: Mapping[str, float] | None) -> list[Evidence]:
     """One unit per model: out-of-domain minus in-domain RSA at the top layer, averaged over
     the tasks, with the bootstrap standard errors of the curves (sentences and seeds
     resampled; the resamples of each curve are independent) combined. The tasks' stimuli
     must cross (:func:`crossed`); otherwise the contrast mixes the domain with the stimuli's
-    own effect, and the claim is not measured."""
+    own effect, and the claim is not measured. ``domain_overlap``: per task, the share of
+    its out-of-domain sentences that are also in its in-domain sample
+    (:func:`analysis_lib.data.corpora.overlap`); a task whose two domains share
+    :data:`SHARED_DOMAINS` of them or more has no out-of-domain text, and the claim is not
+    measured."""
     if curves is None or sources is None:
         return []
+    repeated = {task: share for task, share in (domain_overlap or {}).items()
+                if share >= SHARED_DOMAINS}
+    if repeated:
+        raise NotMeasured(
+            "not measured: " + "; ".join(
+                f"{task}'s out-of-domain sample repeats {share:.0%} of its in-domain text"
+                for task, share in repeated.items())
+            + "; out minus in would compare a corpus with itself: set other_domains to a "
+              "corpus of other text")
     if not crossed(sources):
         raise NotMeasured(
             "not measured: the tasks' corpora do not cross (each corpus must be in-domain "
