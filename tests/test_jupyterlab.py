@@ -81,8 +81,9 @@ def _start_lab(folder: Path, port: int) -> subprocess.Popen:
     raise AssertionError("JupyterLab did not start: " + (folder / "lab.log").read_text())
 
 
-#: the JavaScript that lists the open notebook's solution cells (between a solution-start
-#: and its solution-end) with whether JupyterLab shows their source and outputs
+#: the JavaScript that lists the open notebook's solution code cells (between a
+#: solution-start and its solution-end): whether JupyterLab shows their source, and the text
+#: their outputs show
 SOLUTIONS = """() => {
   const cells = window.jupyterapp.shell.currentWidget.content.widgets;
   let inside = false;
@@ -90,8 +91,9 @@ SOLUTIONS = """() => {
   for (const c of cells) {
     const text = c.model.sharedModel.getSource();
     if (text.includes('{solution-start}')) inside = true;
-    if (inside) found.push({type: c.model.type, input: !c.inputHidden,
-                            output: c.model.type === 'code' ? !c.outputHidden : false});
+    if (inside && c.model.type === 'code')
+      found.push({input: !c.inputHidden,
+                  output: c.outputHidden ? '' : c.outputArea.node.innerText.trim()});
     if (text.includes('{solution-end}')) inside = false;
   }
   return found;
@@ -163,18 +165,34 @@ def _in_solutions(nb) -> list[bool]:
 
 
 def _solutions_folded(page, nb) -> None:
-    """Every solution cell of the open notebook shows neither its source nor its outputs,
-    and no solution code is on the screen."""
+    """No solution of the open notebook gives its answer away: its code cells show neither
+    their source nor an output other than a folded result (prose.answer), its prose stays
+    in the closed dropdown, and no line of its code but the first (a comment) is on the
+    screen."""
+    from analysis_lib.book.prose import FOLDED
+
     solutions = page.evaluate(SOLUTIONS)
-    assert solutions and any(s["type"] == "code" for s in solutions)
-    shown = [s for s in solutions if s["input"] or s["output"]]
-    assert not shown, f"{len(shown)} of {len(solutions)} solution cells are open: {shown}"
+    assert solutions, "no solution cells found"
+    shown = [s for s in solutions if s["input"] or s["output"].replace(FOLDED, "").strip()]
+    assert not shown, f"{len(shown)} of {len(solutions)} solutions show their answer: {shown}"
     text = page.inner_text("body")
     code = [c for c in nb.cells if c.cell_type == "code"]
     for cell, hidden in zip(code, _in_solutions(nb)):
         if hidden:
-            first = next(line for line in cell.source.splitlines() if line.strip())
-            assert first not in text, f"a solution's code is on the screen: {first!r}"
+            assert cell.source.startswith("# ")
+            for line in cell.source.splitlines()[1:]:
+                assert len(line.strip()) < 12 or line.strip() not in text, \
+                    f"a solution's code is on the screen: {line!r}"
+    words = " ".join(text.split())
+    inside = False
+    for cell in nb.cells:
+        inside = inside or "{solution-start}" in cell.source
+        if inside and cell.cell_type == "markdown":
+            prose = [ln for ln in cell.source.splitlines()[3:] if len(ln.split()) >= 6]
+            if prose:  # its first words as rendered (no Markdown marks)
+                start = " ".join(re.sub(r"[*_`$]", "", prose[0]).split()[:6])
+                assert start not in words, f"a solution's prose is on the screen: {start!r}"
+        inside = inside and "{solution-end}" not in cell.source
 
 
 def test_a_chapter_run_in_jupyterlab_draws_its_charts(lab):

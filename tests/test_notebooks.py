@@ -143,25 +143,28 @@ def test_the_parameters_cell_fits_the_screen(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_solutions_and_plumbing_are_folded_in_jupyterlab(path):
-    """In JupyterLab a solution stays folded until the reader opens it (every cell between
-    a solution-start and its solution-end hides its source, and a code cell its outputs,
-    so Run All shows nothing of it); the exercise itself stays open; the Colab install and
-    the parameter check are folded too."""
+    """In JupyterLab a solution stays folded until the reader opens it: its prose sits in
+    the solution directive's dropdown (a markdown cell of its own, after the exercise's),
+    its code cells hide their source (the folded cell shows a first line that gives nothing
+    away) and their outputs, and every result they show goes through ``prose.answer``, which
+    folds it outside the book, so Run All (which unfolds outputs) gives no answer away. The
+    Colab install and the parameter check are folded too."""
     nb = nbformat.read(str(path), as_version=4)
     inside, solutions = False, 0
     for cell in nb.cells:
         hidden = cell.metadata.get("jupyter", {})
-        starts = "{solution-start}" in cell.source
-        inside = inside or starts
-        if inside:
-            solutions += cell.cell_type == "code"
-            assert hidden.get("source_hidden"), f"{path.name}: open: {cell.source[:60]}"
-            assert cell.cell_type == "markdown" or hidden.get("outputs_hidden"), cell.source
-        else:
-            assert "{exercise}" not in cell.source or not hidden.get("source_hidden")
-        if "{exercise}" in cell.source:
-            assert "{solution-start}" not in cell.source, \
-                f"{path.name}: an exercise shares its cell with a solution: {cell.source[:60]}"
+        inside = inside or "{solution-start}" in cell.source
+        if cell.cell_type == "markdown":
+            assert not hidden, f"{path.name}: a folded markdown cell shows its raw source"
+            if "{exercise}" in cell.source:
+                assert "{solution-start}" not in cell.source, \
+                    f"{path.name}: an exercise shares its cell with a solution"
+        elif inside:
+            solutions += 1
+            assert hidden.get("source_hidden") and hidden.get("outputs_hidden"), cell.source
+            assert cell.source.startswith("# "), f"{path.name}: {cell.source[:60]}"
+            shown = re.findall(r"^\s*(print|display)\(", cell.source, flags=re.M)
+            assert not shown, f"{path.name}: a solution shows with {shown[0]}(), not answer()"
         inside = inside and "{solution-end}" not in cell.source
         plumbing = cell.cell_type == "code" and (
             "google.colab" in cell.source or cell.source.startswith("params.check("))

@@ -15,8 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["CAUSE_TEXT", "accuracy_sentence", "cause_sentence", "estimate", "listing",
-           "missing_schedule", "record_findings", "say", "values_line", "verdicts"]
+__all__ = ["CAUSE_TEXT", "accuracy_sentence", "answer", "cause_sentence", "estimate",
+           "listing", "missing_schedule", "record_findings", "say", "values_line",
+           "verdicts"]
+
+#: what a folded result of a solution says until the reader opens it
+FOLDED = "The solution's result: open it after your own attempt"
 
 
 def say(text: str) -> None:
@@ -35,6 +39,36 @@ def say(text: str) -> None:
         print(text)
     else:
         display(Markdown(text))
+
+
+def answer(*values: Any) -> None:
+    """Show an exercise's solution result: a table (anything with an HTML view, such as a
+    data frame) as ``display`` shows it, anything else as ``print`` does (the values joined
+    by spaces). In the built book (where the solution sits in a dropdown the reader opens)
+    it is shown as it is; anywhere else (JupyterLab, where Run All runs every solution) it is
+    folded in an HTML ``<details>`` the reader opens, so that running the notebook gives no
+    answer away.
+    """
+    import html
+    import os
+
+    from IPython import get_ipython
+    from IPython.display import HTML, display
+
+    from .render import PAGE_ENV
+
+    if not values:
+        raise ValueError("answer() shows a result: pass the text or the table to show")
+    table = values[0] if len(values) == 1 and hasattr(values[0], "_repr_html_") else None
+    if os.environ.get(PAGE_ENV) or get_ipython() is None:
+        if table is None:
+            print(*values)
+        else:
+            display(table)
+        return
+    body = table._repr_html_() if table is not None else \
+        f"<pre>{html.escape(' '.join(str(v) for v in values))}</pre>"
+    display(HTML(f"<details><summary>{FOLDED}</summary>{body}</details>"))
 
 
 def listing(items: Iterable[str], none: str = "none", code: bool = True) -> str:
