@@ -500,6 +500,38 @@ def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
         book.execute(broken, {}, tmp_path / "out")
 
 
+def test_a_solution_result_is_folded_outside_the_book(capsys, monkeypatch):
+    """prose.answer prints (or displays a table) in the book's build and in plain Python;
+    in a notebook outside the book it shows a closed <details> holding the result."""
+    import IPython
+    import IPython.display
+
+    from analysis_lib.book import prose, render
+
+    shown: list = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    prose.answer("my CKA", 0.5)  # plain Python: like print
+    assert capsys.readouterr().out == "my CKA 0.5\n" and not shown
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.delenv(render.PAGE_ENV, raising=False)
+    prose.answer("my <CKA>", 0.5)
+    table = pd.DataFrame({"a": [1.5]})
+    prose.answer(table)
+    folded = [obj.data for obj in shown]
+    assert capsys.readouterr().out == ""
+    assert folded[0] == (f"<details><summary>{prose.FOLDED}</summary>"
+                         "<pre>my &lt;CKA&gt; 0.5</pre></details>")
+    assert folded[1].startswith("<details>") and "<table" in folded[1]
+    assert "<details open" not in "".join(folded)
+    monkeypatch.setenv(render.PAGE_ENV, "1")  # the book: as it is, in the dropdown
+    shown.clear()
+    prose.answer("my CKA", 0.5)
+    prose.answer(table)
+    assert capsys.readouterr().out == "my CKA 0.5\n" and shown == [table]
+    with pytest.raises(ValueError, match="pass the text"):
+        prose.answer()
+
+
 def test_say_prints_outside_a_notebook_and_refuses_empty_text(capsys):
     from analysis_lib.book import prose
 
