@@ -193,8 +193,12 @@ def test_no_notebook_code_cell_names_a_claim():
 
 
 def test_no_notebook_code_cell_is_over_30_lines():
-    long = [(name, k, len(text.splitlines())) for name, k, text in _code_cells()
-            if len(text.splitlines()) > 30]
+    """Counted as a reader reads them: a parameter's comment continued on the lines under
+    it (params.logical_lines) is one line."""
+    from analysis_lib.book.params import logical_lines
+
+    long = [(name, k, len(logical_lines(text))) for name, k, text in _code_cells()
+            if len(logical_lines(text)) > 30]
     assert not long, long
 
 
