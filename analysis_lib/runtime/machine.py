@@ -61,17 +61,19 @@ def cores() -> int:
 
 
 #: the speed probe's matrix side: a float32 product of this size is dense arithmetic like
-#: the book's training and extraction, and takes milliseconds
-PROBE_SIDE = 768
+#: the book's training and extraction, and takes a few milliseconds
+PROBE_SIDE = 1024
+#: the speed probe's time: products are timed until this many seconds have passed
+PROBE_SECONDS = 0.3
 
 
 @lru_cache(maxsize=1)
-def speed(repeats: int = 9) -> float:
+def speed() -> float:
     """This machine's speed as the book's run times compare it: the float32 matrix product
-    rate, in GFLOP/s, NumPy reaches on this process's threads (the best of ``repeats``
-    products of two 768 x 768 matrices after one untimed product; about 0.1 s). Two machines'
-    ratio of speeds is the guide to their ratio of run times for pages that train and
-    extract (dense arithmetic); pages dominated by Python code differ less."""
+    rate, in GFLOP/s, NumPy reaches on this process's threads (the best of the products of
+    two 1024 x 1024 matrices timed for 0.3 s, at least five, after two untimed ones). Two
+    machines' ratio of speeds is the guide to their ratio of run times for pages that train
+    and extract (dense arithmetic); pages dominated by Python code differ less."""
     import time
 
     import numpy as np
@@ -80,9 +82,11 @@ def speed(repeats: int = 9) -> float:
     a = rng.standard_normal((PROBE_SIDE, PROBE_SIDE), dtype=np.float32)
     b = rng.standard_normal((PROBE_SIDE, PROBE_SIDE), dtype=np.float32)
     a @ b
-    best = float("inf")
-    for _ in range(max(1, repeats)):
-        start = time.perf_counter()
+    a @ b
+    best, timed, start = float("inf"), 0, time.perf_counter()
+    while timed < 5 or time.perf_counter() - start < PROBE_SECONDS:
+        tick = time.perf_counter()
         a @ b
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.perf_counter() - tick)
+        timed += 1
     return 2 * PROBE_SIDE ** 3 / max(best, 1e-9) / 1e9
