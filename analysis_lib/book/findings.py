@@ -354,9 +354,6 @@ def page(table: pd.DataFrame, profile: str) -> str:
 
 #: the line of the front page that the build replaces with :func:`answer`
 ANSWER_MARKER = "% the answer: written by the build (analysis_lib.book.findings.answer)"
-#: how a count of claims with each verdict is said
-_SAID = {"holds": "hold", "equivalent": "equivalent", "opposite": "opposite",
-         "mixed": "mixed", "inconclusive": "inconclusive", "not measured": "not measured"}
 
 
 def answer(table: pd.DataFrame, profile: str, chapters: str = "../notebooks") -> str:
@@ -373,13 +370,14 @@ def answer(table: pd.DataFrame, profile: str, chapters: str = "../notebooks") ->
 
     counts = table.verdict.value_counts()
     order = [v for v in COLOURS if v in counts.index]
-    words = ", ".join(f"{counts[v]} {_SAID[v]}" for v in order)
+    said = {v: "hold" if v == "holds" else v for v in order}  # "20 hold, 1 opposite"
+    words = ", ".join(f"{counts[v]} {said[v]}" for v in order)
     parts = ['<div class="analysis-lib-answer">',
              f'<div class="al-tally" role="img" aria-label="{html.escape(words)}">']
     parts += [f'<span class="al-seg" style="flex: {counts[v]}; background: {COLOURS[v]}">'
               f'</span>' for v in order]
     parts += ["</div>", '<p class="al-words">' + " &middot; ".join(
-        f'<span class="al-key" style="--al-colour: {COLOURS[v]}">{counts[v]} {_SAID[v]}'
+        f'<span class="al-key" style="--al-colour: {COLOURS[v]}">{counts[v]} {said[v]}'
         f'</span>' for v in order) + "</p>"]
     for paper, title in PAPERS.items():
         rows = table[[getattr(CLAIMS.get(str(c)), "paper", None) == paper

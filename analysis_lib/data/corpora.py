@@ -616,6 +616,12 @@ def _decoding_hint(data: bytes) -> str:
 _LINE_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+#: the share of a second corpus's sentences found in the first (:func:`overlap`) from which
+#: it is the first text again, not another corpus: a claim that compares two corpora is not
+#: measured from there on
+SAME_TEXT = 0.5
+
+
 def overlap(first: Corpus, second: Corpus) -> float:
     """The share of ``second``'s sentences whose text is also one of ``first``'s (compared
     with case and spacing folded): 1.0 for the same text twice (or a sample of it), 0.0 for

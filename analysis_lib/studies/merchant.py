@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..data.corpora import SAME_TEXT
 from .claim import ACC, SIM, DidNotTrain, Evidence, NotMeasured, Paper, figure
 
 MERCHANT = Paper("Merchant")
@@ -125,11 +126,6 @@ def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     return len(sources) >= 2 and inside == outside
 
 
-#: the share of shared sentences from which a task's out-of-domain sample is its in-domain
-#: text again
-SHARED_DOMAINS = 0.5
-
-
 @MERCHANT.claim("merchant-domain", "§6, Fig. 5",
     "fine-tuning changes in-domain inputs more than out-of-domain ones",
     "yes: RSA to the base model lower in-domain",
@@ -149,12 +145,12 @@ def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]]
     own effect, and the claim is not measured. ``domain_overlap``: per task, the share of
     its out-of-domain sentences that are also in its in-domain sample
     (:func:`analysis_lib.data.corpora.overlap`); a task whose two domains share
-    :data:`SHARED_DOMAINS` of them or more has no out-of-domain text, and the claim is not
-    measured."""
+    :data:`~analysis_lib.data.corpora.SAME_TEXT` of them or more has no out-of-domain
+    text, and the claim is not measured."""
     if curves is None or sources is None:
         return []
     repeated = {task: share for task, share in (domain_overlap or {}).items()
-                if share >= SHARED_DOMAINS}
+                if share >= SAME_TEXT}
     if repeated:
         raise NotMeasured(
             "not measured: " + "; ".join(

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..data.corpora import SAME_TEXT
 from ..layers import LayerCollection, LayerTable
 from .claim import SIM, Evidence, NotMeasured, Paper, figure
 from .merchant import depth_drop, frozen_by_seed
@@ -519,10 +520,6 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
                                  gaps, note="the seeds' pairs are shared")]
 
 
-#: the share of shared sentences from which a second corpus is the first one again
-MOSTLY_SHARED = 0.5
-
-
 @WU.claim("wu-other-corpus", "App. B.1",
     "the similarity patterns hold on another corpus",
     "yes: the same patterns on other corpora",
@@ -542,13 +539,14 @@ def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None,
     ``across_models``), as Fisher's z with the number of layers (``n_layers``, of the second
     corpus's collection) as the sample size. ``corpus_overlap``: the share of the second
     corpus's sentences that are also in the first (:func:`analysis_lib.data.corpora.overlap`);
-    from :data:`MOSTLY_SHARED` on, the second corpus is not another corpus and the claim is
-    not measured; below it, any shared sentences are named on the row."""
+    from :data:`~analysis_lib.data.corpora.SAME_TEXT` on, the second corpus is not another
+    corpus and the claim is not measured; below it, any shared sentences are named on the
+    row."""
     if agreements is None or n_layers is None:
         raise NotMeasured("not measured: the second corpus needs the word arrays on this "
                           "machine (a run read from a sweep table has none)")
     shared = float(corpus_overlap or 0.0)
-    if shared >= MOSTLY_SHARED:
+    if shared >= SAME_TEXT:
         raise NotMeasured(
             f"not measured: {shared:.0%} of the second corpus's sentences are also in the "
             f"first, so the two agree by construction (r = "
