@@ -47,6 +47,8 @@ PROFILE_ENV = "ANALYSIS_LIB_BOOK_PROFILE"
 TIMES_MARKER = "% run-times table: written by the build (analysis_lib.book.times)"
 #: where the course page's build times go (the build writes them there)
 SUMMARY_MARKER = "% build-times summary: written by the build (analysis_lib.book.times)"
+#: how a page's run-time sentence starts: a measured time of this machine, not a result
+LEAD = "**Run time**"
 #: two speeds within this ratio of each other are one speed: no projection is stated
 SAME_SPEED = 1.25
 
@@ -269,7 +271,7 @@ def sentence(notebook: str, path: str | os.PathLike = TIMES,
                f" This build's profile, `{profile}`, is not measured yet ({record} after "
                f"its build keeps its times).")
     if mine.empty:
-        return f"**Run time**: not measured yet for `{notebook}`.{missing or ' ' + record}"
+        return f"{LEAD}: not measured yet for `{notebook}`.{missing or ' ' + record}"
     here = here or Machine.here()
     found = builds(mine)
     profiles = sorted({b.profile for b in found}, key=lambda p: (p != profile, p))
@@ -277,7 +279,7 @@ def sentence(notebook: str, path: str | os.PathLike = TIMES,
     for name in profiles:
         build, own_kind = nearest([b for b in found if b.profile == name], here)
         parts.append(_stated(build, notebook, here, own_kind))
-    return ("**Run time** (cold: the cache empty at the start; warm: a rerun with everything "
+    return (f"{LEAD} (cold: the cache empty at the start; warm: a rerun with everything "
             "cached): " + "; ".join(parts) + "." + missing)
 
 
