@@ -4,9 +4,11 @@ input."""
 import numpy as np
 import pytest
 
-from analysis_lib import alignment
+from analysis_lib import alignment, claims
+from analysis_lib.claims import verdicts
+from analysis_lib.claims.papers import ren
 from analysis_lib.similarity import structure
-from analysis_lib.studies import claims, ren, seeds, verdicts
+from analysis_lib.studies import seeds
 
 
 def test_linear_regression_recovers_a_linear_map():

@@ -546,8 +546,9 @@ def test_say_prints_outside_a_notebook_and_refuses_empty_text(capsys):
 
 
 def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
+    from analysis_lib import claims
     from analysis_lib.book import prose
-    from analysis_lib.studies import claims, tables, verdicts
+    from analysis_lib.claims import tables, verdicts
 
     ids = [c.id for c in claims.of_chapter("attention") + claims.of_chapter("domains")]
     found = tables.table([verdicts.not_measured(cid, "no models") for cid in ids])
@@ -834,8 +835,8 @@ def test_book_pages_render_charts_offline_in_chromium(built_book, tmp_path):
 
 
 def test_the_findings_page_lists_every_claim_from_the_executed_chapters(built_book, capsys):
+    from analysis_lib import claims
     from analysis_lib.__main__ import main
-    from analysis_lib.studies import claims
 
     index, _, root = built_book
     folder = root / "_build" / "executed" / "smoke"

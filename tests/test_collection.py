@@ -2,10 +2,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import similarity
+from analysis_lib import claims, similarity
+from analysis_lib.claims import verdicts
+from analysis_lib.claims.papers import wu
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
-from analysis_lib.studies import claims, verdicts, wu
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 

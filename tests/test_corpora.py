@@ -210,7 +210,8 @@ def test_the_same_text_twice_is_not_another_corpus(tmp_path):
     """wu-other-corpus with a second corpus that repeats the first (the same file twice)
     reads "not measured" with the reason, never a "holds" at r = 1; a small overlap is named
     on the row."""
-    from analysis_lib.studies import claims, verdicts
+    from analysis_lib import claims
+    from analysis_lib.claims import verdicts
 
     path = tmp_path / "mine.txt"
     path.write_text("\n".join(f"sentence number {i} of my own text" for i in range(40)))

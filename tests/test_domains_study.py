@@ -5,8 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib import claims
+from analysis_lib.claims import verdicts
+from analysis_lib.claims.papers import merchant
 from analysis_lib.similarity import rsa
-from analysis_lib.studies import claims, merchant, verdicts
 from analysis_lib.studies import domains as study
 
 

@@ -10,10 +10,11 @@ import nbformat
 import pandas as pd
 import pytest
 
+from analysis_lib import claims
 from analysis_lib.__main__ import main
 from analysis_lib.book import findings
-from analysis_lib.studies import claims, tables, verdicts
-from analysis_lib.studies.verdicts import Evidence, decide
+from analysis_lib.claims import tables, verdicts
+from analysis_lib.claims.verdicts import Evidence, decide
 
 
 def _executed(tmp_path, name, *tables):
@@ -133,7 +134,7 @@ def test_the_front_page_answer_states_every_claim_in_words_with_its_verdict(tmp_
     import html
     import re
 
-    from analysis_lib.studies.claim import PAPERS
+    from analysis_lib.claims.claim import PAPERS
 
     blocks = tables.table([decide("phang-blocks", [Evidence("m, t", 0.3, 0.01)])])
     table = findings.collect([_executed(tmp_path, "finetuning", blocks)])

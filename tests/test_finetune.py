@@ -55,7 +55,7 @@ def test_tiny_model_learns_a_separable_task(task, tmp_path):
     steps = result.record["history"][-1]["steps"]
     assert len(curve) == min(20, steps) and curve[-1]["step"] == steps
     assert curve[-1]["train_loss"] < curve[0]["train_loss"]
-    from analysis_lib.studies import training_gate
+    from analysis_lib.claims import training_gate
 
     assert training_gate.training_problem(result.record) == ""
 
@@ -64,7 +64,7 @@ def test_a_run_until_plateau_stops_where_the_gate_sees_a_plateau(task, tmp_path)
     """``until_plateau`` ends a run at the first epoch whose learning curve has plateaued
     (the rule the training gate reads), with the weights of a run cut there by hand: the
     schedule still spans the most epochs it may train."""
-    from analysis_lib.studies import training_gate
+    from analysis_lib.claims import training_gate
     from analysis_lib.training import plateau
 
     most = replace(FAST, epochs=12)

@@ -7,11 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib import claims
 from analysis_lib.book import prose
+from analysis_lib.claims import verdicts
 from analysis_lib.similarity import structure
 from analysis_lib.similarity.core import constant_layer
-from analysis_lib.studies import claims, shared, verdicts
 from analysis_lib.studies import finetuning as study
+from analysis_lib.studies import shared
 from analysis_lib.studies.shared import FinetuneGrid
 from analysis_lib.training import loop
 
@@ -116,7 +118,7 @@ def test_seed_interval_is_a_t_interval():
 def test_the_seed_interval_is_the_verdicts_interval():
     """One t interval: a table's interval over seeds and a verdict's interval of the same
     values are the same numbers."""
-    from analysis_lib.studies.verdicts import Evidence, decide
+    from analysis_lib.claims.verdicts import Evidence, decide
 
     values = [0.61, 0.64, 0.70, 0.58]
     mean, low, high = shared.seed_interval(values)

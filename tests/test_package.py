@@ -191,8 +191,8 @@ CORE_MODULES = ("analysis_lib.similarity", "analysis_lib.similarity.stats",
                 "analysis_lib.similarity.streaming", "analysis_lib.similarity.leave_out",
                 "analysis_lib.alignment", "analysis_lib.layers", "analysis_lib.data.synthetic",
                 "analysis_lib.runtime.cache", "analysis_lib.runtime.device",
-                "analysis_lib.studies", "analysis_lib.studies.claims",
-                "analysis_lib.studies.verdicts")
+                "analysis_lib.studies", "analysis_lib.claims",
+                "analysis_lib.claims.verdicts")
 
 BLOCK_TORCH = textwrap.dedent("""
     import importlib, importlib.abc, sys

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis_lib import similarity as sim
-from analysis_lib.studies import claim as records
-from analysis_lib.studies import training_gate, verdicts
-from analysis_lib.studies.verdicts import Evidence
+from analysis_lib.claims import claim as records
+from analysis_lib.claims import training_gate, verdicts
+from analysis_lib.claims.verdicts import Evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_BOOLEANS = ["false", "False", "no", "", 0, 1, None, [False]]

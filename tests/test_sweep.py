@@ -274,9 +274,9 @@ def test_cli_runs_a_spec_and_reports_failures(tmp_path, capsys):
 
 
 def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
+    from analysis_lib.claims.papers import wu
     from analysis_lib.data import corpora
     from analysis_lib.studies import representation as study
-    from analysis_lib.studies import wu
 
     grid = {**GRID, "seeds": [0], "self_pairs": True,
             "measures": ["linear_cka", "neuronsim", "svcca"]}

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis_lib import extract, models
+from analysis_lib import claims, extract, models
 from analysis_lib.book import prose
+from analysis_lib.claims import causes, verdicts
+from analysis_lib.claims.papers import merchant
 from analysis_lib.data import corpora, tasks
-from analysis_lib.studies import causes, claims, merchant, verdicts
 from analysis_lib.studies import truncation as study
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
@@ -487,8 +488,8 @@ def test_skip_bottom_reads_upper_layers_below_the_top_and_never_the_top_one():
     """Skipping the top layer hands the head the layer below: UNTUNED one layer down. The
     claim reads the upper half's other layers, so a planted collapse at the top alone
     leaves it unmoved, and a model with no such layer is not measured."""
-    from analysis_lib.studies import phang
-    from analysis_lib.studies.claim import NotMeasured
+    from analysis_lib.claims.claim import NotMeasured
+    from analysis_lib.claims.papers import phang
 
     def frame(accuracies):
         layers = list(range(1, len(accuracies) + 1))

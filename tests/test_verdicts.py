@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib.studies import causes, claims, tables, training_gate, verdicts
-from analysis_lib.studies import claim as records
-from analysis_lib.studies.verdicts import Evidence, decide
+from analysis_lib import claims
+from analysis_lib.claims import causes, tables, training_gate, verdicts
+from analysis_lib.claims import claim as records
+from analysis_lib.claims.verdicts import Evidence, decide
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,7 @@ def test_every_claim_names_its_evidence_and_each_chapter_judges_its_claims_once(
     call (the notebooks name no claim ids: they state and record whole findings tables)."""
     for claim in claims.CLAIMS.values():
         assert callable(claim.evidence) and claim.chapter in records.CHAPTERS, claim.id
-        assert claim.evidence.__module__ == f"analysis_lib.studies.{claim.paper.lower()}"
+        assert claim.evidence.__module__ == f"analysis_lib.claims.papers.{claim.paper.lower()}"
         assert claim.reads, claim.id  # every claim reads some result
     assert sum(len(claims.of_chapter(c)) for c in records.CHAPTERS) == len(claims.CLAIMS)
     for chapter in records.CHAPTERS:

@@ -37,7 +37,7 @@ from . import findings, params, render, times
 from .paths import LIBRARY, ROOT
 
 #: library files the book's pages include (literalinclude), copied into the staged book
-SHOWN_SOURCES = ("similarity/reference.py", "studies/verdicts.py", "studies/claims.py")
+SHOWN_SOURCES = ("similarity/reference.py", "claims/verdicts.py", "claims/__init__.py")
 
 
 class BuildError(RuntimeError):

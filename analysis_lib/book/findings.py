@@ -3,7 +3,7 @@
 Each chapter keeps its findings tables in its executed notebook
 (:func:`analysis_lib.book.prose.record_findings`: a record that shows nothing on the page).
 :func:`collect` reads them back from the executed notebooks of one build and lists every
-claim of :mod:`analysis_lib.studies.claims`, with "not measured" for a claim that no chapter
+claim of :mod:`analysis_lib.claims`, with "not measured" for a claim that no chapter
 of the profile judged; :func:`page` writes the book's findings page from that table, and
 :func:`write` keeps it as ``findings.csv`` beside the executed notebooks. Nothing on the
 page is typed: a rebuild under another profile, or on other models, gives its own scorecard.
@@ -49,7 +49,7 @@ def read(path: Path) -> pd.DataFrame:
 
     Only a finished chapter is read (:func:`_finished_notebook`); a damaged findings record
     raises :class:`UnreadableChapter` too, which names the file and why."""
-    from ..studies.claim import VERDICTS
+    from ..claims.claim import VERDICTS
 
     path = Path(path)
     rows = []
@@ -123,7 +123,7 @@ def finished(paths: Iterable[Path]) -> list[Path]:
 
 
 def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataFrame:
-    """Every claim of the papers (:data:`analysis_lib.studies.claims.CLAIMS`, in their
+    """Every claim of the papers (:data:`analysis_lib.claims.CLAIMS`, in their
     order) with this build's verdict, read from the executed ``notebooks``; ``chapter`` is
     the notebook that judged it. A claim judged twice (a chapter that reads another
     profile's runs as well) keeps the first, the chapter's own.
@@ -134,7 +134,8 @@ def collect(notebooks: Iterable[Path], expected: Iterable[str] = ()) -> pd.DataF
     e.g. the book's table of contents) with no notebook, is named in the text of every
     claim no readable chapter judged, and in ``table.attrs["unread"]`` (chapter -> why), so
     that a damaged or missing chapter never reads as a chapter that judged nothing."""
-    from ..studies.claims import CLAIMS, PAPERS
+    from ..claims import CLAIMS
+    from ..claims.claim import PAPERS
 
     judging = {claim.chapter for claim in CLAIMS.values()}
     found, unread = [], {}
@@ -250,7 +251,7 @@ def estimates(table: pd.DataFrame) -> pd.DataFrame:
     correlation claim), turned so that the paper's direction is positive: 1 is the smallest
     effect that matters the paper's way, -1 the same the other way. A claim whose smallest
     effect is zero, or a unit with no estimate, has no row."""
-    from ..studies.claims import CLAIMS
+    from ..claims import CLAIMS
 
     rows = []
     for row in table.to_dict(orient="records"):
@@ -365,8 +366,8 @@ def answer(table: pd.DataFrame, profile: str, chapters: str = "../notebooks") ->
     the numbers behind it are one link away, on the findings page."""
     import html
 
-    from ..studies.claim import PAPERS
-    from ..studies.claims import CLAIMS
+    from ..claims import CLAIMS
+    from ..claims.claim import PAPERS
 
     counts = table.verdict.value_counts()
     order = [v for v in COLOURS if v in counts.index]

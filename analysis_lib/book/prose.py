@@ -98,7 +98,7 @@ def estimate(value: float, low: float | None = None, high: float | None = None,
 
 
 #: :func:`cause_sentence`'s reading of each finding of
-#: :func:`analysis_lib.studies.causes.setting_cause`; ``{factor}`` is the setting
+#: :func:`analysis_lib.claims.causes.setting_cause`; ``{factor}`` is the setting
 #: (``training length``), ``{change}`` what was done to it (``the longer schedule``)
 CAUSE_TEXT = {
     "shows either way": "the claim shows both with and without {change}, so {factor} is not "
@@ -122,10 +122,10 @@ def cause_sentence(change: pd.DataFrame, *, factor: str, varied: str) -> str:
     """Whether ``factor`` is the cause of a claim that does not show, in a sentence: each
     unit's estimate and verdict with the setting changed (``varied`` names the change, e.g.
     ``the longer schedule``) and as the page has it, then the finding of
-    :func:`analysis_lib.studies.causes.setting_cause` on those verdicts. ``change``: a
-    table of :func:`~analysis_lib.studies.causes.changes` or
-    :func:`~analysis_lib.studies.causes.claim_change`; an empty one is "not measured"."""
-    from ..studies.causes import setting_cause
+    :func:`analysis_lib.claims.causes.setting_cause` on those verdicts. ``change``: a
+    table of :func:`~analysis_lib.claims.causes.changes` or
+    :func:`~analysis_lib.claims.causes.claim_change`; an empty one is "not measured"."""
+    from ..claims.causes import setting_cause
 
     if not len(change):
         return "not measured: no unit is judged both as the page has it and changed"
@@ -176,7 +176,7 @@ class _Rows:
 
 
 def record_findings(table: pd.DataFrame, part: str = "") -> pd.DataFrame:
-    """Keep a chapter's findings table (:func:`analysis_lib.studies.tables.table`) in its
+    """Keep a chapter's findings table (:func:`analysis_lib.claims.tables.table`) in its
     executed notebook, shown nowhere, for the book's findings page and ``python -m
     analysis_lib findings`` (:mod:`analysis_lib.book.findings`); ``part`` names a chapter's
     second table. Returns what the cell shows: the table's columns a reader reads beside
@@ -201,8 +201,8 @@ SHOWN = ("claim", "what the paper reports", "what this run shows", "verdict")
 
 def verdicts(findings: pd.DataFrame) -> None:
     """State every claim of a findings table under the cell, one line each
-    (:func:`analysis_lib.studies.tables.verdict_lines`: the verdict, the claim, its id and
+    (:func:`analysis_lib.claims.tables.verdict_lines`: the verdict, the claim, its id and
     what this run shows); a chapter's summary reads them."""
-    from ..studies.tables import verdict_lines
+    from ..claims.tables import verdict_lines
 
     say("\n".join(verdict_lines(findings)))

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..claims.papers.wu import DISTRIBUTED, HEAD_LEVEL, METHODS, rank_overlap
 from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, SENTENCES_ONLY
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..similarity import AttentionLayer, attention_representation, pairwise_suite
 from ..similarity.attention import head_similarity
 from . import extract_each
-from .wu import DISTRIBUTED, HEAD_LEVEL, METHODS, rank_overlap
 
 
 @dataclass
@@ -124,7 +124,7 @@ def uniform_like(layer: AttentionLayer) -> AttentionLayer:
 
 def method_matrices(layers: Sequence[AttentionLayer], *, progress: bool = False
                     ) -> dict[str, np.ndarray]:
-    """Every method of :data:`~analysis_lib.studies.wu.METHODS` between every two of
+    """Every method of :data:`~analysis_lib.claims.papers.wu.METHODS` between every two of
     ``layers``: one matrix each."""
     heads = [METHODS[name][1] for name in HEAD_LEVEL]
     flat = [METHODS[name][1] for name in DISTRIBUTED]
@@ -206,7 +206,7 @@ def localized_vs_distributed(methods: Mapping[str, np.ndarray], collection: Atte
                              ) -> pd.DataFrame:
     """Mean similarity between layers of different models and between different layers of
     one model, for every method's matrix (a row per method), and ``overlap``: the method's
-    :func:`~analysis_lib.studies.wu.rank_overlap` of the first cells with the second."""
+    :func:`~analysis_lib.claims.papers.wu.rank_overlap` of the first cells with the second."""
     same = collection.table.same_model()
     across, within = ~same, same & ~np.eye(len(same), dtype=bool)
     return pd.DataFrame({name: {"across models": M[across].mean() if across.any() else np.nan,

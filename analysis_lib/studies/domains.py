@@ -30,6 +30,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..claims import verdicts
+from ..claims.claim import claim_of
+from ..claims.papers import merchant
+from ..claims.papers.merchant import DOMAINS
 from ..data.corpora import Corpus, load_corpus
 from ..data.labels import LABEL_SETS
 from ..layers import check_layer
@@ -39,8 +43,6 @@ from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity, WeightedRSA
 from ..training.probes import logistic_probe
-from . import claims, verdicts
-from .merchant import DOMAINS
 from .shared import Runs, load_model, stimuli, word_layers, word_rows
 
 #: the corpus of each offline task's own domain, and the other one
@@ -322,7 +324,7 @@ def probe_accuracy(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence:
 
     Each probe is fitted to scikit-learn's default tolerance (1e-4), not stopped early: a
     looser one (1e-3) moved the accuracies by up to 0.006 on MiniLM's layers, which was enough
-    to move ``merchant-no-forgetting``'s interval across its smallest effect."""
+    to move the claim of ``merchant.no_forgetting``'s interval across its smallest effect."""
     from sklearn.preprocessing import StandardScaler
 
     sentence = np.asarray(sentence)
@@ -518,7 +520,7 @@ def probe_table(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
     """Every probe of :func:`probe_accuracy` in one long table: ``model``, ``task`` and
     ``encoder`` (``"base"`` or ``"seed <s>"``) beside each row (``probes``: (model, task) ->
     (the base model's probes, seed -> the fine-tuned model's), as
-    ``merchant-no-forgetting`` reads them)."""
+    the claim of ``merchant.no_forgetting`` reads them)."""
     frames = []
     for (model, task), (base, tuned) in probes.items():
         frames.append(base.assign(model=model, task=task, encoder="base"))
@@ -545,9 +547,9 @@ def cross_task(own: Mapping[int, Sequence[np.ndarray]],
 def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
     """How much of each out-minus-in gap is left once the domains are matched on length,
     frequency and split words (a share near 1: the covariates do not explain the gap).
-    A gap smaller than ``floor`` (default: ``merchant-domain``'s smallest effect) has no
-    share to speak of: a ratio of two near-zero numbers swings with rounding, so it is NaN."""
-    floor = claims.get("merchant-domain").smallest_effect if floor is None else floor
+    A gap smaller than ``floor`` (default: the claim of ``merchant.domain``'s smallest effect) has
+    no share to speak of: a ratio of two near-zero numbers swings with rounding, so it is NaN."""
+    floor = claim_of(merchant.domain).smallest_effect if floor is None else floor
     frame = matched.copy()
     big = np.abs(frame.raw.to_numpy(dtype=float)) >= floor
     with np.errstate(divide="ignore", invalid="ignore"):

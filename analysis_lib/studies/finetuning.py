@@ -19,7 +19,7 @@ splits and the stimuli are shared with the other studies: :mod:`.shared`):
   Merchant et al. Fig. 3);
 and the results these give, by name, for the claims they test (their evidence functions
 are in :mod:`.wu`, :mod:`.phang` and :mod:`.merchant`; the notebook judges them with
-:func:`~analysis_lib.studies.verdicts.judge`).
+:func:`~analysis_lib.claims.verdicts.judge`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import claims
+from ..claims import training_gate, verdicts
 from ..data.corpora import Corpus
 from ..models import LoadedModel
 from ..similarity import (
@@ -48,7 +50,6 @@ from ..similarity import (
 from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
 from ..training.probes import linear_probe
-from . import claims, training_gate, verdicts
 from .shared import (
     FinetuneGrid,
     Runs,
@@ -388,7 +389,7 @@ def loss_curves(runs: Runs) -> pd.DataFrame:
     """One row per (model, task, seed) of the grid and point of its loss curve: the training
     loss at evenly spaced steps (:func:`~analysis_lib.training.loop.loss_curve`; records
     made without one give their per-epoch losses), and ``did_not_train``: why the run failed
-    the book's training gate (:func:`~analysis_lib.studies.training_gate.training_problem`), or
+    the book's training gate (:func:`~analysis_lib.claims.training_gate.training_problem`), or
     "" when it passed."""
     rows = []
     for (model, task, seed), result in runs.models.items():
@@ -487,7 +488,7 @@ class Schedule:
     """The runs of a longer schedule (another profile's) that the cache holds, read as
     sections 1 and 2 read this page's own: accuracy against the frozen head, the learning
     curves, Phang et al.'s views on the first token, and the findings of the chapter's
-    claims that those answer (:func:`~analysis_lib.studies.claims.answerable`)."""
+    claims that those answer (:func:`~analysis_lib.claims.answerable`)."""
 
     profile: str
     runs: Runs

@@ -4,9 +4,9 @@
 their layers, on the same (optionally subsampled) word rows, with a
 :class:`~analysis_lib.layers.LayerTable` saying which layer is which.
 :func:`matrices` computes the layer x layer matrix of the whole collection for any measures;
-:func:`~analysis_lib.studies.wu.summary` turns one matrix into the numbers the paper's
+:func:`~analysis_lib.claims.papers.wu.summary` turns one matrix into the numbers the paper's
 observations are about (within and across models, neuron against representation level, lower
-against higher layers, adjacent layers), which :mod:`analysis_lib.studies.wu` judges;
+against higher layers, adjacent layers), which :mod:`analysis_lib.claims.papers.wu` judges;
 :func:`surface_covariates` and :func:`regress_out` remove what sentence length, word
 position and word frequency explain from every layer before any measure.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..claims.papers.wu import Jackknife, PairKey, SummaryKey, summary
 from ..data.corpora import Corpus
 from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
@@ -29,7 +30,6 @@ from ..similarity import SYMMETRIC, pairwise, pairwise_suite
 from ..similarity import localization as _localization
 from ..similarity.leave_out import leave_out_matrices
 from .shared import load_model, sample_rows
-from .wu import Jackknife, PairKey, SummaryKey, summary
 
 
 @dataclass
@@ -163,7 +163,7 @@ def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
                  not_learned: Sequence[str] = ()) -> pd.DataFrame:
     """One row per pair of models that differ in one factor: the mean similarity of their
     layers at matching relative depth under ``measure`` (the ``matched`` cells of
-    :func:`~analysis_lib.studies.wu.summary`), its interval where computed, and a flag when
+    :func:`~analysis_lib.claims.papers.wu.summary`), its interval where computed, and a flag when
     either model did not learn (such a pair is left out of the factor's mean, not compared
     silently).
 
@@ -333,7 +333,7 @@ def rematch(matrices: Mapping[str, np.ndarray], collection: Collection,
 def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
                intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
     """One row per pair of models, one column per measure: the mean across the two models'
-    layers (from :func:`~analysis_lib.studies.wu.summary`), with its interval where one was
+    layers (from :func:`~analysis_lib.claims.papers.wu.summary`), with its interval where one was
     computed."""
     out = {}
     for measure, values in summaries.items():
@@ -377,7 +377,7 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
 def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
                       seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None) -> Jackknife:
-    """Every :func:`~analysis_lib.studies.wu.summary` number of one measure with its
+    """Every :func:`~analysis_lib.claims.papers.wu.summary` number of one measure with its
     grouped-jackknife replicates: the sentences are split at random into ``n_folds`` folds
     and the matrix is computed with each fold left out
     (:func:`~analysis_lib.similarity.leave_out.leave_out_matrices`: for CKA and neuronsim
@@ -414,7 +414,7 @@ def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10
                       level: float = 0.95, seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None
                       ) -> dict[SummaryKey, tuple[float, float]]:
-    """Intervals of every :func:`~analysis_lib.studies.wu.summary` number of one measure:
+    """Intervals of every :func:`~analysis_lib.claims.papers.wu.summary` number of one measure:
     ``estimate +- z * se`` with the grouped-jackknife standard error of :func:`summary_jackknife`
     (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
     return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,

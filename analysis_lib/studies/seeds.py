@@ -29,6 +29,10 @@ import torch
 
 from .. import alignment
 from ..alignment.flows import CouplingFlow
+from ..claims import causes
+from ..claims.claim import claim_of
+from ..claims.papers import ren
+from ..claims.verdicts import decide
 from ..data.corpora import Corpus
 from ..data.tasks import Task
 from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
@@ -37,9 +41,7 @@ from ..runtime.profile import profiled
 from ..similarity import attention_representation
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
-from . import causes, ren
 from .shared import seed_interval, sentence_extraction, word_layers
-from .verdicts import decide
 
 
 def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -285,7 +287,7 @@ def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.Da
     width, ...), one row per setting in the mapping's order, named ``column``."""
     rows = []
     for setting, pairs in pairs_by.items():
-        verdict = decide("ren-depth", ren.depth(pairs, f"{column} {setting}"))
+        verdict = decide(claim_of(ren.depth), ren.depth(pairs, f"{column} {setting}"))
         unit = verdict.units.iloc[0] if len(verdict.units) else {}
         rows.append({column: setting,
                      **{name: float(unit.get(field, np.nan)) for name, field in
@@ -296,10 +298,10 @@ def depth_by_setting(pairs_by: Mapping[Any, pd.DataFrame], column: str) -> pd.Da
 
 
 def depth_change(by_setting: pd.DataFrame) -> pd.DataFrame:
-    """``ren-depth`` at the first and at the last setting of :func:`depth_by_setting` (the
-    earliest checkpoint against the trained models; the base width against the wider
-    models): :func:`~analysis_lib.studies.causes.changes`, whose verdicts say whether that
-    setting is the cause of a depth pattern that does not show."""
+    """The claim of ``ren.depth`` at the first and at the last setting of :func:`depth_by_setting`
+    (the earliest checkpoint against the trained models; the base width against the wider models):
+    :func:`~analysis_lib.claims.causes.changes`, whose verdicts say whether that setting is the
+    cause of a depth pattern that does not show."""
     column = by_setting.columns[0]
     first, last = by_setting.iloc[[0]], by_setting.iloc[[-1]]
     unit = f"{column} {first[column].iloc[0]} to {last[column].iloc[0]}"

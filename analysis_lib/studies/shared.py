@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..claims.claim import Evidence
+from ..claims.training_gate import training_problem
 from ..data.corpora import Corpus
 from ..data.labels import silver_task
 from ..data.tasks import Task, load_task, split_corpus
@@ -28,9 +30,7 @@ from ..models import LoadedModel, load, random_options, zoo
 from ..training import zoo as zoo_training
 from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
 from ..training.finetune import preset as preset_config
-from .claim import Evidence
 from .rules import Parameter, ParameterError, validate
-from .training_gate import training_problem
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -322,9 +322,9 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
 
 def training_problems(runs: Runs) -> dict[str, str]:
     """The runs of a grid that failed the book's training gate
-    (:func:`~analysis_lib.studies.training_gate.training_problem`), by run
+    (:func:`~analysis_lib.claims.training_gate.training_problem`), by run
     (``"model, task, seed s"``), with the reason: the claims read from them get no verdict
-    (:func:`~analysis_lib.studies.verdicts.gate`)."""
+    (:func:`~analysis_lib.claims.verdicts.gate`)."""
     return problems_of({f"{m}, {t}, seed {s}": result
                         for (m, t, s), result in runs.models.items()})
 

@@ -29,6 +29,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import claims
+from ..claims import causes, training_gate, verdicts
+from ..claims.claim import claim_of
+from ..claims.papers import merchant, phang
+from ..claims.verdicts import Evidence, decide
 from ..data.tasks import Task, split_corpus
 from ..models import LoadedModel
 from ..runtime.profile import profiled
@@ -36,7 +41,6 @@ from ..training import finetune as ft
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.probes import logistic_probe
 from ..training.surgery import truncated_copy
-from . import causes, claims, phang, training_gate, verdicts
 from .shared import (
     SENTENCE_POOLINGS,
     FinetuneGrid,
@@ -48,7 +52,6 @@ from .shared import (
     sentence_extraction,
     training_problems,
 )
-from .verdicts import Evidence, decide
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
@@ -294,24 +297,24 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
     return pd.DataFrame(rows)
 
 
-#: the share of depth Phang et al. drop in ``phang-untuned``'s example (§4: the top four of
-#: RoBERTa-base's twelve layers on Yelp Polarity, UNTUNED 95.5 against 96.1)
+#: the share of depth Phang et al. drop in the claim of ``phang.untuned``'s example (§4: the top
+#: four of RoBERTa-base's twelve layers on Yelp Polarity, UNTUNED 95.5 against 96.1)
 PHANG_SHARE = 4 / 12
 
 
 def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
-    """The depth ablation of ``phang-untuned``: per task and number of top layers dropped
-    (1 .. L-1), the full model's accuracy minus UNTUNED's, over seeds, judged by the claim's
+    """The depth ablation of the claim of ``phang.untuned``: per task and number of top layers
+    dropped (1 .. L-1), the full model's accuracy minus UNTUNED's, over seeds, judged by the claim's
     rule, beside the share of the model's depth dropped. Phang et al. drop the top four of
-    RoBERTa-base's twelve layers (a third); in a 6-layer model the same share is two layers,
-    the claim's own reading, and in a 12-layer model four, so a verdict at that row says
-    what the model does at the paper's share of its depth. ``phang_share`` marks the row closest to
+    RoBERTa-base's twelve layers (a third); in a 6-layer model the same share is two layers, the
+    claim's own reading, and in a 12-layer model four, so a verdict at that row says what the model
+    does at the paper's share of its depth. ``phang_share`` marks the row closest to
     :data:`PHANG_SHARE` (at least one layer)."""
     n_layers = int(scores.layer.max()) if len(scores) else 0
     rows = []
     for (model, task), group in scores.groupby(["model", "task"], sort=False):
         for dropped in range(1, n_layers):
-            verdict = decide("phang-untuned", phang.per_seed(
+            verdict = decide(claim_of(phang.untuned), phang.per_seed(
                 group, phang.full_minus("UNTUNED", dropped), "full - UNTUNED"))
             unit = verdict.units.iloc[0]
             rows.append({"model": model, "task": task, "dropped": dropped,
@@ -325,17 +328,17 @@ def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def _at_claim(by_depth: pd.DataFrame) -> pd.DataFrame:
-    """The rows of :func:`untuned_by_depth` that ``phang-untuned`` reads: two layers below
-    the top (or as many as the model can drop)."""
+    """The rows of :func:`untuned_by_depth` that the claim of ``phang.untuned`` reads: two layers
+    below the top (or as many as the model can drop)."""
     return by_depth[by_depth.dropped == min(2, int(by_depth.dropped.max()))]
 
 
 def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
-    """``phang-untuned``'s units as the page reads them (two layers below the top) and at
-    Phang et al.'s share of depth (:data:`PHANG_SHARE`), per (model, task):
-    :func:`~analysis_lib.studies.causes.changes`, whose verdicts say whether this model's
-    depth is the cause of a claim that does not show. Empty for a model of one transformer
-    layer (no layer to drop)."""
+    """The claim of ``phang.untuned``'s units as the page reads them (two layers below the top) and
+    at Phang et al.'s share of depth (:data:`PHANG_SHARE`), per (model, task):
+    :func:`~analysis_lib.claims.causes.changes`, whose verdicts say whether this model's depth is
+    the cause of a claim that does not show. Empty for a model of one transformer layer (no layer to
+    drop)."""
     if not len(by_depth):
         return causes.changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
     return causes.changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
@@ -365,8 +368,8 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
 
 
 def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
-    """``phang-untuned``'s statistic on :func:`pooling_scores`: per (model, task, pooling),
-    the probe's top-layer accuracy minus its accuracy two layers below (or as many as the
+    """The claim of ``phang.untuned``'s statistic on :func:`pooling_scores`: per (model, task,
+    pooling), the probe's top-layer accuracy minus its accuracy two layers below (or as many as the
     model can drop), over seeds, judged by the claim's rule."""
     rows = []
     for (model, task, pooling), group in pooled.groupby(["model", "task", "pooling"],
@@ -374,7 +377,7 @@ def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
         top = int(group.layer.max())
         below = max(1, top - 2)
         wide = group.pivot_table(index="seed", columns="layer", values="accuracy")
-        verdict = decide("phang-untuned", [Evidence.from_values(
+        verdict = decide(claim_of(phang.untuned), [Evidence.from_values(
             f"{model}, {task}, {pooling}", wide[top] - wide[below])])
         unit = verdict.units.iloc[0]
         rows.append({"model": model, "task": task, "pooling": pooling, "layer": below,
@@ -385,7 +388,7 @@ def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
 
 def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
     """:func:`untuned_by_pooling`'s units read from the first token and from the mean over
-    the tokens, per (model, task): :func:`~analysis_lib.studies.causes.changes`, whose
+    the tokens, per (model, task): :func:`~analysis_lib.claims.causes.changes`, whose
     verdicts say whether reading the first token is the cause of a claim that does not
     show."""
     first = by_pooling[by_pooling.pooling == "first"] if len(by_pooling) else by_pooling
@@ -398,7 +401,7 @@ class Longer:
     """The runs of a longer schedule (another profile's) that the cache holds, scored as
     the page scores its own: UNTUNED per layer, its depth ablation, the cut-then-fine-tuned
     runs, and the findings of the chapter's claims that those answer
-    (:func:`~analysis_lib.studies.claims.answerable`)."""
+    (:func:`~analysis_lib.claims.answerable`)."""
 
     profile: str
     runs: Runs
@@ -433,15 +436,16 @@ def longer_schedule(grid: FinetuneGrid, truncate_layers: Sequence[int] = (),
 
 
 def cut_schedule_change(findings: pd.DataFrame, longer: Longer) -> pd.DataFrame:
-    """``merchant-truncate`` (a model cut to its lower layers and fine-tuned) judged on this
-    page's runs and on the longer schedule's: :func:`~analysis_lib.studies.causes.claim_change`,
+    """The claim of ``merchant.truncate`` (a model cut to its lower layers and fine-tuned) judged on
+    this page's runs and on the longer schedule's: :func:`~analysis_lib.claims.causes.claim_change`,
     whose verdicts say whether the short run is the cause of a claim that does not show."""
-    return causes.claim_change(findings, longer.findings, "merchant-truncate")
+    return causes.claim_change(findings, longer.findings,
+                               claim_of(merchant.truncate).id)
 
 
 def schedule_change(by_depth: pd.DataFrame, longer: Longer) -> pd.DataFrame:
-    """``phang-untuned``'s units (two layers below the top) with this page's runs and with
-    the longer schedule's, per (model, task): :func:`~analysis_lib.studies.causes.changes`,
+    """The claim of ``phang.untuned``'s units (two layers below the top) with this page's runs and
+    with the longer schedule's, per (model, task): :func:`~analysis_lib.claims.causes.changes`,
     whose verdicts say whether the short run is the cause of a claim that does not show."""
     return causes.changes(_at_claim(by_depth), _at_claim(longer.by_depth),
                             ["model", "task"], "full - UNTUNED")

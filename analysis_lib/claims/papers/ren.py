@@ -40,8 +40,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..similarity.structure import layer_gradient
-from .claim import ACC, Evidence, Paper, figure
+from ...similarity.structure import layer_gradient
+from ..claim import ACC, Evidence, Paper, figure
 
 REN = Paper("Ren")
 #: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and

@@ -35,9 +35,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..data.corpora import SAME_TEXT
-from ..layers import LayerCollection, LayerTable
-from .claim import SIM, Evidence, NotMeasured, Paper, figure
+from ...data.corpora import SAME_TEXT
+from ...layers import LayerCollection, LayerTable
+from ..claim import SIM, Evidence, NotMeasured, Paper, figure
 from .merchant import depth_drop, frozen_by_seed
 
 WU = Paper("Wu")
@@ -115,7 +115,7 @@ def _cells(collection: LayerCollection, models: Sequence[str] | None
            ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
     """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
     cells."""
-    from ..models.info import causal_family  # loads PyTorch: only where cells are computed
+    from ...models.info import causal_family  # loads PyTorch: only where cells are computed
 
     frame = collection.table.frame
     owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()

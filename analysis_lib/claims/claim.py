@@ -13,8 +13,8 @@ A claim also names the chapter whose results test it and its ``evidence``: the o
 that turns those results into :class:`Evidence`, one record per unit (a task, a model, a
 measure, a pair of seeds). The function's parameters name the results it reads
 (:attr:`Claim.reads`); it raises :class:`NotMeasured` or :class:`DidNotTrain` when those
-results cannot test the claim. :func:`analysis_lib.studies.verdicts.judge` calls it and draws
-the verdict by the book's one rule, :func:`analysis_lib.studies.verdicts.decide`.
+results cannot test the claim. :func:`analysis_lib.claims.verdicts.judge` calls it and draws
+the verdict by the book's one rule, :func:`analysis_lib.claims.verdicts.decide`.
 
 A statistic is always oriented so that the claim reads as one of four statements:
 
@@ -327,11 +327,28 @@ class Paper:
         def register(evidence: Callable[..., list[Evidence]]) -> Callable[..., list[Evidence]]:
             if any(c.id == id for c in self.claims):
                 raise ValueError(f"{self.name}: two claims share the id {id!r}")
-            self.claims.append(Claim(id, self.name, where, claim, reported, statistic,
-                                     direction, smallest_effect, why, evidence=evidence,
-                                     **fields))
+            record = Claim(id, self.name, where, claim, reported, statistic, direction,
+                           smallest_effect, why, evidence=evidence, **fields)
+            self.claims.append(record)
+            _OF_EVIDENCE[evidence] = record
             return evidence
         return register
+
+
+#: every claim by the function that computes its evidence (:func:`claim_of`)
+_OF_EVIDENCE: dict[Callable[..., list[Evidence]], Claim] = {}
+
+
+def claim_of(evidence: Callable[..., list[Evidence]]) -> Claim:
+    """The claim whose evidence ``evidence`` computes (``claim_of(phang.untuned)``): how code
+    outside the papers' modules names a claim, so that a claim's id is written once, in its
+    paper's module."""
+    try:
+        return _OF_EVIDENCE[evidence]
+    except KeyError:
+        name = getattr(evidence, "__qualname__", repr(evidence))
+        raise ValueError(f"{name} computes no claim's evidence; pass the function a paper's "
+                         "module registers with @Paper.claim") from None
 
 
 class NoVerdict(Exception):
@@ -353,10 +370,10 @@ class DidNotTrain(NoVerdict):
 
 #: a unit's outcome
 OUTCOMES = ("holds", "opposite", "equivalent", "inconclusive")
-#: what a claim reads when the units disagree (:func:`~analysis_lib.studies.verdicts.decide`)
+#: what a claim reads when the units disagree (:func:`~analysis_lib.claims.verdicts.decide`)
 MIXED = "mixed"
 #: what a claim reads in place of a verdict when nothing was measured, or its runs did not
-#: train (:func:`~analysis_lib.studies.verdicts.untrained`)
+#: train (:func:`~analysis_lib.claims.verdicts.untrained`)
 NOT_MEASURED = "not measured"
 #: every verdict a claim can read
 VERDICTS = (*OUTCOMES, MIXED, NOT_MEASURED)

@@ -1,11 +1,20 @@
-"""Every claim this book tests, by id: the registry of the four papers' modules.
+"""The claims this book tests and the one rule that judges them.
 
-Each paper has one module (:mod:`.wu`, :mod:`.phang`, :mod:`.merchant`, :mod:`.ren`) that
-lists its claims (:class:`~analysis_lib.studies.claim.Claim`), each beside the function
-that computes its evidence from a chapter's results. Every study's findings table is keyed
-by these ids, and every verdict is drawn by one rule,
-:func:`analysis_lib.studies.verdicts.decide`, through
-:func:`analysis_lib.studies.verdicts.judge` on a chapter's claims (:func:`of_chapter`).
+``claim``          the claim record (:class:`~.claim.Claim`), its evidence and verdict words
+``verdicts``       the one verdict rule (:func:`~.verdicts.decide`) with its reference twin,
+                   and :func:`~.verdicts.judge` for a chapter's claims
+``tables``         a chapter's findings table
+``causes``         why a verdict came out as it did, and what a larger setting changes
+``training_gate``  the training adequacy a claim's evidence rests on
+``papers``         one module per paper (``papers.wu``, ``papers.phang``, ``papers.ren``,
+                   ``papers.merchant``): each claim beside the function that computes its
+                   evidence from a chapter's results
+
+The package reads results; it loads, trains and extracts nothing, and it imports without
+PyTorch. Claim ids are written only in the papers' modules.
+
+This module holds the registry: every claim by id (:data:`CLAIMS`, :func:`get`), a
+chapter's claims (:func:`of_chapter`) and the results each reads.
 """
 
 from __future__ import annotations
@@ -15,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from . import merchant, phang, ren, wu
 from .claim import CHAPTERS, PAPERS, Claim
+from .papers import merchant, phang, ren, wu
 
 #: the papers' modules, each listing its claims beside their evidence functions
 PAPER_MODULES = (wu, phang, merchant, ren)
@@ -46,7 +55,7 @@ def of_paper(paper: str) -> list[Claim]:
 def of_chapter(chapter: str) -> list[Claim]:
     """The claims one chapter's results test (one of :data:`~.claim.CHAPTERS`), in the order
     of the papers' modules; pass them with the results to
-    :func:`analysis_lib.studies.verdicts.judge`."""
+    :func:`analysis_lib.claims.verdicts.judge`."""
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter must be one of {CHAPTERS}, got {chapter!r}")
     return [c for c in CLAIMS.values() if c.chapter == chapter]
@@ -56,13 +65,13 @@ def answerable(claims: Iterable[Claim], results: Mapping[str, Any]) -> list[Clai
     """The claims among ``claims`` whose evidence reads only results that ``results`` holds:
     those that a partial run answers (another profile's runs read from the cache hold only
     some of a chapter's results). Pass them with the results to
-    :func:`analysis_lib.studies.verdicts.judge`."""
+    :func:`analysis_lib.claims.verdicts.judge`."""
     return [c for c in claims if set(evidence_reads(c)) <= set(results)]
 
 
 def preconditions(claim: Claim, among: Iterable[Claim] = ()) -> list[Claim]:
     """The claims ``claim`` presupposes, nearest first: the one its
-    :attr:`~analysis_lib.studies.claim.Claim.requires` names, the one that one requires, and
+    :attr:`~analysis_lib.claims.claim.Claim.requires` names, the one that one requires, and
     so on down the chain. Ids are looked up among ``among`` (claims of one's own) first, then
     in :data:`CLAIMS`. A chain that comes back to a claim already in it, or that names a
     claim that exists nowhere, is a ``ValueError`` naming the whole chain: no verdict can

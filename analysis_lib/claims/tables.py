@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from . import get
 from .claim import Verdict
-from .claims import get
 
 
 def _units(verdict: Verdict) -> list[list]:

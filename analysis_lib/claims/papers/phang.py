@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..similarity.structure import block_gain
-from .claim import ACC, SIM, Evidence, NotMeasured, Paper, figure
+from ...similarity.structure import block_gain
+from ..claim import ACC, SIM, Evidence, NotMeasured, Paper, figure
 
 PHANG = Paper("Phang")
 #: a chapter's view matrices: per (model, task, pooling), per view ("FT-FT", "ORIG-ORIG",

@@ -1,7 +1,7 @@
 """The book's training gate: did a fine-tuned run learn its task, and finish learning?
 
 A claim read from a run that did not train gets no verdict
-(:func:`~analysis_lib.studies.verdicts.untrained`); every chapter asks the question of
+(:func:`~analysis_lib.claims.verdicts.untrained`); every chapter asks the question of
 every fine-tuned run through :func:`training_problem`, with one rule: the run beat its
 majority baseline, and its learning curve reached a plateau
 (:func:`~analysis_lib.training.plateau.plateaued`, the rule a run trained

@@ -78,7 +78,7 @@ def changes(before: pd.DataFrame, after: pd.DataFrame, on: Sequence[str], estima
 
 def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd.DataFrame:
     """One claim judged in two findings tables
-    (:func:`~analysis_lib.studies.tables.table`: the page's runs and the runs with one
+    (:func:`~analysis_lib.claims.tables.table`: the page's runs and the runs with one
     setting changed), as :func:`changes`' one-row table with the findings' own
     ``what this run shows`` in place of numbers (``shown_before``, ``shown_after``)."""
     return pd.DataFrame([{

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..data.corpora import SAME_TEXT
-from .claim import ACC, SIM, DidNotTrain, Evidence, NotMeasured, Paper, figure
+from ...data.corpora import SAME_TEXT
+from ..claim import ACC, SIM, DidNotTrain, Evidence, NotMeasured, Paper, figure
 
 MERCHANT = Paper("Merchant")
 #: the two domains of a task's stimuli

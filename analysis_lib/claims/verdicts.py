@@ -1,6 +1,6 @@
 """One rule for every verdict of the book.
 
-A claim (:mod:`analysis_lib.studies.claims`) is tested on one or more *units* (a task, a
+A claim (:mod:`analysis_lib.claims`) is tested on one or more *units* (a task, a
 model, a measure, a layer pair). Each unit brings an :class:`Evidence`: an estimate of the
 claim's statistic, its standard error over the right resampling unit (fine-tuning seeds,
 folds of sentences, seed pairs, test examples) and, where the error comes from few values,
@@ -24,16 +24,16 @@ contradicts the others. An undecided or mixed claim's reason counts the estimate
 against the paper (the other side of zero; for a claim of no difference, beyond the smallest
 effect), significant or not. A claim with nothing to judge reads ``not measured``, as does one
 whose runs did not train
-(:func:`~analysis_lib.studies.training_gate.training_problem`).
+(:func:`~analysis_lib.claims.training_gate.training_problem`).
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
 one unit at a time (no adjustment); tests hold the two together. :func:`judge` draws a
 chapter's findings from its results: each claim's evidence function
-(:mod:`analysis_lib.studies.claim`) gives the units and :func:`decide` the verdict. The
-records (claims, evidence, verdicts) live in :mod:`analysis_lib.studies.claim`, the findings
-tables in :mod:`analysis_lib.studies.tables`, the training gate in
-:mod:`analysis_lib.studies.training_gate` and the cause comparison in
-:mod:`analysis_lib.studies.causes`.
+(:mod:`analysis_lib.claims.claim`) gives the units and :func:`decide` the verdict. The
+records (claims, evidence, verdicts) live in :mod:`analysis_lib.claims.claim`, the findings
+tables in :mod:`analysis_lib.claims.tables`, the training gate in
+:mod:`analysis_lib.claims.training_gate` and the cause comparison in
+:mod:`analysis_lib.claims.causes`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from . import get, preconditions, results_read
 from .claim import (
     ALPHA,
     MIXED,
@@ -58,7 +59,6 @@ from .claim import (
     Verdict,
     check_unit,
 )
-from .claims import get, preconditions, results_read
 from .tables import table
 from .training_gate import describe
 
@@ -119,7 +119,7 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
     iterable, a generator included; or one record).
 
     The units are compared with the claim's smallest effect on their own scale
-    (:attr:`~analysis_lib.studies.claim.Claim.delta`: Fisher's z of a correlation claim's).
+    (:attr:`~analysis_lib.claims.claim.Claim.delta`: Fisher's z of a correlation claim's).
     ``units`` of the result holds, per unit, the estimate, its 95% interval, the
     Holm-adjusted p-values of the three questions, ``reach`` (the one-sided bound that must
     fit inside the smallest effect for equivalence: :func:`_reach`) and the unit's outcome.
@@ -205,7 +205,7 @@ def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
 def untrained(claim: Claim | str, problems: Mapping[str, str]) -> Verdict:
     """The verdict of a claim whose runs did not train: none. It reads
     :data:`NOT_MEASURED`, and says which runs failed the training gate and why
-    (``problems``: run -> :func:`~analysis_lib.studies.training_gate.training_problem`)."""
+    (``problems``: run -> :func:`~analysis_lib.claims.training_gate.training_problem`)."""
     return not_measured(claim, describe(problems))
 
 
@@ -218,21 +218,21 @@ def not_measured(claim: Claim | str, reason: str) -> Verdict:
 
 def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float = ALPHA
           ) -> pd.DataFrame:
-    """The findings table (:func:`~analysis_lib.studies.tables.table`) of ``claims`` on a
+    """The findings table (:func:`~analysis_lib.claims.tables.table`) of ``claims`` on a
     chapter's ``results``.
 
-    ``claims``: usually :func:`analysis_lib.studies.claims.of_chapter`; ``results``: what the
+    ``claims``: usually :func:`analysis_lib.claims.of_chapter`; ``results``: what the
     chapter computed, by name. Per claim, in order: the first of its
-    :attr:`~analysis_lib.studies.claim.Claim.gates` that holds a run which failed the
+    :attr:`~analysis_lib.claims.claim.Claim.gates` that holds a run which failed the
     training gate stops it (:func:`untrained`); otherwise its evidence function reads the
     results its parameters name (one the chapter did not compute reads ``None``) and
     :func:`decide` draws the verdict, or the function says why there is none
-    (:class:`~analysis_lib.studies.claim.NotMeasured`,
-    :class:`~analysis_lib.studies.claim.DidNotTrain`). A claim that presupposes another
-    (:attr:`~analysis_lib.studies.claim.Claim.requires`) keeps its verdict only where every
+    (:class:`~analysis_lib.claims.claim.NotMeasured`,
+    :class:`~analysis_lib.claims.claim.DidNotTrain`). A claim that presupposes another
+    (:attr:`~analysis_lib.claims.claim.Claim.requires`) keeps its verdict only where every
     claim down its chain of preconditions holds on the same results (:func:`conditional`,
     the first that does not is named); a chain that cycles or names no claim is a
-    ``ValueError`` (:func:`~analysis_lib.studies.claims.preconditions`; ids are looked up
+    ``ValueError`` (:func:`~analysis_lib.claims.preconditions`; ids are looked up
     among ``claims`` first). A result that no claim reads is an error: a misspelt name would
     otherwise leave its claim "not measured"."""
     claims = list(claims)
