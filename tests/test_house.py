@@ -159,6 +159,30 @@ def test_the_build_and_the_sweep_never_run_a_chapters_computation():
     assert not found, found
 
 
+#: what the claims package may import from the steps below it that load, extract or train:
+#: a model family's reading direction, and the plateau rule of a finished run's curve
+CLAIMS_MAY_READ = {"analysis_lib.models.info", "analysis_lib.training.plateau"}
+
+
+def test_the_claims_package_loads_trains_and_extracts_nothing():
+    """Every module the claims package reaches, directly or through others, is a measure,
+    data, a layer table, the runtime or the claims themselves (and the two readers of
+    :data:`CLAIMS_MAY_READ`): nothing that loads a model, extracts or trains."""
+    graph, _ = _graph()
+    claims = [m for m in graph if _top_package(m) == "analysis_lib.claims"]
+    assert len(claims) >= 10  # the check sees the package
+    seen, todo = set(), list(claims)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    heavy = {"analysis_lib.models", "analysis_lib.extract", "analysis_lib.training",
+             "analysis_lib.studies", "analysis_lib.book", "analysis_lib.sweep"}
+    found = sorted(m for m in seen - CLAIMS_MAY_READ if _top_package(m) in heavy)
+    assert not found, found
+
+
 def test_the_sweep_never_imports_the_book():
     graph, _ = _graph()
     found = sorted((m, t) for m, targets in graph.items() for t in targets

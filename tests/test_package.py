@@ -192,7 +192,10 @@ CORE_MODULES = ("analysis_lib.similarity", "analysis_lib.similarity.stats",
                 "analysis_lib.alignment", "analysis_lib.layers", "analysis_lib.data.synthetic",
                 "analysis_lib.runtime.cache", "analysis_lib.runtime.device",
                 "analysis_lib.studies", "analysis_lib.claims",
-                "analysis_lib.claims.verdicts")
+                "analysis_lib.claims.verdicts", "analysis_lib.claims.tables",
+                "analysis_lib.claims.causes", "analysis_lib.claims.training_gate",
+                "analysis_lib.claims.papers.wu", "analysis_lib.claims.papers.phang",
+                "analysis_lib.claims.papers.ren", "analysis_lib.claims.papers.merchant")
 
 BLOCK_TORCH = textwrap.dedent("""
     import importlib, importlib.abc, sys
