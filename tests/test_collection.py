@@ -7,6 +7,7 @@ from analysis_lib.claims import verdicts
 from analysis_lib.claims.papers import wu
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
+from analysis_lib.similarity import structure
 from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
@@ -279,45 +280,70 @@ def test_models_that_cut_different_words_are_refused(monkeypatch):
 
 
 def test_attention_heads_collection_and_redundancy():
-    from analysis_lib.studies import attention as heads
+    from analysis_lib import collect
+    from analysis_lib.book import plots
+    from analysis_lib.similarity import attention as heads
 
     text = corpora.load_corpus("tweets", n=6, seed=1, max_words=12)
-    att = heads.collect(["random:bert", "random:gpt2"], text, model_options=TINY,
-                        progress=False)
+    att = collect.attention(["random:bert", "random:gpt2"], text, model_options=TINY,
+                            progress=False)
     assert att.labels == ["random:bert L1", "random:bert L2", "random:gpt2 L1",
                           "random:gpt2 L2"]
     assert att.table.frame["layer"].tolist() == [1, 2, 1, 2]
-    reps = heads.distributed(att)
+    reps = [similarity.attention_representation(layer) for layer in att.layers]
     assert all(r.shape == (sum(len(s) ** 2 for s in text.sentences), TINY["heads"])
                for r in reps)
-    red = heads.redundancy(att, threshold=0.5)
+    red = heads.first_layer_matches(att.layers, att.owners, att.table.frame["layer"],
+                                    threshold=0.5)
     assert len(red) == 4 * TINY["heads"] and set(red.layer) == {1, 2}
     # a head of layer 2 is compared with layer 1's heads, itself included for layer 1 only
     layer1 = att.of("random:bert")[0]
-    from analysis_lib.similarity.attention import head_similarity
-
-    S = head_similarity(att.of("random:bert")[1], layer1, "js")
+    S = heads.head_similarity(att.of("random:bert")[1], layer1, "js")
     got = red[(red.model == "random:bert") & (red.layer == 2)].best_in_L1.to_numpy()
     np.testing.assert_allclose(got, S.max(axis=1))
+    S1 = heads.head_similarity(layer1, layer1, "js").copy()
+    np.fill_diagonal(S1, -np.inf)
+    got1 = red[(red.model == "random:bert") & (red.layer == 1)].best_in_L1.to_numpy()
+    np.testing.assert_allclose(got1, S1.max(axis=1))
     assert (red.near_duplicate == ((red.best_in_L1 >= 0.5) & ~red.near_uniform)).all()
-    counts = heads.duplicate_counts(red)
+    counts = heads.head_counts(red)
     assert list(counts.columns) == [2] and counts.shape == (2, 1)
     # a deep model keeps layers spread over its depth; the tables name the real layers
-    deep = heads.collect(["random:bert", "random:gpt2"], text, progress=False,
-                         model_options={**TINY, "layers": 5}, layers_per_model=3)
+    deep = collect.attention(["random:bert", "random:gpt2"], text, progress=False,
+                             model_options={**TINY, "layers": 5}, layers_per_model=3)
     assert deep.table.frame["layer"].tolist() == [1, 3, 5, 1, 3, 5]
-    red5 = heads.redundancy(deep, threshold=0.5)
+    red5 = heads.first_layer_matches(deep.layers, deep.owners, deep.table.frame["layer"],
+                                     threshold=0.5)
     assert sorted(set(red5.layer)) == [1, 3, 5]
-    assert list(heads.duplicate_counts(red5).columns) == [3, 5]
-    matches = heads.best_matches(att)
-    # the best match of a head lies in the other model
+    assert list(heads.head_counts(red5).columns) == [3, 5]
+    matches = heads.best_matches(att.layers, att.owners, att.labels)
+    # the best match of a head lies in the other model, and is the best there
     assert (matches.match_model != matches.model).all()
-    [shown] = heads.explorer_sentences(att, 1, min_words=1)
+    first = matches.iloc[0]
+    other = [k for k, owner in enumerate(att.owners) if owner != first.model]
+    best = max(heads.head_similarity(att.layers[0], att.layers[k], "js")[0].max()
+               for k in other)
+    assert first.similarity == pytest.approx(best)
+    [shown] = plots.explorer_sentences(att.sentences, 1, min_words=1)
     assert len(text.sentences[shown]) == min(len(s) for s in text.sentences)
-    frame = heads.explorer_frame(att, matches, [shown])
+    frame = plots.explorer_frame(att.layers, att.labels, att.sentences, matches, [shown])
     n = len(text.sentences[shown])
     assert len(frame) == 2 * 4 * TINY["heads"]
     assert all(len(w) == n * n for w in frame.weights)
+
+
+def test_across_within_reads_the_cells_of_each_group():
+    """Known answer: two models of two layers; the cells across models and the off-diagonal
+    cells within a model, their means and the rank overlap of the two groups."""
+    same = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]], dtype=bool)
+    M = np.array([[1.0, 0.8, 0.1, 0.2], [0.8, 1.0, 0.3, 0.4],
+                  [0.1, 0.3, 1.0, 0.6], [0.2, 0.4, 0.6, 1.0]])
+    got = structure.across_within(M, same)
+    assert got["within a model"] == pytest.approx(0.7)
+    assert got["across models"] == pytest.approx(0.25)
+    assert got["overlap"] == 0.0  # every cell across lies below every cell within
+    one = structure.across_within(M[:2, :2], same[:2, :2])
+    assert np.isnan(one["across models"]) and np.isnan(one["overlap"])
 
 
 def _jackknife(values: dict, spread: float, k: int = 10, seed: int = 0):
@@ -451,12 +477,12 @@ def test_rank_overlap_matches_its_definition_with_ties_and_gaps():
     within = np.round(rng.random(25) + 0.2, 1)
     count = ((across[:, None] > within[None, :])
              + 0.5 * (across[:, None] == within[None, :])).mean()
-    assert wu.rank_overlap(across, within) == pytest.approx(count)
-    with_gaps = wu.rank_overlap(np.append(across, np.nan), np.append(within, np.nan))
+    assert structure.rank_overlap(across, within) == pytest.approx(count)
+    with_gaps = structure.rank_overlap(np.append(across, np.nan), np.append(within, np.nan))
     assert with_gaps == pytest.approx(count)
-    assert wu.rank_overlap([0.1, 0.2], [0.5, 0.6]) == 0.0
-    assert wu.rank_overlap([0.5, 0.6], [0.5, 0.6]) == 0.5
-    assert np.isnan(wu.rank_overlap([], [0.5]))
+    assert structure.rank_overlap([0.1, 0.2], [0.5, 0.6]) == 0.0
+    assert structure.rank_overlap([0.5, 0.6], [0.5, 0.6]) == 0.5
+    assert np.isnan(structure.rank_overlap([], [0.5]))
 
 
 def test_neurons_claim_reads_ranks_so_no_scale_or_chance_level_sets_its_sign():
@@ -571,7 +597,7 @@ def test_uniform_heads_are_not_counted_as_duplicates():
     """Known answer: two heads that attend evenly match each other perfectly (JS 1) but
     share no preference; a head that copies a peaked first-layer head is a duplicate."""
     from analysis_lib.similarity import AttentionLayer
-    from analysis_lib.studies import attention as heads
+    from analysis_lib.similarity import attention as heads
 
     rng = np.random.default_rng(0)
     sizes = [4, 6, 5]
@@ -579,17 +605,13 @@ def test_uniform_heads_are_not_counted_as_duplicates():
     even = [np.full((t, t), 1.0 / t) for t in sizes]
     first = AttentionLayer([np.stack([p, e]) for p, e in zip(peaked, even)])
     second = AttentionLayer([np.stack([e, p]) for p, e in zip(peaked, even)])
-    table = LayerTable(pd.DataFrame({"model": ["m", "m"], "family": ["x", "x"],
-                                     "pretrained": [True, True], "layer": [1, 2],
-                                     "depth": [0.5, 1.0], "kind": ["attention"] * 2,
-                                     "label": ["m L1", "m L2"]}))
-    collection = heads.AttentionCollection(table, [first, second], [["w"] * t for t in sizes])
-    red = heads.redundancy(collection, threshold=0.9).set_index(["layer", "head"])
+    red = heads.first_layer_matches([first, second], ["m", "m"], [1, 2], threshold=0.9
+                                    ).set_index(["layer", "head"])
     assert red.loc[(2, 0), "near_uniform"] and not red.loc[(2, 0), "near_duplicate"]
     assert red.loc[(2, 0), "best_in_L1"] == pytest.approx(1.0)  # it matches the even head
     assert red.loc[(2, 1), "near_duplicate"] and not red.loc[(2, 1), "near_uniform"]
-    assert heads.duplicate_counts(red.reset_index()).loc["m", 2] == 1
-    assert heads.duplicate_counts(red.reset_index(), "near_uniform").loc["m"].tolist() == [1, 1]
+    assert heads.head_counts(red.reset_index()).loc["m", 2] == 1
+    assert heads.head_counts(red.reset_index(), "near_uniform").loc["m"].tolist() == [1, 1]
     # a causal head that attends evenly to the words it can see is uniform for its model
     prefix = [np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None] for t in sizes]
     reference = heads.uniform_like(AttentionLayer([p[None] for p in prefix]))

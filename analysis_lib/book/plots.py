@@ -9,8 +9,7 @@
 * :func:`slider_lines`: a line chart whose data hold a grid of settings, with a slider that
   picks one setting (nothing is recomputed in the page);
 * :func:`attention_explorer`: word x word attention of a chosen sentence, layer and head, beside
-  its best-matching head elsewhere (data from
-  :func:`analysis_lib.studies.attention.explorer_frame`).
+  its best-matching head elsewhere (data from :func:`explorer_frame`).
 
 Every function takes plain numpy arrays and label lists and returns an ``altair.Chart``;
 :func:`matrix_frame` gives the long table behind a matrix for your own charts.
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..layers import LayerTable
+from ..similarity import AttentionLayer
 
 #: the colour scheme of every heatmap
 SCHEME: Final = "viridis"
@@ -246,6 +246,47 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
     ).add_params(pick).transform_filter(
         f"abs(datum['{slider}'] - {pick.name}) < {step / 2}"
     ).properties(width=width, height=height)
+
+
+def explorer_sentences(sentences: Sequence[Sequence[str]], count: int, *, min_words: int = 4,
+                       max_words: int = 12) -> list[int]:
+    """The positions of the ``count`` shortest of ``sentences`` (each a list of words) with
+    ``min_words`` to ``max_words`` words (the explorer's page holds every head's map of
+    each, so short sentences keep it small)."""
+    lengths = np.array([len(s) for s in sentences])
+    fits = np.flatnonzero((lengths >= min_words) & (lengths <= max_words))
+    if not fits.size:
+        fits = np.arange(len(lengths))
+    return [int(i) for i in fits[np.argsort(lengths[fits], kind="stable")][:count]]
+
+
+def explorer_frame(layers: Sequence[AttentionLayer], labels: Sequence[str],
+                   sentences: Sequence[Sequence[str]], matches: pd.DataFrame,
+                   chosen: Sequence[int]) -> pd.DataFrame:
+    """The data of :func:`attention_explorer`: one row per chosen sentence (positions in
+    ``sentences``), layer, head and panel (``"chosen"``, or ``"best match"`` for the head's
+    best match in ``matches``, as :func:`analysis_lib.similarity.attention.best_matches`
+    gives them), holding the sentence's words and the word x word map flattened row by row
+    (``weights``, rounded to 3 decimals); the chart unpacks only the map on show.
+    ``labels[k]`` is the label of ``layers[k]``."""
+    index = {label: k for k, label in enumerate(labels)}
+    records = []
+    for s in chosen:
+        words = [f"{k + 1} {w}" for k, w in enumerate(sentences[s])]
+        n = len(words)
+        for row in matches.itertuples():
+            panels = [("chosen", row.layer, row.head, f"{row.layer} head {row.head}")]
+            if row.match_layer:
+                panels.append(("best match", row.match_layer, row.match_head,
+                               f"{row.match_layer} head {row.match_head} "
+                               f"(similarity {row.similarity:.2f})"))
+            for panel, layer, head, source in panels:
+                weights = layers[index[layer]].maps[s][head][:, :n]
+                records.append({"sentence": int(s), "layer": row.layer, "head": int(row.head),
+                                "panel": panel, "source": source, "n": n, "words": words,
+                                "weights": np.round(weights.ravel(), 3).tolist(),
+                                "cell": list(range(n * n))})
+    return pd.DataFrame(records)
 
 
 def attention_explorer(frame: pd.DataFrame, *, size: int = 210) -> ChartLike:

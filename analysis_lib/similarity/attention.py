@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.special import xlogy
 
 from .core import digest, real_array
@@ -140,7 +142,7 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
 
     Every method is symmetric, so a matrix is computed once per pair of layers and kept on
     the first layer (heads x heads floats): a layer-level measure and a search for each
-    head's best match (:func:`~analysis_lib.studies.attention.best_matches`) share it."""
+    head's best match (:func:`best_matches`) share it."""
     _check_alignment(a, b)
     key = (b.digest(), method, float(base))
     if key in a.similarities:
@@ -229,3 +231,98 @@ def attention_representation(A: AttentionInput) -> np.ndarray:
     """
     maps = A.maps if isinstance(A, AttentionLayer) else check_maps(A, "A")
     return np.concatenate([a.reshape(a.shape[0], -1).T for a in maps]).astype(np.float32)
+
+
+def _visible(a: np.ndarray) -> np.ndarray:
+    """The columns each row of one sentence's maps (heads x words x columns) can see: every
+    column, or, where the layer never attends to a later word (a causal decoder), the words
+    up to the row's own and the columns after the words."""
+    t, c = a.shape[1:]
+    later = np.triu(np.ones((t, t), dtype=bool), 1)
+    seen = np.ones((t, c))
+    if not a[:, :, :t][:, later].any():
+        seen[:, :t][later] = 0.0
+    return seen
+
+
+def uniform_like(layer: AttentionLayer) -> AttentionLayer:
+    """One head that attends evenly to every column each row can see (:func:`_visible`),
+    on ``layer``'s sentences."""
+    found = []
+    for a in layer.maps:
+        seen = _visible(a)
+        found.append((seen / seen.sum(axis=1, keepdims=True))[None])
+    return AttentionLayer(found)
+
+
+def first_layer_matches(layers: Sequence[AttentionLayer], owners: Sequence[str],
+                        numbers: Sequence[int], *, method: str = "js",
+                        threshold: float = 0.9) -> pd.DataFrame:
+    """For every head of every layer (``owners[k]`` names the model of ``layers[k]``,
+    ``numbers[k]`` its layer number), its best-matching head in the first layer of the same
+    model (the similarity under ``method``; a head of that first layer is not its own
+    match) and whether it is a near-duplicate of it (similarity >= ``threshold``): a frame,
+    one row per head. Wu et al. (§6) see such heads as vertical bands in the head-level
+    heatmaps.
+
+    A head whose attention is itself within ``threshold`` of the uniform distribution over
+    each row's words (``to_uniform``, :func:`uniform_like`) is marked ``near_uniform`` and
+    never counted as a near-duplicate: two such heads match each other without sharing any
+    preference for particular words (a random model's heads are mostly of this kind)."""
+    rows: list[dict[str, Any]] = []
+    for model in dict.fromkeys(owners):
+        mine = [k for k, owner in enumerate(owners) if owner == model]
+        first = layers[mine[0]]
+        for k in mine:
+            S = head_similarity(layers[k], first, method).copy()
+            if k == mine[0]:
+                np.fill_diagonal(S, -np.inf)
+            flat = head_similarity(layers[k], uniform_like(layers[k]), method)[:, 0]
+            for h, value in enumerate(S.max(axis=1)):
+                uniform = bool(flat[h] >= threshold)
+                rows.append({"model": model, "layer": int(numbers[k]), "head": h,
+                             "best_in_L1": float(value), "to_uniform": float(flat[h]),
+                             "near_uniform": uniform,
+                             "near_duplicate": bool(value >= threshold) and not uniform})
+    return pd.DataFrame(rows)
+
+
+def head_counts(matches: pd.DataFrame, column: str = "near_duplicate") -> pd.DataFrame:
+    """From :func:`first_layer_matches`: the heads that are near-duplicates of a first-layer
+    head (or, with ``column="near_uniform"``, near-uniform heads), counted per model (rows)
+    and layer (columns, in order; empty where a model has no such layer). A first layer's
+    heads are nobody's duplicates, so their column is left out of the duplicate counts."""
+    later = matches[matches.layer > 1] if column == "near_duplicate" else matches
+    counts = later.groupby(["model", "layer"], sort=False)[column].sum()
+    table = counts.unstack("layer").astype("Int64")
+    return table[sorted(table.columns)]
+
+
+def best_matches(layers: Sequence[AttentionLayer], owners: Sequence[str],
+                 labels: Sequence[str], *, method: str = "js") -> pd.DataFrame:
+    """For every head of every layer, the most similar head in any layer of another model
+    (``owners[k]`` names the model of ``layers[k]``; with one model, in any other layer),
+    with the similarity: one record per head, with ``model``, ``layer`` (``labels[k]``),
+    ``head``, ``match_model``, ``match_layer``, ``match_head`` and ``similarity`` (a
+    frame, one row per head)."""
+    records = []
+    several = len(set(owners)) > 1
+    for a, layer_a in enumerate(layers):
+        best = np.full(layer_a.heads, -np.inf)
+        where = [-1] * layer_a.heads
+        heads_at = [-1] * layer_a.heads
+        for b, layer_b in enumerate(layers):
+            if not (owners[b] != owners[a] if several else b != a):
+                continue
+            S = head_similarity(layer_a, layer_b, method)
+            g = S.argmax(axis=1)
+            better = S[np.arange(layer_a.heads), g] > best
+            for h in np.flatnonzero(better).tolist():
+                best[h], where[h], heads_at[h] = S[h, g[h]], b, int(g[h])
+        for h in range(layer_a.heads):
+            found = where[h] >= 0
+            records.append({"model": owners[a], "layer": labels[a], "head": h,
+                            "match_model": owners[where[h]] if found else "",
+                            "match_layer": labels[where[h]] if found else "",
+                            "match_head": heads_at[h], "similarity": float(best[h])})
+    return pd.DataFrame(records)

@@ -5,8 +5,9 @@ partition of the layers into contiguous blocks and how much of the matrix the bl
 explain, :func:`band_fit` the same for the alternative in which similarity depends only on
 the distance between two layers, and :func:`block_gain` compares the two, each charged for
 its parameters (:func:`adjusted_r2`). Ren et al. 2023 (Fig. 3) see distance grow away from
-the diagonal: :func:`layer_gradient`. Cells that are NaN (an undefined similarity, such as
-a constant layer's) are left out of every fit.
+the diagonal: :func:`layer_gradient`. Wu et al. 2020 compare the cells across models with
+those within one model: :func:`across_within`, :func:`rank_overlap`. Cells that are NaN (an
+undefined similarity, such as a constant layer's) are left out of every fit.
 """
 
 from __future__ import annotations
@@ -119,3 +120,36 @@ def layer_gradient(within: np.ndarray, first_layer: int = 1) -> float:
     if len(M) < 3:
         return float("nan")
     return float(M[apart >= 2].mean() - M[apart == 1].mean())
+
+
+def rank_overlap(across: np.ndarray, within: np.ndarray) -> float:
+    """The probability that a cell across two models is at least as similar as a cell
+    within one model, ties counting half: the Mann-Whitney U of the two groups of cells over
+    the product of their sizes (NaN cells left out; NaN when a group is empty).
+
+    0.5: the cells across models are as similar as those within; 0: every one of them lies
+    below every within-model cell. It depends on the order of the values only, so any
+    increasing transformation of a measure (its scale, its offset, its chance level) leaves
+    it unchanged: two measures are compared by it without their scales ever meeting."""
+    from scipy.stats import mannwhitneyu
+
+    across = np.asarray(across, dtype=np.float64).ravel()
+    within = np.asarray(within, dtype=np.float64).ravel()
+    across, within = across[~np.isnan(across)], within[~np.isnan(within)]
+    if not across.size or not within.size:
+        return float("nan")
+    u = mannwhitneyu(across, within, alternative="greater").statistic
+    return float(u / (across.size * within.size))
+
+
+def across_within(M: np.ndarray, same_model: np.ndarray) -> dict[str, float]:
+    """A layer x layer matrix's cells between layers of different models and between two
+    different layers of one model (``same_model[i, j]``: layers i and j belong to one
+    model): the mean of each group (NaN for an empty one) and ``overlap``, the
+    :func:`rank_overlap` of the first group with the second."""
+    M, same = np.asarray(M), np.asarray(same_model, dtype=bool)
+    across, within = ~same, same & ~np.eye(len(same), dtype=bool)
+    return {"across models": M[across].mean() if across.any() else np.nan,
+            "within a model": M[within].mean() if within.any() else np.nan,
+            "overlap": rank_overlap(M[across], M[within])}
+

@@ -10,8 +10,8 @@ Three chapters test them, and the functions read their results by name:
   (:func:`~analysis_lib.studies.representation.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
   ``zoo_control`` and ``not_learned``;
-* the attention chapter (:mod:`analysis_lib.studies.attention`): ``methods`` (per method of
-  :data:`METHODS`, its collection matrix) and ``collection``;
+* the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
+  matrix) and ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
 * the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
   (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
@@ -37,6 +37,7 @@ import pandas as pd
 
 from ...data.corpora import SAME_TEXT
 from ...layers import LayerCollection, LayerTable
+from ...similarity.structure import rank_overlap
 from ..claim import SIM, Evidence, NotMeasured, Paper, figure
 from .merchant import depth_drop, frozen_by_seed
 
@@ -89,26 +90,6 @@ def summary(M: np.ndarray, collection: LayerCollection, models: Sequence[str] | 
     out["overlap"] = rank_overlap(M[cells["across_models"] & both],
                                   M[cells["within_model"] & both])
     return out
-
-
-def rank_overlap(across: np.ndarray, within: np.ndarray) -> float:
-    """The probability that a cell across two models is at least as similar as a cell
-    within one model, ties counting half: the Mann-Whitney U of the two groups of cells over
-    the product of their sizes (NaN cells left out; NaN when a group is empty).
-
-    0.5: the cells across models are as similar as those within; 0: every one of them lies
-    below every within-model cell. It depends on the order of the values only, so any
-    increasing transformation of a measure (its scale, its offset, its chance level) leaves
-    it unchanged: two measures are compared by it without their scales ever meeting."""
-    from scipy.stats import mannwhitneyu
-
-    across = np.asarray(across, dtype=np.float64).ravel()
-    within = np.asarray(within, dtype=np.float64).ravel()
-    across, within = across[~np.isnan(across)], within[~np.isnan(within)]
-    if not across.size or not within.size:
-        return float("nan")
-    u = mannwhitneyu(across, within, alternative="greater").statistic
-    return float(u / (across.size * within.size))
 
 
 def _cells(collection: LayerCollection, models: Sequence[str] | None
