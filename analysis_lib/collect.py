@@ -2,9 +2,11 @@
 layers of all of them gathered in one labelled collection.
 
 :func:`load_model` loads a model by name (a ``random:`` model with the sizes asked for, a
-zoo model trained first if its weights are not cached); :func:`each` loads and extracts
-every model in turn; :func:`attention` gathers every model's word-level attention maps in
-an :class:`AttentionCollection`.
+zoo model trained first if its weights are not cached); :func:`fit_to_models` checks a
+corpus against every model's token limit before any work; :func:`sentence_extraction` and
+:func:`word_layers` read one model's sentence vectors and word rows as the chapters keep
+them; :func:`each` loads and extracts every model in turn; :func:`attention` gathers every
+model's word-level attention maps in an :class:`AttentionCollection`.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .data.corpora import Corpus
-from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract
+from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from .layers import LayerCollection, LayerTable, spread_layers
 from .models import LoadedModel, load, random_options
+from .rules import ParameterError
 from .similarity import AttentionLayer
 from .training import zoo as zoo_training
 
@@ -26,6 +31,89 @@ def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> Loa
     (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
     zoo_training.ensure([name])
     return load(name, **random_options(name, model_options))
+
+
+#: what :func:`fit_to_models` does with a sentence longer than a model's token limit
+LONG_SENTENCES = ("refuse", "drop")
+
+
+def fit_to_models(corpus: Corpus, models: Sequence[str], *, long_sentences: str = "refuse",
+                  model_options: Mapping[str, Any] | None = None) -> Corpus:
+    """``corpus`` checked against every model's token limit before any extraction: a
+    model would cut a sentence longer than its limit, and its word rows would then name
+    other words than another model's. ``long_sentences="refuse"`` (the default) stops with
+    an error that names each model, how many sentences it would cut and the parameter that
+    fixes it; ``"drop"`` leaves those sentences out for every model (the corpus's other
+    sentences, in their order)."""
+    if long_sentences not in LONG_SENTENCES:
+        raise ParameterError(f"long_sentences={long_sentences!r}: choose from "
+                             f"{list(LONG_SENTENCES)}")
+    cut: dict[str, tuple[np.ndarray, int]] = {}
+    for name in models:
+        loaded = load_model(name, model_options)
+        found = over_limit(loaded, corpus)
+        if len(found):
+            cut[name] = (found, loaded.info.max_length)
+    if not cut:
+        return corpus
+    if long_sentences == "refuse":
+        told = "; ".join(f"{name} would cut {len(found)} of the {len(corpus)} sentences at its "
+                         f"limit of {limit} tokens (the first: sentence {found[0]})"
+                         for name, (found, limit) in cut.items())
+        raise ParameterError(
+            f"{told}. Set long_sentences='drop' to leave those sentences out for every model "
+            "(papermill -p long_sentences drop; in a profile, long_sentences: drop), or pass "
+            "shorter sentences")
+    drop = set().union(*(found.tolist() for found, _ in cut.values()))
+    keep = [i for i in range(len(corpus)) if i not in drop]
+    if not keep:
+        raise ValueError(f"every sentence of the corpus is longer than a model's token limit "
+                         f"({', '.join(cut)}); pass shorter sentences")
+    return corpus.subset(keep)
+
+
+#: the sentence vectors every sentence-level extraction of the pages keeps, whichever one it
+#: reads: the first token (what BERT's head reads) and the mean over the tokens (what MiniLM
+#: and MPNet were pretrained to feed a sentence objective). Asking for the same set
+#: everywhere, a page's model reads a set of sentences once, and the cache keeps one entry.
+SENTENCE_POOLINGS = ("first", "mean")
+
+
+def sentence_extraction(model: LoadedModel, corpus: Corpus, *poolings: str,
+                        **extract_options: Any) -> Extraction:
+    """Sentence vectors only (no word rows) of every layer: :data:`SENTENCE_POOLINGS`, and
+    ``poolings`` besides (``"last"`` for a left-to-right decoder); read one with
+    ``.layers(pooling)``."""
+    kept = list(dict.fromkeys((*SENTENCE_POOLINGS, *poolings)))
+    return extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=kept, progress=False,
+                   **extract_options)
+
+
+@dataclass
+class WordLayers:
+    """The word-level layers of one model on the same sampled rows, and its attention."""
+
+    words: list[np.ndarray]
+    attention: Extraction | None
+
+
+def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
+                attention_corpus: Corpus | None = None, *, storage: str = "float32"
+                ) -> WordLayers:
+    """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
+    ``attention_corpus`` when given), the word rows kept in ``storage`` (float16: half the
+    disk, refused for a model whose activations exceed its range)."""
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    rows = np.asarray(rows)
+    every = len(rows) == corpus.n_words and np.array_equal(rows, np.arange(corpus.n_words))
+    # only the sampled rows are kept and cached
+    result = extract(loaded, corpus, word_rows=None if every else rows, sentences=NO_SENTENCES,
+                     storage=storage, progress=False)
+    att = None
+    if attention_corpus is not None:
+        att = extract(loaded, attention_corpus, attention=True, word_rows=SENTENCES_ONLY,
+                      sentences=NO_SENTENCES, progress=False)
+    return WordLayers(list(result.words), att)
 
 
 def each(models: Sequence[str], corpus: Corpus, *,

@@ -1,7 +1,7 @@
 """The learning rates the ``cpu`` fine-tuning preset was chosen from, measured.
 
 Fine-tunes a profile's first grid model at each rate of
-``analysis_lib.studies.shared.RATES`` on each of its tasks (its first seed, everything
+``analysis_lib.studies.RATES`` on each of its tasks (its first seed, everything
 else the profile's grid), trains the runs the cache does not hold, and prints validation and
 test accuracy per rate beside the tasks' majority baseline. The running page's table reads
 the same runs from the cache when the book is built.
@@ -15,16 +15,16 @@ import argparse
 import time
 
 from analysis_lib.book.builder import load_profile
-from analysis_lib.studies import shared
+from analysis_lib.training.grid import FinetuneGrid, rate_table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="default")
     args = parser.parse_args()
-    grid = shared.FinetuneGrid.from_profile(load_profile(args.profile))
+    grid = FinetuneGrid.from_profile(load_profile(args.profile))
     start = time.perf_counter()
-    frame = shared.rate_table(grid, train=True)
+    frame = rate_table(grid, train=True)
     seconds = time.perf_counter() - start
     majority = {t: grid.task(t).majority_baseline("test") for t in grid.tasks}
     print(f"{grid.models[0]}, {grid.n_train} examples, {grid.epochs:g} epochs, seed "

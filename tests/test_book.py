@@ -901,8 +901,8 @@ def _short_model(tmp_path, limit=12):
 
 
 def test_long_sentences_are_refused_before_any_work_or_dropped_on_request(tmp_path):
+    from analysis_lib.collect import fit_to_models
     from analysis_lib.data import corpora
-    from analysis_lib.studies import shared
 
     folder = _short_model(tmp_path)
     text = corpora.from_sentences(["a short one", "this sentence has far too many words to "
@@ -911,10 +911,10 @@ def test_long_sentences_are_refused_before_any_work_or_dropped_on_request(tmp_pa
 
     with pytest.raises(ParameterError, match="would cut 1 of the 3 sentences at its "
                                              "limit of 12 tokens.*long_sentences='drop'"):
-        shared.fit_to_models(text, [folder, "random:gpt2"])
-    kept = shared.fit_to_models(text, [folder], long_sentences="drop")
+        fit_to_models(text, [folder, "random:gpt2"])
+    kept = fit_to_models(text, [folder], long_sentences="drop")
     assert kept.sentences == [["a", "short", "one"], ["fine", "as", "well"]]
-    assert shared.fit_to_models(text, ["random:gpt2"]) is text
+    assert fit_to_models(text, ["random:gpt2"]) is text
     # in the chapter: refused at the corpus, before any extraction, naming the parameter
     path = ROOT / "notebooks" / "representation.ipynb"
     params = {**book.notebook_parameters(path, SMOKE), "models": [folder]}

@@ -143,14 +143,14 @@ def test_a_sample_owns_its_words_and_tokenises_like_words_of():
 
 def test_the_books_task_split_is_drawn_once_and_each_caller_gets_a_copy():
     from analysis_lib.data import tasks
-    from analysis_lib.studies import shared
+    from analysis_lib.training.grid import task_for
 
-    one = shared.task_for("tweets-sentiment", 50, 40)
+    one = task_for("tweets-sentiment", 50, 40)
     fresh = tasks.load_task("tweets-sentiment", n_train=50, n_val=40, n_test=40, seed=0)
     assert one.fingerprint() == fresh.fingerprint()
     one.train.labels[:] = 0
     one.train.texts[0] = "changed"
-    two = shared.task_for("tweets-sentiment", 50, 40)
+    two = task_for("tweets-sentiment", 50, 40)
     assert two.fingerprint() == fresh.fingerprint()
     assert two is not one
 

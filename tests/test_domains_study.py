@@ -351,15 +351,15 @@ def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
     with pytest.raises(ValueError, match="not a task of single sentences"):
         labels.silver_task(tagged, "pos")
     # the book's split of "<task>:pos" is the silver task of the book's split of <task>
-    from analysis_lib.studies import shared
+    from analysis_lib.training.grid import _drawn_task, task_for
 
-    monkeypatch.setattr(shared, "load_task", lambda name, **kw: task)
-    shared._drawn_task.cache_clear()
+    monkeypatch.setattr("analysis_lib.training.grid.load_task", lambda name, **kw: task)
+    _drawn_task.cache_clear()
     try:
-        drawn = shared.task_for("tiny:pos", 16, 4)
+        drawn = task_for("tiny:pos", 16, 4)
         assert drawn.name == "tiny:pos" and drawn.fingerprint() == tagged.fingerprint()
     finally:
-        shared._drawn_task.cache_clear()
+        _drawn_task.cache_clear()
 
 
 def test_tree_depths_count_arcs_to_each_sentence_root():

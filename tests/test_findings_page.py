@@ -207,14 +207,13 @@ def test_the_running_page_rate_table_is_read_from_the_cache(monkeypatch):
     typed): every rate and task as a column, "not in this cache" where a run is missing, and
     the command that trains the missing ones."""
     from analysis_lib.book import builder
-    from analysis_lib.studies import shared
 
     A, B = "tweets-sentiment", "bbc-topic"
     frame = pd.DataFrame([
         {"learning rate": rate, "task": task, "validation": v, "test": t, "cached": v is not None}
         for rate, task, v, t in ((5e-5, A, None, None), (5e-5, B, None, None),
                                  (2e-4, A, 0.6964, 0.668), (2e-4, B, 0.768, 0.7961))])
-    monkeypatch.setattr(shared, "rate_table", lambda grid: frame)
+    monkeypatch.setattr("analysis_lib.training.grid.rate_table", lambda grid: frame)
     text = builder.rate_table({"tasks": [A, B], "n_train": 600}, None)
     lines = [line for line in text.splitlines() if line.startswith("|")]
     assert lines[0] == (f"| learning rate | {A} validation | {A} test | {B} validation | "
@@ -224,7 +223,7 @@ def test_the_running_page_rate_table_is_read_from_the_cache(monkeypatch):
     assert lines[3] == "| 0.0002 | 0.696 | 0.668 | 0.768 | 0.796 |"
     assert "600 examples" in text and "benchmarks/finetune_rates.py" in text
     full = frame.assign(cached=True).fillna(0.5)
-    monkeypatch.setattr(shared, "rate_table", lambda grid: full)
+    monkeypatch.setattr("analysis_lib.training.grid.rate_table", lambda grid: full)
     assert "benchmarks/finetune_rates.py" not in builder.rate_table({"tasks": [A, B]}, None)
 
 

@@ -10,12 +10,15 @@ import pytest
 from analysis_lib import claims
 from analysis_lib.book import prose
 from analysis_lib.claims import verdicts
+from analysis_lib.claims.tables import seed_interval
+from analysis_lib.claims.training_gate import training_problems
+from analysis_lib.collect import SENTENCE_POOLINGS, sentence_extraction
 from analysis_lib.similarity import structure
 from analysis_lib.similarity.core import constant_layer
 from analysis_lib.studies import finetuning as study
-from analysis_lib.studies import shared
-from analysis_lib.studies.shared import FinetuneGrid
 from analysis_lib.training import loop
+from analysis_lib.training import zoo as zoo_training
+from analysis_lib.training.grid import FinetuneGrid, Runs, cached_grid, run_grid
 
 
 def _findings(change, views, frozen=None, *, untrained=None):
@@ -107,12 +110,12 @@ def test_comparisons_shapes_and_known_cells():
 
 
 def test_seed_interval_is_a_t_interval():
-    mean, low, high = shared.seed_interval([1.0, 2.0, 3.0])
+    mean, low, high = seed_interval([1.0, 2.0, 3.0])
     # t(0.975, 2) = 4.303; sd = 1; se = 1 / sqrt(3)
     assert mean == 2.0 and high - mean == pytest.approx(4.3027 / np.sqrt(3), rel=1e-4)
-    mean, low, high = shared.seed_interval([0.5, float("nan")])  # one value: no spread
+    mean, low, high = seed_interval([0.5, float("nan")])  # one value: no spread
     assert mean == 0.5 and np.isnan(low) and np.isnan(high)
-    assert all(np.isnan(shared.seed_interval([float("nan")])))
+    assert all(np.isnan(seed_interval([float("nan")])))
 
 
 def test_the_seed_interval_is_the_verdicts_interval():
@@ -121,7 +124,7 @@ def test_the_seed_interval_is_the_verdicts_interval():
     from analysis_lib.claims.verdicts import Evidence, decide
 
     values = [0.61, 0.64, 0.70, 0.58]
-    mean, low, high = shared.seed_interval(values)
+    mean, low, high = seed_interval(values)
     units = decide("wu-within-model", [Evidence.from_values("seeds", values)]).units
     assert (mean, low, high) == pytest.approx(
         (units.estimate[0], units.low[0], units.high[0]), rel=1e-12)
@@ -138,11 +141,11 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
     grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
                             "seeds": [0, 1], "n_train": 48, "epochs": 0.5}, options)
-    assert shared.cached_grid(grid) is None and not calls
-    first = shared.run_grid(grid, progress=False)
+    assert cached_grid(grid) is None and not calls
+    first = run_grid(grid, progress=False)
     assert len(calls) == 2 and not first.frame.from_cache.any()
     # a page reads the runs another profile trained, and trains nothing
-    found = shared.cached_grid(grid.only(seeds=[0, 1, 2]))  # seed 2 was never trained
+    found = cached_grid(grid.only(seeds=[0, 1, 2]))  # seed 2 was never trained
     assert len(calls) == 2 and found.seeds("random:bert", "tweets-sentiment") == [0, 1]
     for seed in (0, 1):
         assert found.get("random:bert", "tweets-sentiment", seed).path == \
@@ -152,28 +155,28 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert found.task("tweets-sentiment").train.texts == \
         first.task("tweets-sentiment").train.texts
     # too few seeds cached, or another schedule: nothing to read
-    assert shared.cached_grid(grid.only(seeds=[0, 1, 2]), min_seeds=3) is None
-    assert shared.cached_grid(grid.only(epochs=1.0)) is None
+    assert cached_grid(grid.only(seeds=[0, 1, 2]), min_seeds=3) is None
+    assert cached_grid(grid.only(epochs=1.0)) is None
     with pytest.raises(ValueError, match="min_seeds"):
-        shared.cached_grid(grid, min_seeds=0)
+        cached_grid(grid, min_seeds=0)
     assert len(calls) == 2
     # another study asks for the same models: loaded, no training step
-    again = shared.run_grid(grid.only(seeds=[1, 0]), progress=False)
+    again = run_grid(grid.only(seeds=[1, 0]), progress=False)
     assert len(calls) == 2 and again.frame.from_cache.all()
     assert again.get("random:bert", "tweets-sentiment", 0).path == \
         first.get("random:bert", "tweets-sentiment", 0).path
     # a different setting is a different model
     one = grid.only(seeds=[0])
-    shared.run_grid(one, progress=False, freeze_bottom=1)
+    run_grid(one, progress=False, freeze_bottom=1)
     assert len(calls) == 3
     # and so is a different recipe: a paper's preset, with its own batch size and rate
-    wu = shared.run_grid(one.only(preset="wu2020"), progress=False)
+    wu = run_grid(one.only(preset="wu2020"), progress=False)
     assert len(calls) == 4 and not wu.frame.from_cache.any()
     config = wu.get("random:bert", "tweets-sentiment", 0).record["config"]
     assert (config["batch_size"], config["learning_rate"]) == (8, 5e-5)
     assert config["epochs"] == 0.5  # the study's schedule length, the paper's recipe
     # smaller held-out splits: the same training examples, another model and its own splits
-    small = shared.run_grid(one.only(n_heldout=40), progress=False)
+    small = run_grid(one.only(n_heldout=40), progress=False)
     assert len(calls) == 5 and small.grid.n_heldout == 40
     task = small.task("tweets-sentiment")
     assert (len(task.train), len(task.validation), len(task.test)) == (48, 40, 40)
@@ -195,10 +198,10 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
         metrics = {"test": {"accuracy": 0.9, "macro_f1": 0.9, "majority_baseline": 0.5}}
         record = {"train_seconds": 1.0}
 
-    monkeypatch.setattr(shared.zoo_training, "ensure", lambda models: None)
+    monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
     monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
                         or Run())
-    runs = shared.run_grid(grid, progress=False)
+    runs = run_grid(grid, progress=False)
     assert trained == grid.runs()
     assert list(zip(runs.frame.model, runs.frame.task, runs.frame.seed)) == grid.runs()
     assert [r[:3] for r in runs.each()] == grid.runs()
@@ -209,9 +212,9 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     # the cache is read in the same order; a pair with too few seeds cached reads None
     monkeypatch.setattr(FinetuneGrid, "cached", lambda self, m, t, s, **k:
                         None if (m, t, s) == ("b", "u", 0) else Run())
-    found = shared.cached_grid(grid, min_seeds=1)
+    found = cached_grid(grid, min_seeds=1)
     assert list(found.models) == grid.runs()[:-1]
-    assert shared.cached_grid(grid, min_seeds=2) is None
+    assert cached_grid(grid, min_seeds=2) is None
 
 
 def test_the_fine_tuning_grid_is_declared_once_and_checked_by_its_own_rules():
@@ -400,7 +403,7 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
                                         "train_loss": 1.0 / (k + 1), "validation_accuracy": a}
                                        for k, a in enumerate(accuracies)]}
 
-    runs = shared.Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
+    runs = Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
                                        ("m", "t", 1): Run([0.5, 0.7, 0.705]),
                                        ("m", "t", 2): Run([0.8])})
     curves = study.learning_curves(runs)
@@ -410,7 +413,7 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
     assert flagged["max"].to_dict() == {0: True, 1: False, 2: False}  # one epoch: no trend
     assert study.learning_curves(runs, still_rising=0.2).rising.sum() == 0
     # a record without a curve (made before curves were kept) gives no rows
-    old = shared.Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
+    old = Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
         "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()})
     assert study.learning_curves(old).empty
 
@@ -427,7 +430,7 @@ def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch
             rows.append({"model": "m", "task": task, "seed": seed, "accuracy": accuracy,
                          "majority": 0.4})
             found[("m", task, seed)] = Run(75)
-    runs = shared.Runs(pd.DataFrame(rows), found)
+    runs = Runs(pd.DataFrame(rows), found)
     monkeypatch.setattr(study, "frozen_head", lambda runs, models, tasks, **k: pd.DataFrame(
         {"model": "m", "task": tasks, "frozen_head": 0.7}))
     table = study.accuracy_table(runs)
@@ -458,9 +461,9 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
                            "loss_curve": [{"step": k + 1, "train_loss": v}
                                           for k, v in enumerate(losses)]}
 
-    runs = shared.Runs(pd.DataFrame(), {("m", "t", 0): Run(0.8, [1.0, 0.5]),
+    runs = Runs(pd.DataFrame(), {("m", "t", 0): Run(0.8, [1.0, 0.5]),
                                         ("m", "t", 1): Run(0.41, [1.0, 0.99])})
-    problems = shared.training_problems(runs)
+    problems = training_problems(runs)
     assert list(problems) == ["m, t, seed 1"] and "majority baseline" in problems["m, t, seed 1"]
     curves = study.loss_curves(runs)
     assert len(curves) == 4 and set(curves.did_not_train[curves.seed == 0]) == {""}
@@ -503,15 +506,15 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
     assert len(entries) == 1
     mean = seeds.seed_layers({"m": model}, corpus, "mean")["m"]
     assert sorted((tmp_path / "extract").iterdir()) == entries
-    both = shared.sentence_extraction(model, corpus)
+    both = sentence_extraction(model, corpus)
     assert sorted((tmp_path / "extract").iterdir()) == entries
     for a, b in zip(first, both.layers("first")):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(mean, both.layers("mean")):
         np.testing.assert_array_equal(a, b)
-    assert truncation.POOLINGS == shared.SENTENCE_POOLINGS
+    assert truncation.POOLINGS == SENTENCE_POOLINGS
     # a pooling beyond the shared ones is a pass (and an entry) of its own
-    shared.sentence_extraction(model, corpus, "last")
+    sentence_extraction(model, corpus, "last")
     assert len(list((tmp_path / "extract").iterdir())) == 2
 
 

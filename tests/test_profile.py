@@ -98,7 +98,7 @@ def test_a_shape_build_projects_each_step_by_how_much_its_work_grows():
     """Known answer: twice the fine-tuning runs, ten times the steps and four times the
     rows scale each step's own time by its own factor; time outside steps stays."""
     from analysis_lib.book import projection
-    from analysis_lib.studies.shared import FinetuneGrid
+    from analysis_lib.training.grid import FinetuneGrid
 
     grid = {"models": ["minilm"], "tasks": ["tweets-sentiment"], "seeds": [0, 1],
             "n_train": 32, "epochs": 1.0, "preset": "cpu", "n_heldout": 20}

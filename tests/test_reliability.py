@@ -441,7 +441,7 @@ def test_a_misspelt_keyword_names_the_argument_it_was_meant_for():
 
 
 def test_a_missing_corpus_file_is_named_as_a_path_not_a_list(tmp_path):
-    from analysis_lib.studies.rules import _corpus_problems
+    from analysis_lib.rules import _corpus_problems
 
     (problem,) = _corpus_problems("corpus", [str(tmp_path / "gone.txt")])
     assert f"corpus file {tmp_path / 'gone.txt'} does not exist" in problem and "[" not in problem

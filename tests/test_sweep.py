@@ -106,25 +106,28 @@ def test_a_sweeps_fine_tuning_runs_are_the_chapters_runs(monkeypatch, tmp_path):
     """A sweep with tasks fine-tunes the book's grid: its runs, in the grid's order, each
     trained as a chapter's :func:`run_grid` trains it (the same split, settings and model),
     so the chapters find them in the cache."""
-    from analysis_lib.studies import shared
+    from analysis_lib.training import zoo as zoo_training
+    from analysis_lib.training.grid import FinetuneGrid, run_grid
 
     values = {"n_train": 40, "n_heldout": 20, "epochs": 3.0}
     spec = sweep.load_spec({**GRID, "models": ["minilm", "random:bert"],
                             "tasks": ["tweets-sentiment", "bbc-topic"], "finetune": values})
-    grid = shared.FinetuneGrid.of(values).only(models=("minilm", "random:bert"),
+    grid = FinetuneGrid.of(values).only(models=("minilm", "random:bert"),
                                                tasks=("tweets-sentiment", "bbc-topic"),
                                                seeds=(0, 1))
     units = [u for u in sweep.plan(spec) if u.stage == "finetune"]
     assert [(u.axes["model"], u.axes["task"], u.axes["seed"]) for u in units] == grid.runs()
     calls = []
-    monkeypatch.setattr(shared, "finetune", lambda model, task, config, **kw: calls.append(
-        (model, task.fingerprint(), config, kw.get("cache_dir"))) or FakeRun())
+    monkeypatch.setattr("analysis_lib.training.grid.finetune",
+                        lambda model, task, config, **kw: calls.append(
+                            (model, task.fingerprint(), config, kw.get("cache_dir")))
+                        or FakeRun())
     monkeypatch.setattr("analysis_lib.training.zoo.ensure", lambda *a, **k: None)
     minilm = [u for u in units if u.axes["model"] == "minilm"]
     for unit in minilm:
         sweep_run._finetune(unit.params, [], str(tmp_path))
-    monkeypatch.setattr(shared.zoo_training, "ensure", lambda *a, **k: None)
-    shared.run_grid(grid.only(models=("minilm",)), progress=False)
+    monkeypatch.setattr(zoo_training, "ensure", lambda *a, **k: None)
+    run_grid(grid.only(models=("minilm",)), progress=False)
     n = len(minilm)
     assert n == 4 and len(calls) == 2 * n
     assert [call[:3] for call in calls[:n]] == [call[:3] for call in calls[n:]]

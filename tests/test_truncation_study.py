@@ -13,6 +13,7 @@ from analysis_lib.claims.papers import merchant
 from analysis_lib.data import corpora, tasks
 from analysis_lib.studies import truncation as study
 from analysis_lib.training import finetune, surgery
+from analysis_lib.training.grid import Runs
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
 from tests.conftest import TINY
 
@@ -312,7 +313,6 @@ def test_findings_follow_planted_accuracies():
 
 def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_path,
                                                                      monkeypatch):
-    from analysis_lib.studies import shared
     from analysis_lib.training import heads
 
     config = finetune.FinetuneConfig(batch_size=16, learning_rate=2e-3, epochs=2,
@@ -321,7 +321,7 @@ def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_p
     result = finetune.finetune("random:bert", task, config, cache_dir=tmp_path,
                                progress=False, **TINY)
 
-    class Grid(shared.Runs):  # the grid's task is the fixture's, not the book's split
+    class Grid(Runs):  # the grid's task is the fixture's, not the book's split
         def task(self, name):
             return task
 
@@ -345,7 +345,6 @@ def test_score_grids_full_score_is_untuned_at_the_top_layer(monkeypatch):
     """The full model's score beside a layer's is read on the same vectors (UNTUNED at the
     top layer), not the model's ``predict`` on the raw text, which may tokenize a few
     inputs differently: a planted run whose recorded accuracy differs shows which is read."""
-    from analysis_lib.studies import shared
 
     class Run:
         metrics = {"test": {"accuracy": 0.9}}
@@ -354,7 +353,7 @@ def test_score_grids_full_score_is_untuned_at_the_top_layer(monkeypatch):
         def majority_baseline(self, part):
             return 0.5
 
-    class Grid(shared.Runs):
+    class Grid(Runs):
         def task(self, name):
             return Task()
 
@@ -370,14 +369,13 @@ def test_score_grids_full_score_is_untuned_at_the_top_layer(monkeypatch):
 
 
 def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(task, tmp_path):
-    from analysis_lib.studies import shared
 
     config = finetune.FinetuneConfig(batch_size=16, learning_rate=2e-3, epochs=1,
                                      max_length=32, seed=0)
     result = finetune.finetune("random:bert", task, config, cache_dir=tmp_path,
                                progress=False, **TINY)
 
-    class Grid(shared.Runs):
+    class Grid(Runs):
         def task(self, name):
             return task
 

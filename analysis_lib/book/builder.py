@@ -429,7 +429,7 @@ ZOO_MARKER = "% zoo table: written by the build (analysis_lib.models.zoo.table)"
 
 #: the running page's table of fine-tuning learning rates, replaced by :func:`rate_table`
 RATES_MARKER = ("% learning-rate table: written by the build "
-                "(analysis_lib.studies.shared.rate_table)")
+                "(analysis_lib.training.grid.rate_table)")
 
 
 def _markdown(frame, cell) -> str:
@@ -453,11 +453,11 @@ def _missing(value: Any) -> bool:
 def rate_table(grid_values: dict[str, Any] | None, model_options: dict[str, Any] | None
                ) -> str:
     """The grid's first model fine-tuned at each of
-    :data:`~analysis_lib.studies.shared.RATES` (its first seed), as far as the cache holds the
+    :data:`~analysis_lib.training.grid.RATES` (its first seed), as far as the cache holds the
     runs (MyST markdown), and how to train the others."""
     import pandas as pd
 
-    from ..studies.shared import FinetuneGrid, rate_table
+    from ..training.grid import FinetuneGrid, rate_table
 
     grid = FinetuneGrid.of(grid_values, model_options)
     frame = rate_table(grid)

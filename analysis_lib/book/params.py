@@ -16,7 +16,7 @@ Rules are ``key: value`` pairs separated by ``;`` (no ``=``, which papermill's
 items), ``model`` (every item a model name :func:`analysis_lib.models.check_name` accepts)
 and ``corpus`` (a corpus name).
 :func:`declared` reads them; :func:`check` validates values against them
-(:func:`analysis_lib.studies.rules.validate`), in the notebook (right after its parameters)
+(:func:`analysis_lib.rules.validate`), in the notebook (right after its parameters)
 and in the book's build before any notebook runs, so a bad value stops with one error that
 lists every problem and its fix.
 
@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..rules import TYPES, Parameter, ParameterError, validate
 from ..runtime.plain_yaml import MAX_YAML_VALUES, read_yaml
-from ..studies.rules import TYPES, Parameter, ParameterError, validate
 
 __all__ = ["RULES", "MAX_YAML_VALUES", "Parameter", "ParameterError", "check", "declared",
            "logical_lines", "notebook_path", "parse_cell", "read_yaml", "validate"]
@@ -50,7 +50,7 @@ _RULES = re.compile(r"\[(?P<rules>[^\[\]]*(?:\[[^\]]*\][^\[\]]*)*)\]\s*$")
 #: for layer counts the model they must fit (``depth: 'finetune'``: every item at most
 #: the number of transformer layers of the first model that parameter names), a mapping
 #: of fine-tuning settings (``grid``: each key a field of
-#: :class:`analysis_lib.studies.shared.FinetuneGrid`, checked against that field's rules),
+#: :class:`analysis_lib.training.grid.FinetuneGrid`, checked against that field's rules),
 #: and for a random model's sizes their ranges and consistency (``sizes``:
 #: :func:`analysis_lib.models.random_init.size_problems`). Every number must be finite, and a
 #: list holds no item twice. Three rules check nothing and say what the work grows with, for
@@ -86,7 +86,7 @@ def _parse_rules(text: str, name: str) -> dict[str, Any]:
         if key == "items":
             rules[key] = TYPES[value.strip()]
         elif key == "grid":  # the fine-tuning grid: each setting with the rules it declares
-            from ..studies.shared import FinetuneGrid
+            from ..training.grid import FinetuneGrid
 
             rules["fields"] = FinetuneGrid.parameters()
         else:

@@ -25,7 +25,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..layers import LayerTable
+from ..layers import LayerTable, layer_label
 from ..similarity import AttentionLayer
 
 #: the colour scheme of every heatmap
@@ -246,6 +246,11 @@ def slider_lines(frame: pd.DataFrame, *, slider: str, x: str, y: str = "value",
     ).add_params(pick).transform_filter(
         f"abs(datum['{slider}'] - {pick.name}) < {step / 2}"
     ).properties(width=width, height=height)
+
+
+def layer_labels(n_transformer: int) -> list[str]:
+    """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
+    return [layer_label("", k).strip() for k in range(n_transformer + 1)]
 
 
 def explorer_sentences(sentences: Sequence[Sequence[str]], count: int, *, min_words: int = 4,

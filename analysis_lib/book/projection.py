@@ -46,7 +46,7 @@ def _count(value: Any) -> float:
 
 def optimizer_steps(grid) -> float:
     """Optimizer steps of one fine-tuning run of a
-    :class:`~analysis_lib.studies.shared.FinetuneGrid`: ``n_train`` examples for ``epochs``
+    :class:`~analysis_lib.training.grid.FinetuneGrid`: ``n_train`` examples for ``epochs``
     epochs in batches of the ``preset`` recipe, capped at its ``max_steps``."""
     from ..training.finetune import PRESETS
 
@@ -64,7 +64,7 @@ def sizes(declared: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[st
     ``resamples`` (added up) the resamples of a statistic. A notebook that fine-tunes (a
     ``finetune`` grid) counts its runs; without a ``pairs`` parameter its runs are its
     models."""
-    from ..studies.shared import FinetuneGrid
+    from ..training.grid import FinetuneGrid
 
     p = {**{name: param.default for name, param in declared.items()}, **parameters}
 

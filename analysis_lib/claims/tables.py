@@ -1,6 +1,7 @@
 """Findings tables: the verdicts of a chapter's claims as one row per claim, and the ways the
 book reads them (side by side for two settings, as lines for the prose, one claim's
-outcome)."""
+outcome); and the mean with its t interval over seeds that every table of results states
+(:func:`seed_interval`, :func:`summarize`), computed as a claim's evidence is."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from . import get
-from .claim import Verdict
+from .claim import Evidence, Verdict
 
 
 def _units(verdict: Verdict) -> list[list]:
@@ -75,3 +76,23 @@ def outcome_of(findings: pd.DataFrame, claim_id: str) -> str:
         raise KeyError(f"the findings table holds no claim {claim_id!r}; it holds "
                        f"{list(findings.index)}")
     return str(findings.loc[claim_id, "verdict"])
+
+
+def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and the t interval over seeds (:meth:`~.claim.Evidence.interval` of
+    :meth:`~.claim.Evidence.from_values`): ``(mean, low, high)``; NaN values are left
+    out, and one value has no interval (NaN bounds: no spread to estimate)."""
+    evidence = Evidence.from_values("seeds", values)
+    low, high = evidence.interval(1 - level)
+    return evidence.estimate, float(low), float(high)
+
+
+def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
+    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
+    out = []
+    for key, group in frame.groupby(list(by), sort=False):
+        mean, low, high = seed_interval(group[value])
+        key = key if isinstance(key, tuple) else (key,)
+        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
+                    "n": int(group[value].notna().sum())})
+    return pd.DataFrame(out)

@@ -12,11 +12,26 @@ can learn well with a small drop, and one still learning fast can pass it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..training import plateau
+
+
+class _Run(Protocol):
+    """A fine-tuned run (:class:`analysis_lib.training.finetune.FineTuned`): its record."""
+
+    @property
+    def record(self) -> Mapping[str, Any]: ...
+
+
+class _Runs(Protocol):
+    """Runs of a grid (:class:`analysis_lib.training.grid.Runs`): by (model, task, seed)."""
+
+    @property
+    def models(self) -> Mapping[tuple[str, str, int], Any]: ...
+
 
 #: the book's training gate (:func:`training_problem`): a fine-tuned run has learnt its task
 #: when its validation accuracy lies at least this far above the majority baseline
@@ -104,3 +119,19 @@ def describe(problems: Mapping[str, str]) -> str:
     """Runs that failed the training gate, as a reader reads them: ``did not train (run:
     problem; ...)`` (``problems``: run -> :func:`training_problem`)."""
     return "did not train (" + "; ".join(f"{run}: {why}" for run, why in problems.items()) + ")"
+
+
+def training_problems(runs: _Runs) -> dict[str, str]:
+    """The runs of a grid (:class:`analysis_lib.training.grid.Runs`) that fail the
+    training gate (:func:`training_problem`), by run (``"model, task, seed s"``), with the
+    reason: the claims read from them get no verdict
+    (:func:`~analysis_lib.claims.verdicts.untrained`)."""
+    return problems_of({f"{m}, {t}, seed {s}": result
+                        for (m, t, s), result in runs.models.items()})
+
+
+def problems_of(results: Mapping[str, _Run]) -> dict[str, str]:
+    """:func:`training_problems` of any fine-tuned runs, by the names given."""
+    found = {name: training_problem(result.record) for name, result in results.items()}
+    return {name: problem for name, problem in found.items() if problem}
+

@@ -34,16 +34,18 @@ from ..claims import verdicts
 from ..claims.claim import claim_of
 from ..claims.papers import merchant
 from ..claims.papers.merchant import DOMAINS
+from ..collect import load_model, word_layers
 from ..data.corpora import Corpus, load_corpus
 from ..data.labels import LABEL_SETS
+from ..data.stimuli import stimuli, word_rows
 from ..layers import check_layer
 from ..models import LoadedModel
 from ..runtime import checks
 from ..runtime.profile import profiled
 from ..similarity import rsa, stats
 from ..similarity.rsa import ConstantSimilarity, WeightedRSA
+from ..training.grid import Runs
 from ..training.probes import logistic_probe
-from .shared import Runs, load_model, stimuli, word_layers, word_rows
 
 #: the corpus of each offline task's own domain, and the other one
 OTHER_DOMAIN = {"tweets-sentiment": "bbc-news", "bbc-topic": "tweets"}
@@ -91,7 +93,7 @@ def sources(samples: Mapping[str, Mapping[str, DomainSample]]) -> dict[str, dict
 def token_layers(model: LoadedModel, sample: DomainSample, storage: str = "float32"
                  ) -> list[np.ndarray]:
     """Every layer's word vectors (last subword) on the sample's rows, kept in ``storage``
-    (as :func:`~analysis_lib.studies.shared.word_layers`)."""
+    (as :func:`~analysis_lib.collect.word_layers`)."""
     return word_layers(model, sample.corpus, sample.rows, storage=storage).words
 
 

@@ -36,7 +36,11 @@ import pandas as pd
 
 from .. import claims
 from ..claims import training_gate, verdicts
+from ..claims.tables import seed_interval, summarize
+from ..claims.training_gate import training_problems
+from ..collect import WordLayers, load_model, sentence_extraction, word_layers
 from ..data.corpora import Corpus
+from ..data.stimuli import attention_stimuli, stimuli, word_rows
 from ..models import LoadedModel
 from ..similarity import (
     attention_similarity,
@@ -49,23 +53,8 @@ from ..similarity import (
 )
 from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
+from ..training.grid import FinetuneGrid, Runs, cached_grid, run_grid
 from ..training.probes import linear_probe
-from .shared import (
-    FinetuneGrid,
-    Runs,
-    WordLayers,
-    attention_stimuli,
-    cached_grid,
-    load_model,
-    run_grid,
-    seed_interval,
-    sentence_extraction,
-    stimuli,
-    summarize,
-    training_problems,
-    word_layers,
-    word_rows,
-)
 
 COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
 

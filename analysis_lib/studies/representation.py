@@ -22,14 +22,15 @@ import numpy as np
 import pandas as pd
 
 from ..claims.papers.wu import Jackknife, PairKey, SummaryKey, summary
+from ..collect import load_model
 from ..data.corpora import Corpus
+from ..data.stimuli import sample_rows
 from ..extract import NO_SENTENCES, Extraction, extract
 from ..layers import LayerCollection, LayerTable, spread_layers
 from ..runtime.profile import profiled
 from ..similarity import SYMMETRIC, pairwise, pairwise_suite
 from ..similarity import localization as _localization
 from ..similarity.leave_out import leave_out_matrices
-from .shared import load_model, sample_rows
 
 
 @dataclass

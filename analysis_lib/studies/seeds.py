@@ -32,7 +32,9 @@ from ..alignment.flows import CouplingFlow
 from ..claims import causes
 from ..claims.claim import claim_of
 from ..claims.papers import ren
+from ..claims.tables import seed_interval
 from ..claims.verdicts import decide
+from ..collect import sentence_extraction, word_layers
 from ..data.corpora import Corpus
 from ..data.tasks import Task
 from ..extract import NO_SENTENCES, SENTENCES_ONLY, extract
@@ -41,7 +43,6 @@ from ..runtime.profile import profiled
 from ..similarity import attention_representation
 from ..training.finetune import FinetuneConfig, FineTuned, finetune
 from ..training.heads import FirstTokenHead, head_logits
-from .shared import seed_interval, sentence_extraction, word_layers
 
 
 def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -33,31 +33,24 @@ from .. import claims
 from ..claims import causes, training_gate, verdicts
 from ..claims.claim import claim_of
 from ..claims.papers import merchant, phang
+from ..claims.tables import seed_interval
+from ..claims.training_gate import training_problems
 from ..claims.verdicts import Evidence, decide
+from ..collect import SENTENCE_POOLINGS, load_model, sentence_extraction
 from ..data.tasks import Task, split_corpus
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
+from ..training.grid import FinetuneGrid, Runs, cached_grid, run_grid
 from ..training.heads import FirstTokenHead, fit_heads, head_logits
 from ..training.probes import logistic_probe
 from ..training.surgery import truncated_copy
-from .shared import (
-    SENTENCE_POOLINGS,
-    FinetuneGrid,
-    Runs,
-    cached_grid,
-    load_model,
-    run_grid,
-    seed_interval,
-    sentence_extraction,
-    training_problems,
-)
 
 CONFIGS = ("UNTUNED", "TUNED", "TUNEDORIG")
 HEADS = ("model", "probe")
 
 
-#: the sentence vectors a head can read (:data:`~analysis_lib.studies.shared.SENTENCE_POOLINGS`)
+#: the sentence vectors a head can read (:data:`~analysis_lib.collect.SENTENCE_POOLINGS`)
 POOLINGS = SENTENCE_POOLINGS
 
 
@@ -147,7 +140,7 @@ def untuned_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
     """UNTUNED alone for every run of a grid, in :func:`score_grid`'s columns (the full
     score is UNTUNED at the top layer there too). It reads the
     test inputs only and fits nothing, so a grid of longer runs (another profile's, found
-    with :func:`~analysis_lib.studies.shared.cached_grid`) is scored in seconds."""
+    with :func:`~analysis_lib.training.grid.cached_grid`) is scored in seconds."""
     frames = []
     for model, task_name, seed, result in runs.each(models, tasks):
         task = runs.task(task_name)

@@ -112,8 +112,8 @@ def _threads(n: int) -> Iterator[None]:
 
 
 def _finetune(params: dict[str, Any], deps: list[dict], cache_dir: str) -> tuple[Any, bool]:
-    from ..studies.shared import FinetuneGrid
     from ..training import zoo
+    from ..training.grid import FinetuneGrid
 
     zoo.ensure([params["model"]], cache_dir=cache_dir)  # loading never trains
     result = FinetuneGrid.of(params["finetune"]).train(

@@ -10,7 +10,7 @@ A spec is a YAML file (or the same mapping in Python)::
     seeds: [0, 1, 2]          # initialisation seeds of random: models; fine-tuning seeds
     tasks: []                 # optional: fine-tune every model on each task first
     finetune: {epochs: 8, n_train: 600}   # the book's fine-tuning grid: the runs the
-                              # chapters read (analysis_lib.studies.shared.FinetuneGrid)
+                              # chapters read (analysis_lib.training.grid.FinetuneGrid)
     measures: [linear_cka, svcca]
     measure_options: {svcca: {variance: 0.99}}
     kind: words               # words | first | last | mean (sentence vectors)
@@ -25,7 +25,7 @@ A spec is a YAML file (or the same mapping in Python)::
 
 :func:`plan` turns it into units of work, each one of the library's cached steps:
 ``finetune`` (each run of the fine-tuning grid,
-:meth:`~analysis_lib.studies.shared.FinetuneGrid.runs`: the same runs, under the same cache
+:meth:`~analysis_lib.training.grid.FinetuneGrid.runs`: the same runs, under the same cache
 keys, as a chapter's), ``extract`` (one model variant on the corpus) and ``measure`` (two
 variants x one measure: a layer x layer matrix), with the dependencies between them.
 """
@@ -42,10 +42,10 @@ from typing import Any
 from ..data.corpora import is_corpus_file, list_corpora
 from ..data.tasks import TASKS
 from ..models.loading import check_name, random_options
+from ..rules import ParameterError
 from ..runtime import checks
 from ..similarity.registry import canonical
-from ..studies.rules import ParameterError
-from ..studies.shared import FinetuneGrid
+from ..training.grid import FinetuneGrid
 
 PAIRS = ("all", "within", "across")
 KINDS = ("words", "first", "last", "mean")

@@ -9,7 +9,7 @@ seed), ``link`` (:func:`~analysis_lib.studies.truncation.cka_and_loss`) and ``sk
 takes its spread over fine-tuning seeds (paired by seed where two settings are compared);
 one seed gives no spread to judge by. All of them read the fine-tuning grid's runs, and get
 no verdict when one of those failed the training gate (``untrained``:
-:func:`~analysis_lib.studies.shared.training_problems`).
+:func:`~analysis_lib.claims.training_gate.training_problems`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ results the functions read by name:
                            fine-tuning seeds;
 ``injected``               :func:`~analysis_lib.studies.seeds.injection`;
 ``untrained``              the fine-tuning seeds' training problems
-                           (:func:`~analysis_lib.studies.shared.training_problems`);
+                           (:func:`~analysis_lib.claims.training_gate.training_problems`);
 ``untrained_pretraining``  those of the fine-tuned pretraining seeds.
 ``finetuned_attention``    attention and hidden-state distances of the fine-tuned
                            pretraining seeds on the same sentences (as

@@ -19,7 +19,7 @@ Three chapters test them, and the functions read their results by name:
   (:mod:`analysis_lib.studies.domains`): ``cross`` and its control ``same`` (two seeds of
   one task). Claims read from runs that failed the
   training gate get no verdict (``untrained``:
-  :func:`~analysis_lib.studies.shared.training_problems`).
+  :func:`~analysis_lib.claims.training_gate.training_problems`).
 
 Each observation is a contrast of one measure with itself (linear CKA, or the last measure
 given); "similar representations, different neurons" compares how each measure ranks its

@@ -7,7 +7,7 @@ allowed values (``items``, ``item_min``, ``item_max``, ``choices``), names that 
 its values), a random model's sizes (``sizes``), layer counts that must fit a model
 (``depth``: the name of the parameter that names the model), and a mapping of settings each
 with rules of its own (``fields``: the :class:`Parameter` of each key, as
-:class:`analysis_lib.studies.shared.FinetuneGrid` declares the fine-tuning grid). Every
+:class:`analysis_lib.training.grid.FinetuneGrid` declares the fine-tuning grid). Every
 number must be finite, and a list holds no item twice.
 
 :func:`validate` checks values against parameters and raises one :class:`ParameterError`
@@ -79,7 +79,7 @@ def _item_problems(name: str, items: list, rules: dict) -> list[str]:
             out.append(f"{name}: items {bad!r} must be {_type_name(rules['items'])}")
     out += _range_problems(name, items, rules)
     if rules.get("task"):
-        from ..data.tasks import TASKS
+        from .data.tasks import TASKS
 
         bad = [v for v in items if v not in TASKS]
         if bad:
@@ -99,7 +99,7 @@ def _corpus_problems(name: str, items: list) -> list[str]:
     """Corpus names that are neither registered nor an existing text file of one's own."""
     from pathlib import Path
 
-    from ..data.corpora import is_corpus_file, list_corpora
+    from .data.corpora import is_corpus_file, list_corpora
 
     out = []
     files = [v for v in items if is_corpus_file(v)]
@@ -136,7 +136,7 @@ def _problems(name: str, value: Any, param: Parameter) -> list[str]:
             name, list(value.values())) + _item_problems(name, list(value.values()),
                                                          value_rules))
         if param.rules.get("sizes") and not problems:
-            from ..models.random_init import size_problems
+            from .models.random_init import size_problems
 
             problems += [f"{name}: {p}" for p in size_problems(value)]
         return problems
@@ -185,7 +185,7 @@ def _key_problems(name: str, value: dict, rules: dict) -> list[str]:
         if bad:
             out.append(f"{name}: unknown keys {bad!r}; allowed: {list(rules['keys'])}")
     if rules.get("task"):
-        from ..data.tasks import TASKS
+        from .data.tasks import TASKS
 
         bad = [k for k in value if k not in TASKS]
         if bad:
@@ -214,7 +214,7 @@ def _depth_problems(values: Mapping[str, Any], spec: Mapping[str, Parameter]) ->
     """Layer counts above the depth of the model they apply to (``depth`` rule), checked when
     the counts or the models are among ``values`` (the others from their defaults); a model
     whose depth cannot be read here (a hub model not yet cached) is left to the run."""
-    from ..models.loading import depth_of
+    from .models.loading import depth_of
 
     def value(name):
         return values[name] if name in values else spec[name].default
@@ -242,7 +242,7 @@ def _depth_problems(values: Mapping[str, Any], spec: Mapping[str, Parameter]) ->
 
 
 def _model_problems(names: Sequence[Any]) -> list[str]:
-    from ..models import check_name
+    from .models import check_name
 
     problems = []
     for name in names:

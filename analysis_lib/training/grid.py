@@ -1,10 +1,11 @@
-"""What several studies share: the book's fine-tuning grid and its splits, the stimuli drawn
-from a task, samples of word rows, per-word layers, and means with intervals over seeds.
+"""The book's fine-tuning grid: every (model, task, seed) fine-tuned with one recipe, each
+run trained once and found in the cache by the next chapter that asks.
 
-Every fine-tuned model is trained once per (model, task, seed, settings) and found in the
-cache by the next study that asks (:class:`FinetuneGrid`, :func:`run_grid`); every study
-that samples word rows samples them with :func:`word_rows`, so the same seed gives the same
-rows everywhere.
+:class:`FinetuneGrid` declares the grid's settings with their rules (a notebook's
+``finetune`` parameter is checked against them), :func:`task_for` the book's split of a
+task, :func:`run_grid` trains (or loads) every run into :class:`Runs`, :func:`cached_grid`
+reads the runs another profile trained without training any, and :func:`rate_table`
+compares learning rates.
 """
 
 from __future__ import annotations
@@ -16,68 +17,15 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ..claims.claim import Evidence
-from ..claims.training_gate import training_problem
-from ..data.corpora import Corpus
 from ..data.labels import silver_task
-from ..data.tasks import Task, load_task, split_corpus
-from ..extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
-from ..layers import layer_label
-from ..models import LoadedModel, load, random_options, zoo
-from ..training import zoo as zoo_training
-from ..training.finetune import FinetuneConfig, FineTuned, finetune, lookup
-from ..training.finetune import preset as preset_config
-from .rules import Parameter, ParameterError, validate
-
-
-def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
-    """The model ``name``, with ``model_options`` applied when it is a ``random:`` model
-    (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
-    zoo_training.ensure([name])
-    return load(name, **random_options(name, model_options))
-
-
-#: what :func:`fit_to_models` does with a sentence longer than a model's token limit
-LONG_SENTENCES = ("refuse", "drop")
-
-
-def fit_to_models(corpus: Corpus, models: Sequence[str], *, long_sentences: str = "refuse",
-                  model_options: Mapping[str, Any] | None = None) -> Corpus:
-    """``corpus`` checked against every model's token limit before any extraction: a
-    model would cut a sentence longer than its limit, and its word rows would then name
-    other words than another model's. ``long_sentences="refuse"`` (the default) stops with
-    an error that names each model, how many sentences it would cut and the parameter that
-    fixes it; ``"drop"`` leaves those sentences out for every model (the corpus's other
-    sentences, in their order)."""
-    if long_sentences not in LONG_SENTENCES:
-        raise ParameterError(f"long_sentences={long_sentences!r}: choose from "
-                             f"{list(LONG_SENTENCES)}")
-    cut: dict[str, tuple[np.ndarray, int]] = {}
-    for name in models:
-        loaded = load_model(name, model_options)
-        found = over_limit(loaded, corpus)
-        if len(found):
-            cut[name] = (found, loaded.info.max_length)
-    if not cut:
-        return corpus
-    if long_sentences == "refuse":
-        told = "; ".join(f"{name} would cut {len(found)} of the {len(corpus)} sentences at its "
-                         f"limit of {limit} tokens (the first: sentence {found[0]})"
-                         for name, (found, limit) in cut.items())
-        raise ParameterError(
-            f"{told}. Set long_sentences='drop' to leave those sentences out for every model "
-            "(papermill -p long_sentences drop; in a profile, long_sentences: drop), or pass "
-            "shorter sentences")
-    drop = set().union(*(found.tolist() for found, _ in cut.values()))
-    keep = [i for i in range(len(corpus)) if i not in drop]
-    if not keep:
-        raise ValueError(f"every sentence of the corpus is longer than a model's token limit "
-                         f"({', '.join(cut)}); pass shorter sentences")
-    return corpus.subset(keep)
-
+from ..data.tasks import Task, load_task
+from ..models import random_options, zoo
+from ..rules import Parameter, validate
+from . import zoo as zoo_training
+from .finetune import FinetuneConfig, FineTuned, finetune, lookup
+from .finetune import preset as preset_config
 
 #: validation and test examples per task unless a study asks for other sizes
 HELD_OUT = 500
@@ -106,12 +54,12 @@ def _drawn_task(name: str, n_train: int, n_heldout: int) -> Task:
 
 def _setting(default: Any, kind: str, help: str, **rules: Any) -> Any:
     """A field of :class:`FinetuneGrid`: its default, its parameter type, what it means and
-    the rules (:mod:`analysis_lib.studies.rules`) its values obey."""
+    the rules (:mod:`analysis_lib.rules`) its values obey."""
     return field(default=default, metadata={"type": kind, "help": help, "rules": rules})
 
 
 def _presets() -> tuple[str, ...]:
-    from ..training.finetune import PRESETS
+    from .finetune import PRESETS
 
     return tuple(PRESETS)
 
@@ -124,7 +72,7 @@ class FinetuneGrid:
     once and found in the cache by the next chapter. A notebook declares it as one
     parameter, ``finetune`` (a mapping of the fields that differ from these defaults; a
     profile's ``finetune:``), and builds it with :meth:`of`, which checks the values against
-    the rules declared here once (:meth:`parameters`, :mod:`analysis_lib.studies.rules`).
+    the rules declared here once (:meth:`parameters`, :mod:`analysis_lib.rules`).
     ``model_options`` is the notebook's own parameter of that name: the sizes of ``random:``
     models.
     """
@@ -152,8 +100,8 @@ class FinetuneGrid:
 
     @classmethod
     def parameters(cls) -> dict[str, Parameter]:
-        """The grid's settings with their rules (:class:`~analysis_lib.studies.rules.
-        Parameter`), which a notebook's ``finetune`` mapping is checked against (its
+        """The grid's settings with their rules (:class:`~analysis_lib.rules.Parameter`),
+        which a notebook's ``finetune`` mapping is checked against (its
         ``grid`` rule)."""
         out = {}
         for f in fields(cls):
@@ -320,21 +268,6 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
     return Runs.of(found, grid)
 
 
-def training_problems(runs: Runs) -> dict[str, str]:
-    """The runs of a grid that failed the book's training gate
-    (:func:`~analysis_lib.claims.training_gate.training_problem`), by run
-    (``"model, task, seed s"``), with the reason: the claims read from them get no verdict
-    (:func:`~analysis_lib.claims.verdicts.gate`)."""
-    return problems_of({f"{m}, {t}, seed {s}": result
-                        for (m, t, s), result in runs.models.items()})
-
-
-def problems_of(results: Mapping[str, FineTuned]) -> dict[str, str]:
-    """:func:`training_problems` of any fine-tuned runs, by the names given."""
-    found = {name: training_problem(result.record) for name, result in results.items()}
-    return {name: problem for name, problem in found.items() if problem}
-
-
 #: the columns of :attr:`Runs.frame`, one row per run
 RUN_COLUMNS = ("model", "task", "seed", "accuracy", "macro_f1", "majority", "train_seconds",
                "from_cache")
@@ -345,107 +278,6 @@ def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, A
     return {"model": model, "task": task, "seed": seed, "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
             "train_seconds": result.record["train_seconds"], "from_cache": result.from_cache}
-
-
-def stimuli(task: Task, n: int | None = None) -> Corpus:
-    """The validation inputs of a task as a corpus (pairs joined by a space): the stimuli
-    Phang et al. compute CKA over."""
-    split = task.validation
-    if n is not None:
-        split = split.subset(range(min(n, len(split))))
-    return split_corpus(split, name=f"{task.name}-validation")
-
-
-def attention_stimuli(task: Task, n: int, max_words: int = 30) -> Corpus:
-    """The first ``n`` validation inputs of 2 to ``max_words`` words (attention maps cost
-    words squared per head)."""
-    corpus = stimuli(task)
-    short = [i for i, s in enumerate(corpus.sentences) if 2 <= len(s) <= max_words][:n]
-    if not short:
-        raise ValueError(f"no validation input of {task.name} has 2 to {max_words} words")
-    return corpus.subset(short)
-
-
-#: the sentence vectors every sentence-level extraction of the pages keeps, whichever one it
-#: reads: the first token (what BERT's head reads) and the mean over the tokens (what MiniLM
-#: and MPNet were pretrained to feed a sentence objective). Asking for the same set
-#: everywhere, a page's model reads a set of sentences once, and the cache keeps one entry.
-SENTENCE_POOLINGS = ("first", "mean")
-
-
-def sentence_extraction(model: LoadedModel, corpus: Corpus, *poolings: str,
-                        **extract_options: Any) -> Extraction:
-    """Sentence vectors only (no word rows) of every layer: :data:`SENTENCE_POOLINGS`, and
-    ``poolings`` besides (``"last"`` for a left-to-right decoder); read one with
-    ``.layers(pooling)``."""
-    kept = list(dict.fromkeys((*SENTENCE_POOLINGS, *poolings)))
-    return extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=kept, progress=False,
-                   **extract_options)
-
-
-@dataclass
-class WordLayers:
-    """The word-level layers of one model on the same sampled rows, and its attention."""
-
-    words: list[np.ndarray]
-    attention: Extraction | None
-
-
-def word_layers(model: str | LoadedModel, corpus: Corpus, rows: np.ndarray,
-                attention_corpus: Corpus | None = None, *, storage: str = "float32"
-                ) -> WordLayers:
-    """Per-word vectors of every layer on ``rows`` of ``corpus`` (and the word attention on
-    ``attention_corpus`` when given), the word rows kept in ``storage`` (float16: half the
-    disk, refused for a model whose activations exceed its range)."""
-    loaded = model if isinstance(model, LoadedModel) else load_model(model)
-    rows = np.asarray(rows)
-    every = len(rows) == corpus.n_words and np.array_equal(rows, np.arange(corpus.n_words))
-    # only the sampled rows are kept and cached
-    result = extract(loaded, corpus, word_rows=None if every else rows, sentences=NO_SENTENCES,
-                     storage=storage, progress=False)
-    att = None
-    if attention_corpus is not None:
-        att = extract(loaded, attention_corpus, attention=True, word_rows=SENTENCES_ONLY,
-                      sentences=NO_SENTENCES, progress=False)
-    return WordLayers(list(result.words), att)
-
-
-def word_rows(corpus: Corpus, n: int, seed: int = 0) -> np.ndarray:
-    """A deterministic sample of ``n`` word rows (all when the corpus has fewer)."""
-    return sample_rows(corpus.n_words, n, seed)
-
-
-def sample_rows(total: int, n: int, seed: int = 0) -> np.ndarray:
-    """``n`` of ``total`` row indices drawn without replacement with ``seed``, in order (all
-    of them when ``n >= total``): every study's sample of rows."""
-    if n >= total:
-        return np.arange(total)
-    return np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
-
-
-def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and the t interval over seeds (:meth:`~.verdicts.Evidence.interval` of
-    :meth:`~.verdicts.Evidence.from_values`): ``(mean, low, high)``; NaN values are left
-    out, and one value has no interval (NaN bounds: no spread to estimate)."""
-    evidence = Evidence.from_values("seeds", values)
-    low, high = evidence.interval(1 - level)
-    return evidence.estimate, float(low), float(high)
-
-
-def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
-    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
-    out = []
-    for key, group in frame.groupby(list(by), sort=False):
-        mean, low, high = seed_interval(group[value])
-        key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
-                    "n": int(group[value].notna().sum())})
-    return pd.DataFrame(out)
-
-
-def layer_labels(n_transformer: int) -> list[str]:
-    """``["emb", "L1", ..., "L<n>"]``: axis labels of one model's layers."""
-    return [layer_label("", k).strip() for k in range(n_transformer + 1)]
 
 
 #: the learning rates the ``cpu`` preset was chosen from (its own, 2e-4, and the usual
