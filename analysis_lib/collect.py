@@ -6,7 +6,9 @@ zoo model trained first if its weights are not cached); :func:`fit_to_models` ch
 corpus against every model's token limit before any work; :func:`sentence_extraction` and
 :func:`word_layers` read one model's sentence vectors and word rows as the chapters keep
 them; :func:`each` loads and extracts every model in turn; :func:`attention` gathers every
-model's word-level attention maps in an :class:`AttentionCollection`.
+model's word-level attention maps in an :class:`AttentionCollection`;
+:func:`sentence_layers` and :func:`attention_rows` read several models' sentence vectors and
+attention rows on the same sentences.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_lim
 from .layers import LayerCollection, LayerTable, spread_layers
 from .models import LoadedModel, load, random_options
 from .rules import ParameterError
-from .similarity import AttentionLayer
+from .similarity import AttentionLayer, attention_representation
 from .training import zoo as zoo_training
 
 
@@ -167,3 +169,23 @@ def attention(models: Sequence[str], corpus: Corpus, *,
         layers += [AttentionLayer(result.attention_layer(k)) for k in kept]
     return AttentionCollection(LayerTable.concat(tables), layers,
                                [list(s) for s in corpus.sentences])
+
+
+def sentence_layers(models: Mapping[str, LoadedModel], corpus: Corpus, kind: str = "mean"
+                    ) -> dict[str, list[np.ndarray]]:
+    """Every layer's sentence vectors (``"mean"`` over real tokens, or ``"first"``) of each
+    model, on the same sentences, extracted in eval mode (dropout off)."""
+    return {name: sentence_extraction(model, corpus, kind).layers(kind)
+            for name, model in models.items()}
+
+
+def attention_rows(models: Mapping[str, LoadedModel], corpus: Corpus
+                   ) -> dict[str, list[np.ndarray]]:
+    """Every attention layer ``1..L`` of each model as (word pairs x heads) rows."""
+    out = {}
+    for name, model in models.items():
+        result = extract(model, corpus, attention=True, word_rows=SENTENCES_ONLY,
+                         sentences=NO_SENTENCES, progress=False)
+        out[name] = [attention_representation(result.attention_layer(layer))
+                     for layer in range(1, result.info.n_attention_layers + 1)]
+    return out

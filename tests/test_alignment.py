@@ -5,14 +5,17 @@ import numpy as np
 import pytest
 
 from analysis_lib import alignment, claims
+from analysis_lib.alignment import flows
+from analysis_lib.alignment import pairs as seed_pairs
 from analysis_lib.claims import verdicts
 from analysis_lib.claims.papers import ren
 from analysis_lib.similarity import structure
 from analysis_lib.studies import seeds
+from analysis_lib.training import heads
 
 
 def test_linear_regression_recovers_a_linear_map():
-    X, Y = seeds.synthetic_pair(1500, 8, "linear", seed=0)
+    X, Y = flows.synthetic_pair(1500, 8, "linear", seed=0)
     assert alignment.held_out(X, Y, "linreg", seed=0)["test"] < 0.05
     for method in ("cca", "svcca", "pwcca"):  # exact in the canonical space as well
         assert alignment.held_out(X, Y, method, seed=0)["test"] < 0.05
@@ -20,7 +23,7 @@ def test_linear_regression_recovers_a_linear_map():
 
 @pytest.mark.slow
 def test_the_inn_recovers_an_invertible_flow_far_better_than_linear_methods():
-    X, Y = seeds.synthetic_pair(3000, 8, "flow", seed=0)
+    X, Y = flows.synthetic_pair(3000, 8, "flow", seed=0)
     inn = alignment.held_out(X, Y, "inn", seed=0)["test"]
     linear = alignment.held_out(X, Y, "linreg", seed=0)["test"]
     assert inn < 0.7 * linear, (inn, linear)
@@ -40,7 +43,7 @@ def test_procrustes_undoes_a_rotation_and_distances_are_relative():
 
 
 def test_trained_maps_are_deterministic_for_a_seed_and_differ_across_seeds():
-    X, Y = seeds.synthetic_pair(400, 4, "flow", seed=2)
+    X, Y = flows.synthetic_pair(400, 4, "flow", seed=2)
     options = dict(epochs=15, hidden=16)
     a = alignment.fit(X, Y, "mlp", seed=0, **options).transform(X)
     b = alignment.fit(X, Y, "mlp", seed=0, **options).transform(X)
@@ -84,7 +87,7 @@ def test_pair_distances_count_each_pair_once_and_never_a_model_with_itself():
     base = [rng.standard_normal((60, 4)) for _ in range(3)]
     layers = {f"seed {s}": [x + 0.1 * s * rng.standard_normal(x.shape) for x in base]
               for s in range(4)}
-    frame = seeds.pair_distances(layers, "procrustes")
+    frame = seed_pairs.pair_distances(layers, "procrustes")
     assert len(frame) == 6 * 3  # C(4, 2) pairs x 3 layers
     assert frame.groupby("layer").size().tolist() == [6, 6, 6]
     pairs = [p.split(" / ") for p in frame.pair.unique()]
@@ -169,7 +172,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
     base = [rng.standard_normal((20, 24)) for _ in range(2)]
     layers = {f"seed {s}": [x + 0.1 * rng.standard_normal(x.shape) for x in base]
               for s in range(3)}
-    long = seeds.method_distances(layers, ["linreg", "procrustes", "cca"])
+    long = seed_pairs.method_distances(layers, ["linreg", "procrustes", "cca"])
     table = seeds.method_table(long).set_index("method")
     for method in ("linreg", "cca"):
         assert np.isnan(table.loc[method, "test"])
@@ -185,8 +188,8 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
         def __init__(self, seed):
             self.W = np.random.default_rng(seed).standard_normal((24, 2)).astype(np.float32)
 
-    monkeypatch.setattr(seeds, "head_logits", lambda head, X: np.asarray(X) @ head.W)
-    injected = seeds.injection(feats, {"a": Head(0), "b": Head(1)},
+    monkeypatch.setattr(heads, "head_logits", lambda head, X: np.asarray(X) @ head.W)
+    injected = heads.injection(feats, {"a": Head(0), "b": Head(1)},
                                {"test": rng.integers(0, 2, 10)}, ["linreg", "procrustes"])
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
@@ -352,8 +355,8 @@ def test_the_layer_gradient_reads_distance_growing_away_from_the_diagonal():
     chain = [rng.standard_normal((300, 16))]
     for _ in range(4):
         chain.append(chain[-1] + 0.7 * rng.standard_normal((300, 16)))
-    walk = structure.layer_gradient(seeds.layer_by_layer(chain, "procrustes"))
-    independent = structure.layer_gradient(seeds.layer_by_layer(
+    walk = structure.layer_gradient(seed_pairs.layer_by_layer(chain, "procrustes"))
+    independent = structure.layer_gradient(seed_pairs.layer_by_layer(
         [rng.standard_normal((300, 16)) for _ in range(5)], "procrustes"))
     assert walk > 0.1
     assert abs(independent) < 0.05
@@ -433,19 +436,19 @@ def test_seed_distances_ignore_a_seeds_size_and_which_seed_is_mapped():
     near = [x @ np.linalg.qr(rng.standard_normal((6, 6)))[0]
             + 0.3 * rng.standard_normal(x.shape) for x in base]
     layers = {"a": base, "b": near}
-    frame = seeds.pair_distances(layers, "procrustes", seed=1)
-    grown = seeds.pair_distances({"a": base, "b": [10 * x for x in near]}, "procrustes",
+    frame = seed_pairs.pair_distances(layers, "procrustes", seed=1)
+    grown = seed_pairs.pair_distances({"a": base, "b": [10 * x for x in near]}, "procrustes",
                                  seed=1)
     np.testing.assert_allclose(grown.test, frame.test, rtol=1e-9)
-    swapped = seeds.pair_distances({"b": near, "a": base}, "procrustes", seed=1)
+    swapped = seed_pairs.pair_distances({"b": near, "a": base}, "procrustes", seed=1)
     np.testing.assert_allclose(swapped.test, frame.test, rtol=1e-9)
-    unrelated = seeds.pair_distances(
+    unrelated = seed_pairs.pair_distances(
         {"a": base, "c": [rng.standard_normal((200, 6)) for _ in range(2)]}, "procrustes")
     assert (unrelated.train <= 1).all() and (unrelated.test > 0.8).all()
     assert (frame.test < 0.3).all()
     # Ren et al.'s one-way plain fit moves with the size of the seed it maps
-    plain = seeds.method_distances({"a": [10 * x for x in base], "b": near}, ["procrustes"],
+    plain = seed_pairs.method_distances({"a": [10 * x for x in base], "b": near}, ["procrustes"],
                                    seed=1)
     assert (plain.test > 1).all()
-    M = seeds.layer_by_layer(base + near, "procrustes")
+    M = seed_pairs.layer_by_layer(base + near, "procrustes")
     np.testing.assert_allclose(M, M.T)

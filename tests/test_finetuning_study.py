@@ -494,9 +494,9 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
                                                                            tmp_path):
     """The fine-tuning page's first-token CKA, the seeds page's mean vectors and the
     truncation page's probes read one extraction of a model on a set of sentences."""
-    from analysis_lib import models
+    from analysis_lib import collect, models
     from analysis_lib.data import corpora
-    from analysis_lib.studies import seeds, truncation
+    from analysis_lib.studies import truncation
 
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
     model = models.load("random:bert", layers=2, hidden=16, heads=2, vocab_size=300)
@@ -504,7 +504,7 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
     first = study.sentence_layers(model, corpus, "first")
     entries = sorted((tmp_path / "extract").iterdir())
     assert len(entries) == 1
-    mean = seeds.seed_layers({"m": model}, corpus, "mean")["m"]
+    mean = collect.sentence_layers({"m": model}, corpus, "mean")["m"]
     assert sorted((tmp_path / "extract").iterdir()) == entries
     both = sentence_extraction(model, corpus)
     assert sorted((tmp_path / "extract").iterdir()) == entries

@@ -189,7 +189,8 @@ def test_the_measures_run_from_the_wheel_in_a_fresh_environment_without_torch(wh
 
 CORE_MODULES = ("analysis_lib.similarity", "analysis_lib.similarity.stats",
                 "analysis_lib.similarity.streaming", "analysis_lib.similarity.leave_out",
-                "analysis_lib.alignment", "analysis_lib.layers", "analysis_lib.data.synthetic",
+                "analysis_lib.alignment", "analysis_lib.alignment.pairs", "analysis_lib.layers",
+                "analysis_lib.data.synthetic", "analysis_lib.data.stimuli", "analysis_lib.rules",
                 "analysis_lib.runtime.cache", "analysis_lib.runtime.device",
                 "analysis_lib.studies", "analysis_lib.claims",
                 "analysis_lib.claims.verdicts", "analysis_lib.claims.tables",

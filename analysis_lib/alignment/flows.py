@@ -202,3 +202,25 @@ def fit_network(X: np.ndarray, Y: np.ndarray, *, kind: str, seed: int, layers: i
         return unzy(out)
 
     return forward, lambda B: B, {**info, "network": net}
+
+
+def synthetic_pair(n: int, d: int, kind: str, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """X (n, d), Gaussian with a decaying spectrum, and Y = g(X) for a random ``kind`` of g:
+    ``"linear"`` (a random well-conditioned matrix) or ``"flow"`` (a random coupling flow of
+    four layers, an invertible nonlinear map)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * np.arange(1, d + 1) ** -0.3
+    if kind == "linear":
+        A = rng.standard_normal((d, d)) / np.sqrt(d) + np.eye(d)
+        return X, X @ A
+    if kind != "flow":
+        raise ValueError(f"kind must be 'linear' or 'flow', got {kind!r}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        g = CouplingFlow(d, layers=4, hidden=32, seed=seed + 1)
+        for block in g.couplings():  # a clearly nonlinear map: non-zero output layers
+            last: Any = block.net[-1]
+            torch.nn.init.normal_(last.weight, std=0.5)
+        with torch.no_grad():
+            Y = g(torch.as_tensor(X, dtype=torch.float32)).double().numpy()
+    return X, Y

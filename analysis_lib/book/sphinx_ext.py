@@ -33,7 +33,8 @@ from .. import __version__
 API_PAGES: dict[str, tuple[str, ...]] = {
     "similarity": ("analysis_lib.similarity", "analysis_lib.similarity.reference",
                    "analysis_lib.similarity.structure"),
-    "alignment": ("analysis_lib.alignment", "analysis_lib.alignment.flows"),
+    "alignment": ("analysis_lib.alignment", "analysis_lib.alignment.pairs",
+                  "analysis_lib.alignment.flows"),
     "extraction": ("analysis_lib.extract", "analysis_lib.collect", "analysis_lib.layers",
                    "analysis_lib.data.corpora",
                    "analysis_lib.data.tasks", "analysis_lib.data.stimuli",

@@ -15,13 +15,18 @@ logistic-regression probe.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
+from .. import alignment
+from ..alignment import pairs as alignment_pairs
 from ..runtime.device import fused_optimizer
+from ..runtime.profile import profiled
 from ..runtime.threads import one_thread, torch_threads
 
 FIRST_TOKEN_FAMILIES = ("bert", "albert", "roberta", "electra", "distilbert")
@@ -221,3 +226,50 @@ def fit_heads(heads: Sequence[torch.nn.Module], train: Sequence[np.ndarray], lab
         head.eval()
     return [{"epoch": int(e), "validation_accuracy": float(a)}
             for e, a in zip(best_epoch, best_accuracy)]
+
+
+#: rows of :func:`injection` that are baselines, not fitted maps
+INJECTION_BASELINES = ("own", "random", "random label", "identity")
+
+
+@profiled("alignment", lambda *a, **k: "injection")
+def injection(features: Mapping[str, Mapping[str, np.ndarray]],
+              heads: Mapping[str, torch.nn.Module],
+              labels: Mapping[str, np.ndarray], methods: Sequence[str], *,
+              seed: int = 0) -> pd.DataFrame:
+    """Table 5: for every ordered pair of models (1, 2), map model 1's last-layer first-token
+    vectors into model 2's space (fitted on the training split) and classify the test split
+    with model 2's head. Rows: the pair, the method (``own``: model 2 on its own vectors;
+    ``random``: a random orthogonal map, Ren et al.'s "random embedding"; ``random label``:
+    uniform guesses, their "random label"; ``identity`` among ``methods``: model 1's vectors
+    as they are), test accuracy, and a ``note`` (why a method that cannot be fitted on the
+    training split's rows has no accuracy)."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for a, b in itertools.permutations(list(features), 2):
+        head = heads[b]
+        own = head_logits(head, features[b]["test"])
+        rows.append({"from": a, "to": b, "method": "own", "note": "",
+                     "accuracy": float(np.mean(own.argmax(1) == labels["test"]))})
+        d = features[a]["test"].shape[1]
+        Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        mapped = (features[a]["test"] - features[a]["train"].mean(0)) @ Q + \
+            features[b]["train"].mean(0)
+        rows.append({"from": a, "to": b, "method": "random", "note": "", "accuracy": float(
+            np.mean(head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))})
+        guesses = rng.integers(0, own.shape[1], len(labels["test"]))
+        rows.append({"from": a, "to": b, "method": "random label", "note": "",
+                     "accuracy": float(np.mean(guesses == labels["test"]))})
+        # the CCA family maps into a canonical space, not model 2's: nothing to inject
+        for method in [m for m in methods if m not in ("cca", "svcca", "pwcca")]:
+            train_a, train_b = features[a]["train"], features[b]["train"]
+            unfit = alignment_pairs.unfit(method, len(train_a), train_a.shape[1], train_b.shape[1])
+            if unfit:
+                rows.append({"from": a, "to": b, "method": method, "accuracy": np.nan,
+                             "note": unfit})
+                continue
+            mapped = alignment.fit(train_a, train_b, method, seed=seed).transform(
+                features[a]["test"]).astype(np.float32)
+            rows.append({"from": a, "to": b, "method": method, "note": "", "accuracy": float(
+                np.mean(head_logits(head, mapped).argmax(1) == labels["test"]))})
+    return pd.DataFrame(rows)

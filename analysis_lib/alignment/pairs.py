@@ -1,0 +1,119 @@
+"""Distances between models after alignment, as Ren et al. 2023 read them: every pair of
+models (seeds) layer by layer, every pair of layers of one model, every method on the same
+pairs, and the known-answer check of the methods on synthetic pairs.
+
+:func:`pair_distances` aligns each layer of every unordered pair of models and keeps the
+held-out and train distance (each pair once, never a model with itself, both directions
+averaged and Procrustes scaled: :func:`figure_options`); :func:`layer_by_layer` does the
+same for every pair of layers of one model (Ren et al. Fig. 3); :func:`method_distances`
+fits every method as Ren et al.'s Table 4 does (one way, unscaled); :func:`synthetic_table`
+is their Table 3 with known answers (Y = g(X) for a linear and for an invertible nonlinear
+g). A method that cannot be fitted on the rows given is reported with the reason
+(:func:`unfit`), not stopped on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..runtime.profile import profiled
+from .core import fit_rows, held_out, rows_needed
+
+
+@profiled("alignment", lambda methods, **k: f"synthetic, {k.get('n', 3000)} rows")
+def synthetic_table(methods: Sequence[str], *, n: int = 3000, d: int = 8, seed: int = 0
+                    ) -> pd.DataFrame:
+    """Table 3 with known answers: held-out (and train) distance of every method for a
+    linear and for an invertible nonlinear g."""
+    rows = []
+    for kind in ("linear", "flow"):
+        from .flows import synthetic_pair  # PyTorch: the flow pair only
+
+        X, Y = synthetic_pair(n, d, kind, seed=seed)
+        for method in methods:
+            result = held_out(X, Y, method, seed=seed)
+            rows.append({"g": kind, "method": method, "seed": seed, **result})
+    return pd.DataFrame(rows)
+
+
+def figure_options(method: str) -> dict[str, bool]:
+    """The options of the distances Ren et al.'s figures are read on: each pair aligned
+    both ways and the two distances averaged (``both_ways``: no seed is the privileged
+    target), and for ``procrustes`` the best scale after the rotation (``scaled``: the
+    distance ignores either seed's overall size and stays at most 1 on the fitted rows,
+    1 being no better than predicting the target's mean). The plain one-way map of
+    Ren et al.'s L2 distance moves with the layers' scale: a seed with larger activations
+    lands further away, beyond what two unrelated spaces give."""
+    return {"both_ways": True, **({"scaled": True} if method == "procrustes" else {})}
+
+
+@profiled("alignment", lambda layers, method, **k: f"seed pairs, {method}")
+def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
+                   seed: int = 0, first_layer: int = 0, **options: Any) -> pd.DataFrame:
+    """For every layer and every unordered pair of models: the held-out and train distance
+    after aligning the two models' layers (:func:`figure_options`, which ``options``
+    override: ``both_ways=False`` aligns the first model's layer to the second's only).
+    ``first_layer`` is the index of the first entry (0 for hidden states, 1 for
+    attention)."""
+    options = {**figure_options(method), **options}
+    names = list(layers)
+    if len(names) < 2:
+        raise ValueError("pair distances need at least two models (seeds)")
+    n_layers = {len(v) for v in layers.values()}
+    if len(n_layers) != 1:
+        raise ValueError(f"the models have different numbers of layers: {sorted(n_layers)}")
+    first = layers[names[0]][0]
+    why = unfit(method, fit_rows(len(first)), first.shape[1], first.shape[1],
+                options.get("ridge", 0.0))
+    rows = []
+    for a, b in itertools.combinations(names, 2):
+        for k in range(len(layers[a])):
+            row = {"layer": k + first_layer, "pair": f"{a} / {b}", "method": method}
+            if why:
+                rows.append({**row, "train": np.nan, "test": np.nan, "note": why})
+                continue
+            result = held_out(layers[a][k], layers[b][k], method, seed=seed, **options)
+            rows.append({**row, **result, "note": ""})
+    return pd.DataFrame(rows)
+
+
+def unfit(method: str, rows: int, x_columns: int, y_columns: int, ridge: float = 0.0) -> str:
+    """Why ``method`` cannot be fitted on ``rows`` rows at these widths ("" when it can):
+    a table reports such a method as not fitted instead of stopping the page."""
+    needed = rows_needed(method, x_columns, y_columns, ridge)
+    if rows >= needed:
+        return ""
+    return (f"not fitted: {method} at {max(x_columns, y_columns)} columns needs {needed} rows "
+            f"to fit, this split has {rows}; use more sentences or a ridge")
+
+
+@profiled("alignment", lambda layers, method="linreg", **k: f"layer by layer, {method}")
+def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed: int = 0,
+                   **options: Any) -> np.ndarray:
+    """Fig. 3: held-out distance after aligning layer i to layer j of one model, for all
+    i, j (0 on the diagonal), with :func:`figure_options` unless ``options`` override
+    them (both ways, the matrix is symmetric)."""
+    options = {**figure_options(method), **options}
+    n = len(layers)
+    M = np.zeros((n, n))
+    for i, j in itertools.product(range(n), range(n)):
+        if i < j or (i > j and not options["both_ways"]):
+            M[i, j] = held_out(layers[i], layers[j], method, seed=seed, **options)["test"]
+        if i < j and options["both_ways"]:
+            M[j, i] = M[i, j]
+    return M
+
+
+def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequence[str], *,
+                     seed: int = 0) -> pd.DataFrame:
+    """Every method on every seed pair and layer (:func:`pair_distances`), one long table:
+    each method as Ren et al.'s Table 4 fits it, one way and unscaled."""
+    return pd.concat([pair_distances(layers, m, seed=seed,
+                                     **dict.fromkeys(figure_options(m), False))
+                      for m in methods],
+                     ignore_index=True)
