@@ -3,10 +3,11 @@ layers of all of them gathered in one labelled collection.
 
 :func:`load_model` loads a model by name (a ``random:`` model with the sizes asked for, a
 zoo model trained first if its weights are not cached); :func:`fit_to_models` checks a
-corpus against every model's token limit before any work; :func:`sentence_extraction` and
-:func:`word_layers` read one model's sentence vectors and word rows as the chapters keep
-them; :func:`each` loads and extracts every model in turn; :func:`attention` gathers every
-model's word-level attention maps in an :class:`AttentionCollection`;
+corpus against every model's token limit before any work. One model's layers as the
+chapters keep them: :func:`sentence_extraction` (sentence vectors), :func:`pooled_features`
+and :func:`first_token_features` (on a task's splits), :func:`word_layers` (word rows).
+Several models: :func:`each` loads and extracts every model in turn; :func:`attention`
+gathers every model's word-level attention maps in an :class:`AttentionCollection`;
 :func:`sentence_layers` and :func:`attention_rows` read several models' sentence vectors and
 attention rows on the same sentences.
 """
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .data.corpora import Corpus
+from .data.tasks import Task, split_corpus
 from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from .layers import LayerCollection, LayerTable, spread_layers
 from .models import LoadedModel, load, random_options
@@ -89,6 +91,28 @@ def sentence_extraction(model: LoadedModel, corpus: Corpus, *poolings: str,
     kept = list(dict.fromkeys((*SENTENCE_POOLINGS, *poolings)))
     return extract(model, corpus, word_rows=SENTENCES_ONLY, sentences=kept, progress=False,
                    **extract_options)
+
+
+def pooled_features(model: LoadedModel, task: Task,
+                    parts: Sequence[str] = ("train", "validation", "test")
+                    ) -> dict[str, dict[str, list[np.ndarray]]]:
+    """Every layer's sentence vectors on the inputs of each split in ``parts``, for each of
+    :data:`SENTENCE_POOLINGS`: ``{pooling: {part: [one array per layer]}}``, from one forward pass
+    (and one cache entry) per split."""
+    out: dict[str, dict[str, list[np.ndarray]]] = {p: {} for p in SENTENCE_POOLINGS}
+    for part in parts:
+        found = sentence_extraction(model, split_corpus(getattr(task, part),
+                                                        f"{task.name}-{part}"))
+        for pooling in SENTENCE_POOLINGS:
+            out[pooling][part] = found.layers(pooling)
+    return out
+
+
+def first_token_features(model: LoadedModel, task: Task,
+                         parts: Sequence[str] = ("train", "validation", "test")
+                         ) -> dict[str, list[np.ndarray]]:
+    """Every layer's first-token vectors on the inputs of each split in ``parts``."""
+    return pooled_features(model, task, parts)["first"]
 
 
 @dataclass

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis_lib import claims, extract, models
+from analysis_lib import claims, collect, extract, models
 from analysis_lib.book import prose
 from analysis_lib.claims import causes, verdicts
 from analysis_lib.claims.papers import merchant
@@ -55,7 +55,7 @@ def task():
 def test_own_head_on_first_token_vectors_reproduces_the_model(family, task):
     base = models.load(f"random:{family}", **TINY)
     model = finetune.task_model(base, 2, False, 0).eval()
-    corpus = study.split_corpus(task.test)
+    corpus = tasks.split_corpus(task.test)
     # the encoder inside the task model, read through the library's extraction
     encoder = models.LoadedModel(model.base_model, base.tokenizer, base.info)
     first = extract.extract(encoder, corpus, cache=False, progress=False).sentence_first
@@ -382,14 +382,14 @@ def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(t
     runs = Grid(pd.DataFrame(), {("m", "t", 0): result}, len(task.train))
     pooled = study.pooling_scores(runs, ["m"], ["t"])
     assert set(pooled.pooling) == set(study.POOLINGS)
-    feats = study.pooled_features(result.load(), task, ("train", "test"))
+    feats = collect.pooled_features(result.load(), task, ("train", "test"))
     top = int(pooled.layer.max())
     for pooling in study.POOLINGS:
         # at the top layer the probe reads the vectors it was fitted on: the plain probe
         at_top = pooled[(pooled.pooling == pooling) & (pooled.layer == top)].accuracy.item()
         assert at_top == pytest.approx(study.probe_accuracy(feats[pooling], top, task))
     assert np.array_equal(feats["first"]["test"][2],
-                          study.first_token_features(result.load(), task, ["test"])["test"][2])
+                          collect.first_token_features(result.load(), task, ["test"])["test"][2])
     assert not np.allclose(feats["first"]["test"][2], feats["mean"]["test"][2])
 
 

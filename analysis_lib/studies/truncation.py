@@ -36,8 +36,8 @@ from ..claims.papers import merchant, phang
 from ..claims.tables import seed_interval
 from ..claims.training_gate import training_problems
 from ..claims.verdicts import Evidence, decide
-from ..collect import SENTENCE_POOLINGS, load_model, sentence_extraction
-from ..data.tasks import Task, split_corpus
+from ..collect import SENTENCE_POOLINGS, first_token_features, load_model, pooled_features
+from ..data.tasks import Task
 from ..models import LoadedModel
 from ..runtime.profile import profiled
 from ..training import finetune as ft
@@ -52,28 +52,6 @@ HEADS = ("model", "probe")
 
 #: the sentence vectors a head can read (:data:`~analysis_lib.collect.SENTENCE_POOLINGS`)
 POOLINGS = SENTENCE_POOLINGS
-
-
-def pooled_features(model: LoadedModel, task: Task,
-                    parts: Sequence[str] = ("train", "validation", "test")
-                    ) -> dict[str, dict[str, list[np.ndarray]]]:
-    """Every layer's sentence vectors on the inputs of each split in ``parts``, for each of
-    :data:`POOLINGS`: ``{pooling: {part: [one array per layer]}}``, from one forward pass
-    (and one cache entry) per split."""
-    out: dict[str, dict[str, list[np.ndarray]]] = {p: {} for p in POOLINGS}
-    for part in parts:
-        found = sentence_extraction(model, split_corpus(getattr(task, part),
-                                                        f"{task.name}-{part}"))
-        for pooling in POOLINGS:
-            out[pooling][part] = found.layers(pooling)
-    return out
-
-
-def first_token_features(model: LoadedModel, task: Task,
-                         parts: Sequence[str] = ("train", "validation", "test")
-                         ) -> dict[str, list[np.ndarray]]:
-    """Every layer's first-token vectors on the inputs of each split in ``parts``."""
-    return pooled_features(model, task, parts)["first"]
 
 
 def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
