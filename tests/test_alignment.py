@@ -7,10 +7,9 @@ import pytest
 from analysis_lib import alignment, claims
 from analysis_lib.alignment import flows
 from analysis_lib.alignment import pairs as seed_pairs
-from analysis_lib.claims import verdicts
+from analysis_lib.claims import causes, tables, verdicts
 from analysis_lib.claims.papers import ren
 from analysis_lib.similarity import structure
-from analysis_lib.studies import seeds
 from analysis_lib.training import heads
 
 
@@ -92,7 +91,7 @@ def test_pair_distances_count_each_pair_once_and_never_a_model_with_itself():
     assert frame.groupby("layer").size().tolist() == [6, 6, 6]
     pairs = [p.split(" / ") for p in frame.pair.unique()]
     assert all(a != b for a, b in pairs) and len({tuple(sorted(p)) for p in pairs}) == 6
-    summary = seeds.distance_summary(frame)
+    summary = tables.spread_table(frame)
     assert (summary.pairs == 6).all() and (summary.q1 <= summary["median"]).all()
 
 
@@ -173,7 +172,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
     layers = {f"seed {s}": [x + 0.1 * rng.standard_normal(x.shape) for x in base]
               for s in range(3)}
     long = seed_pairs.method_distances(layers, ["linreg", "procrustes", "cca"])
-    table = seeds.method_table(long).set_index("method")
+    table = tables.interval_columns(long).set_index("method")
     for method in ("linreg", "cca"):
         assert np.isnan(table.loc[method, "test"])
         assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
@@ -374,14 +373,23 @@ def test_the_depth_statistic_by_training_step_follows_planted_trends():
     late (shallow layers closer than deep ones), each step judged on its own."""
     early = _pairs({k: 0.3 for k in range(5)}, noise=0.0005)
     late = _pairs({k: 0.1 + 0.1 * k for k in range(5)})
-    table = seeds.depth_by_step({400: late, 100: early})
+    depth = claims.claim.claim_of(ren.depth)
+    table = causes.by_setting(depth, {k: ren.depth(p, f"step {k}") for k, p in
+                                      sorted({400: late, 100: early}.items())},
+                              "step", "L1 - top")
     assert table.step.tolist() == [100, 400]
     assert table.verdict.tolist() == ["equivalent", "holds"]
     assert table["L1 - top"].iloc[1] == pytest.approx(0.2 - 0.5, abs=0.01)
     assert (table.low <= table["L1 - top"]).all() and (table["L1 - top"] <= table.high).all()
-    assert (table.pairs == early.pair.nunique()).all()
+    assert (table.n == early.pair.nunique()).all()
+    change = causes.first_to_last(table, "L1 - top")
+    assert change.unit.tolist() == ["step 100 to 400"]
+    assert change[["verdict_before", "verdict_after"]].values.tolist() == [["equivalent",
+                                                                          "holds"]]
     # any setting in the given order, e.g. the width of the seed models
-    by_width = seeds.depth_by_setting({64: late, 128: early}, "width")
+    by_width = causes.by_setting(depth, {64: ren.depth(late, "width 64"),
+                                         128: ren.depth(early, "width 128")},
+                                 "width", "L1 - top")
     assert by_width.width.tolist() == [64, 128]
     assert by_width.verdict.tolist() == ["holds", "equivalent"]
     assert by_width.drop(columns="width").equals(

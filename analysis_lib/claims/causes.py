@@ -6,12 +6,15 @@ module."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from .claim import MIXED, NOT_MEASURED, VERDICTS
+from .claim import MIXED, NOT_MEASURED, VERDICTS, Claim, Evidence
 from .tables import outcome_of
+from .verdicts import decide
 
 #: what :func:`setting_cause` finds about one setting (training length, depth, width...) as
 #: the cause of a claim that does not show, and what each finding means
@@ -86,3 +89,33 @@ def claim_change(before: pd.DataFrame, after: pd.DataFrame, claim_id: str) -> pd
         "verdict_after": outcome_of(after, claim_id),
         "shown_before": str(before.loc[claim_id, "what this run shows"]),
         "shown_after": str(after.loc[claim_id, "what this run shows"])}])
+
+
+def by_setting(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], column: str,
+               statistic: str) -> pd.DataFrame:
+    """One claim judged by the one rule on its own at each setting (a training step, a
+    width, ...): ``evidence_by`` maps each setting to the claim's evidence there (one unit),
+    in the order the table keeps. One row per setting: the setting (``column``), the unit's
+    estimate (``statistic``), ``low``, ``high``, ``n`` (the values it rests on) and the
+    ``verdict``; :func:`first_to_last` reads it."""
+    rows = []
+    for setting, evidence in evidence_by.items():
+        verdict = decide(claim, evidence)
+        unit = verdict.units.iloc[0] if len(verdict.units) else {}
+        n = unit.get("n", None)
+        rows.append({column: setting,
+                     **{name: float(unit.get(field, np.nan)) for name, field in
+                        ((statistic, "estimate"), ("low", "low"), ("high", "high"))},
+                     "n": int(n) if pd.notna(n) else 0, "verdict": verdict.outcome})
+    return pd.DataFrame(rows)
+
+
+def first_to_last(by_setting_table: pd.DataFrame, statistic: str) -> pd.DataFrame:
+    """:func:`by_setting`'s first and last settings (the earliest checkpoint against the
+    trained models; the base width against the wider models) as :func:`changes`, whose
+    verdicts say whether that setting is the cause of a claim that does not show."""
+    column = by_setting_table.columns[0]
+    first, last = by_setting_table.iloc[[0]], by_setting_table.iloc[[-1]]
+    unit = f"{column} {first[column].iloc[0]} to {last[column].iloc[0]}"
+    return changes(first.assign(unit=unit), last.assign(unit=unit), ["unit"], statistic)
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from . import get
@@ -96,3 +97,38 @@ def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFram
         out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
                     "n": int(group[value].notna().sum())})
     return pd.DataFrame(out)
+
+
+def spread_table(frame: pd.DataFrame, by: Sequence[str] = ("method", "layer"),
+                 value: str = "test", count: str = "pairs") -> pd.DataFrame:
+    """Per group of ``by`` (in the frame's order): the median and quartiles (``q1``, ``q3``)
+    of ``value``, its mean with the t interval (:func:`seed_interval`: ``mean``, ``low``,
+    ``high``) and the group's rows (``count``). The median and quartiles show the spread of
+    the values themselves, the interval how well their mean is known."""
+    rows = []
+    for key, group in frame.groupby(list(by), sort=False):
+        x = group[value].to_numpy()
+        mean, low, high = seed_interval(x)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "median": float(np.median(x)),
+                     "q1": float(np.quantile(x, 0.25)), "q3": float(np.quantile(x, 0.75)),
+                     "mean": mean, "low": low, "high": high, count: len(x)})
+    return pd.DataFrame(rows)
+
+
+def interval_columns(frame: pd.DataFrame, by: str = "method",
+                     parts: Sequence[str] = ("train", "test")) -> pd.DataFrame:
+    """Per value of ``by``: each column of ``parts`` as its mean (:func:`seed_interval`) and
+    the interval beside it as text (``<part>_interval``, empty where no mean), and the
+    group's first non-empty ``note`` (why a row has no numbers)."""
+    rows = []
+    for name, group in frame.groupby(by, sort=False):
+        row = {by: name}
+        for part in parts:
+            mean, low, high = seed_interval(group[part])
+            row[part] = mean
+            row[f"{part}_interval"] = f"[{low:.4f}, {high:.4f}]" if np.isfinite(mean) else ""
+        row["note"] = next((n for n in group.get("note", []) if n), "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+

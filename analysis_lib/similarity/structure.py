@@ -110,7 +110,7 @@ def block_gain(M: np.ndarray) -> float:
 
 def layer_gradient(within: np.ndarray, first_layer: int = 1) -> float:
     """Ren et al.'s Fig. 3 as one number: in a layer x layer distance matrix (such as
-    ``studies.seeds.layer_by_layer``'s), the mean distance between layers two or more
+    ``alignment.pairs.layer_by_layer``'s), the mean distance between layers two or more
     apart minus the mean between adjacent layers (both
     directions of each pair; layers below ``first_layer`` left out: Ren et al. show the 12
     transformer layers, not the embeddings). Positive when distance grows away from the

@@ -4,11 +4,11 @@
 ``finetuning``      Phang et al. 2021, Wu et al. §6, Merchant et al. §5: what fine-tuning changes
 ``truncation``      Phang et al. 2021 §4, Merchant et al. §5.2: how many layers a task needs
 ``domains``         Merchant et al. 2020 §6: in-domain against out-of-domain inputs
-``seeds``           Ren et al. 2023: models that differ only by seed, aligned
 
 Every study names layers through :class:`analysis_lib.layers.LayerTable`.
 
 The package imports nothing heavy itself; a chapter module brings in extraction and
-training where it needs them. The attention chapter computes with the library's general
-functions alone (:mod:`analysis_lib.collect`, :mod:`analysis_lib.similarity.attention`).
+training where it needs them. The attention and seeds chapters compute with the library's
+general functions alone (:mod:`analysis_lib.collect`, :mod:`analysis_lib.similarity.attention`,
+:mod:`analysis_lib.alignment.pairs`, :mod:`analysis_lib.claims.causes`).
 """

@@ -1,24 +1,23 @@
 """Ren et al. 2023's claims, each beside the function that computes its evidence.
 
-All of them are tested by the seeds chapter (:mod:`analysis_lib.studies.seeds`), whose
-results the functions read by name:
+All of them are tested by the seeds chapter, whose results the functions read by name:
 
-``synthetic``              :func:`~analysis_lib.studies.seeds.synthetic_table` rows (with
+``synthetic``              :func:`~analysis_lib.alignment.pairs.synthetic_table` rows (with
                            ``rows`` and ``seed`` columns): Table 3's known maps;
-``pretraining``            :func:`~analysis_lib.studies.seeds.pair_distances` of models that
+``pretraining``            :func:`~analysis_lib.alignment.pairs.pair_distances` of models that
                            differ only by their *pretraining* seed (the zoo's masked LMs, or
                            the MultiBERTs);
-``pretraining_attention``  :func:`~analysis_lib.studies.seeds.same_sentences` of those
-                           models, with a ``task`` column;
-``pretraining_finetuned``  :func:`~analysis_lib.studies.seeds.pair_distances` of the same
-                           models after
-                           :func:`~analysis_lib.studies.seeds.finetuned_seed_models`, on the
-                           same sentences as ``pretraining``;
-``pretraining_within``     the :func:`~analysis_lib.studies.seeds.layer_by_layer` matrix of
+``pretraining_attention``  the pair distances of those models' word vectors and attention
+                           rows on the same sentences (``kind`` says which), with a ``task``
+                           column;
+``pretraining_finetuned``  :func:`~analysis_lib.alignment.pairs.pair_distances` of the same
+                           models, each fine-tuned once with the same data, settings and
+                           seed, on the same sentences as ``pretraining``;
+``pretraining_within``     the :func:`~analysis_lib.alignment.pairs.layer_by_layer` matrix of
                            each of those models (Fig. 3);
-``methods``                :func:`~analysis_lib.studies.seeds.method_distances` of the
+``methods``                :func:`~analysis_lib.alignment.pairs.method_distances` of the
                            fine-tuning seeds;
-``injected``               :func:`~analysis_lib.studies.seeds.injection`;
+``injected``               :func:`~analysis_lib.training.heads.injection`;
 ``untrained``              the fine-tuning seeds' training problems
                            (:func:`~analysis_lib.claims.training_gate.training_problems`);
 ``untrained_pretraining``  those of the fine-tuned pretraining seeds.
