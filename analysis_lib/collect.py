@@ -9,7 +9,8 @@ and :func:`first_token_features` (on a task's splits), :func:`word_layers` (word
 Several models: :func:`each` loads and extracts every model in turn; :func:`attention`
 gathers every model's word-level attention maps in an :class:`AttentionCollection`;
 :func:`sentence_layers` and :func:`attention_rows` read several models' sentence vectors and
-attention rows on the same sentences.
+attention rows on the same sentences. One model's pooled layers (:func:`pooled_layers`) and
+a fine-tuned model's views against its base (:func:`view_matrices`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from .layers import LayerCollection, LayerTable, spread_layers
 from .models import LoadedModel, load, random_options
 from .rules import ParameterError
 from .similarity import AttentionLayer, attention_representation
+from .similarity.structure import phang_views
 from .training import zoo as zoo_training
+from .training.grid import Runs
 
 
 def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
@@ -213,3 +216,27 @@ def attention_rows(models: Mapping[str, LoadedModel], corpus: Corpus
         out[name] = [attention_representation(result.attention_layer(layer))
                      for layer in range(1, result.info.n_attention_layers + 1)]
     return out
+
+
+def pooled_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
+                  **extract_options: Any) -> list[np.ndarray]:
+    """Every layer's sentence vectors: the first token (``"first"``, [CLS] for BERT-like
+    models), the last real token (``"last"``, for left-to-right decoders) or the mean over
+    the real tokens (``"mean"``)."""
+    if pooling not in ("first", "last", "mean"):
+        raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    return sentence_extraction(loaded, corpus, pooling, **extract_options).layers(pooling)
+
+
+def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
+                  *, model_options: Mapping[str, Any] | None = None
+                  ) -> dict[str, list[np.ndarray]]:
+    """Phang et al.'s four views (:func:`~analysis_lib.similarity.structure.phang_views`) of
+    one model fine-tuned on one task (every seed of ``runs``) against its base model, over
+    ``corpus`` (the validation stimuli), on the sentence vectors of ``pooling``."""
+    base = pooled_layers(load_model(model, model_options), corpus, pooling)
+    tuned = {seed: pooled_layers(runs.get(model, task, seed).load(), corpus, pooling)
+             for seed in runs.seeds(model, task)}
+    return phang_views(base, tuned)
+

@@ -64,7 +64,7 @@ def test_undefined_layers_are_left_out_not_scored():
     M[0, :] = M[:, 0] = np.nan  # the first token at the embedding layer
     fit = structure.block_fit(M, 2)
     assert fit["starts"] == [1, 4] and fit["r2"] == pytest.approx(1.0)
-    table = study.structure_table({"FT-FT": [M[:4, :4]]})  # 3 defined layers: no 2-block fit
+    table = structure.structure_table({"FT-FT": [M[:4, :4]]})  # 3 defined layers: no 2-block fit
     assert np.isnan(table.loc[0, "block2_r2"]) and table.loc[0, "block2_starts"] == []
     with pytest.raises(ValueError, match="k=9 blocks need 1..7 defined layers"):
         structure.block_fit(M, 9)
@@ -83,7 +83,7 @@ def test_cka_matrix_leaves_constant_layers_undefined():
     rng = np.random.default_rng(1)
     layers = _layers(rng)
     assert [constant_layer(X) for X in layers] == [True, False, False, False]
-    M = study.cka_matrix(layers)
+    M = structure.cka_matrix(layers)
     assert np.isnan(M[0]).all() and np.isnan(M[:, 0]).all()
     np.testing.assert_allclose(np.diag(M)[1:], 1.0, atol=1e-6)
     np.testing.assert_allclose(M[1:, 1:], M[1:, 1:].T, atol=1e-9)
@@ -95,8 +95,8 @@ def test_comparisons_shapes_and_known_cells():
     base = _layers(rng)
     tuned = {s: [x + 0.3 * s * rng.standard_normal(x.shape).astype(np.float32) if k else x
                  for k, x in enumerate(base)] for s in (0, 1, 2)}
-    views = study.comparisons(base, tuned)
-    assert [len(views[v]) for v in study.COMPARISONS] == [1, 3, 3, 3]  # seed pairs: 3
+    views = structure.phang_views(base, tuned)
+    assert [len(views[v]) for v in structure.VIEWS] == [1, 3, 3, 3]  # seed pairs: 3
     for name, mats in views.items():
         for M in mats:
             assert M.shape == (4, 4)
@@ -501,7 +501,7 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
     model = models.load("random:bert", layers=2, hidden=16, heads=2, vocab_size=300)
     corpus = corpora.from_sentences(["the cat sat", "a dog ran far", "birds sing"])
-    first = study.sentence_layers(model, corpus, "first")
+    first = collect.pooled_layers(model, corpus, "first")
     entries = sorted((tmp_path / "extract").iterdir())
     assert len(entries) == 1
     mean = collect.sentence_layers({"m": model}, corpus, "mean")["m"]

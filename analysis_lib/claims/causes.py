@@ -102,7 +102,7 @@ def by_setting(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], colu
     for setting, evidence in evidence_by.items():
         verdict = decide(claim, evidence)
         unit = verdict.units.iloc[0] if len(verdict.units) else {}
-        n = unit.get("n", None)
+        n = unit.get("n", np.nan)
         rows.append({column: setting,
                      **{name: float(unit.get(field, np.nan)) for name, field in
                         ((statistic, "estimate"), ("low", "low"), ("high", "high"))},

@@ -6,16 +6,23 @@ explain, :func:`band_fit` the same for the alternative in which similarity depen
 the distance between two layers, and :func:`block_gain` compares the two, each charged for
 its parameters (:func:`adjusted_r2`). Ren et al. 2023 (Fig. 3) see distance grow away from
 the diagonal: :func:`layer_gradient`. Wu et al. 2020 compare the cells across models with
-those within one model: :func:`across_within`, :func:`rank_overlap`. Cells that are NaN (an
-undefined similarity, such as a constant layer's) are left out of every fit.
+those within one model: :func:`across_within`, :func:`rank_overlap`. Phang et al.'s four
+views of a fine-tuned model against its base and its other seeds: :func:`phang_views`
+(linear CKA, :func:`cka_matrix`), :func:`mean_views`, and their block and band fits,
+:func:`structure_table`. Cells that are NaN (an undefined similarity, such as a constant
+layer's) are left out of every fit.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from .pairwise import pairwise
 
 
 def _off_diagonal(M: np.ndarray) -> np.ndarray:
@@ -152,4 +159,58 @@ def across_within(M: np.ndarray, same_model: np.ndarray) -> dict[str, float]:
     return {"across models": M[across].mean() if across.any() else np.nan,
             "within a model": M[within].mean() if within.any() else np.nan,
             "overlap": rank_overlap(M[across], M[within])}
+
+
+#: Phang et al.'s four views of a fine-tuned model (:func:`phang_views`)
+VIEWS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
+
+
+def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """Linear CKA of every layer of A against every layer of B (A itself when None), NaN in
+    the rows and columns of constant layers, where it is undefined (the first token's
+    vector at the embedding layer)."""
+    return pairwise(A, B, measure="linear_cka", progress=False, undefined="nan")
+
+
+def phang_views(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]]
+                ) -> dict[str, list[np.ndarray]]:
+    """Phang et al.'s four views, each a list of layer x layer CKA matrices (one per seed, or
+    per pair of seeds): ``ORIG-ORIG`` (the base model with itself), ``FT-ORIG`` (rows: the
+    fine-tuned model's layers, columns: the base model's), ``FT-FT`` and ``FT[1]-FT[2]``
+    (two fine-tuning seeds; rows the first)."""
+    seeds = sorted(tuned)
+    return {
+        "ORIG-ORIG": [cka_matrix(base)],
+        "FT-ORIG": [cka_matrix(tuned[s], base) for s in seeds],
+        "FT-FT": [cka_matrix(tuned[s]) for s in seeds],
+        "FT[1]-FT[2]": [cka_matrix(tuned[a], tuned[b])
+                        for a, b in itertools.combinations(seeds, 2)],
+    }
+
+
+def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each view's matrices averaged (over seeds or seed pairs); undefined cells stay NaN."""
+    return {name: np.mean(np.stack(mats), axis=0) for name, mats in views.items()}
+
+
+def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int] = (2, 3)
+                    ) -> pd.DataFrame:
+    """For every matrix of every view: block R^2 for each k, the banded R^2, and the block
+    boundaries (one row per matrix). A k-block fit needs at least 2k defined layers (fewer
+    would fit every cell by its own block); below that it is NaN."""
+    rows = []
+    for view, mats in views.items():
+        for index, M in enumerate(mats):
+            M = np.asarray(M, dtype=np.float64)
+            row: dict[str, Any] = {"view": view, "matrix": index, "band_r2": band_fit(M)}
+            for k in ks:
+                fit = block_fit(M, k) if 2 * k <= n_defined(M) else {
+                    "r2": float("nan"), "starts": [], "within": float("nan"),
+                    "between": float("nan")}
+                row[f"block{k}_r2"] = fit["r2"]
+                row[f"block{k}_starts"] = fit["starts"]
+                if k == 2:
+                    row["within"], row["between"] = fit["within"], fit["between"]
+            rows.append(row)
+    return pd.DataFrame(rows)
 

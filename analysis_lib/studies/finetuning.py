@@ -1,24 +1,19 @@
 """What fine-tuning changes, layer by layer (Phang et al. 2021 §3; Wu et al. 2020 §6, App. D;
 Merchant et al. 2020 §5).
 
-The study's bookkeeping, so the notebook only tells the story (the fine-tuning grid, its
-splits and the stimuli are shared with the other studies: :mod:`.shared`):
+What the fine-tuning chapter still keeps for itself. Phang et al.'s four views and their
+block structure are general (:func:`analysis_lib.collect.view_matrices`,
+:mod:`analysis_lib.similarity.structure`); the fine-tuning grid and its runs are
+:mod:`analysis_lib.training.grid`'s. Here:
 
-* :func:`sentence_layers` and :func:`comparisons`: linear CKA between every pair of layers of
-  the first-token (CLS) or mean-pooled sentence vectors, for ORIG-ORIG, FT-ORIG, FT-FT and
-  FT[1]-FT[2] (Phang et al. Fig. 1, 5, 6), with layers whose vectors are constant (the first
-  token at the embedding layer) reported as undefined;
-* :func:`structure_table` (:func:`~analysis_lib.similarity.structure.block_fit` and
-  :func:`~analysis_lib.similarity.structure.band_fit` of each matrix): how much of its
-  off-diagonal similarity a partition into k contiguous blocks explains, against a banded
-  model in which similarity depends only on the distance between layers;
+* :func:`structure_summary`: the views' block and band fits over seeds;
 * :func:`layer_change`: per layer, base against fine-tuned under CKA, neuronsim and RSA on
   word tokens (Wu et al. Fig. 5; Merchant et al. Fig. 2), head-level JS attention similarity
   (Wu et al. Fig. 6) and localization (Wu et al. Fig. 7);
 * :func:`freezing_runs`: fine-tuning with the bottom or top k layers frozen (Wu et al. App. D;
   Merchant et al. Fig. 3);
 and the results these give, by name, for the claims they test (their evidence functions
-are in :mod:`.wu`, :mod:`.phang` and :mod:`.merchant`; the notebook judges them with
+are in :mod:`analysis_lib.claims.papers`; the notebook judges them with
 :func:`~analysis_lib.claims.verdicts.judge`).
 """
 
@@ -38,84 +33,22 @@ from .. import claims
 from ..claims import training_gate, verdicts
 from ..claims.tables import seed_interval, summarize
 from ..claims.training_gate import training_problems
-from ..collect import WordLayers, load_model, sentence_extraction, word_layers
-from ..data.corpora import Corpus
+from ..collect import WordLayers, load_model, view_matrices, word_layers
 from ..data.stimuli import attention_stimuli, stimuli, word_rows
-from ..models import LoadedModel
 from ..similarity import (
     attention_similarity,
     linear_cka,
     localization,
     neuronsim,
-    pairwise,
     pairwise_suite,
     rsa,
+    structure,
 )
-from ..similarity.structure import band_fit, block_fit, n_defined
 from ..training.finetune import FineTuned
 from ..training.grid import FinetuneGrid, Runs, cached_grid, run_grid
 from ..training.probes import linear_probe
 
-COMPARISONS = ("ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]")
-
-
 # --------------------------------------------------------------------------- CLS matrices
-
-
-def sentence_layers(model: str | LoadedModel, corpus: Corpus, pooling: str = "first",
-                    **extract_options: Any) -> list[np.ndarray]:
-    """Every layer's sentence vectors: the first token (``"first"``, [CLS] for BERT-like
-    models), the last real token (``"last"``, for left-to-right decoders) or the mean over
-    the real tokens (``"mean"``)."""
-    if pooling not in ("first", "last", "mean"):
-        raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {pooling!r}")
-    loaded = model if isinstance(model, LoadedModel) else load_model(model)
-    return sentence_extraction(loaded, corpus, pooling, **extract_options).layers(pooling)
-
-
-def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -> np.ndarray:
-    """Linear CKA of every layer of A against every layer of B (A itself when None), NaN in
-    the rows and columns of constant layers, where it is undefined (the first token's
-    vector at the embedding layer)."""
-    return pairwise(A, B, measure="linear_cka", progress=False, undefined="nan")
-
-
-def comparisons(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]]
-                ) -> dict[str, list[np.ndarray]]:
-    """Phang et al.'s four views, each a list of layer x layer CKA matrices (one per seed, or
-    per pair of seeds): ``ORIG-ORIG`` (the base model with itself), ``FT-ORIG`` (rows: the
-    fine-tuned model's layers, columns: the base model's), ``FT-FT`` and ``FT[1]-FT[2]``
-    (two fine-tuning seeds; rows the first)."""
-    seeds = sorted(tuned)
-    return {
-        "ORIG-ORIG": [cka_matrix(base)],
-        "FT-ORIG": [cka_matrix(tuned[s], base) for s in seeds],
-        "FT-FT": [cka_matrix(tuned[s]) for s in seeds],
-        "FT[1]-FT[2]": [cka_matrix(tuned[a], tuned[b])
-                        for a, b in itertools.combinations(seeds, 2)],
-    }
-
-
-def structure_table(views: Mapping[str, Sequence[np.ndarray]], ks: Sequence[int] = (2, 3)
-                    ) -> pd.DataFrame:
-    """For every matrix of every view: block R^2 for each k, the banded R^2, and the block
-    boundaries (one row per matrix). A k-block fit needs at least 2k defined layers (fewer
-    would fit every cell by its own block); below that it is NaN."""
-    rows = []
-    for view, mats in views.items():
-        for index, M in enumerate(mats):
-            M = np.asarray(M, dtype=np.float64)
-            row: dict[str, Any] = {"view": view, "matrix": index, "band_r2": band_fit(M)}
-            for k in ks:
-                fit = block_fit(M, k) if 2 * k <= n_defined(M) else {
-                    "r2": float("nan"), "starts": [], "within": float("nan"),
-                    "between": float("nan")}
-                row[f"block{k}_r2"] = fit["r2"]
-                row[f"block{k}_starts"] = fit["starts"]
-                if k == 2:
-                    row["within"], row["between"] = fit["within"], fit["between"]
-            rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- intervals
@@ -391,28 +324,13 @@ def loss_curves(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: str = "first",
-                  *, model_options: Mapping[str, Any] | None = None
-                  ) -> dict[str, list[np.ndarray]]:
-    """:func:`comparisons` for one model and task, over ``corpus`` (the validation stimuli)."""
-    base = sentence_layers(load_model(model, model_options), corpus, pooling)
-    tuned = {seed: sentence_layers(runs.get(model, task, seed).load(), corpus, pooling)
-             for seed in runs.seeds(model, task)}
-    return comparisons(base, tuned)
-
-
-def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
-    """Each view's matrices averaged (over seeds or seed pairs); undefined cells stay NaN."""
-    return {name: np.mean(np.stack(mats), axis=0) for name, mats in views.items()}
-
-
 def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]
                       ) -> pd.DataFrame:
     """Block and band R^2 of every view: means with t intervals over its matrices (seeds or
     seed pairs), one row per (model, task, pooling, view)."""
     rows = []
     for (model, task, pooling), view in views.items():
-        table = structure_table(view)
+        table = structure.structure_table(view)
         for name, group in table.groupby("view", sort=False):
             row: dict[str, Any] = {"model": model, "task": task, "pooling": pooling,
                                    "view": name, "matrices": len(group)}

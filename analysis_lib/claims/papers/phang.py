@@ -1,7 +1,7 @@
 """Phang et al. 2021's claims, each beside the function that computes its evidence.
 
 The fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`) tests the block claims from
-its results ``views`` (:func:`~analysis_lib.studies.finetuning.view_matrices` per ``(model,
+its results ``views`` (:func:`~analysis_lib.collect.view_matrices` per ``(model,
 task, pooling)``); the truncation chapter (:mod:`analysis_lib.studies.truncation`) tests the
 others from ``scores`` (:func:`~analysis_lib.studies.truncation.score_grid`, one row per
 seed), ``link`` (:func:`~analysis_lib.studies.truncation.cka_and_loss`) and ``skips``
@@ -93,7 +93,7 @@ def ft_orig(views: Views | None) -> list[Evidence]:
     chapter="finetuning", gates=("untrained",))
 def restarts(views: Views | None) -> list[Evidence]:
     """Per (model, task): for each pair of seeds (the order of
-    :func:`~analysis_lib.studies.finetuning.comparisons`), FT[1]-FT[2] at the top layer
+    :func:`~analysis_lib.similarity.structure.phang_views`), FT[1]-FT[2] at the top layer
     minus the mean of the two seeds' FT-ORIG there; the estimate is the mean over pairs,
     its standard error a jackknife that leaves out one seed (and every pair with it)."""
     out = []
