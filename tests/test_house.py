@@ -182,6 +182,24 @@ def test_the_build_and_the_sweep_never_run_a_chapters_computation():
 CLAIMS_MAY_READ = {"analysis_lib.models.info", "analysis_lib.training.plateau"}
 
 
+def test_claim_ids_are_written_only_in_the_papers_modules():
+    """A claim's id is typed once, in its paper's module (``claims/papers``); the library
+    elsewhere names a claim by its evidence function (``claims.claim.claim_of``), so that
+    renaming an id is one edit."""
+    import re
+
+    from analysis_lib.claims import CLAIMS
+
+    ids = sorted(CLAIMS, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, ids)) + r")(?![\w-])")
+    papers = LIBRARY / "claims" / "papers"
+    found = [(str(path.relative_to(LIBRARY)), match)
+             for path in LIBRARY.rglob("*.py") if papers not in path.parents
+             for match in pattern.findall(path.read_text(encoding="utf-8"))]
+    assert not found, found
+    assert pattern.search((papers / "ren.py").read_text(encoding="utf-8"))  # the check reads
+
+
 def test_the_claims_package_loads_trains_and_extracts_nothing():
     """Every module the claims package reaches, directly or through others, is a measure,
     data, a layer table, the runtime or the claims themselves (and the two readers of
