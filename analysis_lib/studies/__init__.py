@@ -1,4 +1,6 @@
-"""One module per study notebook: its bookkeeping, so notebooks never re-derive it.
+"""What four chapters still keep for themselves, on the way into the library's general
+modules (a function another chapter or a reader could use belongs in the module of what it
+takes; the running page, "Adding a claim, a measure or a chapter").
 
 ``representation``  Wu et al. 2020 §3-5: a collection of models on the same words
 ``finetuning``      Phang et al. 2021, Wu et al. §6, Merchant et al. §5: what fine-tuning changes
