@@ -1,14 +1,16 @@
 """The claims this book tests and the one rule that judges them.
 
-``claim``          the claim record (:class:`~.claim.Claim`), its evidence and verdict words
-``verdicts``       the one verdict rule (:func:`~.verdicts.decide`) with its reference twin,
-                   and :func:`~.verdicts.judge` for a chapter's claims
-``tables``         a chapter's findings table
-``causes``         why a verdict came out as it did, and what a larger setting changes
-``training_gate``  the training adequacy a claim's evidence rests on
-``papers``         one module per paper (``papers.wu``, ``papers.phang``, ``papers.ren``,
-                   ``papers.merchant``): each claim beside the function that computes its
-                   evidence from a chapter's results
+* ``claim``: the claim record (:class:`~analysis_lib.claims.claim.Claim`), its evidence
+  and verdict words;
+* ``verdicts``: the one verdict rule (:func:`~analysis_lib.claims.verdicts.decide`) with
+  its reference twin, and :func:`~analysis_lib.claims.verdicts.judge` for a chapter's
+  claims;
+* ``tables``: a chapter's findings table, and the mean with its interval over seeds;
+* ``causes``: whether a setting is the cause of a claim that does not show;
+* ``training_gate``: the training adequacy a claim's evidence rests on;
+* ``papers``: one module per paper (``papers.wu``, ``papers.phang``, ``papers.ren``,
+  ``papers.merchant``), each claim beside the function that computes its evidence from a
+  chapter's results.
 
 The package reads results; it loads, trains and extracts nothing, and it imports without
 PyTorch. Claim ids are written only in the papers' modules.

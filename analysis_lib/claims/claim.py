@@ -18,12 +18,12 @@ the verdict by the book's one rule, :func:`analysis_lib.claims.verdicts.decide`.
 
 A statistic is always oriented so that the claim reads as one of four statements:
 
-``"greater"``  the statistic exceeds ``+smallest_effect``;
-``"less"``     the statistic is below ``-smallest_effect``;
-``"none"``     the statistic lies within ``+-smallest_effect`` (a claim of no difference);
-``"at_most"``  the statistic, a cost, stays below ``+smallest_effect`` (a claim that one
-               setting does as well as another: "costs little", "reaches the full score");
-               a setting that does better costs nothing and satisfies it.
+* ``"greater"``: the statistic exceeds ``+smallest_effect``;
+* ``"less"``: the statistic is below ``-smallest_effect``;
+* ``"none"``: the statistic lies within ``+-smallest_effect`` (a claim of no difference);
+* ``"at_most"``: the statistic, a cost, stays below ``+smallest_effect`` (a claim that one
+  setting does as well as another: "costs little", "reaches the full score"); a setting
+  that does better costs nothing and satisfies it.
 
 Smallest effects are on the statistic's own scale: CKA-like similarities in [0, 1], test
 accuracies, held-out alignment distances, Pearson correlations (on Fisher's z scale where
@@ -96,8 +96,9 @@ class Claim:
 
     @property
     def reads(self) -> tuple[str, ...]:
-        """The chapter results the claim's evidence reads: the names of its function's
-        parameters that have no default (one with a default is a setting, not a result)."""
+        """Which chapter results the claim's evidence reads (the names of its function's
+        parameters that have no default; one with a default is a setting, not a
+        result)."""
         if self.evidence is None:
             return ()
         return tuple(name for name, p in inspect.signature(self.evidence).parameters.items()
@@ -309,7 +310,7 @@ def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
 
 
 class Paper:
-    """One paper's claims, each registered by :meth:`claim` on the function that computes its
+    """One paper's claims, each registered by :meth:`Paper.claim` on the function that computes its
     evidence, so that a claim's record sits beside its computation."""
 
     def __init__(self, name: str):

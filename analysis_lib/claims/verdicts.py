@@ -6,14 +6,15 @@ claim's statistic, its standard error over the right resampling unit (fine-tunin
 folds of sentences, seed pairs, test examples) and, where the error comes from few values,
 the degrees of freedom of a t reference. :func:`decide` turns them into one verdict:
 
-``holds``         the statistic is beyond the smallest effect in the claimed direction
-                  (one-sided test of ``theta <= delta`` rejected); for a cost claim
-                  (``at_most``), below the smallest effect (``theta >= delta`` rejected);
-``opposite``      it is beyond the smallest effect the other way (for a claim of no
-                  difference: beyond it in either direction);
-``equivalent``    it lies within ``+-delta`` (two one-sided tests, TOST, both rejected): no
-                  difference that matters; for a claim of no difference this is the claim;
-``inconclusive``  none of these at the chosen level, or no spread to judge by (one seed).
+* ``holds``: the statistic is beyond the smallest effect in the claimed direction
+  (one-sided test of ``theta <= delta`` rejected); for a cost claim (``at_most``), below
+  the smallest effect (``theta >= delta`` rejected);
+* ``opposite``: it is beyond the smallest effect the other way (for a claim of no
+  difference: beyond it in either direction);
+* ``equivalent``: it lies within ``+-delta`` (two one-sided tests, TOST, both rejected): no
+  difference that matters; for a claim of no difference this is the claim;
+* ``inconclusive``: none of these at the chosen level, or no spread to judge by (one
+  seed).
 
 With several units, each family of p-values (holds, opposite, equivalent) is Holm-adjusted
 over the units before it is compared with ``alpha``. The claim's verdict is the units'

@@ -183,7 +183,7 @@ class FinetuneGrid:
 
 @dataclass
 class Runs:
-    """Fine-tuned models of a grid and one row per run in :attr:`frame`."""
+    """Fine-tuned models of a grid and one row per run in ``frame``."""
 
     frame: pd.DataFrame
     models: dict[tuple[str, str, int], FineTuned] = field(repr=False)
