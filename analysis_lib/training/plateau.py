@@ -15,7 +15,7 @@ words of one sentence are not independent, so its sentences are the sample.
 
 :func:`~analysis_lib.training.finetune.finetune` stops a run there when asked
 (``FinetuneConfig.until_plateau``), and the book's gate
-(:func:`~analysis_lib.studies.training_gate.training_problem`) asks the same question of a
+(:func:`~analysis_lib.claims.training_gate.training_problem`) asks the same question of a
 finished run. Needs NumPy only.
 """
 
