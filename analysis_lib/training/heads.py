@@ -9,7 +9,8 @@ head, unchanged), and :func:`fit_head` re-trains it on a layer (TUNED, TUNEDORIG
 vectors, without running the encoder again; :func:`fit_heads` trains several such heads side
 by side (one per layer and configuration) in one pass over the batches. Heads that read
 another token (GPT-2's last token, XLNet's summary) are refused with a pointer to the
-logistic-regression probe.
+logistic-regression probe. :func:`injection` reads one model's vectors, mapped into another
+model's space, with the other model's head (Ren et al. 2023, Table 5).
 """
 
 from __future__ import annotations
