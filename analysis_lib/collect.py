@@ -201,9 +201,9 @@ def attention(models: Sequence[str], corpus: Corpus, *,
 def sentence_layers(models: Mapping[str, LoadedModel], corpus: Corpus, kind: str = "mean"
                     ) -> dict[str, list[np.ndarray]]:
     """Every layer's sentence vectors (``"mean"`` over real tokens, or ``"first"``) of each
-    model, on the same sentences, extracted in eval mode (dropout off)."""
-    return {name: sentence_extraction(model, corpus, kind).layers(kind)
-            for name, model in models.items()}
+    model, on the same sentences, extracted in eval mode (dropout off):
+    :func:`pooled_layers` of each."""
+    return {name: pooled_layers(model, corpus, kind) for name, model in models.items()}
 
 
 def attention_rows(models: Mapping[str, LoadedModel], corpus: Corpus
