@@ -1,8 +1,9 @@
 """Several models on one corpus: each model loaded by name, its layers extracted, and the
 layers of all of them gathered in one labelled collection.
 
-:func:`load_model` loads a model by name (a ``random:`` model with the sizes asked for, a
-zoo model trained first if its weights are not cached); :func:`fit_to_models` checks a
+:func:`~analysis_lib.training.zoo.load_model` loads a model by name (a ``random:`` model
+with the sizes asked for, a zoo model trained first if its weights are not cached);
+:func:`fit_to_models` checks a
 corpus against every model's token limit before any work. One model's layers as the
 chapters keep them: :func:`sentence_extraction` (sentence vectors), :func:`pooled_features`
 and :func:`first_token_features` (on a task's splits), :func:`word_layers` (word rows).
@@ -10,7 +11,10 @@ Several models: :func:`each` loads and extracts every model in turn; :func:`atte
 gathers every model's word-level attention maps in an :class:`AttentionCollection`;
 :func:`sentence_layers` and :func:`attention_rows` read several models' sentence vectors and
 attention rows on the same sentences. One model's pooled layers (:func:`pooled_layers`) and
-a fine-tuned model's views against its base (:func:`view_matrices`).
+a fine-tuned model's views against its base (:func:`view_matrices`). What fine-tuning
+changed, layer by layer, on the same words (:func:`layer_change`, over a grid:
+:func:`change_frame`), and what a head on the frozen pretrained encoder reaches
+(:func:`frozen_head`).
 """
 
 from __future__ import annotations
@@ -20,25 +24,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .data.corpora import Corpus
+from .data.stimuli import attention_stimuli, stimuli, word_rows
 from .data.tasks import Task, split_corpus
 from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from .layers import LayerCollection, LayerTable, spread_layers
-from .models import LoadedModel, load, random_options
+from .models import LoadedModel
 from .rules import ParameterError
-from .similarity import AttentionLayer, attention_representation
+from .similarity import (
+    AttentionLayer,
+    attention_representation,
+    attention_similarity,
+    linear_cka,
+    localization,
+    neuronsim,
+    pairwise_suite,
+    rsa,
+)
 from .similarity.structure import phang_views
-from .training import zoo as zoo_training
 from .training.grid import Runs
-
-
-def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
-    """The model ``name``, with ``model_options`` applied when it is a ``random:`` model
-    (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed."""
-    zoo_training.ensure([name])
-    return load(name, **random_options(name, model_options))
-
+from .training.probes import linear_probe
+from .training.zoo import load_model
 
 #: what :func:`fit_to_models` does with a sentence longer than a model's token limit
 LONG_SENTENCES = ("refuse", "drop")
@@ -240,3 +248,69 @@ def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: st
              for seed in runs.seeds(model, task)}
     return phang_views(base, tuned)
 
+
+def _localization(layers: Sequence[np.ndarray]) -> np.ndarray:
+    mats = pairwise_suite(list(layers), measures=["neuronsim", "svcca"], progress=False)
+    return localization(mats["neuronsim"], mats["svcca"])
+
+
+def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
+    """Per layer ``0..L``: base against fine-tuned on the same words, under linear CKA,
+    neuronsim (fine-tuned neurons matched in the base layer), RSA (cosine kernel, Pearson);
+    head-level JS attention similarity (layers ``1..L``; fine-tuned heads matched among the
+    base layer's); and each model's localization within its own layers."""
+    n_layers = len(base.words)
+    if len(tuned.words) != n_layers:
+        raise ValueError(f"the models have {n_layers} and {len(tuned.words)} layers")
+    loc_base, loc_tuned = _localization(base.words), _localization(tuned.words)
+    rows = []
+    for layer in range(n_layers):
+        X, Y = base.words[layer], tuned.words[layer]
+        row = {"layer": layer, "linear_cka": linear_cka(X, Y), "neuronsim": neuronsim(Y, X),
+               "rsa": rsa(X, Y, "cosine", "pearson"), "attention_js": np.nan,
+               "localization_base": loc_base[layer], "localization_ft": loc_tuned[layer]}
+        if layer and base.attention is not None and tuned.attention is not None:
+            row["attention_js"] = attention_similarity(tuned.attention.attention_layer(layer),
+                                                       base.attention.attention_layer(layer),
+                                                       "js")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def change_frame(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, n_words: int,
+                 n_attention: int, n_stimuli: int,
+                 model_options: Mapping[str, Any] | None = None, storage: str = "float32"
+                 ) -> pd.DataFrame:
+    """:func:`layer_change` for every model, task and seed, in one long table with columns
+    ``model, task, seed, layer`` and the measures (word rows kept in ``storage``, as
+    :func:`word_layers`)."""
+    frames = []
+    for model, task_name, by_seed in runs.groups(models, tasks):
+        task = runs.task(task_name)
+        corpus = stimuli(task, n_stimuli)
+        rows = word_rows(corpus, n_words)
+        att = attention_stimuli(task, n_attention)
+        base = word_layers(load_model(model, model_options), corpus, rows, att,
+                           storage=storage)
+        for seed, result in by_seed.items():
+            tuned = word_layers(result.load(), corpus, rows, att, storage=storage)
+            frames.append(layer_change(base, tuned).assign(model=model, task=task_name,
+                                                           seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
+                model_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Per (model, task): the test accuracy of a logistic-regression head trained on the
+    pretrained model's top layer (mean over the tokens; the encoder frozen), on the same
+    training examples and test split as the fine-tuned runs. It is what the task gets
+    without changing the encoder: fine-tuning that does not beat it has not trained the
+    encoder enough for the comparisons of this chapter to say much about fine-tuning."""
+    rows = []
+    for model in models:
+        loaded = load_model(model, model_options)
+        for task in tasks:
+            found = linear_probe(loaded, runs.task(task), loaded.info.n_attention_layers,
+                                 pooling="mean")
+            rows.append({"model": model, "task": task, "frozen_head": found["accuracy"]})
+    return pd.DataFrame(rows)

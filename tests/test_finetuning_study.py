@@ -7,18 +7,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import claims
+from analysis_lib import claims, collect
 from analysis_lib.book import prose
-from analysis_lib.claims import verdicts
+from analysis_lib.claims import tables, verdicts
 from analysis_lib.claims.tables import seed_interval
-from analysis_lib.claims.training_gate import training_problems
+from analysis_lib.claims.training_gate import training_problem, training_problems
 from analysis_lib.collect import SENTENCE_POOLINGS, sentence_extraction
 from analysis_lib.similarity import structure
 from analysis_lib.similarity.core import constant_layer
-from analysis_lib.studies import finetuning as study
-from analysis_lib.training import loop
+from analysis_lib.training import freezing, loop
 from analysis_lib.training import zoo as zoo_training
-from analysis_lib.training.grid import FinetuneGrid, Runs, cached_grid, run_grid
+from analysis_lib.training.grid import (
+    FinetuneGrid,
+    Runs,
+    cached_grid,
+    learning_curves,
+    loss_curves,
+    run_grid,
+)
 
 
 def _findings(change, views, frozen=None, *, untrained=None):
@@ -387,11 +393,11 @@ def test_frozen_head_reads_what_the_frozen_encoder_already_separates(tmp_path, m
             return self.found
 
     options = {"layers": 2, "hidden": 32, "heads": 2, "vocab_size": 2000}
-    clear = study.frozen_head(Grid(labels), ["random:bert"], ["weather"],
+    clear = collect.frozen_head(Grid(labels), ["random:bert"], ["weather"],
                               model_options=options)
     assert list(clear.columns) == ["model", "task", "frozen_head"]
     assert clear.frozen_head.iloc[0] >= 0.9
-    shuffled = study.frozen_head(Grid(list(rng.permutation(labels))), ["random:bert"],
+    shuffled = collect.frozen_head(Grid(list(rng.permutation(labels))), ["random:bert"],
                                  ["weather"], model_options=options)
     assert shuffled.frozen_head.iloc[0] < 0.8
 
@@ -406,19 +412,19 @@ def test_learning_curves_read_each_record_and_flag_runs_still_climbing():
     runs = Runs(pd.DataFrame(), {("m", "t", 0): Run([0.5, 0.6, 0.7]),
                                        ("m", "t", 1): Run([0.5, 0.7, 0.705]),
                                        ("m", "t", 2): Run([0.8])})
-    curves = study.learning_curves(runs)
+    curves = learning_curves(runs)
     assert len(curves) == 7 and list(curves.epoch[:3]) == [1, 2, 3]
     flagged = curves.groupby("seed").rising.agg(["min", "max"])
     assert (flagged["min"] == flagged["max"]).all()  # one flag per run
     assert flagged["max"].to_dict() == {0: True, 1: False, 2: False}  # one epoch: no trend
-    assert study.learning_curves(runs, still_rising=0.2).rising.sum() == 0
+    assert learning_curves(runs, still_rising=0.2).rising.sum() == 0
     # a record without a curve (made before curves were kept) gives no rows
     old = Runs(pd.DataFrame(), {("m", "t", 0): type("Old", (), {"record": {
         "history": [{"epoch": 1, "steps": 5, "train_loss": 0.3}]}})()})
-    assert study.learning_curves(old).empty
+    assert learning_curves(old).empty
 
 
-def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch):
+def test_accuracy_table_places_each_interval_against_the_frozen_head():
     class Run:
         def __init__(self, steps):
             self.record = {"history": [{"epoch": 1, "steps": steps}]}
@@ -431,9 +437,9 @@ def test_accuracy_table_places_each_interval_against_the_frozen_head(monkeypatch
                          "majority": 0.4})
             found[("m", task, seed)] = Run(75)
     runs = Runs(pd.DataFrame(rows), found)
-    monkeypatch.setattr(study, "frozen_head", lambda runs, models, tasks, **k: pd.DataFrame(
-        {"model": "m", "task": tasks, "frozen_head": 0.7}))
-    table = study.accuracy_table(runs)
+    heads = pd.DataFrame({"model": "m", "task": ["above", "below", "overlaps"],
+                          "frozen_head": 0.7})
+    table = tables.accuracy_table(runs, heads)
     assert table.against_frozen.tolist() == ["above", "below", "overlaps"]
     assert table.steps.tolist() == [75] * 3 and table.majority.tolist() == [0.4] * 3
     np.testing.assert_allclose(table["mean"], [0.81, 0.51, 0.70])
@@ -465,7 +471,8 @@ def test_claims_from_runs_that_did_not_train_read_not_measured():
                                         ("m", "t", 1): Run(0.41, [1.0, 0.99])})
     problems = training_problems(runs)
     assert list(problems) == ["m, t, seed 1"] and "majority baseline" in problems["m, t, seed 1"]
-    curves = study.loss_curves(runs)
+    assert "did_not_train" not in loss_curves(runs)  # no gate given: no column
+    curves = loss_curves(runs, gate=training_problem)
     assert len(curves) == 4 and set(curves.did_not_train[curves.seed == 0]) == {""}
     assert (curves.did_not_train[curves.seed == 1] != "").all()
     from analysis_lib.book import plots
@@ -592,17 +599,17 @@ def test_backward_cost_skips_the_frozen_layers_backward_pass(tmp_path, monkeypat
     opts = {"layers": 4, "hidden": 64, "heads": 2, "vocab_size": 2000}
     grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
                             "seeds": [0, 1], "n_train": 64, "n_heldout": 50}, opts)
-    cost = study.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
+    cost = freezing.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
     assert len(cost) == 8 and (cost.seconds_full > 0).all()
     for k, group in cost[cost.k < 4].groupby("k"):
         assert (k / 4 <= group.saved).all() and (group.saved < (k + 1) / 4).all(), k
     assert cost.groupby("k").saved.mean().is_monotonic_increasing
     assert cost.saved.max() > 0.95  # all four frozen: only the head and pooler train
-    again = study.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
+    again = freezing.backward_cost(grid, [1, 2, 3, 4], n_batches=2, repeats=1)
     assert again.flops_frozen.tolist() == cost.flops_frozen.tolist()
-    assert study.backward_cost(grid, n_batches=1, repeats=1).k.tolist() == [2]
+    assert freezing.backward_cost(grid, n_batches=1, repeats=1).k.tolist() == [2]
     with pytest.raises(ValueError, match="each 1..4"):
-        study.backward_cost(grid, [0, 5])
+        freezing.backward_cost(grid, [0, 5])
 
 
 def test_freezing_saves_only_where_freezing_costs_little_accuracy():
@@ -632,3 +639,73 @@ def test_freezing_saves_only_where_freezing_costs_little_accuracy():
     none = judge(cheap[cheap.frozen == "none"], None).loc["wu-freeze-saves"]
     assert none["verdict"] == "not measured" and "freeze_ks is empty" in \
         none["what this run shows"]
+
+
+def test_layer_change_of_a_model_with_itself_is_the_identity_of_every_measure():
+    """Known values: a model against itself is 1 under CKA, neuronsim and RSA at every
+    layer, its localization is the same before and after, and attention is undefined
+    without attention maps; two models of different depths are refused."""
+    rng = np.random.default_rng(3)
+    words = [rng.standard_normal((60, 8)) @ rng.standard_normal((8, 8)) for _ in range(4)]
+    same = collect.WordLayers(words, None)
+    change = collect.layer_change(same, same)
+    assert change.layer.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(change[["linear_cka", "neuronsim", "rsa"]], 1.0, atol=1e-9)
+    np.testing.assert_allclose(change.localization_base, change.localization_ft)
+    assert change.attention_js.isna().all()
+    # a rotated copy: CKA and RSA (cosine) stay 1, neuronsim (unit by unit) falls
+    Q = np.linalg.qr(rng.standard_normal((8, 8)))[0]
+    turned = collect.layer_change(same, collect.WordLayers([X @ Q for X in words], None))
+    np.testing.assert_allclose(turned[["linear_cka", "rsa"]], 1.0, atol=1e-9)
+    assert (turned.neuronsim < 0.99).all()
+    with pytest.raises(ValueError, match="4 and 3 layers"):
+        collect.layer_change(same, collect.WordLayers(words[:3], None))
+
+
+def test_structure_summary_recovers_planted_blocks_over_seeds():
+    """Planted blocks in every seed's matrix: block R^2 near 1 with its interval capped at
+    1 (an R^2 cannot exceed it), the boundary found, one row per view with its count."""
+    rng = np.random.default_rng(4)
+    mats = [planted_blocks([0, 3], 8) + rng.normal(0, 0.01, (8, 8)) for _ in range(3)]
+    views = {("m", "t", "first"): {"FT-FT": mats, "ORIG-ORIG": mats[:2]}}
+    summary = tables.structure_summary(views)
+    assert summary.view.tolist() == ["FT-FT", "ORIG-ORIG"]
+    assert summary.matrices.tolist() == [3, 2]
+    assert (summary.block2_r2 > 0.99).all() and (summary.block2_r2_high <= 1.0).all()
+    assert summary.block2_starts.iloc[0] == [0, 3]
+    assert (summary.within > summary.between).all()
+
+
+def test_freezing_runs_train_each_setting_and_seed_and_gate_them(monkeypatch):
+    """The unfrozen run and, for each k, the bottom k (with the embeddings, as Merchant et
+    al.) and the top k frozen, for every seed of the grid's first model and task; frozen
+    runs keep only what they trained; the gate names each run that did not train."""
+    calls = []
+
+    class Run:
+        def __init__(self, accuracy):
+            self.metrics = {"test": {"accuracy": accuracy, "macro_f1": accuracy,
+                                     "majority_baseline": 0.5}}
+            self.record = {"accuracy": accuracy}
+
+    def fake_run_grid(grid, *, progress=True, store="full", **changes):
+        calls.append((grid.models, grid.tasks, grid.seeds, store, changes))
+        accuracy = 0.5 if changes.get("freeze_top") == 2 else 0.8
+        found = {(grid.models[0], grid.tasks[0], grid.seeds[0]): Run(accuracy)}
+        return type("R", (), {"get": lambda self, m, t, s: found[(m, t, s)],
+                              "task": lambda self, name: type("T", (), {"test": [0] * 7})()})()
+
+    monkeypatch.setattr(freezing, "run_grid", fake_run_grid)
+    grid = FinetuneGrid(models=("a", "b"), tasks=("x", "y"), seeds=(3, 4))
+    frame, found = freezing.freezing_runs(
+        grid, [1, 2], gate=lambda record: "flat" if record["accuracy"] < 0.6 else "")
+    assert {c[:3] for c in calls} == {(("a",), ("x",), (3,)), (("a",), ("x",), (4,))}
+    assert len(frame) == 2 * 5 and set(found) == set(zip(frame.frozen, frame.k, frame.seed))
+    settings = {(c[2][0], c[3], tuple(sorted(c[4].items()))) for c in calls}
+    assert (3, "full", ()) in settings
+    assert (3, "trainable", (("freeze_bottom", 1), ("freeze_embeddings", True))) in settings
+    assert (4, "trainable", (("freeze_top", 2),)) in settings
+    assert frame.did_not_train[frame.k == 2].tolist().count("flat") == 2  # top 2, per seed
+    assert (frame.n_test == 7).all()
+    no_gate, _ = freezing.freezing_runs(grid, [1], progress=False)
+    assert "did_not_train" not in no_gate

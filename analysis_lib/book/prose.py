@@ -155,7 +155,7 @@ def missing_schedule(profile: str) -> str:
 
 
 def accuracy_sentence(table: pd.DataFrame) -> str:
-    """An accuracy table (:func:`analysis_lib.studies.finetuning.accuracy_table`) against
+    """An accuracy table (:func:`analysis_lib.claims.tables.accuracy_table`) against
     the frozen head, in a sentence."""
     return "; ".join(
         f"{r.model} on {r.task}, {r.steps} steps: {r['mean']:.3f} [{r.low:.3f}, {r.high:.3f}] "

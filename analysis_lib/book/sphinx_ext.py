@@ -44,7 +44,7 @@ API_PAGES: dict[str, tuple[str, ...]] = {
                "analysis_lib.models.batching", "analysis_lib.models.zoo",
                "analysis_lib.models.zoo_store"),
     "training": ("analysis_lib.training.loop", "analysis_lib.training.finetune",
-                 "analysis_lib.training.grid",
+                 "analysis_lib.training.grid", "analysis_lib.training.freezing",
                  "analysis_lib.training.heads", "analysis_lib.training.probes",
                  "analysis_lib.training.surgery", "analysis_lib.training.pretrain",
                  "analysis_lib.training.zoo"),

@@ -1,18 +1,32 @@
 """Findings tables: the verdicts of a chapter's claims as one row per claim, and the ways the
 book reads them (side by side for two settings, as lines for the prose, one claim's
 outcome); and the mean with its t interval over seeds that every table of results states
-(:func:`seed_interval`, :func:`summarize`), computed as a claim's evidence is."""
+(:func:`seed_interval`, :func:`summarize`), computed as a claim's evidence is: a grid's
+accuracy against its frozen head (:func:`accuracy_table`), the block and band fits of
+Phang et al.'s views over seeds (:func:`structure_summary`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
+from ..similarity import structure
 from . import get
 from .claim import Evidence, Verdict
+
+
+class _Runs(Protocol):
+    """Runs of a grid (:class:`analysis_lib.training.grid.Runs`): one row per run, and a
+    run's record by (model, task, seed)."""
+
+    @property
+    def frame(self) -> pd.DataFrame: ...
+
+    def get(self, model: str, task: str, seed: int) -> Any: ...
 
 
 def _units(verdict: Verdict) -> list[list]:
@@ -132,3 +146,44 @@ def interval_columns(frame: pd.DataFrame, by: str = "method",
         rows.append(row)
     return pd.DataFrame(rows)
 
+
+def accuracy_table(runs: _Runs, frozen_head: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, task) of a grid (:class:`analysis_lib.training.grid.Runs`): test
+    accuracy, mean over seeds with a 95% t interval (``mean``, ``low``, ``high``, ``n``),
+    the optimizer steps of each run (``steps``), the majority baseline, the frozen head
+    (``frozen_head``: a frame with columns ``model, task, frozen_head``, such as
+    :func:`analysis_lib.collect.frozen_head` gives), and ``against_frozen``: "above" when
+    the whole interval lies above the frozen head, "below" when it lies below it,
+    "overlaps" otherwise. Fine-tuning is trained enough for a comparison of base and
+    fine-tuned layers only where it is "above"."""
+    table = summarize(runs.frame, ["model", "task"], "accuracy")
+    first = runs.frame.groupby(["model", "task"], sort=False).first()
+    keys = list(zip(table.model, table.task))
+    table["steps"] = [runs.get(m, t, int(first.loc[(m, t), "seed"])
+                               ).record["history"][-1]["steps"] for m, t in keys]
+    table["majority"] = [float(first.loc[key, "majority"]) for key in keys]
+    table = table.merge(frozen_head[["model", "task", "frozen_head"]], on=["model", "task"])
+    table["against_frozen"] = np.select(
+        [table["low"] > table["frozen_head"], table["high"] < table["frozen_head"]],
+        ["above", "below"], "overlaps")
+    return table
+
+
+def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]
+                      ) -> pd.DataFrame:
+    """Block and band R^2 of every view: means with t intervals over its matrices (seeds or
+    seed pairs), one row per (model, task, pooling, view)."""
+    rows = []
+    for (model, task, pooling), view in views.items():
+        table = structure.structure_table(view)
+        for name, group in table.groupby("view", sort=False):
+            row: dict[str, Any] = {"model": model, "task": task, "pooling": pooling,
+                                   "view": name, "matrices": len(group)}
+            for column in ("block2_r2", "band_r2", "block3_r2", "within", "between"):
+                mean, low, high = seed_interval(group[column])
+                row[column] = mean
+                if column in ("block2_r2", "band_r2"):  # an R^2 is at most 1
+                    row[f"{column}_low"], row[f"{column}_high"] = low, min(high, 1.0)
+            row["block2_starts"] = group["block2_starts"].iloc[0]
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -212,7 +212,7 @@ def cut_summary(truncated: pd.DataFrame) -> pd.DataFrame:
 
 def cut_curves(truncated: pd.DataFrame, task: str) -> pd.DataFrame:
     """The learning curves of :func:`truncated_runs` in the long form of
-    :func:`~analysis_lib.studies.finetuning.learning_curves` (one row per run and epoch),
+    :func:`~analysis_lib.training.grid.learning_curves` (one row per run and epoch),
     each cut model named ``"cut after L<k>"``, for a chart per number of layers kept."""
     rows = [{"model": f"cut after L{run.layers_kept}", "task": task, "seed": run.seed,
              "epoch": epoch, "validation_accuracy": accuracy}

@@ -4,15 +4,16 @@ run trained once and found in the cache by the next chapter that asks.
 :class:`FinetuneGrid` declares the grid's settings with their rules (a notebook's
 ``finetune`` parameter is checked against them), :func:`task_for` the book's split of a
 task, :func:`run_grid` trains (or loads) every run into :class:`Runs`, :func:`cached_grid`
-reads the runs another profile trained without training any, and :func:`rate_table`
-compares learning rates.
+reads the runs another profile trained without training any, :func:`rate_table`
+compares learning rates, and :func:`learning_curves` and :func:`loss_curves` read each
+run's curves from its record.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
@@ -303,4 +304,39 @@ def rate_table(grid: FinetuneGrid, rates: Sequence[float] = RATES, *, seed: int 
                          "validation": metrics.get("validation", {}).get("accuracy"),
                          "test": metrics.get("test", {}).get("accuracy"),
                          "cached": result is not None})
+    return pd.DataFrame(rows)
+
+
+def learning_curves(runs: Runs, *, still_rising: float = 0.01) -> pd.DataFrame:
+    """One row per (model, task, seed, epoch) of the grid: the training loss and the
+    validation scores after that epoch, from each run's record (the learning curve), and
+    ``rising``: whether validation accuracy rose by more than ``still_rising`` over the
+    run's last epoch, a sign that the schedule stopped before the model had learnt the task.
+    Records made without a curve give no rows."""
+    rows = []
+    for (model, task, seed), result in runs.models.items():
+        curve = [e for e in result.record["history"] if "validation_accuracy" in e]
+        accuracy = [e["validation_accuracy"] for e in curve]
+        rising = len(curve) >= 2 and accuracy[-1] - accuracy[-2] > still_rising
+        rows += [{"model": model, "task": task, "seed": seed, **entry, "rising": rising}
+                 for entry in curve]
+    return pd.DataFrame(rows)
+
+
+def loss_curves(runs: Runs, *, gate: Callable[[Mapping[str, Any]], str] | None = None
+                ) -> pd.DataFrame:
+    """One row per (model, task, seed) of the grid and point of its loss curve: the training
+    loss at evenly spaced steps (:func:`~analysis_lib.training.loop.loss_curve`; records
+    made without one give their per-epoch losses). ``gate``, a function of a run's record
+    that says why it cannot be read as trained ("" when it can; the book's is
+    :func:`analysis_lib.claims.training_gate.training_problem`), fills the column
+    ``did_not_train``."""
+    rows = []
+    for (model, task, seed), result in runs.models.items():
+        record = result.record
+        curve = record.get("loss_curve") or record["history"]
+        gated = {"did_not_train": gate(record)} if gate else {}
+        rows += [{"model": model, "task": task, "seed": seed, "step": point["step"],
+                  "train_loss": point["train_loss"], **gated}
+                 for point in curve]
     return pd.DataFrame(rows)

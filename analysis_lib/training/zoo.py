@@ -8,9 +8,10 @@ code digest in each zoo model's cache key: adding a model to the catalog retrain
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..models import zoo
+from ..models import LoadedModel, load, random_options, zoo
 from ..models.zoo_store import Pretrained
 from .pretrain import pretrain_many
 
@@ -35,3 +36,11 @@ def ensure(models: Sequence[str], *, cache_dir: str | os.PathLike | None = None)
     names = [m for m in models if isinstance(m, str) and m.startswith("zoo:")]
     if names:
         train(names, cache_dir=cache_dir, progress=False)
+
+
+def load_model(name: str, model_options: Mapping[str, Any] | None = None) -> LoadedModel:
+    """The model ``name``, with ``model_options`` applied when it is a ``random:`` model
+    (:func:`~analysis_lib.models.random_options`), a zoo model trained first if needed
+    (:func:`ensure`)."""
+    ensure([name])
+    return load(name, **random_options(name, model_options))

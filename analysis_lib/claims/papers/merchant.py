@@ -2,9 +2,9 @@
 
 Three chapters test them, and the functions read their results by name:
 
-* the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
-  (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
-  layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`);
+* the fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`): ``change``
+  (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
+  layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`);
 * the truncation chapter (:mod:`analysis_lib.studies.truncation`): ``truncated`` and
   ``full`` (:func:`~analysis_lib.studies.truncation.truncated_runs` and the uncut model's
   accuracy per fine-tuning seed) beside ``scores``, whose layers give the model's depth;
@@ -93,7 +93,7 @@ TAGGING = ":pos"
 def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None) -> list[Evidence]:
     """Per model: for each seed, the mean over layers ``1..L-1`` of the sentence-level
     model's RSA to the base minus the tagging model's (``tagging``: the rows of
-    :func:`~analysis_lib.studies.finetuning.change_frame` for tasks ``"<task>:pos"``; the
+    :func:`~analysis_lib.collect.change_frame` for tasks ``"<task>:pos"``; the
     sentence-level rows of ``<task>`` are in ``change``). The note names the layer where the
     two part most."""
     if change is None or tagging is None or not len(tagging) or "rsa" not in change:

@@ -1,6 +1,6 @@
 """Phang et al. 2021's claims, each beside the function that computes its evidence.
 
-The fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`) tests the block claims from
+The fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`) tests the block claims from
 its results ``views`` (:func:`~analysis_lib.collect.view_matrices` per ``(model,
 task, pooling)``); the truncation chapter (:mod:`analysis_lib.studies.truncation`) tests the
 others from ``scores`` (:func:`~analysis_lib.studies.truncation.score_grid`, one row per

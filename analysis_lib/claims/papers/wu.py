@@ -12,9 +12,9 @@ Three chapters test them, and the functions read their results by name:
   ``zoo_control`` and ``not_learned``;
 * the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
   matrix) and ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
-* the fine-tuning chapter (:mod:`analysis_lib.studies.finetuning`): ``change``
-  (:func:`~analysis_lib.studies.finetuning.change_frame`, one row per model, task, seed and
-  layer) and ``frozen`` (:func:`~analysis_lib.studies.finetuning.freezing_runs`, App. D's
+* the fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`): ``change``
+  (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
+  layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`, App. D's
   freezing of the bottom or top layers); the domains chapter
   (:mod:`analysis_lib.studies.domains`): ``cross`` and its control ``same`` (two seeds of
   one task). Claims read from runs that failed the
@@ -700,7 +700,7 @@ def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
     chapter="finetuning", requires="merchant-freeze-bottom")
 def freeze_saves(backward: pd.DataFrame | None) -> list[Evidence]:
     """Per k, the share of the backward operations saved, one value per batch
-    (:func:`~analysis_lib.studies.finetuning.backward_cost`). The wall time it also
+    (:func:`~analysis_lib.training.freezing.backward_cost`). The wall time it also
     measures is this machine's and moves from run to run, so no verdict reads it."""
     if backward is None or not len(backward):
         raise NotMeasured("not measured: this build timed no backward pass with frozen layers "
