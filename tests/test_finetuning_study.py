@@ -10,9 +10,9 @@ import pytest
 from analysis_lib import claims, collect
 from analysis_lib.book import prose
 from analysis_lib.claims import tables, verdicts
-from analysis_lib.claims.tables import seed_interval
+from analysis_lib.claims.tables import seed_interval, summarize
 from analysis_lib.claims.training_gate import training_problem, training_problems
-from analysis_lib.collect import SENTENCE_POOLINGS, sentence_extraction
+from analysis_lib.collect import sentence_extraction
 from analysis_lib.similarity import structure
 from analysis_lib.similarity.core import constant_layer
 from analysis_lib.training import freezing, loop
@@ -503,7 +503,6 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
     truncation page's probes read one extraction of a model on a set of sentences."""
     from analysis_lib import collect, models
     from analysis_lib.data import corpora
-    from analysis_lib.studies import truncation
 
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
     model = models.load("random:bert", layers=2, hidden=16, heads=2, vocab_size=300)
@@ -519,7 +518,6 @@ def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monke
         np.testing.assert_array_equal(a, b)
     for a, b in zip(mean, both.layers("mean")):
         np.testing.assert_array_equal(a, b)
-    assert truncation.POOLINGS == SENTENCE_POOLINGS
     # a pooling beyond the shared ones is a pass (and an entry) of its own
     sentence_extraction(model, corpus, "last")
     assert len(list((tmp_path / "extract").iterdir())) == 2
@@ -709,3 +707,20 @@ def test_freezing_runs_train_each_setting_and_seed_and_gate_them(monkeypatch):
     assert (frame.n_test == 7).all()
     no_gate, _ = freezing.freezing_runs(grid, [1], progress=False)
     assert "did_not_train" not in no_gate
+
+
+def test_summarize_reads_each_group_in_the_frames_order_with_the_columns_asked_for():
+    """Known values: each group's mean and t interval (the verdicts' interval), its count of
+    values, and the columns ``also`` names read by their mean or their first value."""
+    frame = pd.DataFrame({"k": [3, 3, 1, 1, 1], "accuracy": [0.6, 0.8, 0.5, 0.7, np.nan],
+                          "loss": [1.0, 3.0, 2.0, 4.0, 6.0], "majority": [0.4] * 5})
+    table = summarize(frame, ["k"], "accuracy", also={"loss": "mean", "majority": "first"})
+    assert table.k.tolist() == [3, 1]  # the frame's order, not sorted
+    np.testing.assert_allclose(table["mean"], [0.7, 0.6])
+    assert table.n.tolist() == [2, 2]  # the NaN is no value
+    mean, low, high = seed_interval([0.6, 0.8])
+    assert (table.low.iloc[0], table.high.iloc[0]) == pytest.approx((low, high))
+    np.testing.assert_allclose(table.loss, [2.0, 4.0])
+    assert table.majority.tolist() == [0.4, 0.4]
+    with pytest.raises(ValueError, match="'median' is not a reading"):
+        summarize(frame, ["k"], "accuracy", also={"loss": "median"})

@@ -6,12 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis_lib import claims, collect, extract, models
+from analysis_lib import claims, collect, extract, models, readout
 from analysis_lib.book import prose
 from analysis_lib.claims import causes, verdicts
 from analysis_lib.claims.papers import merchant
 from analysis_lib.data import corpora, tasks
-from analysis_lib.studies import truncation as study
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.grid import Runs
 from analysis_lib.training.heads import FirstTokenHead, fit_head, fit_heads, head_logits
@@ -147,13 +146,13 @@ def test_skip_grid_is_the_upper_triangle(task):
     model = finetune.task_model(base, 2, False, 0).eval()
     result = finetune.FineTuned(None, model, base.tokenizer,
                                 {"config": {"max_length": 32}, "metrics": {}})
-    grid = study.skip_scores(result, task)
+    grid = readout.skip_scores(result, task)
     n = TINY["layers"]
     assert len(grid) == n * (n + 1) // 2 - 1  # all spans but the one removing every layer
     assert (grid["first"] <= grid["last"]).all()
     assert (grid.single == (grid["first"] == grid["last"])).all()
     assert grid.accuracy.between(0, 1).all()
-    singles = study.skip_scores(result, task, single_only=True)
+    singles = readout.skip_scores(result, task, single_only=True)
     assert singles.single.all() and len(singles) == n
     diagonal = grid[grid.single].reset_index(drop=True)
     pd.testing.assert_frame_equal(singles.reset_index(drop=True), diagonal)
@@ -196,7 +195,7 @@ def _scores(untuned_drop, tuned_drop, gain, seeds=(0, 1, 2), layers=6, noise=0.0
 
 def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rule():
     scores = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1)  # collapses 2 below the top
-    table = study.untuned_by_depth(scores)
+    table = causes.untuned_by_depth(scores)
     assert table.dropped.tolist() == [1, 2, 3, 4, 5]
     np.testing.assert_allclose(table.share, np.arange(1, 6) / 6)
     assert table.verdict.tolist() == ["holds"] + ["opposite"] * 4
@@ -210,20 +209,20 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
     # a third of 6 layers is two (Phang et al. drop four of twelve): the claim's own row
     assert table.phang_share.tolist() == [False, True, False, False, False]
-    change = study.depth_change(table)
+    change = causes.depth_change(table)
     assert change.before.tolist() == change.after.tolist()
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == \
         "not the cause"
     # twelve layers: the paper's share is four dropped, where this model does not collapse
     deep = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1, layers=12)
     deep.loc[(deep.config == "UNTUNED") & (deep.layer <= 8), "accuracy"] = 0.8
-    deep = study.untuned_by_depth(deep)
+    deep = causes.untuned_by_depth(deep)
     assert deep[deep.phang_share].dropped.tolist() == [4]
-    change = study.depth_change(deep)
+    change = causes.depth_change(deep)
     assert (change.verdict_before.tolist(), change.verdict_after.tolist()) == \
         (["opposite"], ["holds"])
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
-    assert study.depth_change(deep.iloc[:0]).empty
+    assert causes.depth_change(deep.iloc[:0]).empty
 
 
 def test_the_untuned_claim_is_judged_only_where_its_block_structure_holds():
@@ -326,10 +325,10 @@ def test_untuned_scores_are_score_grids_untuned_rows_and_fit_nothing(task, tmp_p
             return task
 
     runs = Grid(pd.DataFrame(), {("m", "t", 0): result}, len(task.train))
-    full = study.layer_scores(result, base, task, head="probe")
+    full = readout.layer_scores(result, base, task, head="probe")
     fits = []
     monkeypatch.setattr(heads, "fit_heads", lambda *a, **k: fits.append(1))
-    alone = study.untuned_scores(runs, ["m"], ["t"])
+    alone = readout.untuned_scores(runs, ["m"], ["t"])
     assert not fits
     expected = full[full.config == "UNTUNED"].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone[["config", "layer", "accuracy"]], expected)
@@ -360,11 +359,11 @@ def test_score_grids_full_score_is_untuned_at_the_top_layer(monkeypatch):
     planted = pd.DataFrame({"config": ["UNTUNED", "TUNED"] * 3,
                             "layer": [1, 1, 2, 2, 3, 3],
                             "accuracy": [0.5, 0.6, 0.6, 0.7, 0.7, 0.8]})
-    monkeypatch.setattr(study, "load_model", lambda *a, **k: None)
-    monkeypatch.setattr(study, "first_token_features", lambda *a, **k: None)
-    monkeypatch.setattr(study, "layer_scores", lambda *a, **k: planted)
+    monkeypatch.setattr(readout, "load_model", lambda *a, **k: None)
+    monkeypatch.setattr(readout, "first_token_features", lambda *a, **k: None)
+    monkeypatch.setattr(readout, "layer_scores", lambda *a, **k: planted)
     runs = Grid(pd.DataFrame(), {("m", "t", 0): Run(), ("m", "t", 1): Run()})
-    scores = study.score_grid(runs, ["m"], ["t"])
+    scores = readout.score_grid(runs, ["m"], ["t"])
     assert (scores.full == 0.7).all() and len(scores) == 12
 
 
@@ -380,14 +379,14 @@ def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(t
             return task
 
     runs = Grid(pd.DataFrame(), {("m", "t", 0): result}, len(task.train))
-    pooled = study.pooling_scores(runs, ["m"], ["t"])
-    assert set(pooled.pooling) == set(study.POOLINGS)
+    pooled = readout.pooling_scores(runs, ["m"], ["t"])
+    assert set(pooled.pooling) == set(collect.SENTENCE_POOLINGS)
     feats = collect.pooled_features(result.load(), task, ("train", "test"))
     top = int(pooled.layer.max())
-    for pooling in study.POOLINGS:
+    for pooling in collect.SENTENCE_POOLINGS:
         # at the top layer the probe reads the vectors it was fitted on: the plain probe
         at_top = pooled[(pooled.pooling == pooling) & (pooled.layer == top)].accuracy.item()
-        assert at_top == pytest.approx(study.probe_accuracy(feats[pooling], top, task))
+        assert at_top == pytest.approx(readout.probe_accuracy(feats[pooling], top, task))
     assert np.array_equal(feats["first"]["test"][2],
                           collect.first_token_features(result.load(), task, ["test"])["test"][2])
     assert not np.allclose(feats["first"]["test"][2], feats["mean"]["test"][2])
@@ -406,33 +405,29 @@ def test_the_pooling_change_names_the_first_token_the_cause_where_only_it_collap
                                  "accuracy": 0.8 - lost + 0.002 * rng.standard_normal()})
         return pd.DataFrame(rows)
 
-    by_pooling = study.untuned_by_pooling(planted(0.3, 0.0))
+    by_pooling = causes.untuned_by_pooling(planted(0.3, 0.0))
     assert by_pooling.set_index("pooling").verdict.to_dict() == {"first": "opposite",
                                                                 "mean": "holds"}
     assert by_pooling.layer.tolist() == [4, 4]
-    change = study.pooling_change(by_pooling)
+    change = causes.pooling_change(by_pooling)
     assert change.before.item() == pytest.approx(0.3, abs=0.01)
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
-    both = study.pooling_change(study.untuned_by_pooling(planted(0.3, 0.25)))
+    both = causes.pooling_change(causes.untuned_by_pooling(planted(0.3, 0.25)))
     assert causes.setting_cause(both.verdict_before, both.verdict_after) == "not the cause"
 
 
-def _longer(by_depth, steps=500):
-    return study.Longer("larger", None, by_depth, pd.DataFrame(), pd.DataFrame(), steps)
-
-
 def test_the_schedule_change_names_what_training_length_did():
-    short = study.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
-    shows = study.untuned_by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
-    narrower = study.untuned_by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
+    short = causes.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
+    shows = causes.untuned_by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
+    narrower = causes.untuned_by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
 
     def cause(before, after):
-        change = study.schedule_change(before, _longer(after))
+        change = causes.schedule_change(before, after)
         assert change.unit.tolist() == [", ".join(k) for k in
                                         before[["model", "task"]].drop_duplicates().values]
         return causes.setting_cause(change.verdict_before, change.verdict_after)
 
-    change = study.schedule_change(short, _longer(shows))
+    change = causes.schedule_change(short, shows)
     assert change.before.iloc[0] == pytest.approx(0.3, abs=0.01)  # two dropped layers
     assert change.after.iloc[0] == pytest.approx(0.0, abs=0.01)
     assert cause(short, shows) == "the cause"
@@ -449,14 +444,14 @@ def test_cut_curves_give_one_row_per_run_and_epoch():
     truncated = pd.DataFrame({"layers_kept": [1, 1, 3], "seed": [0, 1, 0],
                               "accuracy": [0.6, 0.62, 0.7],
                               "curve": [[0.5, 0.6], [0.52, 0.61], [0.55, 0.65, 0.7]]})
-    curves = study.cut_curves(truncated, "t")
+    curves = readout.cut_curves(truncated, "t")
     assert len(curves) == 7 and set(curves.task) == {"t"}
     three = curves[curves.model == "cut after L3"]
     assert three.epoch.tolist() == [1, 2, 3] and three.validation_accuracy.tolist() == \
         [0.55, 0.65, 0.7]
     assert curves[(curves.model == "cut after L1") & (curves.seed == 1)
                   ].validation_accuracy.tolist() == [0.52, 0.61]
-    assert study.cut_curves(truncated.iloc[:0], "t").empty
+    assert readout.cut_curves(truncated.iloc[:0], "t").empty
 
 
 @pytest.mark.parametrize("spoil, match", [

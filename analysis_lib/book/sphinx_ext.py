@@ -47,7 +47,7 @@ API_PAGES: dict[str, tuple[str, ...]] = {
                  "analysis_lib.training.grid", "analysis_lib.training.freezing",
                  "analysis_lib.training.heads", "analysis_lib.training.probes",
                  "analysis_lib.training.surgery", "analysis_lib.training.pretrain",
-                 "analysis_lib.training.zoo"),
+                 "analysis_lib.training.zoo", "analysis_lib.readout"),
     "claims": ("analysis_lib.claims", "analysis_lib.claims.claim", "analysis_lib.claims.verdicts",
                "analysis_lib.claims.tables", "analysis_lib.claims.causes",
                "analysis_lib.claims.training_gate"),

@@ -102,14 +102,26 @@ def seed_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, 
     return evidence.estimate, float(low), float(high)
 
 
-def summarize(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
-    """``mean``, ``low``, ``high`` (:func:`seed_interval`) of ``value`` for each group."""
+def summarize(frame: pd.DataFrame, by: Sequence[str], value: str, *,
+              also: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """``mean``, ``low``, ``high`` (:func:`seed_interval`) and ``n`` (the values it rests
+    on) of ``value`` for each group of ``by``, in the frame's order; ``also`` adds columns
+    read from the same groups, each by ``"mean"`` or ``"first"`` (a column the group
+    shares, such as its majority baseline)."""
+    also = dict(also or {})
+    for column, how in also.items():
+        if how not in ("mean", "first"):
+            raise ValueError(f"also[{column!r}]: {how!r} is not a reading; use 'mean' or "
+                             "'first'")
     out = []
     for key, group in frame.groupby(list(by), sort=False):
         mean, low, high = seed_interval(group[value])
         key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
-                    "n": int(group[value].notna().sum())})
+        row = {**dict(zip(by, key)), "mean": mean, "low": low, "high": high,
+               "n": int(group[value].notna().sum())}
+        for column, how in also.items():
+            row[column] = group[column].mean() if how == "mean" else group[column].iloc[0]
+        out.append(row)
     return pd.DataFrame(out)
 
 

@@ -2,11 +2,11 @@
 
 Three chapters test them, and the functions read their results by name:
 
-* the fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`): ``change``
+* the fine-tuning chapter: ``change``
   (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`);
-* the truncation chapter (:mod:`analysis_lib.studies.truncation`): ``truncated`` and
-  ``full`` (:func:`~analysis_lib.studies.truncation.truncated_runs` and the uncut model's
+* the truncation chapter: ``truncated`` and
+  ``full`` (:func:`~analysis_lib.readout.truncated_runs` and the uncut model's
   accuracy per fine-tuning seed) beside ``scores``, whose layers give the model's depth;
 * the domains chapter (:mod:`analysis_lib.studies.domains`): ``curves``
   (:func:`~analysis_lib.studies.domains.bootstrap_rsa` curves of every model, task and

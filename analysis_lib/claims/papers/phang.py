@@ -1,14 +1,13 @@
 """Phang et al. 2021's claims, each beside the function that computes its evidence.
 
-The fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`) tests the block claims from
-its results ``views`` (:func:`~analysis_lib.collect.view_matrices` per ``(model,
-task, pooling)``); the truncation chapter (:mod:`analysis_lib.studies.truncation`) tests the
-others from ``scores`` (:func:`~analysis_lib.studies.truncation.score_grid`, one row per
-seed), ``link`` (:func:`~analysis_lib.studies.truncation.cka_and_loss`) and ``skips``
-(:func:`~analysis_lib.studies.truncation.skip_scores` per ``(task, seed)``). Every claim
-takes its spread over fine-tuning seeds (paired by seed where two settings are compared);
-one seed gives no spread to judge by. All of them read the fine-tuning grid's runs, and get
-no verdict when one of those failed the training gate (``untrained``:
+The fine-tuning chapter tests the block claims from its results ``views``
+(:func:`~analysis_lib.collect.view_matrices` per ``(model, task, pooling)``); the
+truncation chapter tests the others from ``scores`` (:func:`~analysis_lib.readout.score_grid`,
+one row per seed), ``link`` (:func:`cka_and_loss`) and ``skips``
+(:func:`~analysis_lib.readout.skip_scores` per ``(task, seed)``). Every claim takes its
+spread over fine-tuning seeds (paired by seed where two settings are compared); one seed
+gives no spread to judge by. All of them read the fine-tuning grid's runs, and get no
+verdict when one of those failed the training gate (``untrained``:
 :func:`~analysis_lib.claims.training_gate.training_problems`).
 """
 
@@ -181,6 +180,29 @@ def _tuned_gain(rows: pd.DataFrame) -> float:
 def tuned_orig(scores: pd.DataFrame | None) -> list[Evidence]:
     """Per (model, task): TUNED minus TUNEDORIG, mean over layers, per seed."""
     return per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG")
+
+
+def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
+                 config: str = "UNTUNED") -> pd.DataFrame:
+    """Per task and layer ``1..L-1``: linear CKA between the layer's first-token vectors and
+    the last layer's (the FT-FT matrix, mean over seeds) beside the accuracy lost by reading
+    the task head from that layer (full model minus ``config``)."""
+    rows = []
+    for task, M in ft_ft.items():
+        top = len(M) - 1
+        at = summary[(summary.model == model) & (summary.task == task) &
+                     (summary.config == config)]
+        for row in at.itertuples():
+            if row.layer < top and np.isfinite(M[row.layer, top]):
+                rows.append({"task": task, "layer": int(row.layer),
+                             "cka_to_last": float(M[row.layer, top]),
+                             "accuracy_lost": float(row.full - row.mean)})
+    return pd.DataFrame(rows)
+
+
+#: the share of depth Phang et al. drop in the example of :func:`untuned`'s claim (§4: the top
+#: four of RoBERTa-base's twelve layers on Yelp Polarity, UNTUNED 95.5 against 96.1)
+PHANG_SHARE = 4 / 12
 
 
 @PHANG.claim("phang-cka-predicts", "§4",

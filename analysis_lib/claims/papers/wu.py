@@ -12,7 +12,7 @@ Three chapters test them, and the functions read their results by name:
   ``zoo_control`` and ``not_learned``;
 * the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
   matrix) and ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
-* the fine-tuning chapter (the notebook `notebooks/finetuning.ipynb`): ``change``
+* the fine-tuning chapter: ``change``
   (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`, App. D's
   freezing of the bottom or top layers); the domains chapter
