@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 
 from analysis_lib import claims
+from analysis_lib.book import prose
 from analysis_lib.claims import verdicts
 from analysis_lib.claims.papers import merchant
-from analysis_lib.similarity import rsa
-from analysis_lib.studies import domains as study
+from analysis_lib.data import stimuli
+from analysis_lib.similarity import curves, rsa
+from analysis_lib.training import probes as probing
 
 
 def _findings(curves, sources, *, cross=None, same=None, probes=None, structural=None,
@@ -31,8 +33,8 @@ def layers_with_change(rng, n, noise, n_layers=3, d=16):
 def test_rsa_by_layer_is_one_against_itself_and_falls_with_change():
     rng = np.random.default_rng(0)
     base, tuned = layers_with_change(rng, 200, 1.5)
-    np.testing.assert_allclose(study.rsa_by_layer(base, base), 1.0, atol=1e-12)
-    curve = study.rsa_by_layer(base, tuned)
+    np.testing.assert_allclose(curves.rsa_by_layer(base, base), 1.0, atol=1e-12)
+    curve = curves.rsa_by_layer(base, tuned)
     assert np.all(np.diff(curve) < 0) and np.all((curve > -1) & (curve < 1))
 
 
@@ -41,41 +43,41 @@ def test_bootstrap_averages_seeds_and_brackets_the_estimate():
     base, _ = layers_with_change(rng, 240, 0.0)
     tuned = {s: [x + 0.8 * rng.standard_normal(x.shape) for x in base] for s in (0, 1, 2)}
     sentence = np.arange(240) // 8
-    frame = study.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
-    expected = np.mean([study.rsa_by_layer(base, tuned[s]) for s in tuned], axis=0)
+    frame = curves.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
+    expected = np.mean([curves.rsa_by_layer(base, tuned[s]) for s in tuned], axis=0)
     np.testing.assert_allclose(frame.rsa, expected)
     assert (frame.low <= frame.rsa + 1e-9).all() and (frame.rsa <= frame.high + 1e-9).all()
-    again = study.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
+    again = curves.bootstrap_rsa(base, tuned, sentence, n_boot=60, seed=0)
     pd.testing.assert_frame_equal(frame, again)
     with pytest.raises(ValueError, match="single sentence"):
-        study.bootstrap_rsa(base, tuned, np.zeros(240, int), n_boot=5)
+        curves.bootstrap_rsa(base, tuned, np.zeros(240, int), n_boot=5)
 
 
 def test_permutation_test_finds_a_planted_domain_effect_and_no_effect():
     rng = np.random.default_rng(2)
     b_in, t_in = layers_with_change(rng, 150, 2.0)
     b_out, t_out = layers_with_change(rng, 150, 0.3)
-    sentence = {d: np.arange(150) // 5 for d in study.DOMAINS}
-    test = study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+    sentence = {d: np.arange(150) // 5 for d in curves.DOMAINS}
+    test = curves.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
                                         {"in-domain": t_in, "out-of-domain": t_out},
                                         sentence, n_perm=40, seed=0)
     assert (test.out_minus_in > 0).all() and (test.p_value <= 1 / 41 + 1e-12).all()
     b2, t2 = layers_with_change(rng, 150, 1.0)
-    same = study.permutation_difference({"in-domain": b_in, "out-of-domain": b2},
+    same = curves.permutation_difference({"in-domain": b_in, "out-of-domain": b2},
                                         {"in-domain": [x + 0 for x in b_in], "out-of-domain":
                                          [x + 0 for x in b2]}, sentence, n_perm=20, seed=0)
     np.testing.assert_allclose(same.out_minus_in, 0.0, atol=1e-12)
     assert (same.p_value == 1.0).all()  # every permutation ties the observed zero
     # testing chosen layers gives those layers' rows of the whole test, the same draws
     top = len(b_in) - 1
-    one = study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+    one = curves.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
                                        {"in-domain": t_in, "out-of-domain": t_out},
                                        sentence, n_perm=40, seed=0, layers=[top])
     assert one.layer.tolist() == [top]
     np.testing.assert_allclose(one.out_minus_in, test.out_minus_in.iloc[top], rtol=1e-12)
     np.testing.assert_allclose(one.p_value, test.p_value.iloc[top])
     with pytest.raises(ValueError, match="layers item"):
-        study.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
+        curves.permutation_difference({"in-domain": b_in, "out-of-domain": b_out},
                                      {"in-domain": t_in, "out-of-domain": t_out},
                                      sentence, n_perm=5, layers=[top + 1])
 
@@ -90,13 +92,13 @@ def test_matched_rows_balance_every_stratum():
                                   "log_frequency": rng.normal(2 + shift / 6, 1, n),
                                   "subwords": rng.integers(1, 3, n)}))
     cov = pd.concat(rows, ignore_index=True)
-    keep = study.matched_rows(cov, bins=4, seed=0)
+    keep = stimuli.matched_rows(cov, bins=4, seed=0)
     assert len(keep["in-domain"]) == len(keep["out-of-domain"]) > 50
-    kept = pd.concat([cov[(cov.domain == d) & cov.row.isin(keep[d])] for d in study.DOMAINS])
+    kept = pd.concat([cov[(cov.domain == d) & cov.row.isin(keep[d])] for d in curves.DOMAINS])
     raw_gap = cov.groupby("domain").sentence_length.mean().diff().abs().iloc[-1]
     matched_gap = kept.groupby("domain").sentence_length.mean().diff().abs().iloc[-1]
     assert matched_gap < raw_gap / 2
-    assert study.matched_rows(cov, bins=4, seed=0)["in-domain"].tolist() == \
+    assert stimuli.matched_rows(cov, bins=4, seed=0)["in-domain"].tolist() == \
         keep["in-domain"].tolist()
 
 
@@ -106,13 +108,13 @@ def test_mixture_curve_ends_at_each_domain():
     b_out, t_out = layers_with_change(rng, 120, 0.3)
     base = {"in-domain": b_in, "out-of-domain": b_out}
     tuned = {"in-domain": t_in, "out-of-domain": t_out}
-    curve = study.mixture_curve(base, tuned, 2, [0.0, 0.5, 1.0], n=120, seed=0)
+    curve = curves.mixture_curve(base, tuned, 2, [0.0, 0.5, 1.0], n=120, seed=0)
     assert curve.rsa.iloc[0] == pytest.approx(rsa(b_out[2], t_out[2]))
     assert curve.rsa.iloc[-1] == pytest.approx(rsa(b_in[2], t_in[2]))
     with pytest.raises(ValueError, match="need 121 in-domain"):
-        study.mixture_curve(base, tuned, 2, [1.0], n=121)
+        curves.mixture_curve(base, tuned, 2, [1.0], n=121)
     with pytest.raises(ValueError, match=r"proportions must lie in \[0, 1\]"):
-        study.mixture_curve(base, tuned, 2, [1.5], n=10)
+        curves.mixture_curve(base, tuned, 2, [1.5], n=10)
 
 
 def test_resampled_rsa_turns_only_an_undefined_rsa_into_nan():
@@ -122,13 +124,13 @@ def test_resampled_rsa_turns_only_an_undefined_rsa_into_nan():
     X, Y = rng.standard_normal((12, 5)), rng.standard_normal((12, 5))
     same_way = np.tile(rng.standard_normal(5), (12, 1)) * np.arange(1, 13)[:, None]
     w = np.ones(12, dtype=np.int64)
-    got = study.rsa_by_layer([X, same_way], [Y, Y], weights=w)
+    got = curves.rsa_by_layer([X, same_way], [Y, Y], weights=w)
     assert np.isfinite(got[0]) and np.isnan(got[1])
     bad = X.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        study.rsa_by_layer([bad], [Y], weights=w)
-    frame = study.bootstrap_rsa([X, X], {0: [Y, Y]}, np.repeat(np.arange(6), 2), n_boot=20)
+        curves.rsa_by_layer([bad], [Y], weights=w)
+    frame = curves.bootstrap_rsa([X, X], {0: [Y, Y]}, np.repeat(np.arange(6), 2), n_boot=20)
     assert list(frame.dropped) == [0, 0]
 
 
@@ -188,18 +190,18 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
 
 
 def test_permutation_floor_says_when_permutations_are_too_few():
-    assert "too few" in study.permutation_floor(40, 7)
-    assert "enough" in study.permutation_floor(140, 7)
-    assert "0.0244" in study.permutation_floor(40, 7)
+    assert "too few" in prose.permutation_floor(40, 7)
+    assert "enough" in prose.permutation_floor(140, 7)
+    assert "0.0244" in prose.permutation_floor(40, 7)
 
 
 def test_the_share_left_of_a_gap_is_defined_only_above_the_smallest_effect():
     matched = pd.DataFrame({"raw": [0.10, -0.04, 0.001, 0.0], "matched": [0.05, -0.04, 0.002,
                                                                            0.0]})
-    share = study.matched_share(matched).share_left
+    share = merchant.matched_share(matched).share_left
     np.testing.assert_allclose(share[:2], [0.5, 1.0])
     assert share[2:].isna().all()  # 0.001 and 0: below merchant-domain's 0.02, no share
-    assert study.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)
+    assert merchant.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)
 
 
 def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():
@@ -221,8 +223,8 @@ def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():
         own = {s: tuned(1, s, task_top, seed_top) for s in (0, 1, 2)}
         other = {s: tuned(2, s, task_top, seed_top) for s in (0, 1, 2)}
         after = {0: 1, 1: 2, 2: 0}
-        cross = study.cross_task(own, {s: other[after[s]] for s in own})
-        same = study.cross_task(own, {s: own[after[s]] for s in own})
+        cross = curves.cka_by_layer(own, {s: other[after[s]] for s in own})
+        same = curves.cka_by_layer(own, {s: own[after[s]] for s in own})
         return {("m", "A", "B"): cross}, {("m", "A"): same}
 
     rsa_flat = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
@@ -242,7 +244,7 @@ def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():
     found = _findings(rsa_flat, CROSSED, cross=cross)  # no control: no verdict
     assert found.loc["wu-cross-task", "verdict"] == "not measured"
     assert "FT[1]-FT[2]" in found.loc["wu-cross-task", "what this run shows"]
-    assert study.cross_task({0: base}, {7: base}).empty  # no common seed
+    assert curves.cka_by_layer({0: base}, {7: base}).empty  # no common seed
 
 
 def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_layers():
@@ -258,18 +260,18 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
         return [(embedding if k == 0 else strength) * codes @ mix
                 + rng.standard_normal((len(labels), 16)) for k in range(4)]
 
-    base = study.probe_accuracy(layers(3.0), labels, sentence, seed=0)
+    base = probing.label_probes(layers(3.0), labels, sentence, seed=0)
     assert len(base) == 6 and base.layer.tolist() == [1, 1, 2, 2, 3, 3]  # no embedding layer
     assert set(base["labels"]) == {"pos", "dep"}
     assert base.groupby("labels").accuracy.min().min() > 0.9  # the labels are read back
-    noise = study.probe_accuracy(layers(0.0), labels, sentence, seed=0)
+    noise = probing.label_probes(layers(0.0), labels, sentence, seed=0)
     # no signal: the probe does no better than chance, about the majority label's share
     assert (noise.accuracy < noise.majority + 0.1).all() and (noise.majority < 0.35).all()
     # an embedding layer that holds the labels alone is not read
-    only_embedding = study.probe_accuracy(layers(0.0, embedding=3.0), labels, sentence)
+    only_embedding = probing.label_probes(layers(0.0, embedding=3.0), labels, sentence)
     assert only_embedding.accuracy.max() < 0.45
-    kept = {s: study.probe_accuracy(layers(3.0), labels, sentence, seed=0) for s in (0, 1, 2)}
-    lost = {s: study.probe_accuracy(layers(0.3), labels, sentence, seed=0) for s in (0, 1, 2)}
+    kept = {s: probing.label_probes(layers(3.0), labels, sentence, seed=0) for s in (0, 1, 2)}
+    lost = {s: probing.label_probes(layers(0.3), labels, sentence, seed=0) for s in (0, 1, 2)}
     curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
                        ("B", "in-domain"): 0.5, ("B", "out-of-domain"): 0.5})
     found = _findings(curves, CROSSED, probes={("m", "A"): (base, kept)})
@@ -278,16 +280,16 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
     assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
     shown = found.loc["merchant-no-forgetting", "what this run shows"]
     assert "per label set: dep +0." in shown and ", pos +0." in shown
-    table = study.probe_table({("m", "A"): (base, lost)})
+    table = probing.probe_table({("m", "A"): (base, lost)})
     assert len(table) == 4 * len(base)
     assert table.groupby("encoder").size().to_dict() == {"base": 6, "seed 0": 6, "seed 1": 6,
                                                          "seed 2": 6}
     with pytest.raises(ValueError, match="too few"):
-        study.probe_accuracy(layers(1.0), labels.iloc[:5], sentence[:5])
+        probing.label_probes(layers(1.0), labels.iloc[:5], sentence[:5])
     with pytest.raises(ValueError, match="give one per word row"):
-        study.probe_accuracy([np.zeros((3, 2))] * 2, labels, sentence)
+        probing.label_probes([np.zeros((3, 2))] * 2, labels, sentence)
     with pytest.raises(ValueError, match="no column"):
-        study.probe_accuracy(layers(1.0), labels[["pos"]], sentence)
+        probing.label_probes(layers(1.0), labels[["pos"]], sentence)
 
 
 def test_silver_labels_name_the_install_command_when_spacy_is_missing(monkeypatch):
@@ -389,9 +391,9 @@ def test_depth_probe_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
     Z, depth = rng.standard_normal((40, 6)), rng.integers(0, 5, 40).astype(float)
     b = rng.standard_normal(3 * 6)
-    error = check_grad(lambda v: study.depth_loss(v, Z, depth, 3)[0],
-                       lambda v: study.depth_loss(v, Z, depth, 3)[1], b)
-    assert error < 1e-4 * np.linalg.norm(study.depth_loss(b, Z, depth, 3)[1])
+    error = check_grad(lambda v: probing.depth_loss(v, Z, depth, 3)[0],
+                       lambda v: probing.depth_loss(v, Z, depth, 3)[1], b)
+    assert error < 1e-4 * np.linalg.norm(probing.depth_loss(b, Z, depth, 3)[1])
 
 
 def _planted_depths(rng, n_sentences=200, per_sentence=10, d=24):
@@ -410,16 +412,16 @@ def test_depth_probe_recovers_planted_depths_and_not_noise():
     rng = np.random.default_rng(1)
     X, depth, sentence = _planted_depths(rng)
     noise = rng.standard_normal(X.shape)
-    found = study.depth_probe([X, X, noise], depth, sentence, rank=8, seed=0)
+    found = probing.depth_probe([X, X, noise], depth, sentence, rank=8, seed=0)
     assert found.layer.tolist() == [1, 2]
     assert found.spearman[0] > 0.9 and abs(found.spearman[1]) < 0.15
     assert (found.n_sentences == 40).all()  # 20% of 200 held out, all of them scored
-    again = study.depth_probe([X, X], depth, sentence, rank=8, seed=0)
+    again = probing.depth_probe([X, X], depth, sentence, rank=8, seed=0)
     assert again.spearman[0] == found.spearman[0]  # the same seed, the same number
     with pytest.raises(ValueError, match="give one per word row"):
-        study.depth_probe([X, X[:5]], depth, sentence)
+        probing.depth_probe([X, X[:5]], depth, sentence)
     with pytest.raises(ValueError, match="smaller min_words"):
-        study.depth_probe([X, X], depth, sentence, min_words=11)
+        probing.depth_probe([X, X], depth, sentence, min_words=11)
 
 
 def test_tree_distances_count_arcs_between_words_of_one_tree():
@@ -478,20 +480,20 @@ def test_distance_probe_recovers_planted_distances_and_not_noise():
     gold = np.round(np.sum(((X[first] - X[second]) @ B.T) ** 2, axis=1))
     distances = pd.DataFrame({"first": first, "second": second, "distance": gold})
     noise = rng.standard_normal(X.shape)
-    found = study.distance_probe([X, X, noise], distances, sentence, rank=6, seed=0)
+    found = probing.distance_probe([X, X, noise], distances, sentence, rank=6, seed=0)
     assert found.layer.tolist() == [1, 2]
     assert found.spearman[0] > 0.9 and abs(found.spearman[1]) < 0.15
     assert (found.n_sentences == 24).all()
-    again = study.distance_probe([X, X], distances, sentence, rank=6, seed=0)
+    again = probing.distance_probe([X, X], distances, sentence, rank=6, seed=0)
     assert again.spearman[0] == found.spearman[0]
     # pairs with no path (the two trees of a split sentence) are missing, not distance 0
-    gaps = study.distance_probe([X, X], distances.drop(index=distances.index[::7]),
+    gaps = probing.distance_probe([X, X], distances.drop(index=distances.index[::7]),
                                 sentence, rank=6, seed=0)
     assert gaps.spearman[0] > 0.9
     across = distances.head(5).assign(second=distances.second.head(5) + 8)
     with pytest.raises(ValueError, match="two word rows of one sentence"):
-        study.distance_probe([X, X], across, sentence)
-    both = study.structural_probes([X, X], np.zeros(len(X)) + np.arange(len(X)) % 8,
+        probing.distance_probe([X, X], across, sentence)
+    both = probing.structural_probes([X, X], np.zeros(len(X)) + np.arange(len(X)) % 8,
                                    distances, sentence, rank=6)
     assert sorted(set(both.probe)) == ["depth", "distance"] and len(both) == 2
 
@@ -522,3 +524,22 @@ def test_the_structural_claim_compares_best_layers_of_base_and_fine_tuned_probes
     unrun = _findings(curves, CROSSED, structural={}).loc["merchant-structural"]
     assert unrun["verdict"] == "not measured"  # structural_rank 0: the probe did not run
     assert "structural_rank is 0" in unrun["what this run shows"]
+
+
+def test_domain_stimuli_are_the_tasks_held_out_inputs_and_a_sample_of_another_corpus():
+    from analysis_lib.training.grid import task_for
+
+    task = task_for("bbc-topic", 32, 20)
+    samples = stimuli.domain_stimuli(task, "tweets", n_sentences=10, n_words=30)
+    assert tuple(samples) == curves.DOMAINS
+    inside, outside = samples["in-domain"], samples["out-of-domain"]
+    assert inside.corpus.sentences == stimuli.stimuli(task, 10).sentences  # never trained on
+    assert inside.name == "bbc-topic" and inside.source == "bbc-news"
+    assert outside.name == outside.source == "tweets" and len(outside.corpus) == 10
+    for sample in (inside, outside):
+        assert len(sample.rows) == 30
+        lengths = [len(s) for s in sample.corpus.sentences]
+        starts = np.cumsum([0] + lengths)
+        # each row's sentence is the one whose words it falls among
+        assert ((starts[sample.sentence] <= sample.rows)
+                & (sample.rows < starts[sample.sentence + 1])).all()

@@ -15,8 +15,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..claims.verdicts import ALPHA, permutations_for
+
 __all__ = ["CAUSE_TEXT", "accuracy_sentence", "answer", "cause_sentence", "estimate",
-           "listing", "missing_schedule", "record_findings", "say", "values_line",
+           "listing", "missing_schedule", "permutation_floor", "record_findings", "say",
+           "values_line",
            "verdicts"]
 
 #: what a folded result of a solution says until the reader opens it
@@ -206,3 +209,13 @@ def verdicts(findings: pd.DataFrame) -> None:
     from ..claims.tables import verdict_lines
 
     say("\n".join(verdict_lines(findings)))
+
+
+def permutation_floor(n_perm: int, tests: int, alpha: float = ALPHA) -> str:
+    """A sentence on what ``n_perm`` permutations can show over ``tests`` Holm-adjusted
+    tests (layers, tasks): the smallest p-value, and the permutations needed to reach
+    ``alpha``."""
+    floor, needed = 1 / (n_perm + 1), permutations_for(alpha, tests)
+    enough = "enough" if n_perm >= needed else "too few"
+    return (f"smallest possible p with {n_perm} permutations: {floor:.4f}; Holm over "
+            f"{tests} tests needs at least {needed} to reach {alpha} ({enough} here)")

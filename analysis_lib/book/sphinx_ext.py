@@ -32,7 +32,7 @@ from .. import __version__
 #: the modules the API reference documents, by page (``book/api/<page>.md``)
 API_PAGES: dict[str, tuple[str, ...]] = {
     "similarity": ("analysis_lib.similarity", "analysis_lib.similarity.reference",
-                   "analysis_lib.similarity.structure"),
+                   "analysis_lib.similarity.structure", "analysis_lib.similarity.curves"),
     "alignment": ("analysis_lib.alignment", "analysis_lib.alignment.pairs",
                   "analysis_lib.alignment.flows"),
     "extraction": ("analysis_lib.extract", "analysis_lib.collect", "analysis_lib.layers",

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
 from scipy import stats
 
+from ..similarity.stats import holm
 from . import get, preconditions, results_read
 from .claim import (
     ALPHA,
@@ -79,20 +79,6 @@ def _cdf(z: np.ndarray, df: np.ndarray) -> np.ndarray:
     out = np.empty_like(z)
     out[normal] = stats.norm.cdf(z[normal])
     out[~normal] = stats.t.cdf(z[~normal], df[~normal])
-    return out
-
-
-def holm(p: ArrayLike) -> np.ndarray:
-    """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count)."""
-    p = np.asarray(p, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    order = ok[np.argsort(p[ok], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
     return out
 
 

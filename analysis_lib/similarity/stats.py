@@ -10,7 +10,8 @@ two conditions, an average over fine-tuning seeds), the same resampling is offer
 :func:`group_weights` (a resample of whole groups as row multiplicities, for measures that take
 ``weights``, such as :func:`~.measures.rsa`), :func:`group_bootstrap` (the samples of any statistic
 of those weights), :func:`two_sample_permutation` (whole groups shuffled between two
-conditions) and :func:`p_greater` (the one-sided p-value every test here reports).
+conditions) and :func:`p_greater` (the one-sided p-value every test here reports); several
+tests' p-values are adjusted together by :func:`holm`.
 """
 
 from __future__ import annotations
@@ -345,3 +346,17 @@ def two_sample_permutation(statistic, groups, first, *, n_perm: int = 1000, seed
                      for _ in tqdm(range(n_perm), desc="permutation", disable=not progress,
                                    leave=False)])
     return PermutationResult(observed, p_greater(null, observed), null)
+
+
+def holm(p: ArrayLike) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN entries stay NaN and do not count)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out

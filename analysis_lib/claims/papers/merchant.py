@@ -8,12 +8,12 @@ Three chapters test them, and the functions read their results by name:
 * the truncation chapter: ``truncated`` and
   ``full`` (:func:`~analysis_lib.readout.truncated_runs` and the uncut model's
   accuracy per fine-tuning seed) beside ``scores``, whose layers give the model's depth;
-* the domains chapter (:mod:`analysis_lib.studies.domains`): ``curves``
-  (:func:`~analysis_lib.studies.domains.bootstrap_rsa` curves of every model, task and
+* the domains chapter: ``curves``
+  (:func:`~analysis_lib.similarity.curves.bootstrap_rsa` curves of every model, task and
   domain), ``sources`` (task -> domain -> corpus), ``probes`` (per (model, task),
-  :func:`~analysis_lib.studies.domains.probe_accuracy` of the base model and of each
+  :func:`~analysis_lib.training.probes.label_probes` of the base model and of each
   fine-tuned seed) and ``structural`` (the same with
-  :func:`~analysis_lib.studies.domains.depth_probe`).
+  :func:`~analysis_lib.training.probes.structural_probes`).
 
 Depth claims compare the first transformer layer with the top one (the embedding layer,
 shared by construction when it is frozen, is never the baseline), per seed; settings of
@@ -29,11 +29,20 @@ import numpy as np
 import pandas as pd
 
 from ...data.corpora import SAME_TEXT
-from ..claim import ACC, SIM, DidNotTrain, Evidence, NotMeasured, Paper, figure
+from ...similarity.curves import DOMAINS
+from ..claim import (
+    ACC,
+    SIM,
+    DidNotTrain,
+    Evidence,
+    NotMeasured,
+    Paper,
+    claim_of,
+    figure,
+)
 
 MERCHANT = Paper("Merchant")
 #: the two domains of a task's stimuli
-DOMAINS = ("in-domain", "out-of-domain")
 
 
 def depth_drop(change: pd.DataFrame | None, measure: str) -> list[Evidence]:
@@ -117,7 +126,7 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None) -> lis
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether the tasks' stimuli cross: every corpus is in-domain for one task exactly as
     often as it is out-of-domain for another (``sources``: task -> domain -> corpus, from
-    :attr:`~analysis_lib.studies.domains.DomainSample.source`). Then the mean over the
+    :attr:`~analysis_lib.data.stimuli.DomainSample.source`). Then the mean over the
     tasks of out- minus in-domain RSA is a difference in differences: each corpus's own
     effect on RSA (some stimuli keep RSA higher under any model) enters once with each sign
     and cancels, and what is left is whether a model changes its own task's inputs more."""
@@ -237,7 +246,7 @@ def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                                           Mapping[int, pd.DataFrame]]] | None
                ) -> list[Evidence]:
     """Per (model, task) and probe: the base model's best-layer Spearman correlation minus
-    each fine-tuned seed's (:func:`~analysis_lib.studies.domains.structural_probes`: a
+    each fine-tuned seed's (:func:`~analysis_lib.training.probes.structural_probes`: a
     ``probe`` column, ``"depth"`` or ``"distance"``; a table without it is the depth
     probe's), one value per seed; the note gives the best layers."""
     if not structural:
@@ -349,3 +358,16 @@ def truncate(truncated: pd.DataFrame | None, full: Mapping[int, float] | None,
 
 #: the paper's claims, in the order above
 CLAIMS = MERCHANT.claims
+
+
+def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
+    """How much of each out-minus-in gap is left once the domains are matched on length,
+    frequency and split words (a share near 1: the covariates do not explain the gap).
+    A gap smaller than ``floor`` (default: the smallest effect of :func:`domain`'s claim) has
+    no share to speak of: a ratio of two near-zero numbers swings with rounding, so it is NaN."""
+    floor = claim_of(domain).smallest_effect if floor is None else floor
+    frame = matched.copy()
+    big = np.abs(frame.raw.to_numpy(dtype=float)) >= floor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["share_left"] = np.where(big, frame.matched / frame.raw, np.nan)
+    return frame

@@ -15,10 +15,9 @@ Three chapters test them, and the functions read their results by name:
 * the fine-tuning chapter: ``change``
   (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`, App. D's
-  freezing of the bottom or top layers); the domains chapter
-  (:mod:`analysis_lib.studies.domains`): ``cross`` and its control ``same`` (two seeds of
-  one task). Claims read from runs that failed the
-  training gate get no verdict (``untrained``:
+  freezing of the bottom or top layers); the domains chapter: ``cross`` and its control
+  ``same`` (two seeds of one task, :func:`~analysis_lib.similarity.curves.cka_by_layer`).
+  Claims read from runs that failed the training gate get no verdict (``untrained``:
   :func:`~analysis_lib.claims.training_gate.training_problems`).
 
 Each observation is a contrast of one measure with itself (linear CKA, or the last measure
@@ -735,7 +734,7 @@ def _bottom_minus_top(frame: pd.DataFrame, top: int) -> pd.Series:
 def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None,
                same: Mapping[tuple[str, str], pd.DataFrame] | None) -> list[Evidence]:
     """Per (model, stimuli's task, other task): the two tasks' models' bottom-minus-top CKA
-    (``cross``: :func:`~analysis_lib.studies.domains.cross_task` of task A's seed s against
+    (``cross``: :func:`~analysis_lib.similarity.curves.cka_by_layer` of task A's seed s against
     task B's next seed, per (model, task whose words, other task)) minus that of two seeds
     of task A (``same``: the same of task A's seed s against its next seed, per (model,
     task)), paired by seed s: only a divergence beyond what a new seed gives counts."""
