@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .collection import Collection, surface_covariates
 from .data.corpora import Corpus
-from .data.stimuli import attention_stimuli, stimuli, word_rows
+from .data.stimuli import attention_stimuli, sample_rows, stimuli, word_rows
 from .data.tasks import Task, split_corpus
 from .extract import NO_SENTENCES, SENTENCES_ONLY, Extraction, extract, over_limit
 from .layers import LayerCollection, LayerTable, spread_layers
@@ -314,3 +315,48 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
                                  pooling="mean")
             rows.append({"model": model, "task": task, "frozen_head": found["accuracy"]})
     return pd.DataFrame(rows)
+
+
+def word_collection(models: Sequence[str], corpus: Corpus, *,
+                    model_options: Mapping[str, Any] | None = None,
+                    max_words: int | None = None, layers_per_model: int | None = None,
+                    seed: int = 0, progress: bool = True) -> Collection:
+    """Extract every model on ``corpus`` and gather their layers on the same word rows: a
+    :class:`~analysis_lib.collection.Collection`.
+
+    ``model_options`` (sizes, seed) apply to ``random:`` models. With ``max_words`` a
+    deterministic sample of that many word rows (by ``seed``) is kept for every model. With
+    ``layers_per_model`` a deep model keeps that many layers spread evenly over its depth
+    (:func:`~analysis_lib.layers.spread_layers`; embeddings and top layer included), so that
+    a 30-layer model does not outweigh a 6-layer one in every mean and the all-pairs cost
+    stays bounded.
+    Every model must give rows for the same words (a model that cuts a long sentence where
+    another does not would misalign them): shorten the sentences or raise ``max_length``.
+    """
+    n = corpus.n_words
+    rows = sample_rows(n, max_words, seed) if max_words is not None and max_words < n else None
+    layers, tables, first = [], [], None
+    for name in models:
+        loaded = load_model(name, model_options)
+        info = loaded.info
+        kept = spread_layers(info.n_attention_layers, layers_per_model)
+        # only the sampled words and the kept layers are cached
+        result = extract(loaded, corpus, keep_layers=kept, word_rows=rows,
+                         sentences=NO_SENTENCES, progress=progress)
+        if first is None:
+            first = result
+        elif not (np.array_equal(result.word_sentence, first.word_sentence)
+                  and np.array_equal(result.word_position, first.word_position)):
+            raise ValueError(
+                f"model {name} gives rows for other words than {models[0]} "
+                f"({result.words.shape[1]} vs {first.words.shape[1]} rows): sentences were cut "
+                "at different lengths; use shorter sentences (corpora.load_corpus(..., "
+                "max_words=...)) so that every model sees every word")
+        tables.append(LayerTable.for_model(name, info.family, info.pretrained,
+                                           info.n_attention_layers, kind="words", layers=kept))
+        layers += [np.ascontiguousarray(result.layer(k)) for k in kept]
+    if first is None:
+        raise ValueError("the collection needs at least one model")
+    rows = np.arange(first.words.shape[1]) if rows is None else rows
+    return Collection(LayerTable.concat(tables), layers, rows,
+                      surface_covariates(first, corpus), first.word_sentence)

@@ -2,13 +2,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import claims, similarity
+from analysis_lib import claims, collect, collection, similarity
 from analysis_lib.claims import verdicts
 from analysis_lib.claims.papers import wu
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
 from analysis_lib.similarity import structure
-from analysis_lib.studies import representation as collection
 from tests.conftest import TINY
 
 K = wu.PairKey
@@ -47,7 +46,7 @@ def _attention(methods, collection):
 @pytest.fixture(scope="module")
 def coll():
     text = corpora.load_corpus("tweets", n=30, seed=2)
-    return collection.build(["random:bert", "random:gpt2"], text, model_options=TINY,
+    return collect.word_collection(["random:bert", "random:gpt2"], text, model_options=TINY,
                             max_words=300, seed=0, progress=False), text
 
 
@@ -196,7 +195,7 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
     assert s[K("matched", "deep", "twin")] == pytest.approx(1.0)
     assert s[K("matched", "deep", "flat")] == pytest.approx(0.5)
     assert s[K("pair", "deep", "twin")] == pytest.approx(5 / 25)
-    frame = collection.factor_table(
+    frame = wu.factor_table(
         {"linear_cka": s}, {"linear_cka": {K("matched", "deep", "flat"): (0.4, 0.6)}},
         {"depth": [("deep", "flat")], "seed": [("deep", "twin"), ("twin", "flat")]},
         "linear_cka", not_learned=["flat"])
@@ -206,7 +205,7 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
     assert np.isnan(frame.loc[0, "factor mean"])
     assert frame.loc[2, "factor mean"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="no pair"):
-        collection.factor_table({"linear_cka": s}, {}, {"x": [("deep", "nope")]}, "linear_cka")
+        wu.factor_table({"linear_cka": s}, {}, {"x": [("deep", "nope")]}, "linear_cka")
 
 
 def test_pair_table_shows_intervals_where_computed():
@@ -214,7 +213,7 @@ def test_pair_table_shows_intervals_where_computed():
     summaries = {"linear_cka": {"within_model": .9, ab: .5, ac: .25},
                  "svcca": {ab: .4, ac: .3}}
     intervals = {"linear_cka": {ab: (.4, .6), ac: (.2, .3)}}
-    table = collection.pair_table(summaries, intervals)
+    table = wu.pair_table(summaries, intervals)
     assert table.loc["a - b", "linear_cka"] == "0.500 [0.400, 0.600]"
     assert table.loc["a - c", "svcca"] == "0.300"
 
@@ -233,12 +232,12 @@ def test_jackknife_intervals_cover_the_estimate(coll):
     c, _ = coll
     M = similarity.pairwise(c.layers, measure="linear_cka")
     est = wu.summary(M, c)
-    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
+    iv = wu.summary_intervals("linear_cka", c, n_folds=5)
     for key in ("within_model", "across_models", "adjacent"):
         low, high = iv[key]
         assert low <= est[key] <= high and high - low < 0.5
     with pytest.raises(ValueError, match="n_folds"):
-        collection.summary_intervals("linear_cka", c, n_folds=1)
+        wu.summary_intervals("linear_cka", c, n_folds=1)
 
 
 def test_localization_frame_names_each_model_once(coll):
@@ -261,9 +260,7 @@ def test_random_across_averages_only_pairs_of_different_random_models(coll):
 
 def test_models_that_cut_different_words_are_refused(monkeypatch):
     text = corpora.from_sentences(["one two three four five six seven eight nine ten"] * 3)
-    from analysis_lib.studies import representation
-
-    real = representation.extract
+    real = collect.extract
     calls = []
 
     def cut_second(*args, **kw):
@@ -273,10 +270,10 @@ def test_models_that_cut_different_words_are_refused(monkeypatch):
             result.word_position = result.word_position[::-1].copy()
         return result
 
-    monkeypatch.setattr(representation, "extract", cut_second)
+    monkeypatch.setattr(collect, "extract", cut_second)
     with pytest.raises(ValueError, match="rows for other words"):
-        representation.build(["random:bert", "random:gpt2"], text, model_options=TINY,
-                             progress=False)
+        collect.word_collection(["random:bert", "random:gpt2"], text, model_options=TINY,
+                                progress=False)
 
 
 def test_attention_heads_collection_and_redundancy():
@@ -442,7 +439,7 @@ def test_objective_claim_cancels_the_seed():
     """Each seed's mean similarity to the other seeds minus to the other objective's model:
     holds when the seeds are closer to each other, not when the other objective is as
     close as another seed; a model that did not learn gives no verdict."""
-    from analysis_lib.studies.representation import PairKey
+    from analysis_lib.claims.papers.wu import PairKey
 
     seeds = ["s0", "s1", "s2", "s3", "s4"]
 
@@ -529,9 +526,9 @@ def test_without_a_jackknife_no_verdict_is_decided():
 
 def test_jackknife_replicates_give_the_intervals(coll):
     c, _ = coll
-    jk = collection.summary_jackknife("linear_cka", c, n_folds=5)
+    jk = wu.summary_jackknife("linear_cka", c, n_folds=5)
     assert len(jk.replicates) == 5
-    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
+    iv = wu.summary_intervals("linear_cka", c, n_folds=5)
     assert iv.keys() == jk.intervals().keys()
     for key, bounds in jk.intervals().items():
         np.testing.assert_array_equal(iv[key], bounds)  # NaN where a cell is empty
@@ -620,7 +617,7 @@ def test_uniform_heads_are_not_counted_as_duplicates():
 
 
 def test_relative_depth_claim_reads_matched_cells_against_the_pairs_other_cells():
-    from analysis_lib.studies.representation import PairKey
+    from analysis_lib.claims.papers.wu import PairKey
 
     cka = _summary(0.8, 0.3)
     pairs = [("a", "b"), ("a", "c"), ("b", "c")]

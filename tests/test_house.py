@@ -102,10 +102,10 @@ def test_no_import_circles():
 #: measures work on bare arrays, so they sit below the data, which builds synthetic
 #: representations with them; loading a model never trains one)
 STEPS = ("analysis_lib.errors", "analysis_lib", "analysis_lib.runtime", "analysis_lib.similarity",
-         "analysis_lib.data", "analysis_lib.models", "analysis_lib.layers", "analysis_lib.extract",
-         "analysis_lib.rules", "analysis_lib.alignment", "analysis_lib.training",
-         "analysis_lib.collect", "analysis_lib.readout", "analysis_lib.claims",
-         "analysis_lib.studies", "analysis_lib.book", "analysis_lib.sweep",
+         "analysis_lib.data", "analysis_lib.models", "analysis_lib.layers",
+         "analysis_lib.collection", "analysis_lib.extract", "analysis_lib.rules",
+         "analysis_lib.alignment", "analysis_lib.training", "analysis_lib.collect",
+         "analysis_lib.readout", "analysis_lib.claims", "analysis_lib.book", "analysis_lib.sweep",
          "analysis_lib.__main__")
 
 
@@ -147,35 +147,89 @@ def test_no_package_imports_another_packages_private_module():
     assert not foreign, foreign
 
 
-#: the modules that compute a chapter's results (the notebooks call them)
 #: the chapters' names (the notebooks that judge claims)
 CHAPTER_NAMES = ("representation", "attention", "finetuning", "truncation", "seeds", "domains")
-#: the chapter modules still to be dissolved into the library's general modules; the
-#: chapters not listed compute with the general functions alone
-CHAPTER_MODULES = ("representation",)
-CHAPTERS = tuple(f"analysis_lib.studies.{name}" for name in CHAPTER_MODULES)
 
 
-def test_no_new_module_is_named_after_a_chapter():
-    """A function another chapter or a reader could use lives in the module of what it
-    takes; the only module named like a chapter outside :data:`CHAPTER_MODULES` is the
-    attention measures' (:mod:`analysis_lib.similarity.attention`)."""
+def test_no_module_is_named_after_a_chapter():
+    """A chapter is a notebook that computes with the library's general functions: no module
+    is written for one chapter. The only module named like a chapter is the attention
+    measures' (:mod:`analysis_lib.similarity.attention`), a measure module."""
     from analysis_lib.claims.claim import CHAPTERS as DECLARED
 
     assert set(CHAPTER_NAMES) == set(DECLARED)
     named = sorted(m for m in _modules() if m.rsplit(".", 1)[-1] in CHAPTER_NAMES)
-    allowed = {"analysis_lib.similarity.attention", *CHAPTERS}
-    assert set(named) <= allowed, sorted(set(named) - allowed)
-    assert "analysis_lib.similarity.attention" in named  # the check sees modules by name
+    assert named == ["analysis_lib.similarity.attention"]  # the check sees modules by name
 
 
-def test_the_build_and_the_sweep_never_run_a_chapters_computation():
+def test_the_sweep_imports_neither_the_claims_nor_the_book():
+    """The sweep runs units of the fine-tuning grid and the extraction; judging and
+    publishing them is the book's."""
     graph, _ = _graph()
-    assert all(chapter in graph for chapter in CHAPTERS)
     found = sorted((m, t) for m, targets in graph.items() for t in targets
-                   if _top_package(m) in ("analysis_lib.book", "analysis_lib.sweep")
-                   and t in CHAPTERS)
+                   if _top_package(m) == "analysis_lib.sweep"
+                   and _top_package(t) in ("analysis_lib.claims", "analysis_lib.book"))
     assert not found, found
+    assert any(_top_package(t) == "analysis_lib.training"  # the check sees its imports
+               for m, targets in graph.items() if _top_package(m) == "analysis_lib.sweep"
+               for t in targets)
+
+
+#: the library's general steps: what a study notebook computes with
+GENERAL = ("analysis_lib.similarity", "analysis_lib.alignment", "analysis_lib.extract",
+           "analysis_lib.models", "analysis_lib.training", "analysis_lib.data",
+           "analysis_lib.layers", "analysis_lib.collect", "analysis_lib.collection",
+           "analysis_lib.readout")
+
+
+def _called(path: Path) -> set[str]:
+    """The library functions and classes a notebook's code cells call, each named by the
+    module that defines it (``module.name``)."""
+    import importlib
+    import inspect
+    import json
+
+    cells = ["\n".join(line for line in "".join(c["source"]).splitlines()
+                       if not line.lstrip().startswith(("%", "!")))
+             for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+             if c["cell_type"] == "code"]
+    trees = [ast.parse(c) for c in cells if "google.colab" not in c]
+    nodes = [n for tree in trees for n in ast.walk(tree)]
+    names = {}
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("analysis_lib"):
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    called = set()
+    for node in (n for n in nodes if isinstance(n, ast.Call)):
+        parts, func = [], node.func
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not (isinstance(func, ast.Name) and func.id in names):
+            continue
+        obj, path_ = None, names[func.id].split(".") + parts[::-1]
+        for cut in range(len(path_), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(path_[:cut]))
+            except ImportError:
+                continue
+            for attr in path_[cut:]:
+                obj = getattr(obj, attr, None)
+            break
+        target = inspect.unwrap(obj) if callable(obj) else None
+        if target is not None and not inspect.ismodule(target):
+            called.add(f"{target.__module__}.{target.__qualname__}")
+    return called
+
+
+@pytest.mark.parametrize("chapter", CHAPTER_NAMES)
+def test_every_study_notebook_computes_with_the_librarys_general_functions(chapter):
+    """A study notebook shows its computation: at least eight distinct functions of the
+    library's general steps (:data:`GENERAL`) called in its code cells."""
+    called = _called(LIBRARY.parent / "notebooks" / f"{chapter}.ipynb")
+    general = sorted(c for c in called if c.startswith(GENERAL))
+    assert len(general) >= 8, general
 
 
 #: what the claims package may import from the steps below it that load, extract or train:
@@ -365,7 +419,11 @@ def test_notebooks_read_each_name_from_the_module_that_defines_it():
     assert not foreign, foreign
 
 
-def test_no_study_module_imports_names_for_others_to_read():
-    """A study imports only what it uses: no ``noqa: F401`` import kept for a notebook."""
-    for path in (LIBRARY / "studies").glob("*.py"):
-        assert "F401" not in path.read_text(encoding="utf-8"), path.name
+def test_no_module_imports_names_for_others_to_read():
+    """A module imports only what it uses: no ``noqa: F401`` import kept for a notebook to
+    read (the one import that checks an optional extra is installed aside)."""
+    for path in LIBRARY.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        kept = [line for line in text.splitlines() if "noqa: F401" in line
+                and "the book extra" not in line]
+        assert not kept, (path.name, kept)

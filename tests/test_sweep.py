@@ -277,17 +277,19 @@ def test_cli_runs_a_spec_and_reports_failures(tmp_path, capsys):
 
 
 def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
+    from analysis_lib import collect
+    from analysis_lib import collection as study
     from analysis_lib.claims.papers import wu
     from analysis_lib.data import corpora
-    from analysis_lib.studies import representation as study
 
     grid = {**GRID, "seeds": [0], "self_pairs": True,
             "measures": ["linear_cka", "neuronsim", "svcca"]}
     result = sweep.run_sweep(grid, cache_dir=tmp_path, progress=False)
     mats, collection = study.from_sweep(result.table, grid["measures"])
     text = corpora.load_corpus("tweets", n=24, seed=0)
-    here = study.build(grid["models"], text, model_options=GRID["model_options"],
-                       max_words=150, seed=0, progress=False)
+    here = collect.word_collection(grid["models"], text,
+                                   model_options=GRID["model_options"], max_words=150,
+                                   seed=0, progress=False)
     expected = study.matrices(here, grid["measures"], progress=False)
     assert collection.table.frame["layer"].tolist() == here.table.frame["layer"].tolist()
     assert collection.table.frame["family"].tolist() == here.table.frame["family"].tolist()

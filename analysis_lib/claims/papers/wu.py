@@ -3,11 +3,11 @@ statistics of a collection matrix they read.
 
 Three chapters test them, and the functions read their results by name:
 
-* the representation chapter (:mod:`analysis_lib.studies.representation`): ``summaries``
+* the representation chapter: ``summaries``
   (per measure, :func:`summary` of the collection matrix on the pretrained models),
   ``jackknives`` (per measure, a :class:`Jackknife` of those numbers), ``measures``,
   ``matrices``, ``collection`` and ``models`` (for a second unit over models), ``localization``
-  (:func:`~analysis_lib.studies.representation.localization_frame`), ``agreements`` and
+  (:func:`~analysis_lib.collection.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
   ``zoo_control`` and ``not_learned``;
 * the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
@@ -34,8 +34,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ...collection import Collection, regress_out, subset
 from ...data.corpora import SAME_TEXT
 from ...layers import LayerCollection, LayerTable
+from ...runtime.profile import profiled
+from ...similarity import pairwise
+from ...similarity.leave_out import leave_out_matrices
 from ...similarity.structure import rank_overlap
 from ..claim import SIM, Evidence, NotMeasured, Paper, figure
 from .merchant import depth_drop, frozen_by_seed
@@ -184,7 +188,7 @@ def pair_entries(values: Mapping, kind: str = "pair") -> dict[PairKey, float]:
 class Jackknife:
     """The :func:`summary` numbers of one measure (``estimate``) and their grouped-jackknife
     replicates (``replicates``: one row per left-out fold of sentences, one column per
-    summary key), from :func:`~analysis_lib.studies.representation.summary_jackknife`."""
+    summary key), from :func:`summary_jackknife`."""
 
     estimate: dict[SummaryKey, float]
     replicates: pd.DataFrame
@@ -250,7 +254,7 @@ def _contrast_units(high: str, low: str, summaries: Summaries | None,
 def _trimmed(without_outliers: Mapping[str, Any] | None, key: str) -> Any:
     """One result computed without the outlier neurons (``without_outliers``: the
     representation chapter's results on
-    :func:`~analysis_lib.studies.representation.drop_neurons`' collection: ``outliers``,
+    :func:`~analysis_lib.collection.drop_neurons`' collection: ``outliers``,
     ``summaries``, ``jackknives``, ``localization``), or None when there is none or no
     model has an outlier neuron (then the unit would repeat the plain one)."""
     if not without_outliers or not len(without_outliers.get("outliers", ())):
@@ -406,7 +410,7 @@ def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] 
                        without_outliers: Mapping[str, Any] | None
                        ) -> list[Evidence]:
     """Per model of ``models`` (the pretrained ones), the mean localization (the paper's
-    plain score, :func:`~analysis_lib.studies.representation.localization_frame`) of its
+    plain score, :func:`~analysis_lib.collection.localization_frame`) of its
     upper half of layers minus its lower half, with a t interval over the models; a second
     unit reads the same without the models' outlier neurons, when some have them."""
     if localization is None:
@@ -515,7 +519,7 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
 def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None,
                  corpus_overlap: float | None) -> list[Evidence]:
     """Per measure, the correlation of the across-model cells on two corpora
-    (``agreements``: :func:`~analysis_lib.studies.representation.agreement`'s
+    (``agreements``: :func:`~analysis_lib.collection.agreement`'s
     ``across_models``), as Fisher's z with the number of layers (``n_layers``, of the second
     corpus's collection) as the sample size. ``corpus_overlap``: the share of the second
     corpus's sentences that are also in the first (:func:`analysis_lib.data.corpora.overlap`);
@@ -758,3 +762,108 @@ def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None,
 
 #: the paper's claims, in the order above
 CLAIMS = WU.claims
+
+
+# ------------------------------------------------ the summary numbers with their spread
+
+
+def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
+                 intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]],
+                 factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
+                 not_learned: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per pair of models that differ in one factor: the mean similarity of their
+    layers at matching relative depth under ``measure`` (the ``matched`` cells of
+    :func:`summary`), its interval where computed, and a flag when
+    either model did not learn (such a pair is left out of the factor's mean, not compared
+    silently).
+
+    ``factors`` maps a factor's name to its pairs of model names as the collection holds
+    them (e.g. ``{"seed": [("zoo:base", "zoo:seed-1")]}``).
+    """
+    values, bounds = summaries[measure], intervals.get(measure, {})
+    rows = []
+    for factor, pairs in factors.items():
+        for a, b in pairs:
+            key = PairKey("matched", a, b)
+            if key not in values:
+                key = PairKey("matched", b, a)
+            if key not in values:
+                raise ValueError(f"the collection holds no pair {a} - {b}")
+            low, high = bounds.get(key, (float("nan"), float("nan")))
+            flagged = [m for m in (a, b) if m in set(not_learned)]
+            rows.append({"factor": factor, "models": f"{a} vs {b}",
+                         measure: values[key], "low": low, "high": high,
+                         "note": f"{', '.join(flagged)} did not learn" if flagged else ""})
+    frame = pd.DataFrame(rows)
+    usable = frame[frame["note"] == ""]
+    means = usable.groupby("factor", sort=False)[measure].mean()
+    frame["factor mean"] = frame["factor"].map(means)
+    return frame
+
+
+def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
+               intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
+    """One row per pair of models, one column per measure: the mean across the two models'
+    layers (from :func:`summary`), with its interval where one was
+    computed."""
+    out = {}
+    for measure, values in summaries.items():
+        column: dict[str, str] = {}
+        for key, value in values.items():
+            if not (isinstance(key, PairKey) and key.kind == "pair"):
+                continue
+            text = f"{value:.3f}"
+            if measure in intervals and key in intervals[measure]:
+                low, high = intervals[measure][key]
+                text += f" [{low:.3f}, {high:.3f}]"
+            column[f"{key.a} - {key.b}"] = text
+        out[measure] = column
+    return pd.DataFrame(out).rename_axis("models")
+
+
+@profiled("resampling", lambda measure, *a, **k: f"jackknife {measure}")
+def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
+                      seed: int = 0, controlled: bool = False,
+                      models: Sequence[str] | None = None) -> Jackknife:
+    """Every :func:`summary` number of one measure with its
+    grouped-jackknife replicates: the sentences are split at random into ``n_folds`` folds
+    and the matrix is computed with each fold left out
+    (:func:`~analysis_lib.similarity.leave_out_matrices`: for CKA and neuronsim
+    from per-fold moments in about the time of one matrix). Two measures jackknifed with the
+    same ``seed`` and ``n_folds`` on the same collection share their folds, so a contrast of
+    the two has replicates too.
+
+    Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
+    raise the chance level of CKA-like measures, so the resampled values are shifted
+    (upwards, by as much as the spread itself for small samples) and neither the percentile
+    nor the basic interval is reliable. Leaving out a fold keeps every stimulus distinct.
+
+    ``models``: numbers of ``summary(..., models=models)``, computed on those models'
+    layers only.
+    """
+    if models is not None:
+        collection = subset(collection, models)
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be at least 2, got {n_folds}")
+    layers = regress_out(collection.layers, collection.covariates) if controlled else \
+        collection.layers
+    sentences = np.unique(collection.sentence)
+    if n_folds > len(sentences):
+        raise ValueError(f"n_folds={n_folds} is more than the {len(sentences)} sentences")
+    fold_of = dict(zip(np.random.default_rng(seed).permutation(sentences),
+                       np.arange(len(sentences)) % n_folds))
+    fold = np.array([fold_of[s] for s in collection.sentence])
+    estimate = summary(pairwise(layers, measure=measure, progress=False), collection)
+    leave_out = [summary(M, collection) for M in leave_out_matrices(layers, fold, measure)]
+    return Jackknife(estimate, pd.DataFrame(leave_out))
+
+
+def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
+                      level: float = 0.95, seed: int = 0, controlled: bool = False,
+                      models: Sequence[str] | None = None
+                      ) -> dict[SummaryKey, tuple[float, float]]:
+    """Intervals of every :func:`summary` number of one measure:
+    ``estimate +- z * se`` with the grouped-jackknife standard error of :func:`summary_jackknife`
+    (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
+    return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,
+                             controlled=controlled, models=models).intervals(level)

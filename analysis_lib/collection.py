@@ -1,14 +1,18 @@
-"""A collection of models on the same words: every layer, side by side (Wu et al. 2020).
+"""A collection of models on the same words: every layer of every model side by side
+(Wu et al. 2020), and what is computed on it.
 
-:func:`build` extracts every model of a list on one corpus and keeps the per-word arrays of all
-their layers, on the same (optionally subsampled) word rows, with a
-:class:`~analysis_lib.layers.LayerTable` saying which layer is which.
-:func:`matrices` computes the layer x layer matrix of the whole collection for any measures;
-:func:`~analysis_lib.claims.papers.wu.summary` turns one matrix into the numbers the paper's
-observations are about (within and across models, neuron against representation level, lower
-against higher layers, adjacent layers), which :mod:`analysis_lib.claims.papers.wu` judges;
-:func:`surface_covariates` and :func:`regress_out` remove what sentence length, word
-position and word frequency explain from every layer before any measure.
+A :class:`Collection` holds the per-word arrays of all the layers of several models on the
+same word rows, with a :class:`~analysis_lib.layers.LayerTable` saying which layer is
+which (:func:`analysis_lib.collect.word_collection` extracts one). :func:`matrices`
+computes its layer x layer matrix for any measures; :func:`surface_covariates` and
+:func:`regress_out` remove what sentence length, word position and word frequency explain
+from every layer before any measure. A collection is narrowed to some models
+(:func:`subset`, :func:`focus`) or some rows (:func:`keep_rows`); its layers are read for
+what dominates them (:func:`first_word_share`, :func:`outlier_neurons`,
+:func:`drop_neurons` and :func:`rematch`); its matrices give localization
+(:func:`localization_frame`), the similarity between random models (:func:`random_across`)
+and the agreement of two corpora (:func:`agreement`). :func:`from_sweep` reads the same
+matrices from a sweep's table.
 """
 
 from __future__ import annotations
@@ -21,16 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..claims.papers.wu import Jackknife, PairKey, SummaryKey, summary
-from ..collect import load_model
-from ..data.corpora import Corpus
-from ..data.stimuli import sample_rows
-from ..extract import NO_SENTENCES, Extraction, extract
-from ..layers import LayerCollection, LayerTable, spread_layers
-from ..runtime.profile import profiled
-from ..similarity import SYMMETRIC, pairwise, pairwise_suite
-from ..similarity import localization as _localization
-from ..similarity.leave_out import leave_out_matrices
+from .data.corpora import Corpus
+from .layers import LayerCollection, LayerTable
+from .similarity import SYMMETRIC, pairwise_suite
+from .similarity import localization as _localization
 
 
 @dataclass
@@ -75,9 +73,11 @@ class Collection(LayerCollection):
                 for m in self.models for name, M in matrices.items()}
 
 
-def surface_covariates(result: Extraction, corpus: Corpus) -> np.ndarray:
+def surface_covariates(result: Any, corpus: Corpus) -> np.ndarray:
     """(n_words, 3): sentence length, position in the sentence and log frequency (in this
-    corpus sample) of every word row of an extraction."""
+    corpus sample) of every word row of an extraction (``result``: an
+    :class:`~analysis_lib.extract.Extraction`, whose ``word_sentence`` and
+    ``word_position`` say where each row's word is)."""
     lengths = np.array([len(s) for s in corpus.sentences])
     words = corpus.words
     counts = Counter(w.lower() for w in words)
@@ -106,49 +106,6 @@ def regress_out(layers: Sequence[np.ndarray], covariates: np.ndarray) -> list[np
     return out
 
 
-def build(models: Sequence[str], corpus: Corpus, *, model_options: Mapping[str, Any] | None = None,
-          max_words: int | None = None, layers_per_model: int | None = None, seed: int = 0,
-          progress: bool = True) -> Collection:
-    """Extract every model on ``corpus`` and gather their layers on the same word rows.
-
-    ``model_options`` (sizes, seed) apply to ``random:`` models. With ``max_words`` a
-    deterministic sample of that many word rows (by ``seed``) is kept for every model. With
-    ``layers_per_model`` a deep model keeps that many layers spread evenly over its depth
-    (:func:`~analysis_lib.layers.spread_layers`; embeddings and top layer included), so that
-    a 30-layer model does not outweigh a 6-layer one in every mean and the all-pairs cost
-    stays bounded.
-    Every model must give rows for the same words (a model that cuts a long sentence where
-    another does not would misalign them): shorten the sentences or raise ``max_length``.
-    """
-    n = corpus.n_words
-    rows = sample_rows(n, max_words, seed) if max_words is not None and max_words < n else None
-    layers, tables, first = [], [], None
-    for name in models:
-        loaded = load_model(name, model_options)
-        info = loaded.info
-        kept = spread_layers(info.n_attention_layers, layers_per_model)
-        # only the sampled words and the kept layers are cached
-        result = extract(loaded, corpus, keep_layers=kept, word_rows=rows,
-                         sentences=NO_SENTENCES, progress=progress)
-        if first is None:
-            first = result
-        elif not (np.array_equal(result.word_sentence, first.word_sentence)
-                  and np.array_equal(result.word_position, first.word_position)):
-            raise ValueError(
-                f"model {name} gives rows for other words than {models[0]} "
-                f"({result.words.shape[1]} vs {first.words.shape[1]} rows): sentences were cut "
-                "at different lengths; use shorter sentences (corpora.load_corpus(..., "
-                "max_words=...)) so that every model sees every word")
-        tables.append(LayerTable.for_model(name, info.family, info.pretrained,
-                                           info.n_attention_layers, kind="words", layers=kept))
-        layers += [np.ascontiguousarray(result.layer(k)) for k in kept]
-    if first is None:
-        raise ValueError("the collection needs at least one model")
-    rows = np.arange(first.words.shape[1]) if rows is None else rows
-    return Collection(LayerTable.concat(tables), layers, rows,
-                      surface_covariates(first, corpus), first.word_sentence)
-
-
 def matrices(collection: Collection, measures: Sequence[str], *, controlled: bool = False,
              progress: bool = True, **options: Any) -> dict[str, np.ndarray]:
     """The collection's layer x layer matrix for each measure (after regressing out the
@@ -156,40 +113,6 @@ def matrices(collection: Collection, measures: Sequence[str], *, controlled: boo
     layers = regress_out(collection.layers, collection.covariates) if controlled else \
         collection.layers
     return pairwise_suite(layers, measures=list(measures), progress=progress, **options)
-
-
-def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
-                 intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]],
-                 factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
-                 not_learned: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per pair of models that differ in one factor: the mean similarity of their
-    layers at matching relative depth under ``measure`` (the ``matched`` cells of
-    :func:`~analysis_lib.claims.papers.wu.summary`), its interval where computed, and a flag when
-    either model did not learn (such a pair is left out of the factor's mean, not compared
-    silently).
-
-    ``factors`` maps a factor's name to its pairs of model names as the collection holds
-    them (e.g. ``{"seed": [("zoo:base", "zoo:seed-1")]}``).
-    """
-    values, bounds = summaries[measure], intervals.get(measure, {})
-    rows = []
-    for factor, pairs in factors.items():
-        for a, b in pairs:
-            key = PairKey("matched", a, b)
-            if key not in values:
-                key = PairKey("matched", b, a)
-            if key not in values:
-                raise ValueError(f"the collection holds no pair {a} - {b}")
-            low, high = bounds.get(key, (float("nan"), float("nan")))
-            flagged = [m for m in (a, b) if m in set(not_learned)]
-            rows.append({"factor": factor, "models": f"{a} vs {b}",
-                         measure: values[key], "low": low, "high": high,
-                         "note": f"{', '.join(flagged)} did not learn" if flagged else ""})
-    frame = pd.DataFrame(rows)
-    usable = frame[frame["note"] == ""]
-    means = usable.groupby("factor", sort=False)[measure].mean()
-    frame["factor mean"] = frame["factor"].map(means)
-    return frame
 
 
 def focus(collection: Collection) -> list[str]:
@@ -331,26 +254,6 @@ def rematch(matrices: Mapping[str, np.ndarray], collection: Collection,
     return out
 
 
-def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
-               intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
-    """One row per pair of models, one column per measure: the mean across the two models'
-    layers (from :func:`~analysis_lib.claims.papers.wu.summary`), with its interval where one was
-    computed."""
-    out = {}
-    for measure, values in summaries.items():
-        column: dict[str, str] = {}
-        for key, value in values.items():
-            if not (isinstance(key, PairKey) and key.kind == "pair"):
-                continue
-            text = f"{value:.3f}"
-            if measure in intervals and key in intervals[measure]:
-                low, high = intervals[measure][key]
-                text += f" [{low:.3f}, {high:.3f}]"
-            column[f"{key.a} - {key.b}"] = text
-        out[measure] = column
-    return pd.DataFrame(out).rename_axis("models")
-
-
 def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
               ) -> dict[str, float]:
     """Pearson correlation of the off-diagonal cells of two matrices over the same layers
@@ -372,54 +275,6 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
         return float(np.corrcoef(A[mask], B[mask])[0, 1])
 
     return {k: corr(m) for k, m in masks.items()}
-
-
-@profiled("resampling", lambda measure, *a, **k: f"jackknife {measure}")
-def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
-                      seed: int = 0, controlled: bool = False,
-                      models: Sequence[str] | None = None) -> Jackknife:
-    """Every :func:`~analysis_lib.claims.papers.wu.summary` number of one measure with its
-    grouped-jackknife replicates: the sentences are split at random into ``n_folds`` folds
-    and the matrix is computed with each fold left out
-    (:func:`~analysis_lib.similarity.leave_out.leave_out_matrices`: for CKA and neuronsim
-    from per-fold moments in about the time of one matrix). Two measures jackknifed with the
-    same ``seed`` and ``n_folds`` on the same collection share their folds, so a contrast of
-    the two has replicates too.
-
-    Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
-    raise the chance level of CKA-like measures, so the resampled values are shifted
-    (upwards, by as much as the spread itself for small samples) and neither the percentile
-    nor the basic interval is reliable. Leaving out a fold keeps every stimulus distinct.
-
-    ``models``: numbers of ``summary(..., models=models)``, computed on those models'
-    layers only.
-    """
-    if models is not None:
-        collection = subset(collection, models)
-    if n_folds < 2:
-        raise ValueError(f"n_folds must be at least 2, got {n_folds}")
-    layers = regress_out(collection.layers, collection.covariates) if controlled else \
-        collection.layers
-    sentences = np.unique(collection.sentence)
-    if n_folds > len(sentences):
-        raise ValueError(f"n_folds={n_folds} is more than the {len(sentences)} sentences")
-    fold_of = dict(zip(np.random.default_rng(seed).permutation(sentences),
-                       np.arange(len(sentences)) % n_folds))
-    fold = np.array([fold_of[s] for s in collection.sentence])
-    estimate = summary(pairwise(layers, measure=measure, progress=False), collection)
-    leave_out = [summary(M, collection) for M in leave_out_matrices(layers, fold, measure)]
-    return Jackknife(estimate, pd.DataFrame(leave_out))
-
-
-def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
-                      level: float = 0.95, seed: int = 0, controlled: bool = False,
-                      models: Sequence[str] | None = None
-                      ) -> dict[SummaryKey, tuple[float, float]]:
-    """Intervals of every :func:`~analysis_lib.claims.papers.wu.summary` number of one measure:
-    ``estimate +- z * se`` with the grouped-jackknife standard error of :func:`summary_jackknife`
-    (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
-    return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,
-                             controlled=controlled, models=models).intervals(level)
 
 
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
@@ -453,7 +308,7 @@ def from_sweep(table: pd.DataFrame, measures: Sequence[str]
     Each model variant of the sweep (model, task, seed) is one "model" of the collection,
     named ``"model / task / seed s"``.
     """
-    from ..similarity.registry import SYMMETRIC, canonical
+    from .similarity.registry import canonical
 
     table = table.copy()
     for side in ("a", "b"):
