@@ -3,18 +3,18 @@ layers of all of them gathered in one labelled collection.
 
 :func:`~analysis_lib.training.zoo.load_model` loads a model by name (a ``random:`` model
 with the sizes asked for, a zoo model trained first if its weights are not cached);
-:func:`fit_to_models` checks a
-corpus against every model's token limit before any work. One model's layers as the
-chapters keep them: :func:`sentence_extraction` (sentence vectors), :func:`pooled_features`
-and :func:`first_token_features` (on a task's splits), :func:`word_layers` (word rows).
-Several models: :func:`each` loads and extracts every model in turn; :func:`attention`
-gathers every model's word-level attention maps in an :class:`AttentionCollection`;
-:func:`sentence_layers` and :func:`attention_rows` read several models' sentence vectors and
-attention rows on the same sentences. One model's pooled layers (:func:`pooled_layers`) and
-a fine-tuned model's views against its base (:func:`view_matrices`). What fine-tuning
-changed, layer by layer, on the same words (:func:`layer_change`, over a grid:
-:func:`change_frame`), and what a head on the frozen pretrained encoder reaches
-(:func:`frozen_head`).
+:func:`fit_to_models` checks a corpus against every model's token limit before any work.
+One model's layers: :func:`sentence_extraction` (sentence vectors), :func:`pooled_features`
+and :func:`first_token_features` (on a task's splits), :func:`word_layers` (word rows),
+:func:`pooled_layers`. Several models: :func:`word_collection` gathers every layer of every
+model on the same word rows (a :class:`~analysis_lib.collection.Collection`); :func:`each`
+loads and extracts every model in turn; :func:`attention` gathers every model's word-level
+attention maps in an :class:`AttentionCollection`; :func:`sentence_layers` and
+:func:`attention_rows` read several models' sentence vectors and attention rows on the same
+sentences. A fine-tuned model against its base: Phang et al.'s views
+(:func:`view_matrices`), what fine-tuning changed layer by layer on the same words
+(:func:`layer_change`, over a grid :func:`change_frame`), and what a head on the frozen
+pretrained encoder reaches (:func:`frozen_head`).
 """
 
 from __future__ import annotations
@@ -306,7 +306,9 @@ def frozen_head(runs: Runs, models: Sequence[str], tasks: Sequence[str], *,
     pretrained model's top layer (mean over the tokens; the encoder frozen), on the same
     training examples and test split as the fine-tuned runs. It is what the task gets
     without changing the encoder: fine-tuning that does not beat it has not trained the
-    encoder enough for the comparisons of this chapter to say much about fine-tuning."""
+    encoder enough for a comparison of base and fine-tuned layers to say much about
+    fine-tuning (:func:`analysis_lib.claims.tables.accuracy_table` places each run's
+    interval against it)."""
     rows = []
     for model in models:
         loaded = load_model(model, model_options)
