@@ -148,7 +148,7 @@ def depth_loss(b: np.ndarray, Z: np.ndarray, depth: np.ndarray, rank: int
                ) -> tuple[float, np.ndarray]:
     """The depth probe's loss and its gradient at ``b`` (the probe ``B``, ``rank`` x
     ``d``, flattened): the mean over rows of ``(||B z||^2 - depth)^2``, as
-    :func:`scipy.optimize.minimize` takes them (``jac=True``), computed in ``Z``'s dtype
+    ``scipy.optimize.minimize`` takes them (``jac=True``), computed in ``Z``'s dtype
     and returned in float64."""
     B = b.reshape(rank, Z.shape[1]).astype(Z.dtype)
     P = Z @ B.T
