@@ -8,8 +8,9 @@ gives the same rows everywhere.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,7 +85,8 @@ def domain_stimuli(task: Task, other: str, *, n_sentences: int, n_words: int,
                                           other)}
 
 
-def token_covariates(samples: Mapping[str, DomainSample], tokenizer) -> pd.DataFrame:
+def token_covariates(samples: Mapping[str, DomainSample], tokenizer: Callable[..., Any]
+                     ) -> pd.DataFrame:
     """One row per sampled token of each domain: its sentence's length in words, the log
     frequency of the word in both samples together, and the number of subword pieces the
     model's tokenizer splits it into (more than one: not in the vocabulary as a whole)."""
