@@ -29,8 +29,10 @@ chromium:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else echo "chromium is missing and this is not root: the browser test will be skipped"; fi; }
 
+# the tests run side by side, one worker per core, each test file whole in one worker
+# (tests/conftest.py)
 test: lint chromium
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_similarity.py

@@ -1,5 +1,16 @@
 """Shared fixtures: a private cache folder, tiny random models of every family and the smoke
-build of the book (in a copy of its sources)."""
+build of the book (in a copy of its sources).
+
+``make test`` runs the tests side by side in one worker process per core (pytest-xdist's
+``-n auto --dist loadfile``): each test file runs whole in one worker, so its module fixtures
+are built once, and every test that reads the smoke build (``built_book``) is in
+``test_book.py``, so the book is built once. Workers share the cores: each runs torch and the
+processes it starts on its share of them (training runs at its own fixed thread count, so no
+number depends on the share), and an OpenMP thread waiting for work sleeps instead of
+spinning (``OMP_WAIT_POLICY=PASSIVE``): two processes training on two threads each, side by
+side on two cores, ran three times slower with their waiting threads spinning than
+sleeping. Both are set before torch is first imported, which is when OpenMP reads them.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +18,18 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
+from analysis_lib.runtime.machine import cores  # (imports no torch)
 
-from analysis_lib import book, models
-from analysis_lib.data import corpora
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side by side
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(share))
+
+import labtools  # noqa: E402 (after the OpenMP settings, which torch reads once)
+import pytest  # noqa: E402
+
+from analysis_lib import book, models  # noqa: E402
+from analysis_lib.data import corpora  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,3 +87,10 @@ def built_book(book_root):
     again = book.build("smoke", root=book_root, echo=second.append, cell_timeout=300)
     assert again == index
     return index, second, book_root
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a folder of its own, and a headless Chromium with the internet
+    cut off (:func:`labtools.serve`); skipped where Debian's chromium is missing."""
+    yield from labtools.serve(tmp_path_factory)
