@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: book test lint bench clean chromium
+.PHONY: book test lint ruff typecheck pytest bench clean chromium
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,12 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 book: $(STAMP)
 	$(PY) -m analysis_lib book --profile default
 
-lint: $(STAMP)
+lint: ruff typecheck
+
+ruff: $(STAMP)
 	$(VENV)/bin/ruff check analysis_lib tests benchmarks notebooks
+
+typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # the browser test needs Debian's chromium; install it when missing (needs root)
@@ -30,8 +34,11 @@ chromium:
 	  else echo "chromium is missing and this is not root: the browser test will be skipped"; fi; }
 
 # the tests run side by side, one worker per core, each test file whole in one worker
-# (tests/conftest.py)
-test: lint chromium
+# (tests/conftest.py); the type check runs beside them
+test: ruff chromium
+	$(MAKE) --no-print-directory -j2 typecheck pytest
+
+pytest: $(STAMP)
 	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)

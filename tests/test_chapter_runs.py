@@ -45,6 +45,7 @@ def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
 
 # --------------------------------------------------------------------------- the built book
 
+
 def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
     broken = tmp_path / "broken.ipynb"
     cell = nbformat.v4.new_code_cell("x = 1\nraise ValueError('boom')")
@@ -54,6 +55,7 @@ def test_a_failing_cell_fails_the_build_and_shows_the_cell(tmp_path):
     nbformat.write(nb, str(broken))
     with pytest.raises(book.BuildError, match=r"(?s)broken.ipynb failed.*raise ValueError.*boom"):
         book.execute(broken, {}, tmp_path / "out")
+
 
 def test_a_solution_result_is_folded_outside_the_book(capsys, monkeypatch):
     """prose.answer prints (or displays a table) in the book's build and in plain Python;
@@ -86,6 +88,7 @@ def test_a_solution_result_is_folded_outside_the_book(capsys, monkeypatch):
     with pytest.raises(ValueError, match="pass the text"):
         prose.answer()
 
+
 def test_say_prints_outside_a_notebook_and_refuses_empty_text(capsys):
     from analysis_lib.book import prose
 
@@ -94,6 +97,7 @@ def test_say_prints_outside_a_notebook_and_refuses_empty_text(capsys):
     for bad in ("", "  ", None, 3):
         with pytest.raises(ValueError, match="Markdown text"):
             prose.say(bad)
+
 
 def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
     from analysis_lib import claims
@@ -108,10 +112,12 @@ def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
     for cid, line in zip(ids, lines, strict=True):
         assert line.startswith("- not measured: ") and f"({cid})" in line, line
 
+
 def _said(nb) -> list[str]:
     """The sentences a notebook stated from its run (``prose.say``): its Markdown outputs."""
     return [o["data"]["text/markdown"] for cell in nb.cells for o in cell.get("outputs", [])
             if "text/markdown" in o.get("data", {})]
+
 
 def test_stated_prose_follows_the_profile_it_was_built_with(tmp_path):
     path = ROOT / "notebooks" / "measures_primer.ipynb"
@@ -125,6 +131,7 @@ def test_stated_prose_follows_the_profile_it_was_built_with(tmp_path):
     assert len(runs["smoke"]) == len(runs["default"]) >= len(stating) >= 4
     differ = [a for a, b in zip(runs["smoke"], runs["default"], strict=True) if a != b]
     assert differ, "the two profiles stated the same values in every sentence"
+
 
 def test_a_wrong_solution_fails_the_build(tmp_path):
     root = tmp_path / "book"
@@ -147,6 +154,7 @@ def test_a_wrong_solution_fails_the_build(tmp_path):
     nbformat.write(nb, str(path))
     with pytest.raises(book.BuildError, match=r"(?s)a wrong claim.*AssertionError"):
         book.build("smoke", root=root, echo=lambda m: None, cell_timeout=300)
+
 
 def test_a_chapter_runs_on_your_own_text_file_and_model_folder(tmp_path):
     """A chapter (attention) under papermill with ``corpus`` a text file of one's own (one
@@ -174,6 +182,7 @@ def test_a_chapter_runs_on_your_own_text_file_and_model_folder(tmp_path):
     words = {w.lower() for line in text.read_text().splitlines() for w in line.split()}
     assert any(f'"{w}"' in charts for w in words if len(w) > 6)  # the file's words
 
+
 def _short_model(tmp_path, limit=12):
     """A model folder whose tokenizer reads at most ``limit`` tokens."""
     from analysis_lib import models
@@ -184,6 +193,7 @@ def _short_model(tmp_path, limit=12):
     loaded.tokenizer.model_max_length = limit
     loaded.tokenizer.save_pretrained(folder)
     return str(folder)
+
 
 def test_long_sentences_are_refused_before_any_work_or_dropped_on_request(tmp_path):
     from analysis_lib.collect import fit_to_models

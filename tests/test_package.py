@@ -321,8 +321,15 @@ def test_every_public_function_has_type_hints():
     assert not missing, f"{len(missing)} public functions lack type hints: {missing[:40]}"
 
 
-def test_the_type_check_is_part_of_lint():
+def test_the_type_check_is_part_of_lint_and_of_the_tests():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    lint = makefile.split("\nlint:")[1].split("\n\n")[0]
-    assert "mypy" in lint
+
+    def rule(target: str) -> str:
+        return makefile.split(f"\n{target}:")[1].split("\n\n")[0]
+
+    assert "mypy" in rule("typecheck")
+    assert "typecheck" in rule("lint").split("\n")[0]  # a prerequisite of make lint
+    test = rule("test")
+    assert "typecheck" in test and "pytest" in test  # make test runs both
+    assert "pytest" in rule("pytest")
     assert PYPROJECT["tool"]["mypy"]["files"] == ["analysis_lib"]
