@@ -113,19 +113,14 @@ def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
         assert line.startswith("- not measured: ") and f"({cid})" in line, line
 
 
-def _said(nb) -> list[str]:
-    """The sentences a notebook stated from its run (``prose.say``): its Markdown outputs."""
-    return [o["data"]["text/markdown"] for cell in nb.cells for o in cell.get("outputs", [])
-            if "text/markdown" in o.get("data", {})]
-
-
 def test_stated_prose_follows_the_profile_it_was_built_with(tmp_path):
     path = ROOT / "notebooks" / "measures_primer.ipynb"
     runs = {}
     for name in ("smoke", "default"):
         values = book.notebook_parameters(path, book.load_profile(name, ROOT))
         done = book.execute(path, values, tmp_path / name)
-        runs[name] = _said(nbformat.read(str(done.path), as_version=4))
+        # the sentences it stated from its run (prose.say): its Markdown outputs
+        runs[name] = outputs(nbformat.read(str(done.path), as_version=4), "text/markdown")
     source = nbformat.read(str(path), as_version=4)
     stating = [c for c in source.cells if c.cell_type == "code" and "prose.say(" in c.source]
     assert len(runs["smoke"]) == len(runs["default"]) >= len(stating) >= 4
