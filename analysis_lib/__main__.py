@@ -60,7 +60,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
     print(f"building the book with the {args.profile!r} profile")
     try:
-        build(args.profile, force=args.force)
+        build(args.profile, force=args.force, jobs=args.jobs)
     except (BuildError, ValueError) as error:
         print(f"\nerror: {error}", file=sys.stderr)
         return 1
@@ -211,6 +211,17 @@ def cmd_times(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """A whole number of at least 1 (``--jobs``), or an error that says so."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose error for a value outside an option's choices also names
     the closest choice."""
@@ -233,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
                       "profile file (e.g. ./mine.yml; it builds into "
                       "_build/executed/mine-file-<digest of its path>)")
     book.add_argument("--force", action="store_true", help="re-run unchanged notebooks too")
+    book.add_argument("--jobs", type=_positive, default=None,
+                      help="notebooks run side by side, each after the ones it reads "
+                      "(default: 2 where there are two cores and the memory for two "
+                      "kernels, else 1; the numbers do not depend on it)")
     book.set_defaults(func=cmd_book)
     found = sub.add_parser("findings", help="print every claim with the verdict of a "
                            "profile's last build")

@@ -89,6 +89,37 @@ def test_two_processes_writing_one_key_leave_a_valid_entry(tmp_path):
     assert not [p for p in (tmp_path / "race").iterdir() if p.name.startswith(".tmp")]
 
 
+def _asker(root, log, barrier):
+    """Ask for one entry whose computation takes a while, noting each computation."""
+    import time
+
+    def compute():
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()}\n")
+        time.sleep(1.0)
+        return {"x": np.arange(4.0)}, {"by": os.getpid()}
+
+    barrier.wait()
+    arrays, meta = ArrayCache("asked", root).get_or_compute("k", compute)
+    assert arrays["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_two_processes_asking_for_one_entry_compute_it_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    log = tmp_path / "computed.txt"
+    procs = [ctx.Process(target=_asker, args=(str(tmp_path), str(log), barrier))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(log.read_text().split()) == 1  # the second waited and read the first's
+    arrays, meta = ArrayCache("asked", tmp_path).load("k")
+    assert meta["by"] == int(log.read_text())
+
+
 def test_cache_location_argument_env_and_default(monkeypatch, tmp_path):
     assert default_root(tmp_path) == tmp_path
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / "env"))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib.book import builder, params
+from analysis_lib.book import builder, params, times
 from analysis_lib.runtime import profile
 
 
@@ -73,9 +73,117 @@ def test_the_build_writes_a_profile_table_and_prints_a_summary(tmp_path, monkeyp
     assert any(line.strip().startswith("first") and "extract" in line for line in lines)
     assert any(line.strip().startswith("second") and "reused" in line for line in lines)
     before = builder.last_profile(tmp_path)
-    text = builder._estimate(before, [Path("first.ipynb"), Path("second.ipynb")])
-    assert "last build: 12 s" in text  # banker's rounding of 12.5
-    assert builder._estimate(before.iloc[:0], [Path("first.ipynb")]) == ""
+    seconds = builder.expected_seconds(before, "no-such-profile")
+    assert seconds == {"first": 12.5}  # a reused notebook's 0 s says nothing
+    text = builder._estimate(seconds, Path("first.ipynb"))
+    assert "about 12 s before" in text  # banker's rounding of 12.5
+    assert builder._estimate({}, Path("first.ipynb")) == ""
+
+
+def test_a_cold_build_is_ordered_by_the_recorded_cold_times(tmp_path):
+    seconds = builder.expected_seconds(builder.last_profile(tmp_path), "default")
+    recorded = times.read()
+    cold = recorded[(recorded.profile == "default") & (recorded.cache == "cold")]
+    assert set(seconds) == set(cold.notebook) and seconds
+    assert seconds["finetuning"] == pytest.approx(
+        cold[cold.notebook == "finetuning"].seconds.mean())
+
+
+def test_the_longest_chain_of_notebooks_starts_first():
+    needs = {"c": ("a",), "d": ("a", "b"), "e": ()}
+    paths = builder.critical_paths(["a", "b", "c", "d", "e"], needs,
+                                   {"a": 10, "b": 50, "c": 30, "d": 5, "e": 20})
+    assert paths == {"a": 40, "b": 55, "c": 30, "d": 5, "e": 20}
+    # unknown times count one second; a circle is named
+    assert builder.critical_paths(["a", "b"], {"b": ("a",)}, {}) == {"a": 2.0, "b": 1.0}
+    with pytest.raises(builder.BuildError, match="circle: a -> b -> a"):
+        builder.critical_paths(["a", "b"], {"a": ("b",), "b": ("a",)}, {})
+
+
+def test_two_notebooks_run_side_by_side_only_with_the_cores_and_the_memory(monkeypatch):
+    import types
+
+    import psutil
+
+    from analysis_lib.runtime import threads
+
+    def machine(cores, free_gb):
+        monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+        monkeypatch.setattr(psutil, "virtual_memory",
+                            lambda: types.SimpleNamespace(available=free_gb * 2**30))
+        return builder.default_jobs()
+
+    assert machine(2, 24) == 2 and machine(16, 100) == 2
+    assert machine(1, 24) == 1  # one core
+    assert machine(2, 2 * builder.KERNEL_GB - 0.5) == 1  # not the memory for two kernels
+
+
+def _fake_notebook(folder, name, after=()):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    if after:
+        nb.metadata["analysis_lib"] = {"after": list(after)}
+    path = folder / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _record_run(log, path):
+    """A stand-in for running a notebook: notes when it started and ended (a module-level
+    function, so that worker processes can run it)."""
+    start = time.time()
+    time.sleep(0.5 if path.stem == "slow" else 0.05)
+    with open(log, "a") as out:
+        out.write(f"{path.stem} {start} {time.time()}\n")
+    if path.stem == "broken":
+        raise RuntimeError("the broken notebook failed")
+    return builder.Executed(path.stem, path, time.time() - start, False)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_notebooks_run_after_those_they_read_and_side_by_side(tmp_path, jobs):
+    import functools
+
+    books = [_fake_notebook(tmp_path, "slow"), _fake_notebook(tmp_path, "quick"),
+             _fake_notebook(tmp_path, "reader", ["slow", "not-in-this-build"])]
+    log = tmp_path / "log.txt"
+    said = []
+    runs = builder.run_notebooks(books, functools.partial(_record_run, log), jobs=jobs,
+                                 seconds={"slow": 100}, echo=said.append)
+    assert [r.name for r in runs] == ["slow", "quick", "reader"]  # in the book's order
+    spans = {name: (float(a), float(b)) for name, a, b in
+             (line.split() for line in log.read_text().splitlines())}
+    assert spans["reader"][0] >= spans["slow"][1]  # it reads the slow one's results
+    if jobs == 2:  # the quick one ran while the slow one did
+        assert spans["quick"][0] < spans["slow"][1]
+    assert said[0].startswith("[1/3] slow")  # the longest chain first
+
+
+def test_a_failing_notebook_stops_the_build_after_the_running_ones_finish(tmp_path):
+    import functools
+
+    books = [_fake_notebook(tmp_path, "broken"), _fake_notebook(tmp_path, "slow"),
+             _fake_notebook(tmp_path, "after-broken", ["broken"])]
+    log = tmp_path / "log.txt"
+    with pytest.raises(RuntimeError, match="the broken notebook failed"):
+        builder.run_notebooks(books, functools.partial(_record_run, log), jobs=2,
+                              seconds={}, echo=lambda line: None)
+    ran = {line.split()[0] for line in log.read_text().splitlines()}
+    assert ran == {"broken", "slow"}  # the running one finished; the dependent never ran
+
+
+def test_the_book_says_which_chapters_read_which():
+    notebooks = {p.stem: p for p in builder.toc_notebooks()}
+    needs = {name: builder.after(p) for name, p in notebooks.items()}
+    for name, names in needs.items():
+        assert set(names) <= set(notebooks), f"{name} waits for a notebook not in the book"
+    builder.critical_paths(list(notebooks), needs, {})  # no circle
+    # the chapters that read the fine-tuning grid run after the page that trains it, and
+    # the seeds page after the page that pretrains the zoo
+    for reader in ("truncation", "domains", "seeds"):
+        assert "finetuning" in needs[reader]
+    assert "representation" in needs["seeds"]
 
 
 def _table(rows):

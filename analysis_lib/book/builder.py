@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -323,7 +324,7 @@ def _quiet_env(extra: dict[str, str] | None = None):
 
 def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False,
             cell_timeout: int = 1800, attempts: int = 2, profile_name: str | None = None,
-            times_profile: str | None = None) -> Executed:
+            times_profile: str | None = None, env: dict[str, str] | None = None) -> Executed:
     """Run one notebook with papermill into ``out_dir`` unless an identical run is there.
 
     The run's key covers the notebook, its parameters, the content of every corpus file and
@@ -336,6 +337,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     A cell that runs longer than ``cell_timeout`` seconds, or a kernel that dies, counts as a
     failed attempt (a lost message between client and kernel leaves both waiting); the
     notebook is run again up to ``attempts`` times. An error raised by a cell is final.
+    ``env`` adds environment variables for the kernel.
     """
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -358,7 +360,8 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
         steps.unlink(missing_ok=True)
         try:
             with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1",
-                             times.PROFILE_ENV: times_profile or profile_name or ""}):
+                             times.PROFILE_ENV: times_profile or profile_name or "",
+                             **(env or {})}):
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout)
@@ -375,6 +378,12 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     atomic_write(stamp, lambda t: t.write_text(key))
     return Executed(path.stem, target, time.perf_counter() - start, False,
                     _children_cpu() - cpu)
+
+
+def _execute_chosen(path: Path, chosen: dict[Path, dict[str, Any]], out_dir: Path,
+                    options: dict[str, Any]) -> Executed:
+    """:func:`execute` with the notebook's chosen parameters (what a build's worker runs)."""
+    return execute(path, chosen[path], out_dir, **options)
 
 
 def _children_cpu() -> float:
@@ -562,15 +571,130 @@ def last_profile(out_dir: Path):
     return table[table.kind == "notebook"]
 
 
-def _estimate(before, remaining: list[Path]) -> str:
-    """``" (last build: 120 s; about 9 min left)"`` from the previous profile, or ``""``."""
-    if before.empty:
-        return ""
-    times = dict(zip(before.notebook, before.wall_s))
-    if remaining[0].stem not in times:
-        return ""
-    left = sum(times.get(p.stem, 0.0) for p in remaining)
-    return f" (last build: {times[remaining[0].stem]:.0f} s; about {left / 60:.0f} min left)"
+#: the notebook metadata that names the notebooks whose results a notebook reads
+#: (``{"analysis_lib": {"after": ["finetuning"]}}``): a build runs it after them
+AFTER = "after"
+
+
+def after(path: Path) -> tuple[str, ...]:
+    """The notebooks (by name) that ``path`` reads results of and so runs after in a build:
+    the ``after`` list of its ``analysis_lib`` metadata."""
+    import nbformat
+
+    meta = nbformat.read(str(path), as_version=4).metadata.get("analysis_lib", {})
+    names = meta.get(AFTER, [])
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise BuildError(f"notebook {path.name}: metadata analysis_lib.{AFTER} must be a list "
+                         f"of notebook names, got {names!r}")
+    return tuple(names)
+
+
+def critical_paths(names: list[str], needs: dict[str, tuple[str, ...]],
+                   seconds: dict[str, float]) -> dict[str, float]:
+    """For each notebook, its own expected time plus the longest chain of notebooks that
+    must wait for it: the build starts the notebook with the longest such path first, so
+    that the chain that decides the build's length never waits for a free core. A
+    notebook named in ``needs`` but not in ``names`` is not waited for; a cycle is an
+    error."""
+    waiting = {n: [m for m in names if n in needs.get(m, ())] for n in names}
+    paths: dict[str, float] = {}
+
+    def path(name: str, seen: tuple[str, ...]) -> float:
+        if name in seen:
+            raise BuildError("the notebooks' 'after' metadata makes a circle: "
+                             + " -> ".join((*seen[seen.index(name):], name)))
+        if name not in paths:
+            paths[name] = seconds.get(name, 1.0) + max(
+                (path(m, (*seen, name)) for m in waiting[name]), default=0.0)
+        return paths[name]
+
+    for name in names:
+        path(name, ())
+    return paths
+
+
+def default_jobs() -> int:
+    """How many notebooks a build runs side by side: two on a machine with two cores or more
+    and the memory for two kernels at their peak (:data:`KERNEL_GB` each, beside what is in
+    use), else one."""
+    import psutil
+
+    from ..runtime.threads import usable_cores
+
+    room = psutil.virtual_memory().available / 2**30
+    return 2 if usable_cores() >= 2 and room >= 2 * KERNEL_GB else 1
+
+
+#: the memory a notebook's kernel may take at its peak in the default build (4.2 GB measured)
+KERNEL_GB = 5.0
+
+
+def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, float],
+                  echo=print) -> list[Executed]:
+    """Run ``run(path)`` for every notebook, ``jobs`` at a time in worker processes (each
+    measures its own kernel's CPU time), a notebook only once those its metadata
+    names (:func:`after`) are done, the longest chain first (:func:`critical_paths`). The
+    results come back in the order of ``notebooks``. When a notebook fails, no other
+    starts; the ones running finish (their pages are kept) and the first error is raised."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+
+    names = [p.stem for p in notebooks]
+    needs = {p.stem: tuple(n for n in after(p) if n in names) for p in notebooks}
+    priority = critical_paths(names, needs, seconds)
+    pending, done, results = list(notebooks), set[str](), {}
+    failure: BaseException | None = None
+    # side by side, each in a fresh worker process (the one kernel it runs at a time is its
+    # only child); one at a time, in this process
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) \
+        if jobs > 1 else ThreadPoolExecutor(1)
+    with pool:
+        running: dict = {}
+        while running or (pending and failure is None):
+            ready = [p for p in pending if set(needs[p.stem]) <= done]
+            while failure is None and ready and len(running) < jobs:
+                path = max(ready, key=lambda p: priority[p.stem])
+                ready.remove(path)
+                pending.remove(path)
+                echo(f"[{len(notebooks) - len(pending)}/{len(notebooks)}] {path.stem}"
+                     f"{_estimate(seconds, path)}")
+                running[pool.submit(run, path)] = path
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                path = running.pop(future)
+                try:
+                    result = future.result()
+                except BaseException as error:  # the first failure is raised at the end
+                    failure = failure or error
+                    continue
+                results[path.stem] = result
+                done.add(path.stem)
+                echo(f"  {result.name:<32} "
+                     f"{'reused' if result.reused else f'{result.seconds:6.1f} s'}")
+    if failure is not None:
+        raise failure
+    return [results[name] for name in names]
+
+
+def expected_seconds(before, profile_label: str) -> dict[str, float]:
+    """Each notebook's expected time: its last build's (``before``, the notebook rows of
+    :func:`last_profile`), else the mean of its recorded cold runs under the profile
+    (``book/run_times.csv``), for ordering a build (:func:`critical_paths`)."""
+    seconds = {}
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        recorded = times.read()
+        cold = recorded[(recorded.profile == profile_label) & (recorded.cache == "cold")]
+        seconds = cold.groupby("notebook").seconds.mean().to_dict()
+    seconds.update({k: v for k, v in zip(before.notebook, before.wall_s) if v > 0})
+    return seconds
+
+
+def _estimate(seconds: dict[str, float], path: Path) -> str:
+    """``" (about 120 s before)"`` from the expected times (:func:`expected_seconds`), or
+    ``""``."""
+    return f" (about {seconds[path.stem]:.0f} s before)" if path.stem in seconds else ""
 
 
 def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None = None):
@@ -640,12 +764,15 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
 
 
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
-          echo=print, cell_timeout: int = 1800) -> Path:
+          echo=print, cell_timeout: int = 1800, jobs: int | None = None) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book.
 
-    A profile of one's own (a path) builds under a name of its own (:func:`profile_label`)
-    and the pages name its file. Two builds of one profile into one folder never run at
-    once: the second waits for the first (:func:`build_lock`) and then reuses its work."""
+    ``jobs`` notebooks run side by side (default: :func:`default_jobs`), each after the
+    notebooks whose results it reads (:func:`run_notebooks`); what each computes does not
+    depend on it. A profile of one's own (a path) builds under a name of its own
+    (:func:`profile_label`) and the pages name its file. Two builds of one profile into
+    one folder never run at once: the second waits for the first (:func:`build_lock`) and
+    then reuses its work."""
     pin_root()  # the kernels run in the notebooks' folder: one cache for all of them
     profile = load_profile(profile_name, root)
     title = profile_title(profile_name)
@@ -653,21 +780,24 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     out_dir = root / "_build" / "executed" / label
     on = times.Machine.here()  # the machine the times are measured on, quiet at the start
     total = time.perf_counter()
-    runs = []
     notebooks = toc_notebooks(root)
     # every notebook's values are checked before the first one runs
     check_profile_keys(profile, sorted((root / "notebooks").glob("*.ipynb")), title)
     chosen = {path: notebook_parameters(path, profile, f"profile {title!r}")
               for path in notebooks}
     check_models_available(chosen, title)
+    jobs = jobs or default_jobs()
     with build_lock(out_dir, echo):
         before = last_profile(out_dir)
-        for k, path in enumerate(notebooks, 1):
-            echo(f"[{k}/{len(notebooks)}] {path.stem}{_estimate(before, notebooks[k - 1:])}")
-            run = execute(path, chosen[path], out_dir, force=force, cell_timeout=cell_timeout,
-                          profile_name=title, times_profile=label)
-            runs.append(run)
-            echo(f"  {run.name:<32} {'reused' if run.reused else f'{run.seconds:6.1f} s'}")
+        # two kernels side by side: OpenMP's idle threads sleep instead of spinning on the
+        # cores the other kernel computes on (which made both several times slower)
+        env = {"OMP_WAIT_POLICY": "PASSIVE"} if jobs > 1 else {}
+        run = functools.partial(_execute_chosen, chosen=chosen, out_dir=out_dir,
+                                options=dict(force=force, cell_timeout=cell_timeout,
+                                             profile_name=title, times_profile=label,
+                                             env=env))
+        runs = run_notebooks(notebooks, run, jobs=jobs, echo=echo,
+                             seconds=expected_seconds(before, label))
         table = write_profile(out_dir, runs, on)
         for line in profile_summary(table) + shape_projection(label, table, out_dir, root):
             echo(line)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..runtime.cache import (
     atomic_write_text,
+    claimed,
     default_root,
     folder_checksums,
     make_key,
@@ -250,4 +251,7 @@ def folder(name: str, cache_dir: str | os.PathLike | None = None,
                   "checksums": folder_checksums(tmp, files)}
         atomic_write_text(tmp / _RECORD, json.dumps(record, indent=1, sort_keys=True))
 
-    return publish_folder(final, write, lambda: _whole(final))
+    with claimed(final):  # converted once when two processes ask at once
+        if final.is_dir() and _whole(final):
+            return final
+        return publish_folder(final, write, lambda: _whole(final))

@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -295,23 +295,71 @@ class ArrayCache:
         without them is damaged (warned about, removed and computed again). The cache folder
         is checked for writing *before* anything is computed.
         """
-        hit = self.load(key)
+        hit = self._complete(key, required_arrays, required_meta)
         if hit is not None:
-            missing = [a for a in required_arrays if a not in hit[0]] + [
-                m for m in required_meta if hit[1].get(m) is None]
-            if not missing:
-                return hit
-            warnings.warn(f"cache entry {self.path(key)} is damaged (it lacks {missing}); it "
-                          "will be recomputed", RuntimeWarning, stacklevel=2)
-            shutil.rmtree(self.path(key), ignore_errors=True)
+            return hit
         check_writable(self.folder)
-        arrays, meta = compute()
-        self.save(key, arrays, meta)
+        with claimed(self.path(key)):
+            # another process may have computed it while this one waited for the lock
+            hit = self._complete(key, required_arrays, required_meta)
+            if hit is not None:
+                return hit
+            arrays, meta = compute()
+            self.save(key, arrays, meta)
         return {k: np.asarray(v) for k, v in arrays.items()}, dict(meta)
+
+    def _complete(self, key: str, required_arrays: tuple[str, ...], required_meta: tuple[str, ...]
+               ) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """The entry for ``key`` when it holds what is required; else None, after removing
+        (with a warning) an entry that lacks some of it."""
+        hit = self.load(key)
+        if hit is None:
+            return None
+        missing = [a for a in required_arrays if a not in hit[0]] + [
+            m for m in required_meta if hit[1].get(m) is None]
+        if not missing:
+            return hit
+        warnings.warn(f"cache entry {self.path(key)} is damaged (it lacks {missing}); it "
+                      "will be recomputed", RuntimeWarning, stacklevel=3)
+        shutil.rmtree(self.path(key), ignore_errors=True)
+        return None
 
     def clear(self) -> None:
         """Remove every entry of this namespace."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+#: the hidden folder, in the cache's root, of the lock files :func:`claimed` takes
+LOCKS = ".locks"
+
+
+@contextlib.contextmanager
+def claimed(final: Path) -> Iterator[None]:
+    """Hold the right to compute the cache entry ``final`` (``<root>/<kind>/<name>``): an
+    exclusive lock on the file ``<root>/.locks/<kind>/<name>.lock``, released when the
+    block ends, or by the system when the process ends however it ends. A second process
+    that asks for the same entry waits here, then finds it in the cache: when two notebooks
+    or sweep workers need one model or extraction at once, it is computed once. The caller
+    looks the entry up again inside the block. Where the system has no ``fcntl`` (Windows)
+    the block runs unlocked, and two processes may compute the same entry (the atomic
+    writes keep one)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    folder = final.parent.parent / LOCKS / final.parent.name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        check_writable(final.parent)  # an error that names the folder and the fix
+        raise
+    with open(folder / f"{final.name}.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: the folders :func:`publish_folder` found writable in this process (checked once each)
