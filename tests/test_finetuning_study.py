@@ -201,7 +201,7 @@ TINY_OPTIONS = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
 def test_runs_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, monkeypatch):
     import torch
 
-    grid = FinetuneGrid.of(TINY_GRID, TINY_OPTIONS)
+    grid = FinetuneGrid.of({**TINY_GRID, "seeds": [0, 1, 2]}, TINY_OPTIONS)
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / "apart"))
     monkeypatch.setenv(workers.WORKERS_ENV, "1")
     apart = run_grid(grid, progress=False)
@@ -211,8 +211,8 @@ def test_runs_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, monk
     real = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: here.append(1) or real(*a, **k))
     together = run_grid(grid, progress=False)
-    assert not here  # both trained in worker processes, and read back from the cache
-    for seed in (0, 1):
+    assert not here  # trained in two worker processes (one trains two runs), read back
+    for seed in (0, 1, 2):
         one, other = (r.get("random:bert", "tweets-sentiment", seed) for r in (apart, together))
         assert other.from_cache and other.path.is_relative_to(tmp_path / "together")
         assert one.metrics == other.metrics and one.record["history"] == \
@@ -227,7 +227,7 @@ def test_a_failing_fine_tuning_worker_is_reported_with_its_error(tmp_path, monke
     monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
     monkeypatch.setattr(FinetuneGrid, "spec", lambda self: {"no_such_setting": 1})
     with pytest.raises(RuntimeError, match=r"fine-tuning 'random:bert / tweets-sentiment / "
-                                           r"0' failed in its worker process(.|\n)*"
+                                           r"[01]' failed in its worker process(.|\n)*"
                                            r"no_such_setting"):
         side_by_side(grid, grid.runs(), progress=False, workers=2)
 

@@ -1,10 +1,10 @@
-"""Worker process of :func:`~analysis_lib.training.grid.side_by_side`: trains one run of a
-fine-tuning grid into the cache.
+"""Worker process of :func:`~analysis_lib.training.grid.side_by_side`: trains runs of a
+fine-tuning grid into the cache, one after the other.
 
-    python -m analysis_lib.training._finetune_worker '{"grid": ..., "run": [...], ...}' ROOT
+    python -m analysis_lib.training._finetune_worker '{"grid": ..., "runs": [...], ...}' ROOT
 
 The settings are JSON (data, never code): the grid's fields
-(:meth:`~analysis_lib.training.grid.FinetuneGrid.spec`), the run's model, task and seed,
+(:meth:`~analysis_lib.training.grid.FinetuneGrid.spec`), each run's model, task and seed,
 what the cache keeps and the changes to the grid's recipe.
 """
 
@@ -22,10 +22,10 @@ def main(argv: list[str]) -> None:
     if len(argv) != 2:
         raise SystemExit("usage: python -m analysis_lib.training._finetune_worker SPEC ROOT")
     spec = json.loads(argv[0])
-    model, task, seed = spec["run"]
     grid = FinetuneGrid.from_spec(spec["grid"])
-    grid.train(str(model), str(task), int(seed), progress=False, store=str(spec["store"]),
-               cache_dir=argv[1], **dict(spec["changes"]))
+    for model, task, seed in spec["runs"]:
+        grid.train(str(model), str(task), int(seed), progress=False,
+                   store=str(spec["store"]), cache_dir=argv[1], **dict(spec["changes"]))
 
 
 if __name__ == "__main__":

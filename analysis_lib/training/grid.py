@@ -272,20 +272,24 @@ def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
 def side_by_side(grid: FinetuneGrid, todo: Sequence[tuple[str, str, int]], *,
                  store: str = "full", changes: Mapping[str, Any] | None = None,
                  progress: bool = True, workers: int | None = None) -> None:
-    """Train the runs ``todo`` of ``grid`` into the cache, ``workers`` at a time (default:
-    :func:`~analysis_lib.training.workers.default_workers`, one per core), each in a worker
-    process of its own on :data:`~analysis_lib.training.finetune.CPU_THREADS` thread: the
-    weights are the ones :meth:`FinetuneGrid.train` gives in this process. Does nothing on
-    a GPU (its runs train one after the other in this process) or for fewer than two
-    runs."""
+    """Train the runs ``todo`` of ``grid`` into the cache in ``workers`` worker processes
+    side by side (default: :func:`~analysis_lib.training.workers.default_workers`, one per
+    core), each on :data:`~analysis_lib.training.finetune.CPU_THREADS` thread: worker ``k``
+    trains runs ``k``, ``k + workers``, ... one after the other, so each process starts
+    (and imports torch) once. The weights are the ones :meth:`FinetuneGrid.train` gives in
+    this process. Does nothing on a GPU (its runs train one after the other in this
+    process) or for fewer than two runs."""
     workers = min(len(todo), workers or default_workers())
     if workers < 2 or resolve(None).type != "cpu":
         return
     root = str(default_root())
-    commands = {" / ".join(map(str, run)): [
-        sys.executable, "-m", "analysis_lib.training._finetune_worker",
-        json.dumps({"grid": grid.spec(), "run": list(run), "store": store,
-                    "changes": dict(changes or {})}), root] for run in todo}
+    commands = {}
+    for k in range(workers):
+        runs = [list(run) for run in todo[k::workers]]
+        name = ", ".join(" / ".join(map(str, run)) for run in runs)
+        commands[name] = [sys.executable, "-m", "analysis_lib.training._finetune_worker",
+                          json.dumps({"grid": grid.spec(), "runs": runs, "store": store,
+                                      "changes": dict(changes or {})}), root]
     run_workers(commands, workers, progress=progress, what="fine-tuning")
 
 
