@@ -244,10 +244,10 @@ def main(argv: list[str] | None = None) -> int:
                       "profile file (e.g. ./mine.yml; it builds into "
                       "_build/executed/mine-file-<digest of its path>)")
     book.add_argument("--force", action="store_true", help="re-run unchanged notebooks too")
-    book.add_argument("--jobs", type=_positive, default=None,
-                      help="notebooks run side by side, each after the ones it reads "
-                      "(default: 2 where there are two cores and the memory for two "
-                      "kernels, else 1; the numbers do not depend on it)")
+    book.add_argument("--jobs", type=_positive, default=1,
+                      help="notebooks run side by side, each after the ones it reads and on "
+                      "its share of the cores (default 1: one at a time; the numbers do not "
+                      "depend on it)")
     book.set_defaults(func=cmd_book)
     found = sub.add_parser("findings", help="print every claim with the verdict of a "
                            "profile's last build")

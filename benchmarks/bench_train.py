@@ -7,8 +7,6 @@ function on a short, book-shaped workload in a temporary cache:
 
 * MiniLM fine-tuning (``training.finetune``, the ``cpu`` preset, tweets), at the fine-tuning
   threads; and the same under bfloat16 autocast, which the book does not use, for comparison;
-* the fine-tuning grid as the book trains it (``training.grid.run_grid``): two such runs
-  side by side, one worker process each, against the matmul rate of two threads;
 * the model zoo's pretraining (``training.pretrain``: the causal and the masked base models,
   fewer steps), one thread each as the zoo trains them;
 * the truncation chapter's heads (``training.heads.fit_heads``: MiniLM's own head on
@@ -127,53 +125,6 @@ def finetuning(n_train: int, autocast: bool) -> Measured:
     return found
 
 
-def grid_side_by_side(n_train: int, workers: int) -> Measured:
-    """The fine-tuning grid as the book trains it: ``workers`` MiniLM runs (seeds) side by
-    side, one worker process each on one thread (``training.grid.run_grid``). The same runs
-    are counted in this process, one after the other; the share is of the matmul rate at
-    ``workers`` threads, the cores the runs fill."""
-    import os
-
-    from analysis_lib.training.grid import FinetuneGrid, run_grid
-    from analysis_lib.training.workers import WORKERS_ENV
-
-    grid = FinetuneGrid().only(models=("minilm",), tasks=("tweets-sentiment",),
-                               seeds=tuple(range(workers)), n_train=n_train, n_heldout=100,
-                               epochs=1.0, until_plateau=False)
-    found = Measured(f"MiniLM fine-tuning grid, {workers} runs side by side", workers)
-    before = {k: os.environ.get(k) for k in ("ANALYSIS_LIB_CACHE", WORKERS_ENV)}
-    try:
-        for counting in (True, False):
-            with tempfile.TemporaryDirectory() as tmp:
-                os.environ["ANALYSIS_LIB_CACHE"] = tmp
-                os.environ[WORKERS_ENV] = "1" if counting else str(workers)
-                if counting:  # in this process, so that the loop can be watched
-                    with watched_loop(found, True):
-                        run_grid(grid, progress=False)
-                else:
-                    found.seconds = _seconds(lambda: run_grid(grid, progress=False))
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    # the tokens the counted runs trained on (the timed runs train on the same batches)
-    found.tokens = workers * _tokens_per_run(grid)
-    return found
-
-
-def _tokens_per_run(grid) -> float:
-    """The real (unpadded) tokens one run of ``grid`` trains on in its one epoch."""
-    from analysis_lib import models
-
-    tokenizer = models.load(grid.models[0]).tokenizer
-    texts = grid.task(grid.tasks[0]).train.texts
-    config = grid.settings(0)
-    return float(sum(len(ids) for ids in tokenizer(list(texts), truncation=True,
-                                                   max_length=config.max_length).input_ids))
-
-
 def zoo_pretraining(steps: int, objective: str) -> Measured:
     from analysis_lib.models import zoo
     from analysis_lib.models.zoo_store import CPU_THREADS
@@ -254,8 +205,7 @@ def main() -> None:
     bf16 = native_bf16()
     print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
           f"{bf16 or 'none'}")
-    workers = min(2, cores())
-    thread_counts = sorted({1, finetune.CPU_THREADS, workers})
+    thread_counts = sorted({1, finetune.CPU_THREADS})
     rate = {t: matmul_rate(t, torch.float32) for t in thread_counts}
     print("\ndense matmul (2048 x 2048 by 2048 x 2048), best of 5:")
     for t in thread_counts:
@@ -266,8 +216,6 @@ def main() -> None:
     runs = [finetuning(args.n_train, autocast=False)]
     if bf16 and not args.skip_bf16:
         runs.append(finetuning(args.n_train, autocast=True))
-    if workers > 1:
-        runs.append(grid_side_by_side(args.n_train, workers))
     runs += [zoo_pretraining(args.zoo_steps, "clm"), zoo_pretraining(args.zoo_steps, "mlm"),
              heads(2000, 6, 5), flow(2000, 64, 30)]
     print(f"\n{'training loop':<44}{'threads':>8}{'s':>8}{'GFLOP':>9}{'GFLOP/s':>9}"

@@ -1,7 +1,6 @@
 """The fine-tuning study's bookkeeping: block and band fits on planted structure, undefined
 layers, the four views, seed intervals, and the shared fine-tuning cache."""
 
-import json
 from dataclasses import fields
 
 import numpy as np
@@ -16,7 +15,7 @@ from analysis_lib.claims.training_gate import training_problem, training_problem
 from analysis_lib.collect import sentence_extraction
 from analysis_lib.similarity import structure
 from analysis_lib.similarity.core import constant_layer
-from analysis_lib.training import freezing, loop, workers
+from analysis_lib.training import freezing, loop
 from analysis_lib.training import zoo as zoo_training
 from analysis_lib.training.grid import (
     FinetuneGrid,
@@ -25,7 +24,6 @@ from analysis_lib.training.grid import (
     learning_curves,
     loss_curves,
     run_grid,
-    side_by_side,
 )
 
 
@@ -143,7 +141,6 @@ def test_the_seed_interval_is_the_verdicts_interval():
 
 @pytest.mark.slow
 def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
-    monkeypatch.setenv(workers.WORKERS_ENV, "1")  # every run in this process, to count
     options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
     calls = []
     real = loop.run
@@ -192,58 +189,6 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert task.train.texts == first.task("tweets-sentiment").train.texts
 
 
-TINY_GRID = {"models": ["random:bert"], "tasks": ["tweets-sentiment"], "seeds": [0, 1],
-             "n_train": 48, "epochs": 0.5}
-TINY_OPTIONS = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
-
-
-@pytest.mark.slow
-def test_runs_trained_side_by_side_equal_those_trained_one_by_one(tmp_path, monkeypatch):
-    import torch
-
-    grid = FinetuneGrid.of({**TINY_GRID, "seeds": [0, 1, 2]}, TINY_OPTIONS)
-    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / "apart"))
-    monkeypatch.setenv(workers.WORKERS_ENV, "1")
-    apart = run_grid(grid, progress=False)
-    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / "together"))
-    monkeypatch.setenv(workers.WORKERS_ENV, "2")
-    here = []
-    real = loop.run
-    monkeypatch.setattr(loop, "run", lambda *a, **k: here.append(1) or real(*a, **k))
-    together = run_grid(grid, progress=False)
-    assert not here  # trained in two worker processes (one trains two runs), read back
-    for seed in (0, 1, 2):
-        one, other = (r.get("random:bert", "tweets-sentiment", seed) for r in (apart, together))
-        assert other.from_cache and other.path.is_relative_to(tmp_path / "together")
-        assert one.metrics == other.metrics and one.record["history"] == \
-            other.record["history"]
-        weights = (r.load().model.state_dict() for r in (one, other))
-        first, second = weights
-        assert all(torch.equal(first[k], second[k]) for k in first)
-
-
-def test_a_failing_fine_tuning_worker_is_reported_with_its_error(tmp_path, monkeypatch):
-    grid = FinetuneGrid.of(TINY_GRID, TINY_OPTIONS)
-    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path))
-    monkeypatch.setattr(FinetuneGrid, "spec", lambda self: {"no_such_setting": 1})
-    with pytest.raises(RuntimeError, match=r"fine-tuning 'random:bert / tweets-sentiment / "
-                                           r"[01]' failed in its worker process(.|\n)*"
-                                           r"no_such_setting"):
-        side_by_side(grid, grid.runs(), progress=False, workers=2)
-
-
-def test_a_grid_travels_to_a_worker_as_data():
-    grid = FinetuneGrid.of({"models": ["random:bert", "minilm"], "seeds": [3, 1],
-                            "epochs": 2.5}, {"random:bert": {"layers": 2}})
-    spec = grid.spec()
-    assert json.loads(json.dumps(spec)) == spec
-    again = FinetuneGrid.from_spec(spec)
-    assert again == grid and again.model_options == grid.model_options
-    assert again.settings(3) == grid.settings(3)
-    with pytest.raises(ValueError, match="unknown fields"):
-        FinetuneGrid.from_spec({**spec, "learning_rat": 1e-3})
-
-
 def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     """Model by model, task by task, seed by seed: :meth:`FinetuneGrid.runs` is the order
     in which a grid is trained, cached runs are found, and :meth:`Runs.each` and
@@ -260,8 +205,6 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
         record = {"train_seconds": 1.0}
 
     monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
-    monkeypatch.setattr(FinetuneGrid, "cached", lambda self, *run, **k: None)
-    monkeypatch.setenv(workers.WORKERS_ENV, "1")  # no worker processes: all trained here
     monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
                         or Run())
     runs = run_grid(grid, progress=False)

@@ -100,22 +100,17 @@ def test_the_longest_chain_of_notebooks_starts_first():
         builder.critical_paths(["a", "b"], {"a": ("b",), "b": ("a",)}, {})
 
 
-def test_two_notebooks_run_side_by_side_only_with_the_cores_and_the_memory(monkeypatch):
-    import types
-
-    import psutil
-
+def test_kernels_side_by_side_share_the_cores_and_sleep_while_they_wait(monkeypatch):
     from analysis_lib.runtime import threads
 
-    def machine(cores, free_gb):
-        monkeypatch.setattr(threads, "usable_cores", lambda: cores)
-        monkeypatch.setattr(psutil, "virtual_memory",
-                            lambda: types.SimpleNamespace(available=free_gb * 2**30))
-        return builder.default_jobs()
-
-    assert machine(2, 24) == 2 and machine(16, 100) == 2
-    assert machine(1, 24) == 1  # one core
-    assert machine(2, 2 * builder.KERNEL_GB - 0.5) == 1  # not the memory for two kernels
+    monkeypatch.setattr(threads, "usable_cores", lambda: 8)
+    assert builder.kernel_threads(1) == {}  # one at a time: the kernel's own defaults
+    env = builder.kernel_threads(2)
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] \
+        == "4"
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    assert builder.kernel_threads(3)["OMP_NUM_THREADS"] == "1"  # never none
 
 
 def _fake_notebook(folder, name, after=()):

@@ -613,20 +613,19 @@ def critical_paths(names: list[str], needs: dict[str, tuple[str, ...]],
     return paths
 
 
-def default_jobs() -> int:
-    """How many notebooks a build runs side by side: two on a machine with two cores or more
-    and the memory for two kernels at their peak (:data:`KERNEL_GB` each, beside what is in
-    use), else one."""
-    import psutil
-
+def kernel_threads(jobs: int) -> dict[str, str]:
+    """The environment of a kernel that runs beside ``jobs - 1`` others: its share of the
+    cores for torch, OpenMP and the BLAS libraries, and OpenMP threads that sleep while
+    they wait instead of spinning on the cores another kernel computes on. Nothing for one
+    notebook at a time. Training keeps its own fixed thread counts (they are in its cache
+    keys), and a forward pass or a product gives the same numbers at any count."""
+    if jobs <= 1:
+        return {}
     from ..runtime.threads import usable_cores
 
-    room = psutil.virtual_memory().available / 2**30
-    return 2 if usable_cores() >= 2 and room >= 2 * KERNEL_GB else 1
-
-
-#: the memory a notebook's kernel may take at its peak in the default build (4.2 GB measured)
-KERNEL_GB = 5.0
+    share = str(max(1, usable_cores() // jobs))
+    return {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": share,
+            "OPENBLAS_NUM_THREADS": share, "MKL_NUM_THREADS": share}
 
 
 def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, float],
@@ -644,8 +643,8 @@ def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, f
     priority = critical_paths(names, needs, seconds)
     pending, done, results = list(notebooks), set[str](), {}
     failure: BaseException | None = None
-    # side by side, each in a fresh worker process (the one kernel it runs at a time is its
-    # only child); one at a time, in this process
+    # side by side in worker processes, each running one kernel at a time (its only child,
+    # so that its children's CPU time is that kernel's); one at a time, in this process
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) \
         if jobs > 1 else ThreadPoolExecutor(1)
     with pool:
@@ -764,15 +763,15 @@ def shape_projection(profile_name: str, table, out_dir: Path, root: Path = ROOT)
 
 
 def build(profile_name: str = "default", *, force: bool = False, root: Path = ROOT,
-          echo=print, cell_timeout: int = 1800, jobs: int | None = None) -> Path:
+          echo=print, cell_timeout: int = 1800, jobs: int = 1) -> Path:
     """Execute every notebook of the book under a profile, then build the HTML book.
 
-    ``jobs`` notebooks run side by side (default: :func:`default_jobs`), each after the
-    notebooks whose results it reads (:func:`run_notebooks`); what each computes does not
-    depend on it. A profile of one's own (a path) builds under a name of its own
-    (:func:`profile_label`) and the pages name its file. Two builds of one profile into
-    one folder never run at once: the second waits for the first (:func:`build_lock`) and
-    then reuses its work."""
+    ``jobs`` notebooks run side by side (default one at a time), each after the notebooks
+    whose results it reads (:func:`run_notebooks`), each kernel on its share of the cores
+    (:func:`kernel_threads`); what each computes does not depend on it. A profile of one's
+    own (a path) builds under a name of its own (:func:`profile_label`) and the pages name
+    its file. Two builds of one profile into one folder never run at once: the second
+    waits for the first (:func:`build_lock`) and then reuses its work."""
     pin_root()  # the kernels run in the notebooks' folder: one cache for all of them
     profile = load_profile(profile_name, root)
     title = profile_title(profile_name)
@@ -786,16 +785,13 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     chosen = {path: notebook_parameters(path, profile, f"profile {title!r}")
               for path in notebooks}
     check_models_available(chosen, title)
-    jobs = jobs or default_jobs()
+    jobs = checks.integer(jobs, "jobs", low=1)
     with build_lock(out_dir, echo):
         before = last_profile(out_dir)
-        # two kernels side by side: OpenMP's idle threads sleep instead of spinning on the
-        # cores the other kernel computes on (which made both several times slower)
-        env = {"OMP_WAIT_POLICY": "PASSIVE"} if jobs > 1 else {}
         run = functools.partial(_execute_chosen, chosen=chosen, out_dir=out_dir,
                                 options=dict(force=force, cell_timeout=cell_timeout,
                                              profile_name=title, times_profile=label,
-                                             env=env))
+                                             env=kernel_threads(jobs)))
         runs = run_notebooks(notebooks, run, jobs=jobs, echo=echo,
                              seconds=expected_seconds(before, label))
         table = write_profile(out_dir, runs, on)

@@ -308,8 +308,9 @@ class ArrayCache:
             self.save(key, arrays, meta)
         return {k: np.asarray(v) for k, v in arrays.items()}, dict(meta)
 
-    def _complete(self, key: str, required_arrays: tuple[str, ...], required_meta: tuple[str, ...]
-               ) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    def _complete(self, key: str, required_arrays: tuple[str, ...],
+                  required_meta: tuple[str, ...]
+                  ) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """The entry for ``key`` when it holds what is required; else None, after removing
         (with a warning) an entry that lacks some of it."""
         hit = self.load(key)

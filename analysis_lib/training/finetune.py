@@ -68,10 +68,9 @@ if TYPE_CHECKING:
 
 #: torch threads a model fine-tunes with on the CPU (part of the cache key). A product's
 #: result depends on how it is split between threads, so at a free count a machine with
-#: more cores would train other weights under the same key. One: the runs of a grid train
-#: side by side, one per core (:mod:`analysis_lib.training.workers`), which on a 2-core
-#: machine trains 1.35 times as many examples per second as one run on both cores.
-CPU_THREADS = 1
+#: more cores would train other weights under the same key. Two: the speed of the 2-core
+#: machines the book is built on; a larger machine can train several models at once.
+CPU_THREADS = 2
 
 
 @dataclass(frozen=True)

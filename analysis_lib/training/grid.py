@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
@@ -26,13 +24,9 @@ from ..data.labels import silver_task
 from ..data.tasks import Task, load_task
 from ..models import random_options, zoo
 from ..rules import Parameter, validate
-from ..runtime.cache import default_root
-from ..runtime.device import resolve
-from ..runtime.profile import profiled
 from . import zoo as zoo_training
 from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
-from .workers import default_workers, run_workers
 
 #: validation and test examples per task unless a study asks for other sizes
 HELD_OUT = 500
@@ -160,26 +154,11 @@ class FinetuneGrid:
         return finetune(model, self.task(task), self.settings(seed, **changes),
                         progress=progress, store=store, cache_dir=cache_dir, **options)
 
-    def cached(self, model: str, task: str, seed: int, *, store: str = "full",
-               **changes: Any) -> FineTuned | None:
+    def cached(self, model: str, task: str, seed: int, **changes: Any) -> FineTuned | None:
         """The run :meth:`train` would give, when the cache holds it; None otherwise
         (nothing is trained)."""
-        return lookup(model, self.task(task), self.settings(seed, **changes), store=store,
+        return lookup(model, self.task(task), self.settings(seed, **changes),
                       **self.options(model))
-
-    def spec(self) -> dict[str, Any]:
-        """The grid's settings as JSON data (a worker process rebuilds it with
-        :meth:`from_spec`)."""
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-                for f in fields(self)}
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> FinetuneGrid:
-        """The grid :meth:`spec` describes."""
-        known = {f.name for f in fields(cls)}
-        if set(spec) - known:
-            raise ValueError(f"a grid's spec has unknown fields {sorted(set(spec) - known)}")
-        return cls().only(**spec)
 
     def task(self, name: str) -> Task:
         """The book's split of task ``name`` at this grid's sizes (:func:`task_for`)."""
@@ -249,11 +228,9 @@ class Runs:
 
 
 def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
-             workers: int | None = None, **changes: Any) -> Runs:
+             **changes: Any) -> Runs:
     """Fine-tune every model of ``grid`` on every task with every seed (or load each from
-    the cache), in the grid's order (:meth:`FinetuneGrid.runs`). On the CPU the runs the
-    cache lacks train side by side, ``workers`` at a time (default: one per core;
-    :func:`side_by_side`).
+    the cache), in the grid's order (:meth:`FinetuneGrid.runs`).
 
     ``changes`` apply to the settings (freezing); ``store`` is what the cache keeps of each
     run (:func:`~analysis_lib.training.finetune.finetune`).
@@ -261,36 +238,8 @@ def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
     if not grid.models or not grid.tasks or not grid.seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
     zoo_training.ensure(grid.models)
-    todo = [run for run in grid.runs() if grid.cached(*run, store=store, **changes) is None]
-    side_by_side(grid, todo, store=store, changes=changes, progress=progress,
-                 workers=workers)
     return Runs.of({run: grid.train(*run, progress=progress, store=store, **changes)
                     for run in grid.runs()}, grid)
-
-
-@profiled("finetune", lambda grid, todo, **k: f"{len(todo)} runs side by side")
-def side_by_side(grid: FinetuneGrid, todo: Sequence[tuple[str, str, int]], *,
-                 store: str = "full", changes: Mapping[str, Any] | None = None,
-                 progress: bool = True, workers: int | None = None) -> None:
-    """Train the runs ``todo`` of ``grid`` into the cache in ``workers`` worker processes
-    side by side (default: :func:`~analysis_lib.training.workers.default_workers`, one per
-    core), each on :data:`~analysis_lib.training.finetune.CPU_THREADS` thread: worker ``k``
-    trains runs ``k``, ``k + workers``, ... one after the other, so each process starts
-    (and imports torch) once. The weights are the ones :meth:`FinetuneGrid.train` gives in
-    this process. Does nothing on a GPU (its runs train one after the other in this
-    process) or for fewer than two runs."""
-    workers = min(len(todo), workers or default_workers())
-    if workers < 2 or resolve(None).type != "cpu":
-        return
-    root = str(default_root())
-    commands = {}
-    for k in range(workers):
-        runs = [list(run) for run in todo[k::workers]]
-        name = ", ".join(" / ".join(map(str, run)) for run in runs)
-        commands[name] = [sys.executable, "-m", "analysis_lib.training._finetune_worker",
-                          json.dumps({"grid": grid.spec(), "runs": runs, "store": store,
-                                      "changes": dict(changes or {})}), root]
-    run_workers(commands, workers, progress=progress, what="fine-tuning")
 
 
 def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Runs | None:

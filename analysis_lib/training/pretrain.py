@@ -33,8 +33,11 @@ import functools
 import itertools
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from .. import __version__
 from ..models.zoo_store import (
@@ -60,9 +64,8 @@ from ..runtime.device import DeviceLike, fork_rng, model_device, resolve
 from ..runtime.device import key as device_key
 from ..runtime.profile import profiled
 from ..runtime.quiet import quiet_transformers
-from ..runtime.threads import torch_threads
+from ..runtime.threads import torch_threads, usable_cores
 from . import loop
-from .workers import default_workers, run_workers
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -243,6 +246,11 @@ def pretrain(config: PretrainConfig, *, cache_dir: str | os.PathLike | None = No
             return _train(config, cache_dir, progress, name, dev, path)
 
 
+#: the environment variable that tells a worker of :func:`pretrain_many` its parent's process
+#: id, so that it ends with its parent even if the parent is gone before the worker starts
+WORKER_PARENT_ENV = "ANALYSIS_LIB_WORKER_PARENT"
+
+
 @profiled("pretrain", lambda configs, **k: f"{len(configs)} models side by side")
 def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.PathLike | None = None,
                   progress: bool = True, device: DeviceLike = None, workers: int | None = None
@@ -251,10 +259,9 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
     ``workers`` worker processes when they train on the CPU; the weights are the same as
     trained one by one.
 
-    The default is one worker per core this process may use (at most one per model;
-    :func:`~analysis_lib.training.workers.default_workers`), each on one thread: never more
-    busy threads than cores, so the timings of a build are steady and another job on the
-    machine is not starved. (Two workers per core finish an odd
+    The default is one worker per core this process may use (at most one per model), each
+    on one thread: never more busy threads than cores, so the timings of a build are steady
+    and another job on the machine is not starved. (Two workers per core finish an odd
     number of models sooner, 285 s against 317 s for seven models on 2 cores, at the price
     of timings that depend on the scheduler.)"""
     for config in configs.values():
@@ -262,7 +269,7 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
     dev = resolve(device)
     root = str(default_root(cache_dir))
     todo = [n for n, c in configs.items() if cached(c, root, dev) is None]
-    workers = min(len(todo), workers or default_workers())
+    workers = min(len(todo), workers or usable_cores())
     if dev.type == "cpu" and workers > 1:
         for size in {c.vocab_size for c in configs.values()}:
             tokenizer(size, root)  # once, before the workers read it
@@ -272,10 +279,47 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
         commands = {n: [sys.executable, "-m", "analysis_lib.training._pretrain_worker",
                         json.dumps({"name": n, "config": asdict(configs[n])}), root]
                     for n in todo}
-        run_workers(commands, workers, progress=progress, what="pretraining")
+        _run_workers(commands, workers, progress)
     return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
             for n, c in configs.items()}
 
+
+
+def _run_workers(commands: dict[str, list[str]], workers: int, progress: bool) -> None:
+    """Run each named worker command, ``workers`` at a time; the first failure is an error
+    that stops the others, and so is an interrupt. Each worker knows this process's id, so it
+    ends when this process does (even killed)."""
+    started: list[subprocess.Popen] = []
+    stopping = threading.Event()
+
+    def run(command: list[str]) -> tuple[int, str]:
+        if stopping.is_set():
+            return 1, "stopped"
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
+        started.append(process)
+        if stopping.is_set():
+            process.terminate()
+        errors = process.communicate()[1]
+        return process.returncode, errors
+
+    with ThreadPoolExecutor(workers) as pool:
+        runs = {n: pool.submit(run, cmd) for n, cmd in commands.items()}
+        try:
+            for n, future in tqdm(runs.items(), desc="pretrain", unit="model",
+                                  disable=not progress):
+                code, errors = future.result()
+                if code:
+                    raise RuntimeError(f"pretraining {n!r} failed in its worker process "
+                                       f"(exit {code}):\n{errors[-3000:]}")
+        finally:  # an error or an interrupt here stops the other workers too
+            stopping.set()
+            for future in runs.values():
+                future.cancel()
+            for process in started:
+                if process.poll() is None:
+                    process.terminate()
 
 
 def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, path: Path
