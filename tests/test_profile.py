@@ -152,7 +152,12 @@ def test_notebooks_run_after_those_they_read_and_side_by_side(tmp_path, jobs):
     assert spans["reader"][0] >= spans["slow"][1]  # it reads the slow one's results
     if jobs == 2:  # the quick one ran while the slow one did
         assert spans["quick"][0] < spans["slow"][1]
-    assert said[0].startswith("[1/3] slow")  # the longest chain first
+    assert said[0].startswith("[1/3] slow")  # the book's order, and the longest chain
+    if jobs == 1:  # one at a time: the book's order, even where another chain is longer
+        order = builder.run_notebooks(books[::-1], functools.partial(_record_run, log),
+                                      jobs=1, seconds={"slow": 100}, echo=said.append)
+        assert [r.name for r in order] == ["reader", "quick", "slow"]
+        assert said[-6].startswith("[1/3] quick")
 
 
 def test_a_failing_notebook_stops_the_build_after_the_running_ones_finish(tmp_path):

@@ -632,8 +632,9 @@ def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, f
                   echo=print) -> list[Executed]:
     """Run ``run(path)`` for every notebook, ``jobs`` at a time in worker processes (each
     measures its own kernel's CPU time), a notebook only once those its metadata
-    names (:func:`after`) are done, the longest chain first (:func:`critical_paths`). The
-    results come back in the order of ``notebooks``. When a notebook fails, no other
+    names (:func:`after`) are done: one at a time in the order of ``notebooks``, side by
+    side the longest chain first (:func:`critical_paths`). The results come back in the
+    order of ``notebooks``. When a notebook fails, no other
     starts; the ones running finish (their pages are kept) and the first error is raised."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -652,7 +653,8 @@ def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, f
         while running or (pending and failure is None):
             ready = [p for p in pending if set(needs[p.stem]) <= done]
             while failure is None and ready and len(running) < jobs:
-                path = max(ready, key=lambda p: priority[p.stem])
+                # one at a time, in the book's order; side by side, the longest chain first
+                path = ready[0] if jobs == 1 else max(ready, key=lambda p: priority[p.stem])
                 ready.remove(path)
                 pending.remove(path)
                 echo(f"[{len(notebooks) - len(pending)}/{len(notebooks)}] {path.stem}"
