@@ -35,7 +35,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -148,13 +148,110 @@ ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 tes
        "examples; a smaller gap is not a difference a reader could act on")
 
 
+#: the two kinds of :class:`Level`: the least a variable can read where it carries no
+#: information (``floor``: chance, the majority baseline) and the most it can read
+#: (``ceiling``: a seed's own score, which a map from another seed cannot beat)
+LEVEL_KINDS = ("floor", "ceiling")
+
+
+@dataclass(frozen=True)
+class Level:
+    """A variable a unit's statistic reads, beside its floor or ceiling.
+
+    A correlation or a difference read where one of its variables sits at its floor
+    measures the floor, not the claim: UNTUNED's accuracy at the majority baseline in most
+    layers gives a correlation with CKA from a few examples' difference. A claim whose
+    control already sits at the ceiling has no room left for the effect it predicts. The
+    evidence function that computes a statistic names the variables it reads with their
+    levels (:meth:`Evidence.reading`); the verdict rule
+    (:func:`~analysis_lib.claims.verdicts.decide`) refuses a unit read on a variable at its
+    floor and names a ceiling as the cause of a claim that stays undecided.
+
+    ``values``: the variable's values in the unit (one per layer, seed or pair); ``bound``:
+    the floor or ceiling, one number or one per value; a value is *at* it when it lies
+    within ``resolution`` of it (beyond it counts as at it too); ``needed``: how many values
+    must lie clear of the level for the statistic to read the variable (one for a
+    difference, three for a correlation: two points always correlate).
+    """
+
+    variable: str
+    values: tuple[float, ...]
+    bound: tuple[float, ...]
+    resolution: float
+    kind: str = "floor"
+    needed: int = 1
+
+    def __init__(self, variable: str, values: Iterable[float], bound: float | Iterable[float],
+                 resolution: float, kind: str = "floor", needed: int = 1) -> None:
+        given = tuple(float(v) for v in values)
+        bounds = (tuple(float(b) for b in bound) if isinstance(bound, Iterable)
+                  else (float(bound),) * len(given))
+        if kind not in LEVEL_KINDS:
+            raise ValueError(f"level of {variable!r}: kind must be one of {LEVEL_KINDS}, got "
+                             f"{kind!r}")
+        if len(bounds) != len(given):
+            raise ValueError(f"level of {variable!r}: {len(bounds)} bounds for {len(given)} "
+                             "values; give one bound, or one per value")
+        if not np.isfinite(bounds).all() or not np.isfinite(given).all():
+            raise ValueError(f"level of {variable!r}: its values and bound must be finite "
+                             "numbers (leave a value that was not measured out)")
+        if not (np.isfinite(resolution) and resolution >= 0):
+            raise ValueError(f"level of {variable!r}: resolution must be a finite number >= 0, "
+                             f"got {resolution!r}")
+        if isinstance(needed, bool) or not isinstance(needed, (int, np.integer)) or needed < 1:
+            raise ValueError(f"level of {variable!r}: needed must be a count >= 1, got "
+                             f"{needed!r}")
+        for name, value in (("variable", variable), ("values", given), ("bound", bounds),
+                            ("resolution", float(resolution)), ("kind", kind),
+                            ("needed", int(needed))):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def accuracy(cls, variable: str, accuracies: Iterable[float],
+                 majority: float | Iterable[float], needed: int = 1) -> Level:
+        """Accuracies beside their floor, the majority baseline, at the resolution of the
+        book's training gate (:data:`~analysis_lib.claims.training_gate.TRAINED_ABOVE_MAJORITY`):
+        an accuracy that would not count as learnt for a fine-tuned run sits at its floor."""
+        from .training_gate import TRAINED_ABOVE_MAJORITY
+
+        return cls(variable, accuracies, majority, TRAINED_ABOVE_MAJORITY, "floor", needed)
+
+    @property
+    def clear(self) -> int:
+        """How many values lie clear of the level: more than ``resolution`` above a floor,
+        or below a ceiling."""
+        gaps = np.subtract(self.values, self.bound) * (1 if self.kind == "floor" else -1)
+        return int(np.sum(gaps > self.resolution))
+
+    @property
+    def at_level(self) -> int:
+        """How many values sit at the level (within ``resolution``, or beyond it)."""
+        return len(self.values) - self.clear
+
+    @property
+    def stuck(self) -> bool:
+        """Whether fewer than ``needed`` values lie clear of the level: the statistic cannot
+        read the variable."""
+        return self.clear < self.needed
+
+    def describe(self) -> str:
+        """The level in words: ``UNTUNED's accuracy at its floor (the majority baseline
+        0.450, within 0.02) in 4 of 5 values``."""
+        shown = (f"{self.bound[0]:.3f}" if len(set(self.bound)) <= 1 and self.bound
+                 else f"{min(self.bound):.3f} to {max(self.bound):.3f}")
+        return (f"{self.variable} at its {self.kind} ({shown}, within {self.resolution:.3g}) "
+                f"in {self.at_level} of {len(self.values)} values")
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One unit's estimate of a claim's statistic.
 
     ``se``: standard error (0 for a number without sampling error, NaN when there is no
     spread to estimate, e.g. one seed); ``df``: degrees of freedom of a t reference (``None``:
-    normal); ``n``: how many values the estimate comes from; ``unit``: what it is about.
+    normal); ``n``: how many values the estimate comes from; ``unit``: what it is about;
+    ``levels``: the variables the statistic reads beside their floors or ceilings
+    (:class:`Level`; add them with :meth:`reading`).
     """
 
     unit: str
@@ -163,6 +260,7 @@ class Evidence:
     df: float | None = None
     n: int | None = None
     note: str = ""
+    levels: tuple[Level, ...] = ()
 
     def __post_init__(self) -> None:
         # evidence no estimate can give is refused where it is made, so that the verdict
@@ -171,6 +269,13 @@ class Evidence:
         if self.n is not None and not (isinstance(self.n, (int, np.integer)) and self.n >= 0):
             raise ValueError(f"evidence {self.unit!r}: n must be a count (an integer >= 0), "
                              f"got {self.n!r}")
+        if not all(isinstance(level, Level) for level in self.levels):
+            raise TypeError(f"evidence {self.unit!r}: levels must be Level records")
+
+    def reading(self, *levels: Level) -> Evidence:
+        """This evidence, with the variables its statistic reads beside their floors or
+        ceilings (:class:`Level`), for the verdict rule's floor check."""
+        return replace(self, levels=(*self.levels, *levels))
 
     def interval(self, alpha: float = 0.05) -> tuple[float, float]:
         """The two-sided ``1 - alpha`` interval ``estimate +- q se``, ``q`` the quantile of

@@ -127,6 +127,16 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
     evidence = [e for e in evidence if np.isfinite(e.estimate)]
     if not evidence:
         return Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
+    refused = {e.unit: at_floor(e) for e in evidence if at_floor(e)}
+    if refused:  # the floor rule: a statistic read on a variable at its floor is no evidence
+        evidence = [e for e in evidence if e.unit not in refused]
+        named = "; ".join(f"{unit}: {why}" for unit, why in refused.items())
+        if not evidence:
+            return not_measured(claim, f"the floor rule: {named}")
+        floor_note = (f"; the floor rule leaves out {len(refused)} unit"
+                      f"{'s' * (len(refused) > 1)} ({named})")
+    else:
+        floor_note = ""
     sign = -1.0 if claim.direction == "less" else 1.0
     est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
     se = np.array([e.se for e in evidence], dtype=np.float64)
@@ -153,7 +163,12 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
         "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
         "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
     combined = _combine(list(outcome))
+    causes = [undecided_cause(e, r, delta) if out == "inconclusive" else ""
+              for e, r, out in zip(evidence, reach, outcome)]
+    units["cause"] = causes
     reason = _reason(list(outcome), len(evidence))
+    if combined in ("inconclusive", MIXED) and any(causes):
+        reason = f"undecided: {_cause_summary(causes)}; {reason}"
     # an undecided claim says where its estimates point: the paper's way or against it
     beyond = {"none": np.abs(est) > delta, "at_most": est > delta}
     against = int(np.sum(beyond.get(claim.direction, est < 0)))
@@ -174,7 +189,60 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
                    f"inside the smallest effect {delta:.3g} with the values their intervals "
                    f"are over ({counts}); more of those (as each unit says: seeds, models, "
                    "pairs or folds) would be needed to show no difference")
-    return Verdict(claim, combined, units, alpha, reason)
+    return Verdict(claim, combined, units, alpha, reason + floor_note)
+
+
+#: why a unit stays undecided, in the order :func:`undecided_cause` tries them (a claim
+#: whose runs did not train or whose precondition does not hold reads ``not measured``
+#: before this question is asked, with its own reason)
+UNDECIDED_CAUSES = {
+    "at its floor": "some of the values of a variable the statistic reads sit at its floor "
+                    "(chance, the majority baseline): the statistic reads the floor there",
+    "no headroom": "the control already sits within the smallest effect of its ceiling: the "
+                   "effect the claim predicts has no room to show",
+    "too few units": "the interval is wider than the smallest effect: with more of the values "
+                     "it is over (seeds, models, pairs, folds) it could be decided",
+    "near the smallest effect": "the interval is narrower than the smallest effect, but the "
+                                "estimate lies so near it that the interval straddles it",
+}
+
+
+def at_floor(evidence: Evidence) -> str:
+    """Why the floor rule refuses ``evidence`` ("" when it does not): a variable its
+    statistic reads sits at its floor in so many values that fewer than the statistic needs
+    lie clear of it (:class:`~analysis_lib.claims.claim.Level`). A correlation or difference
+    read there measures the floor, not the claim."""
+    stuck = [level for level in evidence.levels if level.kind == "floor" and level.stuck]
+    return "; ".join(f"{level.describe()}, and the statistic needs {level.needed} clear of it"
+                     for level in stuck)
+
+
+def undecided_cause(evidence: Evidence, reach: float, delta: float) -> str:
+    """Why an undecided unit is undecided: the first key of :data:`UNDECIDED_CAUSES` that
+    applies, with its numbers. ``reach`` is the unit's one-sided bound (:func:`_reach`),
+    ``delta`` the claim's smallest effect on the units' scale."""
+    floors = [level for level in evidence.levels if level.kind == "floor" and level.at_level]
+    if floors:
+        return "at its floor: " + "; ".join(level.describe() for level in floors)
+    ceilings = [level for level in evidence.levels if level.kind == "ceiling" and level.stuck]
+    if ceilings:
+        return "no headroom: " + "; ".join(level.describe() for level in ceilings)
+    if not reach < delta:
+        spread = "no spread" if not np.isfinite(reach) else f"a one-sided bound of {reach:.3f}"
+        return (f"too few units: {spread} from {evidence.n or 0} values, not inside the "
+                f"smallest effect {delta:.3g}")
+    return (f"near the smallest effect: {evidence.estimate:+.3f}, one-sided bound {reach:.3f}, "
+            f"smallest effect {delta:.3g}")
+
+
+def _cause_summary(causes: list[str]) -> str:
+    """The undecided units' causes, counted by kind, with the first unit's numbers."""
+    found = [c for c in causes if c]
+    kinds = list(dict.fromkeys(c.split(":")[0] for c in found))
+    return "; ".join(
+        f"{kind} in {sum(c.startswith(kind) for c in found)} of {len(causes)} units "
+        f"({next(c for c in found if c.startswith(kind)).split(': ', 1)[1]})"
+        for kind in kinds)
 
 
 def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
@@ -302,7 +370,8 @@ def _reason(outcomes: list[str], m: int) -> str:
 
 def _empty_units() -> pd.DataFrame:
     return pd.DataFrame(columns=["unit", "estimate", "low", "high", "se", "n", "p_holds",
-                                 "p_opposite", "p_equivalent", "reach", "outcome", "note"])
+                                 "p_opposite", "p_equivalent", "reach", "outcome", "note",
+                                 "cause"])
 
 
 def reference_decide(direction: str, estimate: float, se: float, delta: float,

@@ -35,6 +35,7 @@ from ..claim import (
     SIM,
     DidNotTrain,
     Evidence,
+    Level,
     NotMeasured,
     Paper,
     claim_of,
@@ -222,8 +223,14 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                               for frame in tuned.values()])
         note = "per label set: " + ", ".join(f"{name} {drop:+.3f}"
                                              for name, drop in drops.mean().items())
-        out.append(Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
-                                        drops.mean(axis=1).tolist(), note))
+        evidence = Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
+                                        drops.mean(axis=1).tolist(), note)
+        if "majority" in base:  # a probe at the majority class has nothing to forget
+            majority = base.groupby("labels").majority.first()[best.index]
+            evidence = evidence.reading(Level.accuracy(
+                f"the base model's best probe accuracy ({task}, per label set)", best,
+                majority, needed=len(best)))
+        out.append(evidence)
     return out
 
 

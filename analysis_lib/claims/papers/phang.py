@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ...similarity.structure import block_gain
-from ..claim import ACC, SIM, Evidence, NotMeasured, Paper, figure
+from ..claim import ACC, SIM, Evidence, Level, NotMeasured, Paper, figure
 
 PHANG = Paper("Phang")
 #: a chapter's view matrices: per (model, task, pooling), per view ("FT-FT", "ORIG-ORIG",
@@ -113,13 +113,18 @@ def restarts(views: Views | None) -> list[Evidence]:
 
 
 def per_seed(scores: pd.DataFrame | None, statistic: Callable[[pd.DataFrame], float],
-             label: str) -> list[Evidence]:
-    """One :class:`Evidence` per (model, task): ``statistic(rows of one seed)`` over seeds."""
+             label: str, level: Callable[[pd.DataFrame], Level | None] | None = None
+             ) -> list[Evidence]:
+    """One :class:`Evidence` per (model, task): ``statistic(rows of one seed)`` over seeds;
+    ``level(rows of the unit)``, when given, is a variable the statistic reads beside its
+    floor (:class:`~analysis_lib.claims.claim.Level`; None: none to read)."""
     out = []
     for (model, task), group in ([] if scores is None else
                                  scores.groupby(["model", "task"], sort=False)):
         values = [statistic(seed_rows) for _, seed_rows in group.groupby("seed")]
-        out.append(Evidence.from_values(f"{model}, {task}, {label}", values))
+        evidence = Evidence.from_values(f"{model}, {task}, {label}", values)
+        found = level(group) if level is not None else None
+        out.append(evidence.reading(found) if found is not None else evidence)
     return out
 
 
@@ -178,15 +183,31 @@ def _tuned_gain(rows: pd.DataFrame) -> float:
                   + figure("Fig. 3")),
     chapter="truncation", gates=("untrained",))
 def tuned_orig(scores: pd.DataFrame | None) -> list[Evidence]:
-    """Per (model, task): TUNED minus TUNEDORIG, mean over layers, per seed."""
-    return per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG")
+    """Per (model, task): TUNED minus TUNEDORIG, mean over layers, per seed. TUNEDORIG's
+    accuracy is read beside its floor, the majority baseline: a head on a pretrained layer
+    that stayed at the majority class did not learn, and a mean over layers that holds
+    such a head reads the head's failure, not the features, so every value must lie clear
+    of the floor."""
+    return per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG", _orig_floor)
+
+
+def _orig_floor(rows: pd.DataFrame) -> Level | None:
+    """TUNEDORIG's accuracies in one unit's rows beside the majority baseline, every one
+    needed clear of it (None without the baseline)."""
+    orig = rows[rows.config == "TUNEDORIG"]
+    if "majority" not in orig or not len(orig):
+        return None
+    return Level.accuracy(f"TUNEDORIG's test accuracy ({rows.task.iloc[0]}, per layer and "
+                          "seed)", orig.accuracy, orig.majority, needed=len(orig))
 
 
 def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
                  config: str = "UNTUNED") -> pd.DataFrame:
     """Per task and layer ``1..L-1``: linear CKA between the layer's first-token vectors and
     the last layer's (the FT-FT matrix, mean over seeds) beside the accuracy lost by reading
-    the task head from that layer (full model minus ``config``)."""
+    the task head from that layer (full model minus ``config``), ``config``'s accuracy
+    (``untuned``) and, where ``summary`` holds it, the majority baseline (``majority``): the
+    floor the claim reads UNTUNED beside."""
     rows = []
     for task, M in ft_ft.items():
         top = len(M) - 1
@@ -196,8 +217,12 @@ def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: 
             if row.layer < top and np.isfinite(M[row.layer, top]):
                 rows.append({"task": task, "layer": int(row.layer),
                              "cka_to_last": float(M[row.layer, top]),
-                             "accuracy_lost": float(row.full - row.mean)})
-    return pd.DataFrame(rows)
+                             "accuracy_lost": float(row.full - row.mean),
+                             "untuned": float(row.mean),
+                             "majority": float(getattr(row, "majority", np.nan))})
+    frame = pd.DataFrame(rows)
+    return frame.drop(columns="majority") if len(frame) and frame.majority.isna().any() \
+        else frame
 
 
 #: the share of depth Phang et al. drop in the example of :func:`untuned`'s claim (§4: the top
@@ -218,14 +243,21 @@ PHANG_SHARE = 4 / 12
     chapter="truncation", gates=("untrained",))
 def cka_predicts(link: pd.DataFrame | None) -> list[Evidence]:
     """Within each task (pooling tasks mixes their levels): Pearson r of CKA-to-last with
-    accuracy lost, as Fisher z."""
+    accuracy lost, as Fisher z. UNTUNED's accuracy is read beside its floor, the majority
+    baseline (when ``link`` holds ``untuned`` and ``majority``): a correlation needs at
+    least three layers clear of it, else it reads how many layers sit at the floor."""
     out = []
     for task, group in ([] if link is None else link.groupby("task", sort=False)):
         x, y = group.cka_to_last.to_numpy(), group.accuracy_lost.to_numpy()
         r = float(np.corrcoef(x, y)[0, 1]) if len(x) > 2 and x.std() > 0 and y.std() > 0 \
             else float("nan")
-        out.append(Evidence.from_correlation(f"{task} (Fisher z of r = {r:.2f})", r,
-                                             len(group)))
+        evidence = Evidence.from_correlation(f"{task} (Fisher z of r = {r:.2f})", r,
+                                             len(group))
+        if {"untuned", "majority"} <= set(group):
+            evidence = evidence.reading(Level.accuracy(
+                f"UNTUNED's test accuracy ({task}, per layer)", group.untuned, group.majority,
+                needed=3))
+        out.append(evidence)
     return out
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ...similarity.structure import layer_gradient
-from ..claim import ACC, Evidence, Paper, figure
+from ..claim import ACC, Evidence, Level, Paper, claim_of, figure
 
 REN = Paper("Ren")
 #: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and
@@ -285,10 +285,21 @@ def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame 
         wide = frame.pivot_table(index=["from", "to"], columns="method", values="accuracy")
         if PROPOSED_MAP not in wide:
             return []
-        return [Evidence.from_values(
-            f"{kind}, {PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
-            wide[PROPOSED_MAP] - wide[control])
-            for control in ("identity", SIMPLE_MAP) if control in wide]
+        out = []
+        for control in ("identity", SIMPLE_MAP):
+            if control not in wide:
+                continue
+            evidence = Evidence.from_values(
+                f"{kind}, {PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
+                wide[PROPOSED_MAP] - wide[control])
+            both = wide[[control, "own"]].dropna() if "own" in wide else wide.iloc[:0]
+            if len(both):  # the target seed on its own vectors: no map can do better
+                evidence = evidence.reading(Level(
+                    f"{control}'s accuracy against the target seed's own ({kind})",
+                    both[control], both["own"], claim_of(injection).smallest_effect,
+                    "ceiling", needed=len(both) // 2 + 1))
+            out.append(evidence)
+        return out
     return _seed_units({"fine-tuning seeds": injected,
                         "pretraining seeds": pretraining_injected},
                        untrained_pretraining, units)

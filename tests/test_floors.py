@@ -1,0 +1,241 @@
+"""The floor rule and the cause of an undecided verdict, with planted floors, ceilings and
+sample sizes: a statistic read on a variable at its floor is refused and named, and an
+undecided claim says which of the causes keeps it undecided."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib import claims
+from analysis_lib.claims import verdicts
+from analysis_lib.claims.claim import Claim, Evidence, Level
+from analysis_lib.claims.papers import merchant, phang, ren, wu
+from analysis_lib.claims.verdicts import UNDECIDED_CAUSES, decide
+
+
+def _claim(direction="greater", delta=0.02, fisher_z=False):
+    return Claim("planted", "Wu", "§1", "a planted claim", "yes", "a planted statistic",
+                 direction, delta, "planted", control=("baseline", "none"),
+                 paper_effect="none", fisher_z=fisher_z)
+
+
+# ---------------------------------------------------------------------- the Level record
+
+
+def test_a_level_counts_the_values_clear_of_a_floor_or_a_ceiling():
+    floor = Level("accuracy", [0.45, 0.46, 0.50, 0.80], 0.45, 0.02, "floor", needed=2)
+    assert (floor.clear, floor.at_level, floor.stuck) == (2, 2, False)
+    assert Level("accuracy", [0.45, 0.46, 0.50], 0.45, 0.02, needed=2).stuck
+    # a value below a floor is at it too (a head worse than the majority class)
+    assert Level("accuracy", [0.30], 0.45, 0.02).stuck
+    # within the resolution above the floor is not clear of it
+    assert Level("accuracy", [0.465], 0.45, 0.02).clear == 0
+    ceiling = Level("identity", [0.66, 0.60, 0.67], [0.67, 0.67, 0.67], 0.02, "ceiling")
+    assert (ceiling.clear, ceiling.stuck) == (1, False)
+    assert Level("identity", [0.66, 0.66], 0.67, 0.02, "ceiling", needed=2).stuck
+    # one bound per value
+    per_value = Level("x", [0.49, 0.9], [0.48, 0.5], 0.02)
+    assert per_value.clear == 1 and per_value.at_level == 1
+    text = Level.accuracy("UNTUNED", [0.45, 0.452, 0.6], 0.45, needed=3).describe()
+    assert text == "UNTUNED at its floor (0.450, within 0.02) in 2 of 3 values"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"kind": "middle"}, "kind must be one of"),
+    ({"bound": [0.1, 0.2, 0.3]}, "3 bounds for 2 values"),
+    ({"values": [0.5, np.nan]}, "finite"),
+    ({"resolution": -0.1}, "resolution"),
+    ({"needed": 0}, "needed"),
+    ({"needed": True}, "needed"),
+])
+def test_a_level_no_statistic_can_have_is_refused_with_its_fix(kwargs, match):
+    given = {"variable": "v", "values": [0.5, 0.6], "bound": 0.4, "resolution": 0.02,
+             **kwargs}
+    with pytest.raises(ValueError, match=match):
+        Level(**given)
+
+
+def test_evidence_takes_levels_and_nothing_else():
+    e = Evidence.from_values("u", [0.1, 0.2, 0.3])
+    level = Level("v", [0.5], 0.4, 0.02)
+    assert e.reading(level).levels == (level,) and e.levels == ()
+    assert e.reading(level).reading(level).levels == (level, level)
+    with pytest.raises(TypeError, match="Level records"):
+        Evidence("u", 0.1, 0.01, levels=("at floor",))
+
+
+# ------------------------------------------------------------------------ the floor rule
+
+
+def test_a_correlation_read_on_a_variable_at_its_floor_is_refused_and_named():
+    """Phang's CKA link: UNTUNED at the majority baseline in four of five layers gives a
+    strong correlation from one layer's difference; the rule refuses it."""
+    claim = _claim("less", 0.3, fisher_z=True)
+    strong = Evidence.from_correlation("tweets", -0.95, 5)
+    assert decide(claim, strong).outcome == "holds"  # without its level: read as a finding
+    floor = Level.accuracy("UNTUNED's accuracy", [0.45, 0.451, 0.452, 0.455, 0.60], 0.45,
+                           needed=3)
+    refused = decide(claim, strong.reading(floor))
+    assert refused.outcome == "not measured"
+    assert refused.shown.startswith("not measured: the floor rule: tweets: UNTUNED's accuracy "
+                                    "at its floor (0.450, within 0.02) in 4 of 5 values")
+    assert "needs 3 clear of it" in refused.shown
+    # three layers clear of the floor: the correlation is read
+    clear = Level.accuracy("UNTUNED's accuracy", [0.45, 0.451, 0.55, 0.58, 0.60], 0.45,
+                           needed=3)
+    assert decide(claim, strong.reading(clear)).outcome == "holds"
+    # a ceiling never refuses: it explains
+    ceiling = Level("x", [0.5] * 5, 0.5, 0.02, "ceiling")
+    assert decide(claim, strong.reading(ceiling)).outcome == "holds"
+
+
+def test_a_refused_unit_leaves_the_others_judged_and_is_named_in_the_reason():
+    floor = Level.accuracy("TUNEDORIG's accuracy", [0.5, 0.5, 0.5], 0.5, needed=3)
+    units = [Evidence.from_values("tweets", [0.10, 0.11, 0.12]).reading(floor),
+             Evidence.from_values("bbc", [0.10, 0.11, 0.12])]
+    v = decide(_claim(), units)
+    assert v.outcome == "holds" and v.units.unit.tolist() == ["bbc"]
+    assert "the floor rule leaves out 1 unit (tweets: TUNEDORIG's accuracy" in v.reason
+    # alone, the same refused unit is no verdict
+    assert decide(_claim(), units[:1]).outcome == "not measured"
+
+
+# ---------------------------------------------------------------- why undecided, by rule
+
+
+def _cause(evidence, direction="greater", delta=0.02):
+    v = decide(_claim(direction, delta), evidence)
+    assert v.outcome in ("inconclusive", "mixed"), v.outcome
+    return v
+
+
+def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
+    # too few units: three values whose spread leaves the interval wider than the effect
+    few = _cause(Evidence.from_values("u", [0.0, 0.08, 0.04]))
+    assert few.units.cause.iloc[0].startswith("too few units: a one-sided bound of ")
+    assert few.reason.startswith("undecided: too few units in 1 of 1 units (")
+    # one value: no spread at all
+    one = _cause(Evidence.from_values("u", [0.05]))
+    assert one.units.cause.iloc[0].startswith("too few units: no spread from 1 values")
+    # a narrow interval that straddles the smallest effect: more units would decide it, but
+    # the interval is not what is short
+    near = _cause(Evidence("u", 0.021, 0.002, 30.0, 31))
+    assert near.units.cause.iloc[0].startswith("near the smallest effect: +0.021")
+    # a control at its ceiling: the target seed's own accuracy leaves no room for 0.02
+    ceiling = Level("identity's accuracy", [0.658, 0.660, 0.655], [0.669, 0.668, 0.670],
+                    0.02, "ceiling", needed=2)
+    room = _cause(Evidence.from_values("u", [0.0, 0.03, 0.015]).reading(ceiling))
+    assert room.units.cause.iloc[0].startswith("no headroom: identity's accuracy at its "
+                                               "ceiling")
+    # a variable partly at its floor (not enough to refuse the unit): the floor is named
+    floor = Level.accuracy("decoder accuracy", [0.5, 0.5, 0.7], 0.5, needed=1)
+    low = _cause(Evidence.from_values("u", [0.11, 0.004, 0.008]).reading(floor))
+    assert low.units.cause.iloc[0].startswith("at its floor: decoder accuracy at its floor "
+                                              "(0.500, within 0.02) in 2 of 3 values")
+    # the rule tries the causes in order: a floor before a ceiling before the sample size
+    both = _cause(Evidence.from_values("u", [0.0, 0.03, 0.015]).reading(ceiling, floor))
+    assert both.units.cause.iloc[0].startswith("at its floor")
+    for v in (few, one, near, room, low, both):
+        assert v.units.cause.iloc[0].split(":")[0] in UNDECIDED_CAUSES
+
+
+def test_decided_units_have_no_cause_and_a_mixed_claim_names_its_undecided_units():
+    v = decide(_claim(), [Evidence.from_values("a", [0.10, 0.11, 0.12]),
+                          Evidence.from_values("b", [-0.10, -0.11, -0.12]),
+                          Evidence.from_values("c", [0.0, 0.08, 0.04])])
+    assert v.outcome == "mixed"
+    assert v.units.cause.tolist()[:2] == ["", ""]
+    assert v.units.cause.iloc[2].startswith("too few units")
+    assert v.reason.startswith("undecided: too few units in 1 of 3 units")
+    # every unit decided: no cause, the reason as before
+    decided = decide(_claim(), [Evidence.from_values("a", [0.10, 0.11, 0.12])])
+    assert decided.outcome == "holds" and not decided.reason.startswith("undecided")
+
+
+def test_the_causes_and_the_floor_rule_are_the_same_for_both_directions():
+    floor = Level.accuracy("p", [0.5, 0.5, 0.5], 0.5)
+    for direction in ("greater", "less", "none", "at_most"):
+        refused = decide(_claim(direction), Evidence.from_values("u", [0.1, 0.2, 0.3])
+                         .reading(floor))
+        assert refused.outcome == "not measured" and "the floor rule" in refused.shown
+
+
+# ------------------------------------------------------------ the claims that read levels
+
+
+def _truncation(scores):
+    return verdicts.judge([claims.get("phang-tuned-orig")],
+                          {"scores": scores, "untrained": None})
+
+
+def _scores(orig, majority=0.5, seeds=(0, 1, 2), layers=6):
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in seeds:
+        for layer in range(1, layers + 1):
+            for config, value in (("UNTUNED", 0.8), ("TUNED", 0.8), ("TUNEDORIG", orig)):
+                rows.append({"model": "m", "task": "t", "seed": seed, "config": config,
+                             "layer": layer, "full": 0.8, "majority": majority,
+                             "accuracy": value + 0.002 * rng.standard_normal()})
+    return pd.DataFrame(rows)
+
+
+def test_tunedorig_at_the_majority_baseline_refuses_the_tuned_orig_claim():
+    clear = _truncation(_scores(orig=0.7))
+    assert clear.loc["phang-tuned-orig", "verdict"] == "holds"
+    stuck = _truncation(_scores(orig=0.5)).loc["phang-tuned-orig"]
+    assert stuck["verdict"] == "not measured"
+    assert "the floor rule" in stuck["what this run shows"]
+    assert "TUNEDORIG's test accuracy (t, per layer and seed) at its floor" in \
+        stuck["what this run shows"]
+    # a scores table without the baseline reads as before
+    assert _truncation(_scores(orig=0.5).drop(columns="majority")).loc[
+        "phang-tuned-orig", "verdict"] == "holds"
+
+
+def test_the_cka_link_is_refused_when_untuned_sits_at_its_floor():
+    summary = pd.DataFrame([{"model": "m", "task": "t", "config": "UNTUNED", "layer": layer,
+                             "mean": value, "full": 0.8, "majority": 0.45}
+                            for layer, value in enumerate([0.45, 0.452, 0.451, 0.46, 0.8], 1)])
+    ft_ft = {"t": np.eye(6) * 0.5 + 0.5 * np.linspace(0, 1, 6)[None, :]}
+    link = phang.cka_and_loss(ft_ft, summary, "m")
+    assert link.columns.tolist() == ["task", "layer", "cka_to_last", "accuracy_lost",
+                                     "untuned", "majority"]
+    [evidence] = phang.cka_predicts(link)
+    assert evidence.levels[0].at_level == 4 and evidence.levels[0].needed == 3
+    assert verdicts.at_floor(evidence)
+    # a summary without the baseline: no level, the correlation as before
+    plain = phang.cka_and_loss(ft_ft, summary.drop(columns="majority"), "m")
+    assert "majority" not in plain and not phang.cka_predicts(plain)[0].levels
+
+
+def test_probes_at_their_majority_class_leave_nothing_to_forget():
+    def frame(pos, dep, majority=0.3):
+        return pd.DataFrame([{"layer": 1, "labels": "pos", "accuracy": pos,
+                              "majority": majority},
+                             {"layer": 1, "labels": "dep", "accuracy": dep,
+                              "majority": majority}])
+    probes = {("m", "t"): (frame(0.30, 0.31), {s: frame(0.30, 0.30) for s in range(3)})}
+    [evidence] = merchant.no_forgetting(probes)
+    assert "the base model's best probe accuracy (t, per label set) at its floor" in \
+        verdicts.at_floor(evidence)
+    learnt = {("m", "t"): (frame(0.80, 0.70), {s: frame(0.79, 0.70) for s in range(3)})}
+    assert not verdicts.at_floor(merchant.no_forgetting(learnt)[0])
+
+
+def test_injection_names_a_control_at_the_target_seeds_own_accuracy_as_no_headroom():
+    rows = []
+    for a, b in [("s0", "s1"), ("s1", "s0"), ("s0", "s2"), ("s2", "s0")]:
+        for method, acc in (("own", 0.669), ("identity", 0.660), ("inn", 0.662),
+                            ("ridge", 0.60)):
+            rows.append({"from": a, "to": b, "method": method, "accuracy": acc})
+    units = ren.injection(pd.DataFrame(rows), None, None)
+    identity = next(u for u in units if "identity" in u.unit)
+    ridge = next(u for u in units if "ridge" in u.unit)
+    assert identity.levels[0].kind == "ceiling" and identity.levels[0].stuck
+    assert not ridge.levels[0].stuck  # ridge leaves 0.069 of room below the ceiling
+
+
+def test_collection_units_print_their_values_one_by_one():
+    text = wu.per_value({"minilm - mpnet": 0.110, "minilm - smollm2": 0.004})
+    assert text == "per value: minilm - mpnet +0.110, minilm - smollm2 +0.004"
