@@ -286,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.set_defaults(func=cmd_sweep)
     zoo = sub.add_parser("zoo", help="list the model zoo (models pretrained here) and train "
                          "a set of it")
-    zoo.add_argument("--set", default="default", choices=["default", "zoo"],
-                     help="the book's default set, or the whole zoo")
+    zoo.add_argument("--set", default="default", choices=["default", "replica", "zoo"],
+                     help="the book's default set, the replica profile's (the default set "
+                     "drawn again from other seeds), or the whole zoo")
     zoo.add_argument("--train", action="store_true", help="train the models not cached yet")
     zoo.add_argument("--cache-dir", default=None)
     zoo.set_defaults(func=cmd_zoo)

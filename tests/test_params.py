@@ -254,7 +254,8 @@ def test_model_depths_are_read_without_loading_and_agree_with_the_loaded_model(t
         cache_dir=tmp_path / "c").info.n_attention_layers
 
 
-@pytest.mark.parametrize("name", ["smoke", "default", "larger", "paper-shape", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "default", "replica", "larger", "paper-shape",
+                                  "paper"])
 def test_every_shipped_profile_passes_the_checks_a_build_makes_before_it_runs(name):
     """Each profile in profiles/ sets only declared parameters with valid values (layer counts
     within the models' depths included), so a build of it stops on no check; the offline

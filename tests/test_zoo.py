@@ -209,6 +209,33 @@ def test_zoo_names_factors_and_cli(capsys):
     assert f"base@{zoo.BASE.checkpoints[0]}" in out and "depth-2" in out
 
 
+def test_the_replica_set_draws_every_default_model_again_from_seeds_no_other_model_uses():
+    replica, default = zoo.SETS["replica"], zoo.SETS["default"]
+    assert [zoo.role(n) for n in replica] == list(default)
+    others = {zoo.ZOO[n].seed for n in zoo.ZOO if n not in replica}
+    for name in replica:
+        config, original = zoo.ZOO[name], zoo.ZOO[zoo.role(name)]
+        # the same model in everything but its seed, and that seed used by no other model
+        assert replace(config, seed=original.seed) == original
+        assert config.seed not in others
+    assert len({zoo.ZOO[n].seed for n in replica if zoo.role(n).startswith("mlm")}) == \
+        len(zoo.seed_models("replica"))
+    # every question the default set asks, the replica asks of its own models
+    assert zoo.seed_models("replica") == [f"zoo:replica-{m[4:]}" for m in zoo.seed_models()]
+    assert zoo.causal_base("replica") == "zoo:replica-base"
+    assert zoo.causal_base() == "zoo:base"
+    mapped = {f: [(a.replace("zoo:", "zoo:replica-"), b.replace("zoo:", "zoo:replica-"))
+                  for a, b in pairs] for f, pairs in zoo.factors(set_name="default").items()}
+    assert zoo.factors(set_name="replica") == mapped
+    assert [n.replace("replica-", "") for n in zoo.names("replica")] == zoo.names("default")
+    for name in zoo.names("replica"):
+        models.check_name(name)  # each loads by its name (checkpoints included)
+    assert zoo.role("zoo:replica-mlm-seed-3@400") == "mlm-seed-3@400"
+    with pytest.raises(ValueError, match="no zoo set 'nope'"):
+        zoo.causal_base("nope")
+    assert main(["zoo", "--set", "replica"]) == 0
+
+
 # the shapes of the zoo's models: small enough for a test, large enough that torch splits the
 # products between threads
 THREADED = replace(TINY, hidden=64, batch_size=32, block=64, checkpoints=())

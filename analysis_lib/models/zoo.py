@@ -23,6 +23,12 @@ size               ``wide-0``, ``wide-1``, ``wide-2`` (``zoo`` set): masked-LM s
                    difference between seeds changes with the size of the model
 =================  =========================================================================
 
+The ``replica`` set holds the ``default`` set's models each drawn again from a seed no
+other zoo model uses (``replica-mlm``, ``replica-mlm-seed-1``, ..., seeds 100 and up): the
+``replica`` profile builds the book on them, and a verdict that the second draw contradicts
+is a defect of its interval, not a finding. :func:`role` names the ``default`` model a
+replica model stands for.
+
 The seed models keep the base's checkpoints too (``mlm-seed-1@100``, ...), so the seeds
 chapter can ask how the difference between seeds changes with training.
 
@@ -63,7 +69,7 @@ MLM = replace(BASE, objective="mlm")
 #: not learn, so the set holds one more
 SEEDS = 6
 
-ZOO: dict[str, PretrainConfig] = {
+_ZOO: dict[str, PretrainConfig] = {
     "base": BASE,
     "mlm": MLM,
     **{f"mlm-seed-{s}": replace(MLM, seed=s) for s in range(1, SEEDS)},
@@ -76,11 +82,45 @@ ZOO: dict[str, PretrainConfig] = {
        for s in range(3)},
 }
 
-#: which models each set holds; ``default`` is what the offline book trains
-SETS = {
-    "default": ("base", "mlm", *(f"mlm-seed-{s}" for s in range(1, SEEDS)), "depth-2"),
-    "zoo": tuple(ZOO),
+#: the models the offline book trains
+DEFAULT_SET = ("base", "mlm", *(f"mlm-seed-{s}" for s in range(1, SEEDS)), "depth-2")
+#: a replica model's name: the ``default`` set model it draws again, after this prefix
+REPLICA = "replica-"
+#: how far a replica model's seed lies from its ``default`` model's: seeds 100 and up, which
+#: no other zoo model uses, so that the replica shares no draw with any of them
+REPLICA_OFFSET = 100
+
+ZOO: dict[str, PretrainConfig] = {
+    **_ZOO,
+    **{f"{REPLICA}{name}": replace(_ZOO[name], seed=_ZOO[name].seed + REPLICA_OFFSET)
+       for name in DEFAULT_SET},
 }
+
+#: which models each set holds; ``default`` is what the offline book trains, ``replica``
+#: the same models each drawn again from another seed (the ``replica`` profile: a verdict
+#: that a second draw of the seeds contradicts is a defect of its interval)
+SETS = {
+    "default": DEFAULT_SET,
+    "replica": tuple(f"{REPLICA}{name}" for name in DEFAULT_SET),
+    "zoo": tuple(_ZOO),
+}
+
+
+def role(name: str) -> str:
+    """The ``default`` set's name of a zoo model: ``"replica-mlm-seed-1"`` ->
+    ``"mlm-seed-1"``, any other name as it is (``"zoo:"`` prefix and checkpoint allowed)."""
+    return name.removeprefix("zoo:").removeprefix(REPLICA)
+
+
+def causal_base(set_name: str = "default") -> str:
+    """The ``zoo:`` name of a set's causal language model of the base configuration (the
+    control the masked-LM seeds are compared with): ``"zoo:base"``, ``"zoo:replica-base"``."""
+    if set_name not in SETS:
+        raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
+    found = [n for n in SETS[set_name] if role(n) == "base"]
+    if not found:
+        raise ValueError(f"zoo set {set_name!r} holds no base model")
+    return f"zoo:{found[0]}"
 
 #: the pairs of models that differ in one factor only
 FACTORS = {
@@ -113,8 +153,9 @@ def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
     if set_name not in SETS:
         raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
     out = [f"zoo:{n}" for n in SETS[set_name]]
-    if checkpoints and "base" in SETS[set_name]:
-        out += [f"zoo:base@{s}" for s in BASE.checkpoints]
+    if checkpoints:
+        out += [f"zoo:{n}@{s}" for n in SETS[set_name] if role(n) == "base"
+                for s in ZOO[n].checkpoints]
     return out
 
 
@@ -124,7 +165,8 @@ def seed_models(set_name: str = "default", step: int | None = None) -> list[str]
     checkpoint (one of ``BASE.checkpoints``)."""
     if set_name not in SETS:
         raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
-    names_ = [n for n in SETS[set_name] if n == "mlm" or n.startswith("mlm-seed-")]
+    names_ = [n for n in SETS[set_name]
+              if role(n) == "mlm" or role(n).startswith("mlm-seed-")]
     suffix = "" if step is None else f"@{step}"
     out = [f"zoo:{n}{suffix}" for n in names_]
     for name in out:
@@ -163,14 +205,19 @@ def factors(prefix: str = "zoo:", set_name: str | None = None
             ) -> dict[str, list[tuple[str, str]]]:
     """:data:`FACTORS` with the model names as loaded (``"zoo:base"``); with ``set_name``,
     only the pairs whose two models the set holds (checkpoints of a held model included),
-    and only the factors left with a pair."""
+    each named as the set names it (``"zoo:replica-base"`` in the ``replica`` set), and only
+    the factors left with a pair."""
     if set_name is not None and set_name not in SETS:
         raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
+    members = ({n: n for n in ZOO} if set_name is None
+               else {role(n): n for n in SETS[set_name]})
 
-    def held(name: str) -> bool:
-        return set_name is None or parse(name)[0] in SETS[set_name]
+    def named(name: str) -> str | None:
+        model, _, step = name.partition("@")
+        return None if model not in members else members[model] + (f"@{step}" * bool(step))
 
-    found = {f: [(prefix + a, prefix + b) for a, b in pairs if held(a) and held(b)]
+    found = {f: [(prefix + str(named(a)), prefix + str(named(b))) for a, b in pairs
+                 if named(a) and named(b)]
              for f, pairs in FACTORS.items()}
     return {f: pairs for f, pairs in found.items() if pairs}
 
