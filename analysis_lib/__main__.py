@@ -12,11 +12,15 @@
     Run a declared grid (see :mod:`analysis_lib.sweep`) on a Dask ``LocalCluster`` (N
     workers, default from the machine's cores), on a running Dask scheduler, or in this
     process; write the result table (parquet and CSV) and report failed units.
-``findings --profile NAME [--executed FOLDER] [--format table|csv|md] [--width N]``
+``findings --profile NAME [--executed DIR] [--format table|csv|md] [--width N] [--against P]``
     Print every claim of the four papers with the verdict of the profile's last build (read
-    from its executed notebooks, by default ``_build/executed/NAME``, or from ``FOLDER``;
+    from its executed notebooks, by default ``_build/executed/NAME``, or from ``DIR``;
     see :mod:`analysis_lib.book.findings`), the table the book's findings page shows: a
-    table that fits the terminal, CSV with every column, or Markdown.
+    table that fits the terminal, CSV with every column, or Markdown. With ``--against
+    P``: the two builds' verdicts claim by claim (the claims whose verdict differs, and
+    whether it contradicts: :func:`analysis_lib.book.findings.compare`), exit status 1 when
+    a claim holds in one build and is opposite in the other (the default against its
+    ``replica``).
 ``times [--record cold|warm --profile NAME]``
     Print every page's measured run times (``book/run_times.csv``), or keep the last build
     of a profile in it as its cold times (the build started with an empty cache) or its warm
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from . import __version__
 from .runtime import checks
@@ -88,20 +93,33 @@ def cmd_findings(args: argparse.Namespace) -> int:
               "the folder of a build's executed notebooks with --executed FOLDER, or run the "
               "command in a checkout of the book after building it", file=sys.stderr)
         return 2
-    folder = Path(args.executed) if args.executed else ROOT / "_build" / "executed" / \
-        profile_label(args.profile)
-    notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
-    if not notebooks:
-        built = sorted(p.parent.name for p in folder.parent.glob("*/*.ipynb"))
-        hint = "" if args.executed else checks.did_you_mean(args.profile, set(built))
-        have = f" (built so far: {', '.join(sorted(set(built)))})" if built and not \
-            args.executed else ""
-        print(f"error: no executed notebooks in {folder}{hint}; build the book with this "
-              f"profile first: python -m analysis_lib book --profile {args.profile}{have}",
-              file=sys.stderr)
-        return 1
     expected = [p.stem for p in toc_notebooks(ROOT)] if has_book else []
-    table = findings.collect(notebooks, expected=expected)
+
+    def read(profile: str, executed: str | None) -> tuple[Any, Path] | None:
+        folder = Path(executed) if executed else ROOT / "_build" / "executed" / \
+            profile_label(profile)
+        notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
+        if not notebooks:
+            built = sorted(p.parent.name for p in folder.parent.glob("*/*.ipynb"))
+            hint = "" if executed else checks.did_you_mean(profile, set(built))
+            have = f" (built so far: {', '.join(sorted(set(built)))})" if built and not \
+                executed else ""
+            print(f"error: no executed notebooks in {folder}{hint}; build the book with this "
+                  f"profile first: python -m analysis_lib book --profile {profile}{have}",
+                  file=sys.stderr)
+            return None
+        return findings.collect(notebooks, expected=expected), folder
+
+    found = read(args.profile, args.executed)
+    if found is None:
+        return 1
+    table, folder = found
+    if args.against:
+        given = Path(args.against)  # a profile's name, or a folder of executed notebooks
+        other = read(args.against, args.against if given.is_dir() else None)
+        return _compare_findings(table, args.profile, other,
+                                 given.name if given.is_dir() else args.against, args.format)
+    notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
     width = args.width or min(MAX_WIDTH, max(MIN_WIDTH,
                                              shutil.get_terminal_size((100, 24)).columns))
     if args.format == "csv":
@@ -120,6 +138,30 @@ def cmd_findings(args: argparse.Namespace) -> int:
         print(f"warning: {why}", file=sys.stderr)
     damaged = [name for name in unread if name in {p.stem for p in notebooks}]
     return 1 if damaged else 0
+
+
+def _compare_findings(table: Any, name: str, other: tuple[Any, Any] | None, other_name: str,
+                      form: str) -> int:
+    """``findings --against``: two builds' verdicts claim by claim; exit status 1 when a
+    claim is shown one way in one build and the other way in the other."""
+    from .book import findings
+
+    if other is None:
+        return 1
+    compared = findings.compare(table, other[0]).rename(columns={
+        "first": name, "second": other_name, "first shows": f"{name} shows",
+        "second shows": f"{other_name} shows"})
+    if form == "csv":
+        compared.to_csv(sys.stdout, index=False)
+    else:
+        shown = compared[compared.agreement != "same"]
+        lines = [f"| claim | `{name}` | `{other_name}` | agreement |", "|---|---|---|---|"]
+        lines += [f"| `{r['claim id']}` | {r[name]} | {r[other_name]} | {r.agreement} |"
+                  for _, r in shown.iterrows()]
+        print("\n".join(lines) if len(shown) else "every claim reads the same verdict")
+        counts = compared.agreement.value_counts()
+        print(f"\n{len(compared)} claims: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    return 1 if (compared.agreement == "contradicts").any() else 0
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -261,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     found.add_argument("--width", type=int, default=None,
                        help="the table's width in characters, 40 to 1000 (default: the "
                        "terminal's)")
+    found.add_argument("--against", default=None, metavar="PROFILE",
+                       help="compare with another profile's build (or a folder of executed "
+                       "notebooks) claim by claim, the default against its replica; exit "
+                       "status 1 when a claim holds in one and is opposite in the other")
     found.set_defaults(func=cmd_findings)
     ext = sub.add_parser("extract", help="extract one model on one corpus into the cache")
     ext.add_argument("--model", default="minilm")

@@ -156,6 +156,50 @@ def test_the_front_page_answer_states_every_claim_in_words_with_its_verdict(tmp_
     assert "<script" not in text
 
 
+def test_two_builds_are_compared_claim_by_claim_and_a_contradiction_named(tmp_path, capsys):
+    """The default against its replica: a claim shown one way in one build and the other
+    way in the other is a contradiction (exit status 1); a decided against an undecided
+    verdict is a difference; the same verdict is the same."""
+    def build(name, blocks, restarts):
+        folder = tmp_path / name
+        folder.mkdir()
+        _executed(folder, "finetuning", tables.table([
+            decide("phang-blocks", [Evidence("m, t", blocks, 0.01)]),
+            decide("phang-restarts", [Evidence("m, t", restarts, 0.01)])]))
+        return folder
+    first = build("default", 0.3, 0.3)
+    same = build("same", 0.3, 0.3)
+    undecided = build("undecided", 0.3, 0.02)
+    opposite = build("opposite", -0.3, 0.3)
+    read = {f.name: findings.collect([f / "finetuning.ipynb"])
+            for f in (first, same, undecided, opposite)}
+    compared = findings.compare(read["default"], read["opposite"]).set_index("claim id")
+    assert list(compared.index) == list(claims.CLAIMS)
+    assert compared.loc["phang-blocks", ["first", "second", "agreement"]].tolist() == \
+        ["holds", "opposite", "contradicts"]
+    assert compared.loc["phang-restarts", "agreement"] == "same"
+    assert compared.loc["phang-blocks", "second shows"].startswith("m, t: -0.300")
+    assert findings.compare(read["default"], read["undecided"]).set_index(
+        "claim id").loc["phang-restarts", "agreement"] == "differs"
+    # a claim only one build holds
+    fewer = read["default"][read["default"]["claim id"] != "phang-blocks"]
+    assert findings.compare(fewer, read["same"]).set_index("claim id").loc[
+        "phang-blocks", ["first", "agreement"]].tolist() == ["not in this build", "differs"]
+    # the command: exit 1 on a contradiction, 0 otherwise, the differing claims listed
+    args = ["findings", "--executed", str(first), "--against"]
+    assert main([*args, str(same)]) == 0
+    assert "every claim reads the same verdict" in capsys.readouterr().out
+    assert main([*args, str(undecided)]) == 0
+    out = capsys.readouterr().out
+    assert "| `phang-restarts` | holds | inconclusive | differs |" in out
+    assert main([*args, str(opposite)]) == 1
+    assert "| `phang-blocks` | holds | opposite | contradicts |" in capsys.readouterr().out
+    assert main([*args, str(opposite), "--format", "csv"]) == 1
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert csv.columns.tolist()[:4] == ["claim id", "default", "opposite", "agreement"]
+    assert main([*args, str(tmp_path / "none")]) == 1
+
+
 def test_a_notebook_without_records_adds_nothing(tmp_path):
     empty = _executed(tmp_path, "primer")
     assert findings.read(empty).empty

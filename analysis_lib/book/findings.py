@@ -408,6 +408,37 @@ def answer(table: pd.DataFrame, profile: str, chapters: str = "../notebooks") ->
         f"build finds: {words}.", "", "```{raw} html", *parts, "```", ""])
 
 
+#: pairs of verdicts of one claim in two builds that contradict each other: the claim shown
+#: one way in one and the other way in the other (``mixed`` holds a contradiction of its own
+#: and counts as a difference)
+CONTRADICTING = (frozenset({"holds", "opposite"}), frozenset({"equivalent", "opposite"}))
+
+
+def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """Two builds' findings (:func:`collect`'s tables: the default and its replica, two
+    CPUs, two schedules) claim by claim: both verdicts, both builds' ``what this run
+    shows``, and ``agreement``: ``same`` (one verdict), ``contradicts`` (one build shows the
+    claim and the other its opposite: :data:`CONTRADICTING`; with disjoint seeds, an
+    interval over seeds that missed the second draw) or ``differs`` (any other change:
+    decided in one and undecided in the other, or measured in one only). Rows in the first
+    table's order, then the claims only the second holds."""
+    a, b = (t.set_index("claim id") if "claim id" in t.columns else t
+            for t in (first, second))
+    rows = []
+    for cid in dict.fromkeys([*a.index, *b.index]):
+        va = str(a.loc[cid, "verdict"]) if cid in a.index else "not in this build"
+        vb = str(b.loc[cid, "verdict"]) if cid in b.index else "not in this build"
+        agreement = ("same" if va == vb else "contradicts"
+                     if frozenset({va, vb}) in CONTRADICTING else "differs")
+        rows.append({"claim id": cid, "first": va, "second": vb, "agreement": agreement,
+                     "first shows": str(a.loc[cid, "what this run shows"])
+                     if cid in a.index else "",
+                     "second shows": str(b.loc[cid, "what this run shows"])
+                     if cid in b.index else ""})
+    return pd.DataFrame(rows, columns=["claim id", "first", "second", "agreement",
+                                       "first shows", "second shows"])
+
+
 #: the line of a book page that the build replaces with :func:`profiles_table`
 PROFILES_MARKER = "% profiles table: written by the build (analysis_lib.book.findings)"
 
