@@ -1,6 +1,9 @@
-"""The floor rule and the cause of an undecided verdict, with planted floors, ceilings and
-sample sizes: a statistic read on a variable at its floor is refused and named, and an
-undecided claim says which of the causes keeps it undecided."""
+"""The floor rule, the cause of an undecided verdict and the seed as the unit of seed pairs,
+with planted floors, ceilings, sample sizes and seed effects: a statistic read on a variable
+at its floor is refused and named, an undecided claim says which of the causes keeps it
+undecided, and an interval over pairs of seeds covers a second draw of the seeds."""
+
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -239,3 +242,59 @@ def test_injection_names_a_control_at_the_target_seeds_own_accuracy_as_no_headro
 def test_collection_units_print_their_values_one_by_one():
     text = wu.per_value({"minilm - mpnet": 0.110, "minilm - smollm2": 0.004})
     assert text == "per value: minilm - mpnet +0.110, minilm - smollm2 +0.004"
+
+
+# ------------------------------------------------------------- the seed as the unit of pairs
+
+
+def _slow_seed_pairs(values):
+    """The grouped jackknife over seeds written out: leave one seed out, average the pairs
+    left, and scale the spread of those means by (K - 1) / K."""
+    seeds = sorted({s for pair in values for s in pair})
+    means = [np.mean([v for pair, v in values.items() if s not in pair]) for s in seeds]
+    k = len(seeds)
+    return np.mean(list(values.values())), np.sqrt((k - 1) / k * np.sum(
+        (np.array(means) - np.mean(means)) ** 2)), k - 1
+
+
+def test_seed_pairs_take_the_seed_as_the_unit_and_agree_with_the_written_out_jackknife():
+    rng = np.random.default_rng(3)
+    effect = rng.normal(size=6)
+    values = {(a, b): effect[a] + effect[b] + 0.1 * rng.normal()
+              for a, b in itertools.combinations(range(6), 2)}
+    e = Evidence.from_seed_pairs("u", values)
+    estimate, se, df = _slow_seed_pairs(values)
+    assert (e.n, e.df) == (6, df) and "15 pairs of 6 seeds" in e.note
+    np.testing.assert_allclose([e.estimate, e.se], [estimate, se], rtol=1e-12)
+    # ordered pairs (a map from a to b, and back) are pairs of the same two seeds
+    ordered = {**values, **{(b, a): v for (a, b), v in values.items()}}
+    np.testing.assert_allclose(Evidence.from_seed_pairs("u", ordered).se, se, rtol=1e-12)
+    # relabelling the seeds changes nothing; a NaN pair is left out
+    names = dict(zip(range(6), "fedcba"))
+    relabelled = {(names[a], names[b]): v for (a, b), v in values.items()}
+    assert Evidence.from_seed_pairs("u", relabelled).se == pytest.approx(se, rel=1e-12)
+    with_nan = {**values, (0, 1): float("nan")}
+    assert Evidence.from_seed_pairs("u", with_nan).note.startswith("14 pairs of 6 seeds")
+    # two seeds are one pair: no spread; a pair of one seed with itself is refused
+    assert np.isnan(Evidence.from_seed_pairs("u", {(0, 1): 0.3}).se)
+    with pytest.raises(ValueError, match="two different seeds"):
+        Evidence.from_seed_pairs("u", {(0, 0): 0.3})
+
+
+def test_the_seed_interval_covers_a_second_draw_where_a_t_over_pairs_does_not():
+    """Pairs of 6 seeds with a seed effect: a t interval over the 15 pairs counts them as
+    independent and is far too narrow; the jackknife over seeds matches the spread of the
+    estimate over draws of the seeds."""
+    rng = np.random.default_rng(0)
+    estimates, over_seeds, over_pairs = [], [], []
+    for _ in range(400):
+        effect = rng.normal(size=6)
+        values = {(a, b): effect[a] + effect[b] + 0.5 * rng.normal()
+                  for a, b in itertools.combinations(range(6), 2)}
+        e = Evidence.from_seed_pairs("u", values)
+        estimates.append(e.estimate)
+        over_seeds.append(e.se)
+        over_pairs.append(Evidence.from_values("u", list(values.values())).se)
+    spread = np.std(estimates)
+    assert 0.8 < np.sqrt(np.mean(np.square(over_seeds))) / spread < 1.25
+    assert np.sqrt(np.mean(np.square(over_pairs))) / spread < 0.5

@@ -345,6 +345,36 @@ class Evidence:
         return cls(unit, float(estimate), se, float(k - 1), k, note)
 
     @classmethod
+    def from_seed_pairs(cls, unit: str, values: Mapping[tuple[Any, Any], float],
+                        note: str = "") -> Evidence:
+        """The mean of one value per pair of seeds (or models), with the seed as the unit:
+        pairs that share a seed are not independent, so the standard error is the grouped
+        jackknife over seeds (each replicate leaves out one seed and every pair with it,
+        :meth:`from_jackknife`; ``K - 1`` degrees of freedom for ``K`` seeds), and ``n`` is
+        the number of seeds. A t interval over the pairs themselves would count 15 pairs of
+        6 seeds as 15 independent values and be too narrow to cover another draw of the
+        seeds. ``values`` maps ``(seed a, seed b)`` to the pair's value (ordered pairs
+        allowed); NaN values are left out. Fewer than three seeds leave no replicate with a
+        pair: no spread to judge by."""
+        given = {pair: float(v) for pair, v in values.items() if np.isfinite(v)}
+        for pair in given:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] != pair[1]):
+                raise ValueError(f"evidence {unit!r}: a seed pair must be a tuple of two "
+                                 f"different seeds, got {pair!r}")
+        seeds = list(dict.fromkeys(seed for pair in given for seed in pair))
+        described = f"{len(given)} pairs of {len(seeds)} seeds, the seed the unit"
+        note = f"{note}; {described}" if note else described
+        if not given:
+            return cls(unit, float("nan"), float("nan"), None, 0, note)
+        estimate = float(np.mean(list(given.values())))
+        replicates = [float(np.mean(kept)) for seed in seeds
+                      if (kept := [v for pair, v in given.items() if seed not in pair])]
+        if len(replicates) < 3 or len(replicates) != len(seeds):
+            return cls(unit, estimate, float("nan"), None, len(seeds),
+                       f"{note}; fewer than three seeds: no spread to judge by")
+        return replace(cls.from_jackknife(unit, estimate, replicates, note), n=len(seeds))
+
+    @classmethod
     def from_proportions(cls, unit: str, p1: float, n1: int, p2: float, n2: int,
                          note: str = "") -> Evidence:
         """``p1 - p2`` for two accuracies on ``n1`` and ``n2`` test examples, with the

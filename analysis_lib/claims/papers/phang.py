@@ -94,7 +94,8 @@ def restarts(views: Views | None) -> list[Evidence]:
     """Per (model, task): for each pair of seeds (the order of
     :func:`~analysis_lib.similarity.structure.phang_views`), FT[1]-FT[2] at the top layer
     minus the mean of the two seeds' FT-ORIG there; the estimate is the mean over pairs,
-    its standard error a jackknife that leaves out one seed (and every pair with it)."""
+    its standard error a jackknife that leaves out one seed (and every pair with it):
+    :meth:`~analysis_lib.claims.claim.Evidence.from_seed_pairs`."""
     out = []
     for (model, task, pooling), matrices in (views or {}).items():
         if pooling != "first" or not {"FT[1]-FT[2]", "FT-ORIG"} <= set(matrices):
@@ -103,12 +104,8 @@ def restarts(views: Views | None) -> list[Evidence]:
         pairs = list(itertools.combinations(range(len(to_base)), 2))
         gaps = {(a, b): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
                 for (a, b), M in zip(pairs, matrices["FT[1]-FT[2]"])}
-        replicates = [float(np.mean([g for pair, g in gaps.items() if k not in pair]))
-                      for k in range(len(to_base)) if len(to_base) > 2]
-        out.append(Evidence.from_jackknife(
-            f"{model}, {task}, FT[1]-FT[2] - FT-ORIG at the top (CLS)",
-            float(np.mean(list(gaps.values()))) if gaps else float("nan"), replicates,
-            note=f"{len(gaps)} pairs of {len(to_base)} seeds"))
+        out.append(Evidence.from_seed_pairs(
+            f"{model}, {task}, FT[1]-FT[2] - FT-ORIG at the top (CLS)", gaps))
     return out
 
 

@@ -27,8 +27,10 @@ All of them are tested by the seeds chapter, whose results the functions read by
 
 Ren et al.'s depth and attention claims are about pretraining seeds (their Figs. 2 and 4),
 so they are judged on those only: fine-tuning seeds share their pretrained weights and agree
-at the bottom by construction. Pairs of seeds share models, so their spread understates the
-error a little; the units say so.
+at the bottom by construction. Pairs of seeds share seeds, so every claim read over pairs
+takes the seed as its unit (:meth:`~analysis_lib.claims.claim.Evidence.from_seed_pairs`:
+the grouped jackknife over seeds, ``K - 1`` degrees of freedom for ``K`` seeds); a t
+interval over the pairs themselves would be too narrow to cover a second draw of the seeds.
 """
 
 from __future__ import annotations
@@ -51,6 +53,19 @@ PROPOSED_MAP = "inn"
 #: layers, so beating it says little)
 SIMPLE_MAP = "ridge"
 _SHARE = "as for depth: a 1% change of the unexplained share"
+
+
+def _by_pair(values: pd.Series) -> dict[tuple[str, str], float]:
+    """A series indexed by :func:`~analysis_lib.alignment.pairs.pair_distances`' ``pair``
+    labels (``"a / b"``) as seed pairs, for
+    :meth:`~analysis_lib.claims.claim.Evidence.from_seed_pairs`."""
+    out = {}
+    for label, value in values.items():
+        a, sep, b = str(label).partition(" / ")
+        if not sep:
+            raise ValueError(f"{label!r} is not a pair label ('seed a / seed b')")
+        out[(a, b)] = float(value)
+    return out
 
 
 def _largest(synthetic: pd.DataFrame | None, g: str) -> tuple[pd.DataFrame, int]:
@@ -104,8 +119,8 @@ def depth(pretraining: pd.DataFrame | None, label: str = "pretraining seeds"
         return []
     top = int(pretraining.layer.max())
     wide = pretraining.pivot_table(index="pair", columns="layer", values="test")
-    return [Evidence.from_values(f"{label} (L1 - L{top}, {len(wide)} pairs)",
-                                 wide[1] - wide[top], note="pairs share seeds")]
+    return [Evidence.from_seed_pairs(f"{label} (L1 - L{top}, {len(wide)} pairs)",
+                                     _by_pair(wide[1] - wide[top]))]
 
 
 @REN.claim(
@@ -137,8 +152,8 @@ def attention(pretraining_attention: pd.DataFrame | None) -> list[Evidence]:
         aw = a.pivot_table(index="pair", columns="layer", values="test")
         shared = [k for k in aw.columns if k in hw.columns and k >= 1]
         values = (aw[shared] - hw[shared]).median(axis=1)
-        out.append(Evidence.from_values(f"{task}, layers {shared[0]}-{shared[-1]}", values,
-                                        note="pairs share seeds"))
+        out.append(Evidence.from_seed_pairs(f"{task}, layers {shared[0]}-{shared[-1]}",
+                                            _by_pair(values)))
     return out
 
 
@@ -167,9 +182,9 @@ def finetune_apart(pretraining: pd.DataFrame | None,
     was = before[before.layer == top].set_index("pair").test
     now = after[after.layer == top].set_index("pair").test
     shared_pairs = was.index.intersection(now.index)
-    return [Evidence.from_values(f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
-                                 now[shared_pairs] - was[shared_pairs],
-                                 note="pairs share seeds")]
+    return [Evidence.from_seed_pairs(
+        f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
+        _by_pair(now[shared_pairs] - was[shared_pairs]))]
 
 
 @REN.claim(
@@ -255,9 +270,10 @@ def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | N
         if not {PROPOSED_MAP, SIMPLE_MAP} <= set(frame.dropna(subset=["test"]).method):
             return []
         wide = frame.pivot_table(index=["pair", "layer"], columns="method", values="test")
-        return [Evidence.from_values(
+        per_pair = (wide[SIMPLE_MAP] - wide[PROPOSED_MAP]).groupby(level="pair").mean()
+        return [Evidence.from_seed_pairs(
             f"{kind}, {SIMPLE_MAP} - {PROPOSED_MAP} over {len(wide)} pair-layers",
-            wide[SIMPLE_MAP] - wide[PROPOSED_MAP], note="pairs share seeds")]
+            _by_pair(per_pair), note="each pair's mean over its layers")]
     return _seed_units({"fine-tuning seeds": methods,
                         "pretraining seeds": pretraining_methods},
                        untrained_pretraining, units)
@@ -289,9 +305,10 @@ def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame 
         for control in ("identity", SIMPLE_MAP):
             if control not in wide:
                 continue
-            evidence = Evidence.from_values(
+            gaps = (wide[PROPOSED_MAP] - wide[control]).dropna()
+            evidence = Evidence.from_seed_pairs(
                 f"{kind}, {PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
-                wide[PROPOSED_MAP] - wide[control])
+                {(str(a), str(b)): float(v) for (a, b), v in gaps.items()})
             both = wide[[control, "own"]].dropna() if "own" in wide else wide.iloc[:0]
             if len(both):  # the target seed on its own vectors: no map can do better
                 evidence = evidence.reading(Level(
