@@ -264,7 +264,8 @@ def test_seed_findings_follow_planted_distances():
     # Fig. 3: within each seed model the distance grows with the layers' distance apart
     gaps = np.abs(np.subtract.outer(np.arange(5), np.arange(5)))
     within = {f"seed {s}": 0.05 * gaps + 0.002 * s for s in range(5)}
-    found = _ren(synthetic, methods, injected, pretraining=_pairs(rising),
+    maps = {"procrustes": _pairs(rising), "ridge": _pairs(rising, method="ridge", seed=3)}
+    found = _ren(synthetic, methods, injected, pretraining=_pairs(rising), pretraining_maps=maps,
                            pretraining_attention=same, pretraining_finetuned=drifted,
                            pretraining_within=within, finetuned_attention=same)
     assert list(found.index) == [c.id for c in claims.of_chapter("seeds")]
@@ -282,9 +283,19 @@ def test_seed_findings_follow_planted_distances():
     assert gated.loc["ren-finetune-apart", "verdict"] == "not measured"
     assert "zoo:mlm on t" in gated.loc["ren-finetune-apart", "what this run shows"]
     # flat pretraining seeds: no depth effect; without them, not measured
-    flat = _ren(synthetic, methods, injected,
-                          pretraining=_pairs({k: 0.3 for k in range(5)}, noise=0.0005))
+    level = _pairs({k: 0.3 for k in range(5)}, noise=0.0005)
+    flat = _ren(synthetic, methods, injected, pretraining=level,
+                pretraining_maps={"procrustes": level})
     assert flat.loc["ren-depth", "verdict"] == "equivalent"
+    # one unit per map: a depth effect that one map shows and another reverses is mixed,
+    # never the verdict of whichever map the page drew
+    falling = _pairs({k: 0.5 - 0.1 * k for k in range(5)}, method="ridge")
+    torn = _ren(synthetic, pretraining_maps={"procrustes": _pairs(rising), "ridge": falling})
+    assert torn.loc["ren-depth", "verdict"] == "mixed"
+    shown = torn.loc["ren-depth", "what this run shows"]
+    assert "pretraining seeds, procrustes (L1 - L4, 3 pairs)" in shown
+    assert "pretraining seeds, ridge (L1 - L4, 3 pairs)" in shown
+    assert ren.depth(_pairs(rising), "step 400")[0].unit == "step 400 (L1 - L4, 3 pairs)"
     # attention no closer than hidden states: not "holds"; no same-sentence table: not
     # measured (the fine-tuning seeds never stand in for it)
     alike = pd.concat([hidden, _pairs(rising, task="t", kind="attention")],

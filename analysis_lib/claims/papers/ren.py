@@ -6,7 +6,8 @@ All of them are tested by the seeds chapter, whose results the functions read by
                            ``rows`` and ``seed`` columns): Table 3's known maps;
 ``pretraining``            :func:`~analysis_lib.alignment.pairs.pair_distances` of models that
                            differ only by their *pretraining* seed (the zoo's masked LMs, or
-                           the MultiBERTs);
+                           the MultiBERTs), under the page's figure map;
+``pretraining_maps``       the same under each map the depth claim reads (map -> table);
 ``pretraining_attention``  the pair distances of those models' word vectors and attention
                            rows on the same sentences (``kind`` says which), with a ``task``
                            column;
@@ -103,24 +104,35 @@ def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
     "ren-depth", "§5.1, Figs. 2 and 5",
     "models that differ only by seed are more alike in shallow layers than deep ones",
     "yes",
-    "held-out alignment distance (the page's figure_method map, by default Procrustes "
-    "with its best scale, both directions averaged) at the first transformer layer minus "
-    "at the top layer, over pairs of pretraining seeds (masked LMs)",
+    "held-out alignment distance (both directions averaged) at the first transformer layer "
+    "minus at the top layer, over pairs of pretraining seeds (masked LMs), the seed the "
+    "unit; one unit per map (the page's depth_maps and figure_method, by default Procrustes "
+    "with its best scale and ridge), so that no choice of map decides the verdict",
     "less", 0.01, "0.01 of the relative distance is a 1% change of the unexplained share",
     chapter="seeds",
-    control=("condition", "the top layer of the same seed pairs"),
+    control=("condition", "the top layer of the same seed pairs, under the same map"),
     paper_effect=("Fig. 2: L2 distance about 0.02 in layers 1-6 and over 0.06 at the top: "
                   "about -0.04 (raw L2; this page's distance is relative)"),
     paper_value=-0.04)
-def depth(pretraining: pd.DataFrame | None, label: str = "pretraining seeds"
-          ) -> list[Evidence]:
-    """Per pair of seeds: the distance at the first transformer layer minus at the top."""
-    if pretraining is None or not len(pretraining):
+def depth(pretraining_maps: Mapping[str, pd.DataFrame] | pd.DataFrame | None,
+          label: str = "pretraining seeds") -> list[Evidence]:
+    """Per map (one unit each) and pair of seeds: the distance at the first transformer
+    layer minus at the top. ``pretraining_maps``: map -> its
+    :func:`~analysis_lib.alignment.pairs.pair_distances`; one table is one map's."""
+    if pretraining_maps is None:
         return []
-    top = int(pretraining.layer.max())
-    wide = pretraining.pivot_table(index="pair", columns="layer", values="test")
-    return [Evidence.from_seed_pairs(f"{label} (L1 - L{top}, {len(wide)} pairs)",
-                                     _by_pair(wide[1] - wide[top]))]
+    maps = ({"": pretraining_maps} if isinstance(pretraining_maps, pd.DataFrame)
+            else dict(pretraining_maps))
+    out = []
+    for method, frame in maps.items():
+        if frame is None or not len(frame):
+            continue
+        top = int(frame.layer.max())
+        wide = frame.pivot_table(index="pair", columns="layer", values="test")
+        name = f"{label}, {method}" if method else label
+        out.append(Evidence.from_seed_pairs(f"{name} (L1 - L{top}, {len(wide)} pairs)",
+                                            _by_pair(wide[1] - wide[top])))
+    return out
 
 
 @REN.claim(
