@@ -11,8 +11,8 @@ import pytest
 
 from analysis_lib import claims
 from analysis_lib.claims import verdicts
-from analysis_lib.claims.claim import Claim, Evidence, Level
-from analysis_lib.claims.papers import merchant, phang, ren, wu
+from analysis_lib.claims.claim import Claim, Evidence, Level, per_value
+from analysis_lib.claims.papers import merchant, phang, ren
 from analysis_lib.claims.verdicts import UNDECIDED_CAUSES, decide
 
 
@@ -37,8 +37,8 @@ def test_a_level_counts_the_values_clear_of_a_floor_or_a_ceiling():
     assert (ceiling.clear, ceiling.stuck) == (1, False)
     assert Level("identity", [0.66, 0.66], 0.67, 0.02, "ceiling", needed=2).stuck
     # one bound per value
-    per_value = Level("x", [0.49, 0.9], [0.48, 0.5], 0.02)
-    assert per_value.clear == 1 and per_value.at_level == 1
+    one_each = Level("x", [0.49, 0.9], [0.48, 0.5], 0.02)
+    assert one_each.clear == 1 and one_each.at_level == 1
     text = Level.accuracy("UNTUNED", [0.45, 0.452, 0.6], 0.45, needed=3).describe()
     assert text == "UNTUNED at its floor (0.450, within 0.02) in 2 of 3 values"
 
@@ -240,7 +240,7 @@ def test_injection_names_a_control_at_the_target_seeds_own_accuracy_as_no_headro
 
 
 def test_collection_units_print_their_values_one_by_one():
-    text = wu.per_value({"minilm - mpnet": 0.110, "minilm - smollm2": 0.004})
+    text = per_value({"minilm - mpnet": 0.110, "minilm - smollm2": 0.004})
     assert text == "per value: minilm - mpnet +0.110, minilm - smollm2 +0.004"
 
 

@@ -421,6 +421,13 @@ class Evidence:
         return cls(unit, float(estimate), float(s.std(ddof=1)), None, int(s.size), note)
 
 
+def per_value(values: Mapping[str, float]) -> str:
+    """A collection unit's values one by one, for its note (``per value: minilm - mpnet
+    +0.110, minilm - smollm2 +0.004``), so that a reader sees which models, pairs or seeds
+    carry its mean."""
+    return "per value: " + ", ".join(f"{name} {value:+.3f}" for name, value in values.items())
+
+
 def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
     """Refuse a unit's numbers that no estimate can have: an infinite estimate, a negative
     standard error, degrees of freedom that are not positive. A NaN estimate or error stays

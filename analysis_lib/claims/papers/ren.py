@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ...similarity.structure import layer_gradient
-from ..claim import ACC, Evidence, Level, Paper, claim_of, figure
+from ..claim import ACC, Evidence, Level, Paper, claim_of, figure, per_value
 
 REN = Paper("Ren")
 #: the map Ren et al. propose, fixed before looking at any result: ``ren-inn-real`` and
@@ -235,8 +235,9 @@ def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
     if not pretraining_within:
         return []
     top = len(next(iter(pretraining_within.values()))) - 1
+    gradients = {name: layer_gradient(M) for name, M in pretraining_within.items()}
     return [Evidence.from_values(f"layers 1-{top}, {len(pretraining_within)} seed models",
-                                 [layer_gradient(M) for M in pretraining_within.values()])]
+                                 list(gradients.values()), note=per_value(gradients))]
 
 
 def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str, str] | None,

@@ -41,7 +41,7 @@ from ...runtime.profile import profiled
 from ...similarity import pairwise
 from ...similarity.leave_out import leave_out_matrices
 from ...similarity.structure import rank_overlap
-from ..claim import SIM, Evidence, NotMeasured, Paper, figure
+from ..claim import SIM, Evidence, NotMeasured, Paper, figure, per_value
 from .merchant import depth_drop, frozen_by_seed
 
 WU = Paper("Wu")
@@ -396,12 +396,6 @@ def _depth_gaps(values: Mapping[SummaryKey, float], rep: str) -> list[Evidence]:
                                  note=f"pairs share models; {per_value(gaps)}")]
 
 
-def per_value(values: Mapping[str, float]) -> str:
-    """A collection unit's values one by one (``per value: a +0.110, b +0.004``), so that a
-    reader sees which of the models, pairs or seeds carry its mean."""
-    return "per value: " + ", ".join(f"{name} {value:+.3f}" for name, value in values.items())
-
-
 @WU.claim("wu-localization-depth", "§5.1, Fig. 3",
     "higher layers have more localized representations than lower layers",
     "yes: the localization score mostly increases with depth in every model",
@@ -503,11 +497,12 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
                 return zoo_summary[key]
         raise ValueError(f"the collection holds no pair {a} - {b}")
 
-    gaps = [np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, zoo_control)
-            for s in seeds]
+    gaps = {s: float(np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, zoo_control))
+            for s in seeds}
     rep = _rep(measures) if measures else "linear_cka"
     return [Evidence.from_values(f"{rep}, {len(seeds)} seed models against {zoo_control}",
-                                 gaps, note="the seeds' pairs are shared")]
+                                 list(gaps.values()),
+                                 note=f"the seeds' pairs are shared; {per_value(gaps)}")]
 
 
 @WU.claim("wu-other-corpus", "App. B.1",
