@@ -278,6 +278,10 @@ def test_findings_follow_planted_accuracies():
                            skips=skips)
     assert found.loc["phang-untuned", "verdict"] == "holds"
     assert found.loc["phang-cka-predicts", "verdict"] == "holds"
+    # the link is implied by the block structure: without blocks, no verdict
+    unblocked = _findings(_scores(0.0, 0.0, 0.0), link, views=_views(False))
+    assert unblocked.loc["phang-cka-predicts", "verdict"] == "not measured"
+    assert "phang-blocks" in unblocked.loc["phang-cka-predicts", "what this run shows"]
     assert found.loc["phang-skip-bottom", "verdict"] == "holds"
     assert found.loc["merchant-truncate", "verdict"] == "holds"  # 3 of 6 layers: a cost below 0.02
     # one seed of the cut and skipped runs: no spread over seeds, no verdict

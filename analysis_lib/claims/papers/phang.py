@@ -237,7 +237,7 @@ PHANG_SHARE = 4 / 12
     control=("baseline", "no relation (r = 0)"), fisher_z=True,
     paper_effect=("not reported: the paper implies the link from its block structure and "
                   "computes no correlation"),
-    chapter="truncation", gates=("untrained",))
+    chapter="truncation", gates=("untrained",), requires="phang-blocks")
 def cka_predicts(link: pd.DataFrame | None) -> list[Evidence]:
     """Within each task (pooling tasks mixes their levels): Pearson r of CKA-to-last with
     accuracy lost, as Fisher z. UNTUNED's accuracy is read beside its floor, the majority
