@@ -191,6 +191,14 @@ def test_tunedorig_at_the_majority_baseline_refuses_the_tuned_orig_claim():
     assert "the floor rule" in stuck["what this run shows"]
     assert "TUNEDORIG's test accuracy (t, per layer and seed) at its floor" in \
         stuck["what this run shows"]
+    # heads stuck at the majority class in two layers: left out of the mean and named; the
+    # gain is read on the layers whose head learnt (0.8 - 0.7), not inflated by the stuck ones
+    partial = _scores(orig=0.7)
+    partial.loc[(partial.config == "TUNEDORIG") & (partial.layer <= 2), "accuracy"] = 0.5
+    [unit] = phang.tuned_orig(partial)
+    assert unit.estimate == pytest.approx(0.1, abs=0.005)
+    assert "6 of 18 TUNEDORIG heads at the majority class left out of the mean" in unit.note
+    assert _truncation(partial).loc["phang-tuned-orig", "verdict"] == "holds"
     # a scores table without the baseline reads as before
     assert _truncation(_scores(orig=0.5).drop(columns="majority")).loc[
         "phang-tuned-orig", "verdict"] == "holds"

@@ -217,11 +217,16 @@ class Level:
         return cls(variable, accuracies, majority, TRAINED_ABOVE_MAJORITY, "floor", needed)
 
     @property
-    def clear(self) -> int:
-        """How many values lie clear of the level: more than ``resolution`` above a floor,
-        or below a ceiling."""
+    def is_clear(self) -> np.ndarray:
+        """Per value, whether it lies clear of the level: more than ``resolution`` above a
+        floor, or below a ceiling."""
         gaps = np.subtract(self.values, self.bound) * (1 if self.kind == "floor" else -1)
-        return int(np.sum(gaps > self.resolution))
+        return np.asarray(gaps > self.resolution, dtype=bool).reshape(len(self.values))
+
+    @property
+    def clear(self) -> int:
+        """How many values lie clear of the level."""
+        return int(self.is_clear.sum())
 
     @property
     def at_level(self) -> int:

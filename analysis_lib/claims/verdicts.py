@@ -124,19 +124,15 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
         if not isinstance(e, Evidence):
             raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
                             "them with Evidence.from_values(...) and its siblings")
-    evidence = [e for e in evidence if np.isfinite(e.estimate)]
-    if not evidence:
-        return Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
+    # the floor rule: a statistic read on a variable at its floor is no evidence
     refused = {e.unit: at_floor(e) for e in evidence if at_floor(e)}
-    if refused:  # the floor rule: a statistic read on a variable at its floor is no evidence
-        evidence = [e for e in evidence if e.unit not in refused]
-        named = "; ".join(f"{unit}: {why}" for unit, why in refused.items())
-        if not evidence:
-            return not_measured(claim, f"the floor rule: {named}")
-        floor_note = (f"; the floor rule leaves out {len(refused)} unit"
-                      f"{'s' * (len(refused) > 1)} ({named})")
-    else:
-        floor_note = ""
+    named = "; ".join(f"{unit}: {why}" for unit, why in refused.items())
+    evidence = [e for e in evidence if np.isfinite(e.estimate) and e.unit not in refused]
+    if not evidence:
+        return not_measured(claim, f"the floor rule: {named}") if refused else \
+            Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
+    floor_note = (f"; the floor rule leaves out {len(refused)} unit"
+                  f"{'s' * (len(refused) > 1)} ({named})") if refused else ""
     sign = -1.0 if claim.direction == "less" else 1.0
     est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
     se = np.array([e.se for e in evidence], dtype=np.float64)
