@@ -240,8 +240,8 @@ class Level:
         return self.clear < self.needed
 
     def describe(self) -> str:
-        """The level in words: ``UNTUNED's accuracy at its floor (the majority baseline
-        0.450, within 0.02) in 4 of 5 values``."""
+        """The level in words: ``UNTUNED's accuracy at its floor (0.450, within 0.02) in 4
+        of 5 values`` (a bound that differs between values is given as its range)."""
         shown = (f"{self.bound[0]:.3f}" if len(set(self.bound)) <= 1 and self.bound
                  else f"{min(self.bound):.3f} to {max(self.bound):.3f}")
         return (f"{self.variable} at its {self.kind} ({shown}, within {self.resolution:.3g}) "
