@@ -218,8 +218,8 @@ class Level:
 
     @property
     def is_clear(self) -> np.ndarray:
-        """Per value, whether it lies clear of the level: more than ``resolution`` above a
-        floor, or below a ceiling."""
+        """Whether each value lies clear of the level, more than ``resolution`` above a
+        floor or below a ceiling (one boolean per value)."""
         gaps = np.subtract(self.values, self.bound) * (1 if self.kind == "floor" else -1)
         return np.asarray(gaps > self.resolution, dtype=bool).reshape(len(self.values))
 
@@ -235,8 +235,8 @@ class Level:
 
     @property
     def stuck(self) -> bool:
-        """Whether fewer than ``needed`` values lie clear of the level: the statistic cannot
-        read the variable."""
+        """Whether fewer than ``needed`` values lie clear of the level, so that the
+        statistic cannot read the variable."""
         return self.clear < self.needed
 
     def describe(self) -> str:
