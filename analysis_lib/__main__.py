@@ -80,46 +80,26 @@ def cmd_findings(args: argparse.Namespace) -> int:
     import nbformat  # noqa: F401 - the executed notebooks are read with it (the book extra)
 
     from .book import ROOT, findings
-    from .book.builder import profile_label, toc_notebooks
 
     if args.width is not None and not MIN_WIDTH <= args.width <= MAX_WIDTH:
         print(f"error: --width must lie in [{MIN_WIDTH}, {MAX_WIDTH}] characters, got "
               f"{args.width}", file=sys.stderr)
         return 2
-    has_book = (ROOT / "_toc.yml").is_file()
-    if not args.executed and not has_book:
+    if not args.executed and not (ROOT / "_toc.yml").is_file():
         print(f"error: this installation holds no book (no _toc.yml beside the library in "
               f"{ROOT}), so it has no build of the {args.profile!r} profile to read; pass "
               "the folder of a build's executed notebooks with --executed FOLDER, or run the "
               "command in a checkout of the book after building it", file=sys.stderr)
         return 2
-    expected = [p.stem for p in toc_notebooks(ROOT)] if has_book else []
-
-    def read(profile: str, executed: str | None) -> tuple[Any, Path] | None:
-        folder = Path(executed) if executed else ROOT / "_build" / "executed" / \
-            profile_label(profile)
-        notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
-        if not notebooks:
-            built = sorted(p.parent.name for p in folder.parent.glob("*/*.ipynb"))
-            hint = "" if executed else checks.did_you_mean(profile, set(built))
-            have = f" (built so far: {', '.join(sorted(set(built)))})" if built and not \
-                executed else ""
-            print(f"error: no executed notebooks in {folder}{hint}; build the book with this "
-                  f"profile first: python -m analysis_lib book --profile {profile}{have}",
-                  file=sys.stderr)
-            return None
-        return findings.collect(notebooks, expected=expected), folder
-
-    found = read(args.profile, args.executed)
+    found = _read_findings(args.profile, args.executed)
     if found is None:
         return 1
     table, folder = found
     if args.against:
         given = Path(args.against)  # a profile's name, or a folder of executed notebooks
-        other = read(args.against, args.against if given.is_dir() else None)
+        other = _read_findings(args.against, args.against if given.is_dir() else None)
         return _compare_findings(table, args.profile, other,
                                  given.name if given.is_dir() else args.against, args.format)
-    notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
     width = args.width or min(MAX_WIDTH, max(MIN_WIDTH,
                                              shutil.get_terminal_size((100, 24)).columns))
     if args.format == "csv":
@@ -136,8 +116,33 @@ def cmd_findings(args: argparse.Namespace) -> int:
     unread = table.attrs.get("unread", {})
     for why in unread.values():
         print(f"warning: {why}", file=sys.stderr)
-    damaged = [name for name in unread if name in {p.stem for p in notebooks}]
+    executed = {p.stem for p in findings.finished(sorted(folder.glob("*.ipynb")))}
+    damaged = [name for name in unread if name in executed]
     return 1 if damaged else 0
+
+
+def _read_findings(profile: str, executed: str | None) -> tuple[Any, Any] | None:
+    """The findings table of a profile's last build (or of the executed notebooks in
+    ``executed``) and its folder; None, with the error printed, when nothing was built."""
+    from pathlib import Path
+
+    from .book import ROOT, findings
+    from .book.builder import profile_label, toc_notebooks
+
+    folder = Path(executed) if executed else ROOT / "_build" / "executed" / \
+        profile_label(profile)
+    notebooks = findings.finished(sorted(folder.glob("*.ipynb")))
+    if not notebooks:
+        built = sorted(p.parent.name for p in folder.parent.glob("*/*.ipynb"))
+        hint = "" if executed else checks.did_you_mean(profile, set(built))
+        have = f" (built so far: {', '.join(sorted(set(built)))})" if built and not \
+            executed else ""
+        print(f"error: no executed notebooks in {folder}{hint}; build the book with this "
+              f"profile first: python -m analysis_lib book --profile {profile}{have}",
+              file=sys.stderr)
+        return None
+    expected = [p.stem for p in toc_notebooks(ROOT)] if (ROOT / "_toc.yml").is_file() else []
+    return findings.collect(notebooks, expected=expected), folder
 
 
 def _compare_findings(table: Any, name: str, other: tuple[Any, Any] | None, other_name: str,

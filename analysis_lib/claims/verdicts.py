@@ -163,17 +163,26 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
               for e, r, out in zip(evidence, reach, outcome)]
     units["cause"] = causes
     reason = _reason(list(outcome), len(evidence))
-    if combined in ("inconclusive", MIXED) and any(causes):
+    if combined in ("inconclusive", MIXED):
+        reason = _undecided_reason(claim, reason, evidence, causes, est, reach, delta)
+    return Verdict(claim, combined, units, alpha, reason + floor_note)
+
+
+def _undecided_reason(claim: Claim, reason: str, evidence: list[Evidence], causes: list[str],
+                      est: np.ndarray, reach: np.ndarray, delta: float) -> str:
+    """An undecided or mixed claim's reason: the undecided units' causes first, then where
+    its estimates point (the paper's way or against it) and whether equivalence (or a cost
+    below the smallest effect) was in reach."""
+    if any(causes):
         reason = f"undecided: {_cause_summary(causes)}; {reason}"
-    # an undecided claim says where its estimates point: the paper's way or against it
     beyond = {"none": np.abs(est) > delta, "at_most": est > delta}
     against = int(np.sum(beyond.get(claim.direction, est < 0)))
-    if combined in ("inconclusive", MIXED) and against:
+    if against:
         reason += (f"; {against} of {len(evidence)} estimates run against the paper "
                    + ("(beyond the smallest effect)" if claim.direction in beyond else
                       "(on the other side of zero)"))
     short = ~(reach < delta)
-    if combined in ("inconclusive", MIXED) and short.any():
+    if short.any():
         # what the interval is over (seeds, models, pairs, folds) is the unit's own: name
         # its count, never assume seeds
         counts = ", ".join(dict.fromkeys(
@@ -185,7 +194,7 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
                    f"inside the smallest effect {delta:.3g} with the values their intervals "
                    f"are over ({counts}); more of those (as each unit says: seeds, models, "
                    "pairs or folds) would be needed to show no difference")
-    return Verdict(claim, combined, units, alpha, reason + floor_note)
+    return reason
 
 
 #: why a unit stays undecided, in the order :func:`undecided_cause` tries them (a claim
