@@ -42,6 +42,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .training_gate import TRAINED_ABOVE_MAJORITY
+
 PAPERS = {
     "Wu": "Wu et al. 2020, Similarity analysis of contextual word representation models",
     "Phang": "Phang et al. 2021, Fine-tuned transformers show clusters of similar "
@@ -212,8 +214,6 @@ class Level:
         """Accuracies beside their floor, the majority baseline, at the resolution of the
         book's training gate (:data:`~analysis_lib.claims.training_gate.TRAINED_ABOVE_MAJORITY`):
         an accuracy that would not count as learnt for a fine-tuned run sits at its floor."""
-        from .training_gate import TRAINED_ABOVE_MAJORITY
-
         return cls(variable, accuracies, majority, TRAINED_ABOVE_MAJORITY, "floor", needed)
 
     @property

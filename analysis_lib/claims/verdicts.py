@@ -125,7 +125,7 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
             raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
                             "them with Evidence.from_values(...) and its siblings")
     # the floor rule: a statistic read on a variable at its floor is no evidence
-    refused = {e.unit: at_floor(e) for e in evidence if at_floor(e)}
+    refused = {e.unit: why for e in evidence if (why := at_floor(e))}
     named = "; ".join(f"{unit}: {why}" for unit, why in refused.items())
     evidence = [e for e in evidence if np.isfinite(e.estimate) and e.unit not in refused]
     if not evidence:

@@ -170,8 +170,7 @@ def _tuned_gain(rows: pd.DataFrame) -> float:
     (clear of the majority baseline, :func:`_orig_floor`; every layer without the
     baseline); NaN when none did."""
     tuned = rows[rows.config == "TUNED"].set_index("layer").accuracy
-    orig_rows = rows[rows.config == "TUNEDORIG"]
-    orig = orig_rows.set_index("layer").accuracy
+    orig = rows[rows.config == "TUNEDORIG"].set_index("layer").accuracy
     level = _orig_floor(rows)
     if level is not None:
         orig = orig[level.is_clear]
