@@ -6,18 +6,20 @@ AVX512-BF16), then each training loop the book runs, called through the library'
 function on a short, book-shaped workload in a temporary cache:
 
 * MiniLM fine-tuning (``training.finetune``, the ``cpu`` preset, tweets), at the fine-tuning
-  threads; and the same under bfloat16 autocast, which the book does not use, for comparison;
+  threads, in float32 and, where the CPU computes bfloat16 natively, in bfloat16 autocast
+  (``precision="bfloat16"``, what the book's ``auto`` precision trains in there);
 * the model zoo's pretraining (``training.pretrain``: the causal and the masked base models,
-  fewer steps), one thread each as the zoo trains them;
+  fewer steps), one thread each as the zoo trains them, in float32 (the zoo's precision)
+  and, for comparison, under bfloat16 autocast;
 * the truncation chapter's heads (``training.heads.fit_heads``: MiniLM's own head on
-  first-token vectors, one per layer), one thread;
+  first-token vectors, one per layer), at the heads' threads;
 * the seeds chapter's invertible flow (``alignment.fit(..., "inn")``), one thread.
 
 Each loop runs twice on identical work: once timed, once under torch's ``FlopCounterMode``,
 which counts the floating-point operations of its forward and backward passes (the useful
 work; the optimizer's updates are not counted). Printed per loop: seconds, GFLOP, the
-achieved GFLOP/s, its share of the float32 matmul rate at the loop's thread count, and
-tokens (or rows) per second.
+achieved GFLOP/s, its share of the matmul rate of its own precision at the loop's thread
+count (the roofline it can reach), and tokens (or rows) per second.
 
     python benchmarks/bench_train.py [--n-train 512] [--zoo-steps 150] [--skip-bf16]
 """
@@ -70,6 +72,7 @@ class Measured:
 
     name: str
     threads: int
+    dtype: torch.dtype = torch.float32
     seconds: float = 0.0
     flops: float = 0.0
     tokens: float = 0.0
@@ -111,33 +114,34 @@ def watched_loop(found: Measured, counting: bool, autocast: bool = False) -> Ite
         loop.run = real
 
 
-def finetuning(n_train: int, autocast: bool) -> Measured:
+def finetuning(n_train: int, precision: str) -> Measured:
     from analysis_lib.data import tasks
 
     task = tasks.load_task("tweets-sentiment", n_train=n_train, n_val=100, n_test=100, seed=0)
-    config = replace(finetune.PRESETS["cpu"], epochs=1.0)
-    name = "MiniLM fine-tuning" + (", bf16 autocast" if autocast else "")
-    found = Measured(name, finetune.CPU_THREADS)
+    config = replace(finetune.PRESETS["cpu"], epochs=1.0, precision=precision)
+    found = Measured(f"MiniLM fine-tuning, {precision}", finetune.CPU_THREADS,
+                     getattr(torch, precision))
     for counting in (False, True):
-        with tempfile.TemporaryDirectory() as tmp, watched_loop(found, counting, autocast):
+        with tempfile.TemporaryDirectory() as tmp, watched_loop(found, counting):
             finetune.finetune("minilm", task, config, cache_dir=tmp, progress=False,
                               device="cpu")
     return found
 
 
-def zoo_pretraining(steps: int, objective: str) -> Measured:
+def zoo_pretraining(steps: int, objective: str, autocast: bool = False) -> Measured:
     from analysis_lib.models import zoo
     from analysis_lib.models.zoo_store import CPU_THREADS
     from analysis_lib.training import pretrain
 
     config = replace(zoo.BASE if objective == "clm" else zoo.MLM, steps=steps,
                      checkpoints=())
-    found = Measured(f"zoo pretraining ({objective}, {config.layers} x {config.hidden})",
-                     CPU_THREADS)
+    found = Measured(f"zoo pretraining ({objective}, {config.layers} x {config.hidden})"
+                     + (", bfloat16" if autocast else ""), CPU_THREADS,
+                     torch.bfloat16 if autocast else torch.float32)
     with tempfile.TemporaryDirectory() as tmp:
         pretrain.tokenizer(config.vocab_size, tmp)  # made once, outside the timed loop
         for counting in (False, True):
-            with watched_loop(found, counting):
+            with watched_loop(found, counting, autocast):
                 pretrain.pretrain(config, cache_dir=tmp, progress=False, device="cpu")
             for run in (Path(tmp) / "pretrain").iterdir():
                 shutil.rmtree(run)  # the counted run trains again
@@ -159,7 +163,7 @@ def _counted(name: str, threads: int, unit: str, rows: int,
 
 def heads(n: int, layers: int, epochs: int) -> Measured:
     from analysis_lib import models
-    from analysis_lib.training.heads import FirstTokenHead, fit_heads
+    from analysis_lib.training.heads import HEADS_THREADS, FirstTokenHead, fit_heads
 
     base = models.load("minilm")
     task_model = finetune.task_model(base, 3, False, 0)
@@ -173,8 +177,8 @@ def heads(n: int, layers: int, epochs: int) -> Measured:
         fitted = [FirstTokenHead(task_model) for _ in range(layers)]
         fit_heads(fitted, train, labels, val, val_labels, epochs=epochs)
 
-    return _counted(f"heads ({layers} x MiniLM's head, {epochs} epochs)", 1, "rows",
-                    n * layers * epochs, run)
+    return _counted(f"heads ({layers} x MiniLM's head, {epochs} epochs)", HEADS_THREADS,
+                    "rows", n * layers * epochs, run)
 
 
 def flow(n: int, width: int, epochs: int) -> Measured:
@@ -197,7 +201,7 @@ def main() -> None:
                         help="tweets in the fine-tuning run (one epoch)")
     parser.add_argument("--zoo-steps", type=int, default=150)
     parser.add_argument("--skip-bf16", action="store_true",
-                        help="leave out the bfloat16 autocast fine-tuning run")
+                        help="leave out the bfloat16 autocast runs")
     args = parser.parse_args()
     from transformers.utils import logging as hf_logging
 
@@ -206,27 +210,31 @@ def main() -> None:
     print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
           f"{bf16 or 'none'}")
     thread_counts = sorted({1, finetune.CPU_THREADS})
-    rate = {t: matmul_rate(t, torch.float32) for t in thread_counts}
+    dtypes = [torch.float32] + ([torch.bfloat16] if bf16 else [])
+    rate = {(t, d): matmul_rate(t, d) for t in thread_counts for d in dtypes}
     print("\ndense matmul (2048 x 2048 by 2048 x 2048), best of 5:")
     for t in thread_counts:
-        line = f"  {t} thread{'s' * (t > 1)}: float32 {rate[t] / 1e9:7.1f} GFLOP/s"
-        if bf16:
-            line += f", bfloat16 {matmul_rate(t, torch.bfloat16) / 1e9:7.1f} GFLOP/s"
-        print(line)
-    runs = [finetuning(args.n_train, autocast=False)]
-    if bf16 and not args.skip_bf16:
-        runs.append(finetuning(args.n_train, autocast=True))
-    runs += [zoo_pretraining(args.zoo_steps, "clm"), zoo_pretraining(args.zoo_steps, "mlm"),
-             heads(2000, 6, 5), flow(2000, 64, 30)]
+        print(f"  {t} thread{'s' * (t > 1)}: " + ", ".join(
+            f"{str(d).removeprefix('torch.')} {rate[t, d] / 1e9:7.1f} GFLOP/s" for d in dtypes))
+    low = bool(bf16) and not args.skip_bf16
+    runs = [finetuning(args.n_train, "float32")]
+    if low:
+        runs.append(finetuning(args.n_train, "bfloat16"))
+    for objective in ("clm", "mlm"):
+        runs.append(zoo_pretraining(args.zoo_steps, objective))
+        if low:
+            runs.append(zoo_pretraining(args.zoo_steps, objective, autocast=True))
+    runs += [heads(2000, 6, 5), flow(2000, 64, 30)]
     print(f"\n{'training loop':<44}{'threads':>8}{'s':>8}{'GFLOP':>9}{'GFLOP/s':>9}"
           f"{'of matmul':>11}{'per s':>12}")
     for m in runs:
         achieved = m.flops / m.seconds
         print(f"{m.name:<44}{m.threads:>8}{m.seconds:>8.1f}{m.flops / 1e9:>9.1f}"
-              f"{achieved / 1e9:>9.1f}{achieved / rate[m.threads]:>10.0%} "
+              f"{achieved / 1e9:>9.1f}{achieved / rate[m.threads, m.dtype]:>10.0%} "
               f"{m.tokens / m.seconds:>8.0f} {m.unit}")
     print("\n'of matmul': the loop's useful FLOP/s (forward and backward passes, counted by "
-          "torch's FlopCounterMode) as a share of the float32 matmul rate at its threads.")
+          "torch's FlopCounterMode) as a share of the matmul rate of its precision at its "
+          "threads.")
 
 
 if __name__ == "__main__":

@@ -584,3 +584,95 @@ def test_word_level_splits_keep_each_example_with_its_labels():
         tasks.Task("t", split, tasks.Split(["a"], np.array([0])), split, ["x", "y"])
     with pytest.raises(ValueError, match="one label per example"):
         tasks.Split(["a"], np.array([0])).word_labels()
+
+
+# --------------------------------------------------------------------------- precision
+
+
+def test_training_precision_auto_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
+    from analysis_lib.runtime import device, machine
+
+    cpu = torch.device("cpu")
+    for flags, expected in ((set(), "float32"), ({"avx512f", "avx2"}, "float32"),
+                            ({"avx512_bf16"}, "bfloat16"), ({"amx_bf16", "amx_tile"},
+                                                            "bfloat16")):
+        monkeypatch.setattr(machine, "cpu_flags", lambda flags=flags: frozenset(flags))
+        assert device.training_precision("auto", cpu) == expected, flags
+        # an explicit precision is kept whatever the CPU has
+        assert device.training_precision("float32", cpu) == "float32"
+        assert device.training_precision("bfloat16", cpu) == "bfloat16"
+    for bad in ("float16", "fp32", "half"):
+        with pytest.raises(ValueError, match="training precision is one of"):
+            device.training_precision(bad, cpu)
+    with pytest.raises(ValueError, match="FinetuneConfig.precision"):
+        finetune.check_config(replace(FAST, precision="float16"))
+
+
+def test_a_bfloat16_run_learns_is_reproducible_and_never_shares_a_float32_runs_cache(
+        task, tmp_path, monkeypatch):
+    """bfloat16 autocast trains other weights than float32 (its products round to 8 bits
+    of mantissa), learns the task as well, gives the same weights again for the same seed,
+    and is cached under its own key: a float32 request never reads a bfloat16 run, nor
+    the reverse; "auto" is stored as the precision it resolved to."""
+    from analysis_lib.runtime import device
+
+    calls = []
+    real_train = finetune.train
+    monkeypatch.setattr(finetune, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    half = replace(FAST, precision="bfloat16")
+    single = _train(task, cache_dir=tmp_path)
+    low = _train(task, half, cache_dir=tmp_path)
+    assert len(calls) == 2 and low.path != single.path and not low.from_cache
+    assert low.record["config"]["precision"] == "bfloat16"
+    assert single.record["config"]["precision"] == "float32"
+    assert low.metrics["test"]["accuracy"] >= 0.9, low.metrics
+    key = "classifier.weight"
+    assert not torch.equal(low.model.state_dict()[key], single.model.state_dict()[key])
+    # autocast leaves the weights themselves in float32
+    assert all(p.dtype == torch.float32 for p in low.model.parameters())
+    again = _train(task, half, cache=False)
+    for (name, p), q in zip(low.model.state_dict().items(), again.model.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert again.metrics == low.metrics
+    # each precision reads back its own run
+    assert _train(task, cache_dir=tmp_path).metrics == single.metrics
+    assert _train(task, half, cache_dir=tmp_path).from_cache and len(calls) == 3
+    # "auto" is the resolved precision's run, never a third one
+    resolved = device.training_precision("auto", torch.device("cpu"))
+    auto = _train(task, replace(FAST, precision="auto"), cache_dir=tmp_path)
+    assert auto.from_cache and auto.record["config"]["precision"] == resolved
+    assert auto.path == (low if resolved == "bfloat16" else single).path
+
+
+_FRESH_RUN = """
+import hashlib
+from dataclasses import replace
+from analysis_lib.training import finetune
+from tests.conftest import TINY
+from tests.test_finetune import FAST, keyword_task
+for precision in ("float32", "bfloat16"):
+    result = finetune.finetune("random:bert", keyword_task(), replace(
+        FAST, epochs=2, precision=precision), cache=False, progress=False, **TINY)
+    digest = hashlib.sha256()
+    for name, value in result.model.state_dict().items():
+        digest.update(name.encode() + value.detach().contiguous().numpy().tobytes())
+    print(precision, digest.hexdigest())
+"""
+
+
+def test_the_same_seed_trains_the_same_weights_in_a_fresh_process(tmp_path):
+    """Two fresh processes (nothing cached, nothing warmed up) train bit-identical weights
+    for the same seed, in either precision, and the two precisions train other weights."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "ANALYSIS_LIB_CACHE": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    runs = [subprocess.run([sys.executable, "-c", _FRESH_RUN], cwd=root, env=env,
+                           capture_output=True, text=True, check=True).stdout.split()[-4:]
+            for _ in range(2)]
+    assert runs[0][0::2] == ["float32", "bfloat16"]
+    assert runs[0] == runs[1] and runs[0][1] != runs[0][3] and len(runs[0][1]) == 64

@@ -17,6 +17,13 @@ Precision (``precision``) is how a model's forward pass computes: ``"float32"`` 
 the same numbers on every device up to rounding), or ``"bfloat16"`` / ``"float16"`` autocast on
 a GPU, faster there and further from the float32 numbers (``benchmarks/bench_extract.py
 --device cuda`` measures both).
+
+Training has its own precision (:data:`TRAINING_PRECISIONS`): ``"float32"``, or
+``"bfloat16"`` autocast of the forward pass and loss (weights, gradients and the optimizer
+stay in float32), which a CPU with native bfloat16 arithmetic (AMX or AVX512-BF16) and most
+GPUs compute several times faster. ``"auto"`` picks, per machine, the faster of the two that
+the hardware computes natively (:func:`training_precision`); the precision a run trained in
+is part of its cache key, so a cache never mixes them.
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ INSTALL_TORCH = 'pip install "analysis_lib[torch]"'
 
 #: precisions a forward pass can run in
 PRECISIONS = ("float32", "bfloat16", "float16")
+#: precisions a training run can compute its forward pass and loss in ("auto": the fastest
+#: this machine computes natively, :func:`training_precision`)
+TRAINING_PRECISIONS = ("auto", "float32", "bfloat16")
+#: the CPU flags of native bfloat16 arithmetic (Intel's AMX tiles, AVX512-BF16 on Intel and
+#: AMD): where either is present, bfloat16 products run at several times the float32 rate
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 #: the environment variable that sets the default device (a sweep's workers inherit it)
@@ -193,6 +206,34 @@ def check_precision(precision: str, device: torch.device) -> str:
         raise ValueError(f"precision={precision!r} runs autocast on a GPU; on the CPU use "
                          "precision='float32' (or pass device='cuda')")
     return precision
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 products natively: a CPU with one of
+    :data:`NATIVE_BF16_FLAGS`, a GPU torch reports bfloat16 support for."""
+    import torch
+
+    if device.type == "cpu":
+        from .machine import cpu_flags
+
+        return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return False
+
+
+def training_precision(precision: str, device: torch.device) -> str:
+    """The precision a training run on ``device`` computes in: ``precision`` itself when it
+    is ``"float32"`` or ``"bfloat16"``; for ``"auto"``, ``"bfloat16"`` where the device
+    computes it natively (:func:`native_bf16`; emulated bfloat16 is slower than float32)
+    and ``"float32"`` elsewhere."""
+    if precision not in TRAINING_PRECISIONS:
+        raise ValueError(f"a training precision is one of {TRAINING_PRECISIONS}, got "
+                         f"{precision!r} (float16 training needs loss scaling, which the "
+                         "library's loop does not do: use 'bfloat16')")
+    if precision != "auto":
+        return precision
+    return "bfloat16" if native_bf16(device) else "float32"
 
 
 def key(device: torch.device, precision: str = "float32") -> str:

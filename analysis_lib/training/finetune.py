@@ -53,7 +53,15 @@ from ..runtime.cache import (
     make_key,
     publish_folder,
 )
-from ..runtime.device import DeviceLike, fork_rng, key_parts, model_device, resolve
+from ..runtime.device import (
+    TRAINING_PRECISIONS,
+    DeviceLike,
+    fork_rng,
+    key_parts,
+    model_device,
+    resolve,
+    training_precision,
+)
 from ..runtime.device import key as device_key
 from ..runtime.profile import label, profiled
 from ..runtime.quiet import quiet_transformers
@@ -98,6 +106,12 @@ class FinetuneConfig:
         and the learning rate decays over that whole length, as early stopping does. The
         run keeps the weights of its best epoch (:func:`kept_epoch`; the record's
         ``kept_epoch``). A regression task has no accuracy and trains its whole schedule.
+    precision : {'float32', 'bfloat16', 'auto'}
+        What the training steps' forward pass and loss compute in
+        (:func:`~analysis_lib.runtime.device.training_precision`: ``"auto"`` is bfloat16
+        autocast where the device computes it natively, float32 elsewhere). A run records,
+        and is cached under, the precision it trained in; every evaluation of the model
+        (validation, test, extraction) runs in float32.
     """
 
     batch_size: int = 16
@@ -116,6 +130,7 @@ class FinetuneConfig:
     bucket_factor: int = 50
     eval_batch_size: int = 64
     until_plateau: bool = False
+    precision: str = "float32"
 
 
 #: The papers' settings, and a small one for this book's CPU runs.
@@ -165,6 +180,9 @@ def check_config(config: FinetuneConfig) -> FinetuneConfig:
     if not config.learning_rate > 0:
         raise ValueError(f"FinetuneConfig.learning_rate must be > 0, got "
                          f"{config.learning_rate!r}")
+    if config.precision not in TRAINING_PRECISIONS:
+        raise ValueError(f"FinetuneConfig.precision must be one of {TRAINING_PRECISIONS}, "
+                         f"got {config.precision!r}")
     return config
 
 
@@ -330,7 +348,8 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                        warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
                        desc=f"fine-tune {task.name}", progress=progress, device=dev,
                        on_step=on_step, on_epoch=held_out if len(task.validation) else None,
-                       stop=on_plateau if early else None)
+                       stop=on_plateau if early else None,
+                       precision=training_precision(config.precision, dev))
     if kept_epoch(config, history) < len(history):
         model.load_state_dict(best["state"])  # the weights of the best epoch
     return history
@@ -539,7 +558,10 @@ def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, devic
     base = load(model, cache_dir=cache_dir, **load_options)  # its flags are checked first
     if isinstance(task, str):
         task = load_task(task)
-    return config, task, base, resolve(device)
+    dev = resolve(device)
+    # "auto" becomes the precision this machine trains in, which the key and record hold
+    config = replace(config, precision=training_precision(config.precision, dev))
+    return config, task, base, dev
 
 
 def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store: str,

@@ -24,6 +24,7 @@ from ..data.labels import silver_task
 from ..data.tasks import Task, load_task
 from ..models import random_options, zoo
 from ..rules import Parameter, validate
+from ..runtime.device import TRAINING_PRECISIONS
 from . import zoo as zoo_training
 from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
@@ -97,6 +98,10 @@ class FinetuneGrid:
                                    "reaches a plateau (analysis_lib.training.plateau)")
     preset: str = _setting("cpu", "str", "fine-tuning recipe: the book's own ('cpu') or a "
                            "paper's (see the fine-tuning page, section 1)", choices=_presets())
+    precision: str = _setting(
+        "auto", "str", "what the training steps compute in: 'auto' (bfloat16 autocast where "
+        "the CPU or GPU computes it natively, float32 elsewhere), 'float32' or 'bfloat16'",
+        choices=TRAINING_PRECISIONS)
     model_options: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
@@ -167,7 +172,8 @@ class FinetuneGrid:
     def settings(self, seed: int, **changes: Any) -> FinetuneConfig:
         """The fine-tuning settings of one run of the grid, with ``changes`` (freezing)."""
         return preset_config(self.preset, epochs=float(self.epochs), seed=int(seed),
-                             until_plateau=bool(self.until_plateau), **changes)
+                             until_plateau=bool(self.until_plateau),
+                             precision=str(self.precision), **changes)
 
     def options(self, model: str) -> dict[str, Any]:
         """The loading options of ``model`` (``model_options`` for a ``random:`` model)."""
@@ -270,14 +276,15 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
 
 
 #: the columns of :attr:`Runs.frame`, one row per run
-RUN_COLUMNS = ("model", "task", "seed", "accuracy", "macro_f1", "majority", "train_seconds",
-               "from_cache")
+RUN_COLUMNS = ("model", "task", "seed", "accuracy", "macro_f1", "majority", "precision",
+               "train_seconds", "from_cache")
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:
     test = result.metrics["test"]
     return {"model": model, "task": task, "seed": seed, "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
+            "precision": result.record["config"].get("precision", "float32"),
             "train_seconds": result.record["train_seconds"], "from_cache": result.from_cache}
 
 

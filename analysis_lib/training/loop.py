@@ -3,7 +3,7 @@
 :func:`run` trains any ``transformers`` model whose forward pass returns a ``loss`` (a task
 model given ``labels``, a causal or masked language model given ``labels``): AdamW with no
 decay on biases and norms, a linear warmup and decay, frozen parameters excluded from the
-optimizer, a progress bar with the running loss and examples per second. The batches come
+optimizer, the forward pass and loss in float32 or under bfloat16 autocast, a progress bar with the running loss and examples per second. The batches come
 from a callable, so each objective decides what a batch is (dynamic padding, masking).
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..runtime.device import fused_optimizer
+from ..runtime.device import autocast, fused_optimizer
 
 
 def bucketed_batches(lengths: np.ndarray, batch_size: int, bucket: int,
@@ -73,8 +73,8 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         desc: str = "train", progress: bool = True, device: torch.device | str = "cpu",
         on_step: Callable[[int, float], None] | None = None,
         on_epoch: Callable[[], Mapping[str, float]] | None = None,
-        stop: Callable[[list[dict[str, float]]], bool] | None = None
-        ) -> list[dict[str, float]]:
+        stop: Callable[[list[dict[str, float]]], bool] | None = None,
+        precision: str = "float32") -> list[dict[str, float]]:
     """Train ``model`` in place for ``total_steps`` optimizer steps.
 
     Parameters
@@ -95,6 +95,11 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
     stop : callable, optional
         Called with the history after each epoch; training ends early when it returns True
         (early stopping: the schedule's length is still ``total_steps``).
+    precision : {'float32', 'bfloat16'}
+        What the forward pass and the loss compute in: ``"bfloat16"`` autocasts them (the
+        products run in bfloat16, the weights, gradients and optimizer stay in float32); the
+        backward pass follows the forward pass's types. ``on_epoch`` runs outside it, in
+        float32.
 
     Returns
     -------
@@ -103,6 +108,10 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
         and what ``on_epoch`` returned.
     """
     from transformers import get_linear_schedule_with_warmup
+
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
+    where = torch.device(device)
 
     if total_steps < 1:
         raise ValueError(f"total_steps must be at least 1, got {total_steps}; train for at "
@@ -120,7 +129,8 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
             if step >= total_steps:
                 break
             batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            loss = model(**batch).loss
+            with autocast(where, precision):
+                loss = model(**batch).loss
             loss.backward()
             optimizer.step()
             scheduler.step()
