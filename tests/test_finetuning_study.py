@@ -202,7 +202,7 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     class Run:
         from_cache = False
         metrics = {"test": {"accuracy": 0.9, "macro_f1": 0.9, "majority_baseline": 0.5}}
-        record = {"train_seconds": 1.0}
+        record = {"train_seconds": 1.0, "config": {"precision": "float32"}}
 
     monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
     monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
@@ -248,6 +248,22 @@ def test_the_fine_tuning_grid_is_declared_once_and_checked_by_its_own_rules():
                      "finetune.preset: ['nope'] not allowed", "unknown settings ['batch']"):
         assert expected in text, expected
     assert FinetuneGrid.of({"seeds": [3, 4]}).only(seeds=[5, 6]).seeds == (5, 6)
+
+
+def test_the_grid_trains_in_the_precision_it_names():
+    """``finetune.precision`` reaches every run's settings ("auto" is resolved by the run
+    itself, per machine, before its cache key is made); a precision the loop cannot train
+    in is refused with the valid ones."""
+    from analysis_lib.book import params
+
+    assert FinetuneGrid().precision == "auto"
+    assert FinetuneGrid().settings(1).precision == "auto"
+    for precision in ("float32", "bfloat16"):
+        grid = FinetuneGrid.of({"precision": precision})
+        assert grid.settings(0).precision == precision
+        assert grid.settings(2, freeze_bottom=1).precision == precision
+    with pytest.raises(params.ParameterError, match="finetune.precision"):
+        FinetuneGrid.of({"precision": "float16"})
 
 
 def _noisy(M, rng, scale=0.01):

@@ -140,7 +140,7 @@ def test_a_sweeps_fine_tuning_runs_are_the_chapters_runs(monkeypatch, tmp_path):
 class FakeRun:
     path, from_cache = "run", True
     metrics = {"test": {"accuracy": 1.0, "macro_f1": 1.0, "majority_baseline": 0.5}}
-    record = {"train_seconds": 0.0}
+    record = {"train_seconds": 0.0, "config": {"precision": "float32"}}
 
 
 def test_same_grid_same_keys_and_a_changed_setting_changes_them():

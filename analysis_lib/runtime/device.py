@@ -198,8 +198,9 @@ def available() -> list[str]:
 
 
 def check_precision(precision: str, device: torch.device) -> str:
-    """Validate a forward-pass precision for a device: reduced precisions need a GPU
-    (autocast on the CPU is slower than float32 there and not what anyone measuring wants)."""
+    """Validate an extraction's forward-pass precision for a device: reduced precisions
+    need a GPU (on the CPU the layers are extracted in float32, which the neuron-level
+    measures need; training has its own rule, :func:`training_precision`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision != "float32" and device.type == "cpu":

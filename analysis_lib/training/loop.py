@@ -3,8 +3,9 @@
 :func:`run` trains any ``transformers`` model whose forward pass returns a ``loss`` (a task
 model given ``labels``, a causal or masked language model given ``labels``): AdamW with no
 decay on biases and norms, a linear warmup and decay, frozen parameters excluded from the
-optimizer, the forward pass and loss in float32 or under bfloat16 autocast, a progress bar with the running loss and examples per second. The batches come
-from a callable, so each objective decides what a batch is (dynamic padding, masking).
+optimizer, the forward pass and loss in float32 or under bfloat16 autocast, a progress bar
+with the running loss and examples per second. The batches come from a callable, so each
+objective decides what a batch is (dynamic padding, masking).
 """
 
 from __future__ import annotations
