@@ -184,7 +184,7 @@ def test_records_kept_before_builds_named_their_speed_still_read(tmp_path):
     said = times.sentence("seeds", path, here=EPYC)
     assert "1 min 36 s cold (on this kind of CPU: AMD EPYC, 2 cores, 2026-11-29)" in said
     assert "2 min 56 s" not in said  # a warm time of another day is not this build's
-    assert "not measured" in times.sentence("seeds", path, here=XEON)
+    assert "has no record yet" in times.sentence("seeds", path, here=XEON)
 
 
 def test_the_book_keeps_cold_and_warm_times_of_every_page_for_both_offline_profiles():

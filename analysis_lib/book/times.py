@@ -247,7 +247,7 @@ def _stated(build: Build, notebook: str | None, here: Machine, own_kind: bool) -
         return f"`{build.profile}` {measured} (on this kind of CPU: {where})"
     if r != r:
         return (f"`{build.profile}` {measured} on {where}; this machine's CPU ({here.cpu}) "
-                f"is not measured, and that one's speed is not recorded")
+                f"has no record yet, and that build's speed was not recorded to scale it by")
     kind = "this kind of CPU at another speed" if own_kind else \
         f"the recorded CPU nearest in speed to this one ({here.label()})"
     return (f"`{build.profile}` about {_cold_warm(cold, warm, r)} here: {measured} on "
