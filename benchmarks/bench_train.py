@@ -39,14 +39,16 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from analysis_lib.runtime.device import NATIVE_BF16_FLAGS
 from analysis_lib.runtime.machine import cores, cpu_flags, cpu_name
 from analysis_lib.runtime.threads import torch_threads
 from analysis_lib.training import finetune, loop
 
 
-def native_bf16() -> str:
-    """The CPU's native bfloat16 arithmetic ('amx_bf16', 'avx512_bf16'), or ''."""
-    return next((flag for flag in ("amx_bf16", "avx512_bf16") if flag in cpu_flags()), "")
+def native_bf16_flag() -> str:
+    """The flag of the CPU's native bfloat16 arithmetic (one of the library's
+    :data:`~analysis_lib.runtime.device.NATIVE_BF16_FLAGS`), or ''."""
+    return next((flag for flag in NATIVE_BF16_FLAGS if flag in cpu_flags()), "")
 
 
 def matmul_rate(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
@@ -206,7 +208,7 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the models' saving bars, not the benchmark's output
-    bf16 = native_bf16()
+    bf16 = native_bf16_flag()
     print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
           f"{bf16 or 'none'}")
     thread_counts = sorted({1, finetune.CPU_THREADS})

