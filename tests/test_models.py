@@ -105,50 +105,66 @@ def test_bad_sizes(bad, message):
         models.load("random:bert", **{**TINY, **bad})
 
 
-_FINGERPRINT = """
-import hashlib, json, sys
-import numpy as np
-from analysis_lib import extract, models
-from analysis_lib.data import corpora
-text = corpora.from_sentences(["Self-driving cars are naïve, aren't they?", "Hello world 42"])
-out = {}
-for family in models.FAMILIES:
-    loaded = models.load(f"random:{family}", layers=2, hidden=32, heads=2, vocab_size=2000,
-                         seed=3, cache_dir=sys.argv[1])
-    ids = loaded.tokenizer(text.texts)["input_ids"]
-    vocab = sorted(loaded.tokenizer.get_vocab().items())
-    result = extract.extract(loaded, text, cache=False, progress=False)
-    out[family] = [hashlib.sha256(json.dumps([ids, vocab]).encode()).hexdigest(),
-                   hashlib.sha256(np.ascontiguousarray(result.words).tobytes()).hexdigest()]
-# at the zoo's and the random models' vocabulary sizes the trainers meet ties between
-# equally frequent merges
-for family, size in (("bert", 4000), ("bert", 8000), ("albert", 8000)):
-    tokenizer = models.train_tokenizer(family, size, sys.argv[1])
-    out[f"{family}-{size}"] = hashlib.sha256(
-        tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
-print(json.dumps(out))
-"""
+def fingerprints(cache_dir) -> dict[str, object]:
+    """Every family's random model (its tokenizer's ids and vocabulary, its word vectors)
+    and the tokenizers at the zoo's sizes, as digests."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    from analysis_lib import extract
+    from analysis_lib.data import corpora
+
+    text = corpora.from_sentences(["Self-driving cars are naïve, aren't they?",
+                                   "Hello world 42"])
+    out: dict[str, object] = {}
+    for family in models.FAMILIES:
+        loaded = models.load(f"random:{family}", layers=2, hidden=32, heads=2,
+                             vocab_size=2000, seed=3, cache_dir=cache_dir)
+        ids = loaded.tokenizer(text.texts)["input_ids"]
+        vocab = sorted(loaded.tokenizer.get_vocab().items())
+        result = extract.extract(loaded, text, cache=False, progress=False)
+        out[family] = [hashlib.sha256(json.dumps([ids, vocab]).encode()).hexdigest(),
+                       hashlib.sha256(np.ascontiguousarray(result.words).tobytes()).hexdigest()]
+    # at the zoo's and the random models' vocabulary sizes the trainers meet ties between
+    # equally frequent merges
+    for family, size in (("bert", 4000), ("bert", 8000), ("albert", 8000)):
+        tokenizer = models.train_tokenizer(family, size, cache_dir)
+        out[f"{family}-{size}"] = hashlib.sha256(
+            tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+    return out
 
 
 @pytest.mark.slow
 def test_random_models_are_identical_in_fresh_processes_with_empty_caches(tmp_path):
+    """A fresh interpreter with an empty cache trains every family's tokenizer and draws its
+    weights; this test's process does the same in the session's cache, where the session's
+    own processes trained the tokenizers from an empty cache: the tokenizers, ids and
+    weights are the same."""
     import json
+    import os
     import subprocess
     import sys
+    from pathlib import Path
 
-    # two fresh interpreters side by side, each with its own empty cache
-    started = [subprocess.Popen([sys.executable, "-c", _FINGERPRINT, str(tmp_path / f"c{k}")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for k in range(2)]
-    runs = []
-    for process in started:
-        out, err = process.communicate(timeout=600)
-        assert process.returncode == 0, err[-2000:]
-        runs.append(json.loads(out.strip().splitlines()[-1]))
-    assert set(runs[0]) == {*models.FAMILIES, "bert-4000", "bert-8000",
-                               "albert-8000"}
-    for family in runs[0]:
-        assert runs[0][family] == runs[1][family], family
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    fresh = subprocess.Popen(  # (it runs while this process computes its own)
+        [sys.executable, "-c", "import json, sys; from tests.test_models import fingerprints;"
+         " print(json.dumps(fingerprints(sys.argv[1])))", str(tmp_path / "fresh")],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ours = json.loads(json.dumps(fingerprints(None)))  # (lists, as the other's JSON)
+        out, err = fresh.communicate(timeout=600)
+    finally:
+        if fresh.poll() is None:
+            fresh.kill()
+    assert fresh.returncode == 0, err[-2000:]
+    theirs = json.loads(out.strip().splitlines()[-1])
+    assert set(theirs) == {*models.FAMILIES, "bert-4000", "bert-8000", "albert-8000"}
+    for family in theirs:
+        assert theirs[family] == ours[family], family
 
 
 def test_wordpiece_continuations_are_ordinary_tokens(tiny_models):

@@ -50,9 +50,9 @@ def tagger() -> Any:
                           f"install them with: {INSTALL}") from error
 
 
-#: the columns of :func:`silver_labels` that hold text, and those that hold integers
-TEXT_COLUMNS = ("word", "pos", "dep", "entity")
-INT_COLUMNS = ("sentence", "position", "head")
+# the columns of silver_labels that hold text, and those that hold integers (as cached)
+_TEXT_COLUMNS = ("word", "pos", "dep", "entity")
+_INT_COLUMNS = ("sentence", "position", "head")
 
 
 def silver_labels(corpus: Corpus, *, cache: bool = True,
@@ -76,13 +76,13 @@ def silver_labels(corpus: Corpus, *, cache: bool = True,
 
     def compute():
         frame = tag(corpus)
-        return ({c: np.asarray(frame[c].tolist(), dtype=np.int64) for c in INT_COLUMNS}
-                | {c: np.asarray(frame[c].tolist(), dtype=np.str_) for c in TEXT_COLUMNS},
+        return ({c: np.asarray(frame[c].tolist(), dtype=np.int64) for c in _INT_COLUMNS}
+                | {c: np.asarray(frame[c].tolist(), dtype=np.str_) for c in _TEXT_COLUMNS},
                 {"n_words": len(frame)})
 
     arrays, meta = ArrayCache("silver", cache_dir).get_or_compute(
-        key, compute, required_arrays=INT_COLUMNS + TEXT_COLUMNS, required_meta=("n_words",))
-    return _frame({c: arrays[c].tolist() for c in INT_COLUMNS + TEXT_COLUMNS}, corpus)
+        key, compute, required_arrays=_INT_COLUMNS + _TEXT_COLUMNS, required_meta=("n_words",))
+    return _frame({c: arrays[c].tolist() for c in _INT_COLUMNS + _TEXT_COLUMNS}, corpus)
 
 
 def _version(package: str) -> str | None:
