@@ -50,9 +50,10 @@ def tagger() -> Any:
                           f"install them with: {INSTALL}") from error
 
 
-# the columns of silver_labels that hold text, and those that hold integers (as cached)
-_TEXT_COLUMNS = ("word", "pos", "dep", "entity")
+# the columns of silver_labels, in order; those that hold integers and those that hold text
+_COLUMNS = ("sentence", "position", "word", "pos", "dep", "head", "entity")
 _INT_COLUMNS = ("sentence", "position", "head")
+_TEXT_COLUMNS = tuple(c for c in _COLUMNS if c not in _INT_COLUMNS)
 
 
 def silver_labels(corpus: Corpus, *, cache: bool = True,
@@ -100,8 +101,7 @@ def tag(corpus: Corpus) -> pd.DataFrame:
     from spacy.tokens import Doc
 
     nlp = tagger()
-    rows: dict[str, list[Any]] = {k: [] for k in ("sentence", "position", "word", "pos",
-                                                  "dep", "head", "entity")}
+    rows: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
     docs = (Doc(nlp.vocab, words=list(words)) for words in corpus.sentences)
     for index, doc in enumerate(nlp.pipe(docs, batch_size=256)):
         for token in doc:
@@ -117,12 +117,11 @@ def tag(corpus: Corpus) -> pd.DataFrame:
 
 def _frame(rows: dict[str, list[Any]], corpus: Corpus) -> pd.DataFrame:
     """The table of :func:`silver_labels` from its columns, checked against ``corpus``."""
-    frame = pd.DataFrame({c: rows[c] for c in ("sentence", "position", "word", "pos", "dep",
-                                                "head", "entity")})
+    frame = pd.DataFrame({c: rows[c] for c in _COLUMNS})
     expected = sum(len(s) for s in corpus.sentences)
     if len(frame) != expected:  # a pre-split Doc keeps its words; anything else is a bug
         raise RuntimeError(f"spaCy returned {len(frame)} words for a corpus of {expected}")
-    return frame.astype({"sentence": np.int64, "position": np.int64, "head": np.int64})
+    return frame.astype(dict.fromkeys(_INT_COLUMNS, np.int64))
 
 
 def silver_task(task: Task, label_set: str = "pos") -> Task:
