@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_similarity.py
 	$(PY) benchmarks/bench_suite.py
 	$(PY) benchmarks/bench_jackknife.py
+	$(PY) benchmarks/bench_attention.py
 	$(PY) benchmarks/bench_extract.py
 	$(PY) benchmarks/bench_finetune.py
 	$(PY) benchmarks/bench_rsa.py

@@ -186,6 +186,43 @@ def test_attention_measures_equal_reference(method):
 
 
 @pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
+def test_attention_measures_equal_reference_on_ragged_causal_maps(method):
+    """Sentences of very different lengths (a one-word sentence, whose row has one column,
+    beside a 30-word one), a causal layer whose rows are exactly zero beyond their own word,
+    and a head that equals another layer's: the unpadded fast path reads each sentence's own
+    entries and nothing else, as the reference's loops do."""
+    lengths = [1, 30, 3, 12]
+    rng = np.random.default_rng(7)
+    causal = []
+    for t in lengths:
+        logits = 2.0 * rng.standard_normal((2, t, t))
+        logits[:, np.triu(np.ones((t, t), dtype=bool), 1)] = -np.inf
+        P = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        causal.append(P / P.sum(axis=-1, keepdims=True))
+    square = [m[:, :, :-1] / m[:, :, :-1].sum(axis=-1, keepdims=True)
+              for m in _attention(8, 3, lengths, peaked=2.0)]
+    for m, c in zip(square, causal):
+        m[1] = c[0]  # the same head in both layers
+    for x, y in ((causal, square), (square, causal), (causal, causal)):
+        want = R.attention_similarity(x, y, method)
+        assert S.attention_similarity(x, y, method) == pytest.approx(want, abs=1e-10)
+    assert S.attention_similarity(causal, causal, method) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
+def test_head_similarity_has_the_same_bits_on_one_thread_and_on_several(method, monkeypatch):
+    from analysis_lib.similarity import attention
+    A, B = _attention(9, 5, [7, 3, 11]), _attention(10, 4, [7, 3, 11], peaked=2.0)
+    found = {}
+    for count in (1, 3):
+        monkeypatch.setattr(attention, "cores", lambda count=count: count)
+        found[count] = attention.head_similarity(
+            attention.AttentionLayer(attention.check_maps(A, "A")),
+            attention.AttentionLayer(attention.check_maps(B, "B")), method)
+    np.testing.assert_array_equal(found[1], found[3])
+
+
+@pytest.mark.parametrize("method", ["js", "pearson", "frobenius"])
 def test_head_similarity_is_kept_once_per_pair_of_layers(method):
     """Each pair's head matrix is computed once and kept: the reverse order reads its
     transpose, and a kept matrix equals a fresh computation and the reference."""

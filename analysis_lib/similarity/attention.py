@@ -26,7 +26,8 @@ representation measure (SVCCA, PWCCA, CKA).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -35,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import xlogy
 
+from ..runtime.machine import cores
 from .core import digest, real_array
 
 METHODS = ("js", "pearson", "frobenius")
@@ -92,41 +94,46 @@ class AttentionLayer:
         return self.maps[0].shape[0]
 
     @cached_property
-    def padded(self) -> np.ndarray:
-        """(heads, total words, max columns); padding is zero."""
-        width = max(c for _, c in self.shapes)
-        rows = sum(t for t, _ in self.shapes)
-        out = np.zeros((self.heads, rows, width))
-        r = 0
-        for a in self.maps:
-            t, c = a.shape[1:]
-            out[:, r:r + t, :c] = a
-            r += t
-        return out
+    def packed(self) -> np.ndarray:
+        """(heads, entries): every entry of every map, sentence by sentence and row by row,
+        with no padding (a short sentence costs its own words times columns, not the
+        longest sentence's)."""
+        return np.concatenate([a.reshape(a.shape[0], -1) for a in self.maps], axis=1)
 
     @cached_property
-    def mask(self) -> np.ndarray:
-        """Which entries are real columns, shape (total words, max columns)."""
-        width = self.padded.shape[2]
-        columns = np.repeat([c for _, c in self.shapes], [t for t, _ in self.shapes])
-        return np.arange(width)[None, :] < columns[:, None]
+    def widths(self) -> np.ndarray:
+        """How many columns each word's row has (one count per word, in order)."""
+        return np.repeat([c for _, c in self.shapes], [t for t, _ in self.shapes])
+
+    @cached_property
+    def row_starts(self) -> np.ndarray:
+        """Where each word's row starts in :attr:`packed`."""
+        return np.r_[0, np.cumsum(self.widths)[:-1]]
+
+    @cached_property
+    def sentence_starts(self) -> np.ndarray:
+        """Where each sentence's map starts in :attr:`packed`."""
+        return np.r_[0, np.cumsum([t * c for t, c in self.shapes])[:-1]]
+
+    def per_row(self, values: np.ndarray) -> np.ndarray:
+        """Sums of ``values`` (shaped like :attr:`packed`, heads first) over each row."""
+        return np.add.reduceat(values, self.row_starts, axis=-1)
 
     @cached_property
     def entropy(self) -> np.ndarray:
         """The Shannon entropy (in nats) of every row, shape (heads, total words)."""
-        P = self.padded
-        return -xlogy(P, P).sum(axis=2)
+        P = self.packed
+        return -self.per_row(xlogy(P, P))
 
     @cached_property
     def centred_unit(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rows centred over their real columns and scaled to unit norm; and which rows vary."""
-        P, m = self.padded, self.mask
-        counts = m.sum(axis=1)
-        mean = P.sum(axis=2) / counts
-        Z = (P - mean[:, :, None]) * m[None]
-        norm = np.sqrt((Z ** 2).sum(axis=2))
-        ok = (norm > 1e-12) & (counts[None, :] >= 2)
-        return Z / np.where(ok, norm, 1.0)[:, :, None], ok
+        """Rows centred over their columns and scaled to unit norm (shaped like
+        :attr:`packed`); and which rows vary (heads, total words)."""
+        P, widths = self.packed, self.widths
+        Z = P - np.repeat(self.per_row(P) / widths, widths, axis=1)
+        norm = np.sqrt(self.per_row(Z ** 2))
+        ok = (norm > 1e-12) & (widths[None, :] >= 2)
+        return Z / np.repeat(np.where(ok, norm, 1.0), widths, axis=1), ok
 
 
 def _check_alignment(a: AttentionLayer, b: AttentionLayer) -> None:
@@ -158,37 +165,44 @@ def head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: flo
 
 def _head_similarity(a: AttentionLayer, b: AttentionLayer, method: str, base: float
                      ) -> np.ndarray:
+    P, Q = a.packed, b.packed
     if method == "js":
-        P, Q = a.padded, b.padded
-        out = np.empty((a.heads, b.heads))
-        for h in range(a.heads):
+        def row(h: int) -> np.ndarray:
             M = (P[h][None] + Q) / 2.0
-            hm = -xlogy(M, M).sum(axis=2)  # 0 log 0 = 0 for the padding
+            hm = -b.per_row(xlogy(M, M))  # 0 log 0 = 0
             js = hm - (a.entropy[h][None] + b.entropy) / 2.0  # (heads_B, words), nats
-            out[h] = 1.0 - np.clip(js, 0.0, None).mean(axis=1) / np.log(base)
-        return out
+            return 1.0 - np.clip(js, 0.0, None).mean(axis=1) / np.log(base)
+        return _by_head(row, a.heads)
     if method == "pearson":
         (Za, oka), (Zb, okb) = a.centred_unit, b.centred_unit
-        corr = np.einsum("hwc,gwc->hgw", Za, Zb)
         both = oka[:, None, :] & okb[None, :, :]
         counts = both.sum(axis=2)
         if (counts == 0).any():
             raise ValueError("no word has a varying attention row in both heads; Pearson "
                              "similarity is undefined (sentences of one word?)")
+        corr = _by_head(lambda h: b.per_row(Za[h][None] * Zb), a.heads)
         return np.where(both, corr, 0.0).sum(axis=2) / counts
     if method == "frobenius":
         # the differences themselves, not |P|^2 + |Q|^2 - 2 P.Q, which rounds identical
         # maps to a distance near 1e-8
-        P, Q = a.padded, b.padded
-        starts = np.r_[0, np.cumsum([t for t, _ in a.shapes])[:-1]]
         t = np.array([t for t, _ in a.shapes], dtype=np.float64)
-        out = np.empty((a.heads, b.heads))
-        for h in range(a.heads):
-            per_word = np.sum((P[h][None] - Q) ** 2, axis=2)  # (heads_B, words)
-            dist = np.sqrt(np.add.reduceat(per_word, starts, axis=1))  # (heads_B, sentences)
-            out[h] = 1.0 - (dist / np.sqrt(2.0 * t)).mean(axis=1)
-        return out
+
+        def distance(h: int) -> np.ndarray:
+            squares = np.add.reduceat((P[h][None] - Q) ** 2, b.sentence_starts, axis=1)
+            return 1.0 - (np.sqrt(squares) / np.sqrt(2.0 * t)).mean(axis=1)
+        return _by_head(distance, a.heads)
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def _by_head(row: Callable[[int], np.ndarray], heads: int) -> np.ndarray:
+    """``[row(h) for h in range(heads)]`` stacked, on a thread per core: NumPy's
+    element-wise work releases the interpreter lock, and each head's row is computed on its
+    own, so the result has the same bits however many threads run."""
+    workers = min(heads, cores())
+    if workers == 1:
+        return np.stack([row(h) for h in range(heads)])
+    with ThreadPoolExecutor(workers) as pool:
+        return np.stack(list(pool.map(row, range(heads))))
 
 
 #: what the attention measures take for a layer: one (heads, t, c) array per sentence, or an
