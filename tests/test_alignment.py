@@ -247,6 +247,11 @@ def test_seed_findings_follow_planted_distances():
     attention = _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention")
     # Fig. 4 on the pretraining seeds: attention and hidden states of the same sentences
     same = pd.concat([hidden, attention], ignore_index=True)
+    # the same seeds untrained: attention rows and word vectors equally far apart (no gap)
+    initial = pd.concat([_pairs({k: 0.6 for k in range(5)}, task="t", kind="hidden states",
+                                seed=4),
+                         _pairs({k: 0.6 for k in range(1, 5)}, task="t", kind="attention",
+                                seed=5)], ignore_index=True)
     # linreg over-fits (0.9); the claim reads the INN against ridge, the best simple map
     methods = pd.concat([_pairs({3: 0.9}, method="linreg"), _pairs({3: 0.5}, method="ridge"),
                          _pairs({3: 0.3}, method="inn")])
@@ -267,7 +272,8 @@ def test_seed_findings_follow_planted_distances():
     maps = {"procrustes": _pairs(rising), "ridge": _pairs(rising, method="ridge", seed=3)}
     found = _ren(synthetic, methods, injected, pretraining=_pairs(rising), pretraining_maps=maps,
                            pretraining_attention=same, pretraining_finetuned=drifted,
-                           pretraining_within=within, finetuned_attention=same)
+                           pretraining_within=within, finetuned_attention=same,
+                           initial_attention=initial)
     assert list(found.index) == [c.id for c in claims.of_chapter("seeds")]
     for claim_id in found.index:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
@@ -300,15 +306,28 @@ def test_seed_findings_follow_planted_distances():
     # measured (the fine-tuning seeds never stand in for it)
     alike = pd.concat([hidden, _pairs(rising, task="t", kind="attention")],
                       ignore_index=True)
-    assert _ren(synthetic, pretraining_attention=alike).loc[
+    assert _ren(synthetic, pretraining_attention=alike, initial_attention=initial).loc[
         "ren-attention", "verdict"] != "holds"
     assert flat.loc["ren-attention", "verdict"] == "not measured"
+    # the null: untrained seeds whose attention already sits as far below their word
+    # vectors as the trained seeds' does leave nothing to training; never "holds"
+    start = pd.concat([_pairs(rising, task="t", kind="hidden states", seed=6),
+                       _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention",
+                              seed=7)], ignore_index=True)
+    for claim_id, table in (("ren-attention", "pretraining_attention"),
+                            ("ren-finetune-attention", "finetuned_attention")):
+        nulled = _ren(synthetic, **{table: same}, initial_attention=start).loc[claim_id]
+        assert nulled["verdict"] == "equivalent", claim_id
+        assert "the raw gap -0.3" in nulled["what this run shows"], claim_id
+        # no untrained seeds to read the null from: no verdict, and the page says why
+        bare = _ren(synthetic, **{table: same}).loc[claim_id]
+        assert bare["verdict"] == "not measured" and "@0" in bare["what this run shows"]
     # Fig. 5b reads the fine-tuned seeds' table, and never the pretrained one in its place
-    assert _ren(synthetic, finetuned_attention=alike).loc[
+    assert _ren(synthetic, finetuned_attention=alike, initial_attention=initial).loc[
         "ren-finetune-attention", "verdict"] != "holds"
-    assert _ren(synthetic, pretraining_attention=same).loc[
+    assert _ren(synthetic, pretraining_attention=same, initial_attention=initial).loc[
         "ren-finetune-attention", "verdict"] == "not measured"
-    assert _ren(synthetic, finetuned_attention=same,
+    assert _ren(synthetic, finetuned_attention=same, initial_attention=initial,
                 untrained_pretraining={"zoo:mlm on t": "it did not learn"}).loc[
         "ren-finetune-attention", "verdict"] == "not measured"
     # the INN against the controls, not against a random map or the best map after the fact:

@@ -370,6 +370,14 @@ def test_findings_are_keyed_by_claim_and_follow_the_numbers():
     assert found.loc["wu-lower-layers", "verdict"] == "holds"
     assert found.loc["wu-adjacent", "verdict"] == "holds"
     assert found.loc["wu-family", "verdict"] == "equivalent"  # 0.5 against 0.5, tight
+    assert "confounded" not in found.loc["wu-family", "what this run shows"]
+    # two encoders that share a training stage: the confound is named on the row, the
+    # verdict unchanged (one set of numbers cannot tell the stage from the family)
+    shared = _findings(summaries, jk, ["neuronsim", "linear_cka"],
+                       models=["minilm", "mpnet", "smollm2"]).loc["wu-family"]
+    assert shared["verdict"] == "equivalent"
+    assert "confounded: all-MiniLM-L6-v2 and all-mpnet-base-v2" in shared["what this run shows"]
+    assert "wu-objective" in shared["what this run shows"]
     # CKA ranks its across cells higher among its within cells (0.2) than neuronsim (0.05)
     assert found.loc["wu-neurons-differ", "verdict"] == "holds"
     assert found.loc["wu-neurons-differ", "control"].startswith("condition:")

@@ -120,7 +120,7 @@ def test_pretrain_records_curve_checkpoints_and_is_cached(tmp_path):
     assert record["evaluation"]["unigram_perplexity"] > 100
     assert list(record["checkpoint_evaluation"]) == ["2"]
     assert first.checkpoint(2).is_dir()
-    with pytest.raises(ValueError, match="keeps"):
+    with pytest.raises(ValueError, match=r"keeps \[0, 2\]"):
         first.checkpoint(3)
     again = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
     assert again.from_cache and again.path == first.path
@@ -130,6 +130,29 @@ def test_pretrain_records_curve_checkpoints_and_is_cached(tmp_path):
         retrained = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
     assert not retrained.from_cache
     assert retrained.record["evaluation"] == record["evaluation"]
+
+
+def test_every_run_keeps_its_initial_weights_as_step_0(tmp_path):
+    """Step 0 holds the weights the run started from: those of a model of the same config
+    drawn from the same seed, not the trained ones, and another seed's start differs."""
+    import torch
+    from safetensors.torch import load_file
+
+    result = pt.pretrain(TINY, cache_dir=tmp_path, progress=False)
+    start = load_file(result.checkpoint(0) / "model.safetensors")
+    trained = load_file(result.path / "model.safetensors")
+    tok = pt.tokenizer(TINY.vocab_size, tmp_path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(TINY.seed)
+        drawn = pt._model(TINY, tok).state_dict()
+    assert start.keys() == trained.keys()
+    for name, value in start.items():
+        assert torch.equal(value, drawn[name]), name
+    assert any(not torch.equal(start[k], trained[k]) for k in start)
+    other = load_file(pt.pretrain(replace(TINY, seed=1), cache_dir=tmp_path,
+                                  progress=False).checkpoint(0) / "model.safetensors")
+    assert any(not torch.equal(start[k], other[k]) for k in start)
+    assert "0" not in result.record["checkpoint_evaluation"]  # kept, not evaluated
 
 
 def test_mlm_objective_trains_a_bidirectional_model(tmp_path):
@@ -155,6 +178,11 @@ def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, t
     assert loaded.info.n_layers == 2
     early = models.load("zoo:base@2", cache_dir=tmp_path)
     assert early.info.fingerprint != loaded.info.fingerprint
+    # the initial weights load by name too: the same architecture and tokenizer, untrained
+    start = models.load("zoo:base@0", cache_dir=tmp_path)
+    assert len({start.info.fingerprint, early.info.fingerprint, loaded.info.fingerprint}) == 3
+    assert start.info.n_layers == loaded.info.n_layers and start.info.causal
+    assert start.tokenizer.get_vocab() == loaded.tokenizer.get_vocab()
     result = extract.extract(loaded, tricky_corpus, attention=True, cache=False,
                              progress=False)
     for maps in result.attention:
@@ -288,8 +316,12 @@ def test_seed_models_name_their_checkpoints():
     assert zoo.seed_models("default", step) == [f"{n}@{step}" for n in names]
     for name in zoo.seed_models("zoo", step):  # every seed model keeps the base's steps
         assert zoo.parse(name[len("zoo:"):]) == (name[4:].split("@")[0], step)
+    assert zoo.seed_models("default", 0) == [f"{n}@0" for n in names]  # initial weights
+    assert zoo.parse("depth-2@0") == ("depth-2", 0)  # every model keeps its start
     with pytest.raises(ValueError, match="keeps steps"):
         zoo.seed_models("default", 7)
+    with pytest.raises(ValueError, match="keeps steps"):
+        zoo.parse("depth-2@400")  # the base's checkpoints are not every model's
     with pytest.raises(ValueError, match="no zoo set"):
         zoo.seed_models("nope")
 

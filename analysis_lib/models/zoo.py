@@ -30,7 +30,9 @@ is a defect of its interval, not a finding. :func:`role` names the ``default`` m
 replica model stands for.
 
 The seed models keep the base's checkpoints too (``mlm-seed-1@100``, ...), so the seeds
-chapter can ask how the difference between seeds changes with training.
+chapter can ask how the difference between seeds changes with training. Every model keeps
+its initial weights as step 0 (``mlm-seed-1@0``): the untrained model of its seed, the null
+against which the seeds chapter reads what training made alike between seeds.
 
 The models are trained one step up the data flow, by
 :func:`analysis_lib.training.zoo.train` (minutes; the models of a set side by side
@@ -134,17 +136,19 @@ FACTORS = {
 
 def parse(name: str) -> tuple[str, int | None]:
     """``"base@60"`` -> ``("base", 60)``; a ``ValueError`` naming the zoo's models and the
-    base's checkpoints for anything else."""
+    model's checkpoints for anything else. Step 0 is every model's initial weights (the
+    untrained model of its seed)."""
     model, _, step = name.partition("@")
     if model not in ZOO:
         raise ValueError(f"no zoo model {model!r}; the zoo holds {', '.join(ZOO)} (as "
-                         f"'zoo:<name>', checkpoints as 'zoo:base@<step>')")
+                         f"'zoo:<name>', checkpoints as 'zoo:base@<step>', the initial "
+                         "weights as 'zoo:<name>@0')")
     if not step:
         return model, None
-    kept = ZOO[model].checkpoints
+    kept = (0, *ZOO[model].checkpoints)
     if not step.isdigit() or int(step) not in kept:
         raise ValueError(f"zoo model {model!r} has no checkpoint {step!r}; it keeps steps "
-                         f"{list(kept) or 'none'}")
+                         f"{list(kept)} (0: its initial weights)")
     return model, int(step)
 
 
@@ -162,7 +166,7 @@ def names(set_name: str = "default", *, checkpoints: bool = True) -> list[str]:
 def seed_models(set_name: str = "default", step: int | None = None) -> list[str]:
     """The ``zoo:`` names of a set's masked LMs that differ only by their pretraining seed
     (``mlm`` first): the zoo's miniature MultiBERTs; with ``step``, their weights at that
-    checkpoint (one of ``BASE.checkpoints``)."""
+    checkpoint (one of ``BASE.checkpoints``, or 0: each seed's initial weights)."""
     if set_name not in SETS:
         raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
     names_ = [n for n in SETS[set_name]

@@ -138,10 +138,11 @@ class Pretrained:
         return bool(self.record["evaluation"]["learned"])
 
     def checkpoint(self, step: int) -> Path:
-        """The folder of the weights at an earlier ``step`` (one of ``checkpoints``)."""
+        """The folder of the weights at an earlier ``step`` (one of ``checkpoints``, or 0:
+        the initial weights, which every run keeps)."""
         folder = self.path / "checkpoints" / f"step-{step}"
         if not folder.is_dir():
-            kept = self.record["config"]["checkpoints"]
+            kept = [0, *self.record["config"]["checkpoints"]]
             raise ValueError(f"no checkpoint at step {step}; this model keeps {kept}")
         return folder
 

@@ -23,7 +23,10 @@ unigram model; a masked model that has only begun to use its neighbours sits at 
 
 The result is a normal model folder (safetensors, config, tokenizer) with a ``record.json`` of
 the settings, the loss curve, the held-out numbers, the time and the library and torch
-versions; ``checkpoints`` adds the weights at earlier steps of the same run.
+versions; ``checkpoints`` adds the weights at earlier steps of the same run. Every run also
+keeps its initial weights (``checkpoints/step-0``): the untrained model of the same seed,
+architecture and tokenizer, the null of a comparison between models trained from different
+seeds (what two seeds share before any training).
 """
 
 from __future__ import annotations
@@ -333,6 +336,7 @@ def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, pa
     with fork_rng(dev), quiet_transformers():
         torch.manual_seed(config.seed)
         model = _model(config, tok).to(dev)
+        snapshots[0] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         rng = np.random.default_rng(config.seed)
         generator = torch.Generator().manual_seed(config.seed)
 
@@ -357,7 +361,7 @@ def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, pa
     evaluation = _evaluate(model, train, held, config, tok)
     checkpoint_eval = {str(step): _evaluate(_restored(config, tok, state), train, held,
                                             config, tok)
-                       for step, state in snapshots.items()}
+                       for step, state in snapshots.items() if step in config.checkpoints}
     record = {"name": name, "config": asdict(config), "curve": curve,
               "evaluation": evaluation, "checkpoint_evaluation": checkpoint_eval,
               "train_blocks": int(len(train)), "held_out_blocks": int(len(held)),

@@ -247,7 +247,7 @@ def _contrast_units(high: str, low: str, summaries: Summaries | None,
         values = per_model(matrices[rep], collection, models, high, low)
         units.append(Evidence.from_values(
             f"{rep}, over {len(values)} models", list(values.values()),
-            note="the models' cells against each other are shared"))
+            note=f"the models' cells against each other are shared; {per_value(values)}"))
     return units
 
 
@@ -445,10 +445,13 @@ def _localization_gaps(localization: pd.DataFrame, models: Sequence[str] | None
     paper_effect=figure("Fig. 2"),
     chapter="representation")
 def family(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
-           measures: Sequence[str] | None, without_outliers: Mapping[str, Any] | None
-           ) -> list[Evidence]:
+           measures: Sequence[str] | None, without_outliers: Mapping[str, Any] | None,
+           models: Sequence[str] | None) -> list[Evidence]:
     """Across two encoders minus across an encoder and a decoder, over sentences; a second
-    unit reads the same without the models' outlier neurons, when some have them."""
+    unit reads the same without the models' outlier neurons, when some have them. Where
+    two of ``models`` share a training stage besides their architecture and objective
+    (:data:`SHARED_STAGES`), every unit names it: the contrast cannot tell the two
+    apart."""
     units = _contrast_units("encoders_across", "encoder_decoder", summaries, jackknives,
                             measures)
     trimmed = _trimmed(without_outliers, "summaries")
@@ -456,7 +459,31 @@ def family(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | No
         units += _relabel(_contrast_units("encoders_across", "encoder_decoder", trimmed,
                                           _trimmed(without_outliers, "jackknives"),
                                           measures), WITHOUT)
+    shared = shared_stages(models or ())
+    if shared:
+        units = [replace(u, note="; ".join(filter(None, [u.note, shared]))) for u in units]
     return units
+
+
+#: training stages that two of the book's models share beyond their architecture and
+#: objective: a contrast between model families that holds both models reads the stage too
+SHARED_STAGES = {
+    frozenset({"minilm", "mpnet"}): (
+        "all-MiniLM-L6-v2 and all-mpnet-base-v2 were both fine-tuned with one contrastive "
+        "objective on nearly the same collection of sentence pairs (their model cards list "
+        "the same datasets)"),
+}
+
+
+def shared_stages(models: Sequence[str]) -> str:
+    """The confound a family contrast over ``models`` carries: each pair of them that
+    shares a training stage (:data:`SHARED_STAGES`), in words; "" when none does."""
+    found = [why for pair, why in SHARED_STAGES.items() if pair <= set(models)]
+    if not found:
+        return ""
+    return ("confounded: " + "; ".join(found) + ", so the encoders' likeness may come "
+            "from that stage as much as from the family; wu-objective changes the "
+            "objective alone")
 
 
 @WU.claim("wu-objective", "§5.1, Fig. 2",
