@@ -138,7 +138,25 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     # the rule tries the causes in order: a floor before a ceiling before the sample size
     both = _cause(Evidence.from_values("u", [0.0, 0.03, 0.015]).reading(ceiling, floor))
     assert both.units.cause.iloc[0].startswith("at its floor")
-    for v in (few, one, near, room, low, both):
+    # distinct objects that part: one pair of models clears the effect, the two pairs with
+    # the decoder sit at chance; more pairs of the same kind would not decide it
+    pairs = {"minilm - mpnet": 0.110, "minilm - smollm2": 0.004, "mpnet - smollm2": 0.008}
+    parted = _cause(Evidence.from_named("3 pairs of models", pairs))
+    assert parted.units.cause.iloc[0] == (
+        "its objects part: 1 of 3 clear the smallest effect 0.02 (minilm - mpnet +0.110) and "
+        "2 do not (minilm - smollm2 +0.004, mpnet - smollm2 +0.008)")
+    assert parted.reason.startswith("undecided: its objects part in 1 of 1 units")
+    # the same numbers as exchangeable draws (seeds) ask for more draws instead
+    drawn = _cause(Evidence.from_values("3 seeds", list(pairs.values())))
+    assert drawn.units.cause.iloc[0].startswith("too few units")
+    # a claim of a decrease reads the objects the other way round
+    down = _cause(Evidence.from_named("3 models", {k: -v for k, v in pairs.items()}), "less")
+    assert down.units.cause.iloc[0].startswith("its objects part: 1 of 3")
+    # objects that all clear the effect, or all fall short, do not part
+    for same_side in ({"a": 0.05, "b": 0.20, "c": 0.03}, {"a": 0.01, "b": -0.08, "c": 0.0}):
+        v = decide(_claim(), Evidence.from_named("3 models", same_side))
+        assert not v.units.cause.iloc[0].startswith("its objects part"), same_side
+    for v in (few, one, near, room, low, both, parted, drawn, down):
         assert v.units.cause.iloc[0].split(":")[0] in UNDECIDED_CAUSES
 
 

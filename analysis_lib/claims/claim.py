@@ -256,7 +256,9 @@ class Evidence:
     spread to estimate, e.g. one seed); ``df``: degrees of freedom of a t reference (``None``:
     normal); ``n``: how many values the estimate comes from; ``unit``: what it is about;
     ``levels``: the variables the statistic reads beside their floors or ceilings
-    (:class:`Level`; add them with :meth:`reading`).
+    (:class:`Level`; add them with :meth:`reading`); ``named``: the values of distinct
+    objects (models, pairs of models) the estimate is the mean of, by name
+    (:meth:`from_named`), so that an undecided unit can say which of them carry it.
     """
 
     unit: str
@@ -266,6 +268,7 @@ class Evidence:
     n: int | None = None
     note: str = ""
     levels: tuple[Level, ...] = ()
+    named: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         # evidence no estimate can give is refused where it is made, so that the verdict
@@ -323,6 +326,19 @@ class Evidence:
                        f"{note}; {alone}" if note and given.size > 1 else note or alone)
         return cls(unit, float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)),
                    float(x.size - 1), int(x.size), note)
+
+    @classmethod
+    def from_named(cls, unit: str, values: Mapping[str, float], note: str = "") -> Evidence:
+        """:meth:`from_values` of the values of distinct objects (models, pairs of models:
+        not exchangeable draws such as seeds), by name: the note prints them one by one
+        (:func:`per_value`) and the unit keeps them (``named``), so that a unit left
+        undecided because its objects part (some clear the smallest effect, others sit at
+        chance) says so instead of asking for more of them."""
+        shown = per_value(values)
+        found = cls.from_values(unit, list(values.values()),
+                                f"{note}; {shown}" if note else shown)
+        named = tuple((str(k), float(v)) for k, v in values.items() if np.isfinite(v))
+        return replace(found, named=named)
 
     @classmethod
     def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],

@@ -159,7 +159,7 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
         "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
         "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
     combined = _combine(list(outcome))
-    causes = [undecided_cause(e, r, delta) if out == "inconclusive" else ""
+    causes = [undecided_cause(e, r, delta, claim.direction) if out == "inconclusive" else ""
               for e, r, out in zip(evidence, reach, outcome)]
     units["cause"] = causes
     reason = _reason(list(outcome), len(evidence))
@@ -205,6 +205,10 @@ UNDECIDED_CAUSES = {
                     "(chance, the majority baseline): the statistic reads the floor there",
     "no headroom": "the control already sits within the smallest effect of its ceiling: the "
                    "effect the claim predicts has no room to show",
+    "its objects part": "of the distinct objects the unit is over (models, pairs of models), "
+                        "some clear the smallest effect the paper's way and others sit "
+                        "within it of zero or run against it: the claim shows for some of "
+                        "them and not for others, which more of the same would not change",
     "too few units": "the interval is wider than the smallest effect: with more of the values "
                      "it is over (seeds, models, pairs, folds) it could be decided",
     "near the smallest effect": "the interval is narrower than the smallest effect, but the "
@@ -222,22 +226,45 @@ def at_floor(evidence: Evidence) -> str:
                      for level in stuck)
 
 
-def undecided_cause(evidence: Evidence, reach: float, delta: float) -> str:
+def undecided_cause(evidence: Evidence, reach: float, delta: float,
+                    direction: str = "greater") -> str:
     """Why an undecided unit is undecided: the first key of :data:`UNDECIDED_CAUSES` that
     applies, with its numbers. ``reach`` is the unit's one-sided bound (:func:`_reach`),
-    ``delta`` the claim's smallest effect on the units' scale."""
+    ``delta`` the claim's smallest effect on the units' scale, ``direction`` the claim's."""
     floors = [level for level in evidence.levels if level.kind == "floor" and level.at_level]
     if floors:
         return "at its floor: " + "; ".join(level.describe() for level in floors)
     ceilings = [level for level in evidence.levels if level.kind == "ceiling" and level.stuck]
     if ceilings:
         return "no headroom: " + "; ".join(level.describe() for level in ceilings)
+    parted = _parted(evidence, delta, direction) if not reach < delta else ""
+    if parted:
+        return f"its objects part: {parted}"
     if not reach < delta:
         spread = "no spread" if not np.isfinite(reach) else f"a one-sided bound of {reach:.3f}"
         return (f"too few units: {spread} from {evidence.n or 0} values, not inside the "
                 f"smallest effect {delta:.3g}")
     return (f"near the smallest effect: {evidence.estimate:+.3f}, one-sided bound {reach:.3f}, "
             f"smallest effect {delta:.3g}")
+
+
+def _parted(evidence: Evidence, delta: float, direction: str) -> str:
+    """The distinct objects of a unit (:attr:`~analysis_lib.claims.claim.Evidence.named`)
+    that clear the smallest effect the claim's way and those that do not, in words; "" when
+    the unit names none, all of them fall on one side, or the claim is not one of a
+    direction (a claim of no difference, a cost)."""
+    if direction not in ("greater", "less") or len(evidence.named) < 2:
+        return ""
+    sign = -1.0 if direction == "less" else 1.0
+    clear = [(name, v) for name, v in evidence.named if sign * v > delta]
+    short = [(name, v) for name, v in evidence.named if sign * v <= delta]
+    if not clear or not short:
+        return ""
+
+    def listed(pairs: list[tuple[str, float]]) -> str:
+        return ", ".join(f"{name} {v:+.3f}" for name, v in pairs)
+    return (f"{len(clear)} of {len(evidence.named)} clear the smallest effect {delta:.3g} "
+            f"({listed(clear)}) and {len(short)} do not ({listed(short)})")
 
 
 def _cause_summary(causes: list[str]) -> str:

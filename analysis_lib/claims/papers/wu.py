@@ -245,9 +245,9 @@ def _contrast_units(high: str, low: str, summaries: Summaries | None,
     if matrices is not None and collection is not None and models is not None \
             and len(models) >= 3 and rep in matrices:
         values = per_model(matrices[rep], collection, models, high, low)
-        units.append(Evidence.from_values(
-            f"{rep}, over {len(values)} models", list(values.values()),
-            note=f"the models' cells against each other are shared; {per_value(values)}"))
+        units.append(Evidence.from_named(
+            f"{rep}, over {len(values)} models", values,
+            note="the models' cells against each other are shared"))
     return units
 
 
@@ -392,8 +392,8 @@ def _depth_gaps(values: Mapping[SummaryKey, float], rep: str) -> list[Evidence]:
             and PairKey("pair", key.a, key.b) in values}
     if not gaps:
         return []
-    return [Evidence.from_values(f"{rep}, {len(gaps)} pairs of models", list(gaps.values()),
-                                 note=f"pairs share models; {per_value(gaps)}")]
+    return [Evidence.from_named(f"{rep}, {len(gaps)} pairs of models", gaps,
+                                note="pairs share models")]
 
 
 @WU.claim("wu-localization-depth", "§5.1, Fig. 3",
@@ -430,8 +430,8 @@ def _localization_gaps(localization: pd.DataFrame, models: Sequence[str] | None
                          & localization.model.isin(chosen)]
     gaps = {model: group.value[group.depth > 0.5].mean() - group.value[group.depth <= 0.5].mean()
             for model, group in plain.groupby("model", sort=False)}
-    return [Evidence.from_values(f"{len(gaps)} models, upper - lower half",
-                                 list(gaps.values()), note=per_value(gaps))] if gaps else []
+    return [Evidence.from_named(f"{len(gaps)} models, upper - lower half", gaps)] \
+        if gaps else []
 
 
 @WU.claim("wu-family", "§5.1, Fig. 2",
