@@ -95,8 +95,8 @@ class AttentionLayer:
 
     @cached_property
     def packed(self) -> np.ndarray:
-        """(heads, entries): every entry of every map, sentence by sentence and row by row,
-        with no padding (a short sentence costs its own words times columns, not the
+        """Every entry of every map, shape (heads, entries), sentence by sentence and row by
+        row, with no padding (a short sentence costs its own words times columns, not the
         longest sentence's)."""
         return np.concatenate([a.reshape(a.shape[0], -1) for a in self.maps], axis=1)
 
