@@ -172,8 +172,9 @@ def attention(pretraining_attention: pd.DataFrame | None,
                           "null from (the zoo keeps each seed's initial weights as "
                           "<name>@0; seed models from elsewhere come without theirs)")
     out = []
+    starts = _attention_gaps(initial_attention)
     for task, gap in _attention_gaps(pretraining_attention).items():
-        start = _attention_gaps(initial_attention).get(task)
+        start = starts.get(task)
         if start is None:
             continue
         pairs = gap.index.intersection(start.index)
