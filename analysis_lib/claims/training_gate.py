@@ -109,6 +109,10 @@ def _still_learning(history: list[Mapping[str, Any]], n: Any) -> list[str]:
     if plateau.plateaued(curve, n):
         return []
     best = max(curve[-plateau.PATIENCE:])
+    if plateau.last_rise(curve) <= plateau.resolution(best, n):  # the last epoch climbs
+        return [f"it was still learning: its last epoch beat every earlier one by "
+                f"{plateau.last_rise(curve, 1):.3f}, more than one standard error of its "
+                f"{n} validation examples (train longer: more epochs, or until_plateau)"]
     return [f"it was still learning: validation accuracy rose {plateau.last_rise(curve):.3f} "
             f"in its last {plateau.PATIENCE} epochs, more than the "
             f"{plateau.resolution(best, n):.3f} its {n} validation examples resolve (train "
