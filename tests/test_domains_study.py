@@ -155,7 +155,7 @@ def test_the_domain_claim_is_a_difference_in_differences_over_crossed_corpora():
     found = _findings(stimuli_only, CROSSED)
     assert list(found.index) == [c.id for c in claims.of_chapter("domains")]
     assert found.loc["merchant-domain", "verdict"] == "equivalent"
-    assert "m, 2 tasks crossed" in found.loc["merchant-domain", "what this run shows"]
+    assert "m, A and B crossed" in found.loc["merchant-domain", "what this run shows"]
     # each task's gap is shown beside the mean: the stimulus effect in each, cancelled
     assert "per task, out minus in: A +0.300, B -0.300" in \
         found.loc["merchant-domain", "what this run shows"]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from . import training_gate
 from .claim import CHAPTERS, PAPERS, Claim
 from .papers import merchant, phang, ren, wu
 
@@ -109,11 +110,14 @@ def evidence_reads(claim: Claim, among: Iterable[Claim] = ()) -> tuple[str, ...]
 
 
 def results_read(claim: Claim, among: Iterable[Claim] = ()) -> tuple[str, ...]:
-    """Every result a claim's verdict reads: :func:`evidence_reads` and the gates of the
-    claim and of every claim it presupposes."""
+    """Every result a claim's verdict reads: :func:`evidence_reads`, the gates of the
+    claim and of every claim it presupposes, and the grid's adequacy lines
+    (:data:`~analysis_lib.claims.training_gate.ADEQUACY`) where one of them reads the
+    fine-tuning grid (:data:`~analysis_lib.claims.training_gate.GRID`)."""
     chain = [claim, *preconditions(claim, among)]
-    return tuple(dict.fromkeys((*evidence_reads(claim, among),
-                                *(name for c in chain for name in c.gates))))
+    gates = [name for c in chain for name in c.gates]
+    adequacy = (training_gate.ADEQUACY,) if training_gate.GRID in gates else ()
+    return tuple(dict.fromkeys((*evidence_reads(claim, among), *gates, *adequacy)))
 
 
 for _claim in _CLAIMS:  # every chain of the book's claims resolves (a cycle or a gap fails)

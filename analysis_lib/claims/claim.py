@@ -150,10 +150,12 @@ ACC = ("0.02 accuracy is about one binomial standard error on the book's 500 tes
        "examples; a smaller gap is not a difference a reader could act on")
 
 
-#: the two kinds of :class:`Level`: the least a variable can read where it carries no
-#: information (``floor``: chance, the majority baseline) and the most it can read
-#: (``ceiling``: a seed's own score, which a map from another seed cannot beat)
-LEVEL_KINDS = ("floor", "ceiling")
+#: the kinds of :class:`Level`: the least a variable can read where it carries no
+#: information (``floor``: chance, the majority baseline), the most it can read
+#: (``ceiling``: a seed's own score, which a map from another seed cannot beat), and the
+#: line a trained model must clear for a claim about trained models to read it
+#: (``adequacy``: a fine-tuned model's accuracy against the head on its frozen encoder)
+LEVEL_KINDS = ("floor", "ceiling", "adequacy")
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,11 @@ class Level:
     evidence function that computes a statistic names the variables it reads with their
     levels (:meth:`Evidence.reading`); the verdict rule
     (:func:`~analysis_lib.claims.verdicts.decide`) refuses a unit read on a variable at its
-    floor and names a ceiling as the cause of a claim that stays undecided.
+    floor and names a ceiling as the cause of a claim that stays undecided. An ``adequacy``
+    level is a precondition of the same shape: a fine-tuned model whose accuracy does not
+    clear the head on its frozen encoder by ``resolution`` was not trained enough for a
+    claim about fine-tuning, and the rule refuses every unit that reads it
+    (:func:`~analysis_lib.claims.verdicts.with_adequacy` attaches these levels).
 
     ``values``: the variable's values in the unit (one per layer, seed or pair); ``bound``:
     the floor or ceiling, one number or one per value; a value is *at* it when it lies
@@ -220,7 +226,7 @@ class Level:
     def is_clear(self) -> np.ndarray:
         """Whether each value lies clear of the level, more than ``resolution`` above a
         floor or below a ceiling (one boolean per value)."""
-        gaps = np.subtract(self.values, self.bound) * (1 if self.kind == "floor" else -1)
+        gaps = np.subtract(self.values, self.bound) * (-1 if self.kind == "ceiling" else 1)
         return np.asarray(gaps > self.resolution, dtype=bool).reshape(len(self.values))
 
     @property
@@ -244,6 +250,12 @@ class Level:
         of 5 values`` (a bound that differs between values is given as its range)."""
         shown = (f"{self.bound[0]:.3f}" if len(set(self.bound)) <= 1 and self.bound
                  else f"{min(self.bound):.3f} to {max(self.bound):.3f}")
+        if self.kind == "adequacy":
+            values = ", ".join(f"{v:.3f}" for v in self.values)
+            where = (f" in {self.at_level} of {len(self.values)} values"
+                     if len(self.values) > 1 else "")
+            return (f"{self.variable}: {values}, not above {shown} by more than "
+                    f"{self.resolution:.3g}{where}")
         return (f"{self.variable} at its {self.kind} ({shown}, within {self.resolution:.3g}) "
                 f"in {self.at_level} of {len(self.values)} values")
 

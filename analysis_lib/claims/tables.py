@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..similarity import structure
 from . import get
-from .claim import Evidence, Verdict
+from .claim import Evidence, Level, Verdict
+from .training_gate import ABOVE_FROZEN_HEAD
 
 
 class _Runs(Protocol):
@@ -166,8 +167,9 @@ def accuracy_table(runs: _Runs, frozen_head: pd.DataFrame) -> pd.DataFrame:
     (``frozen_head``: a frame with columns ``model, task, frozen_head``, such as
     :func:`analysis_lib.collect.frozen_head` gives), and ``against_frozen``: "above" when
     the whole interval lies above the frozen head, "below" when it lies below it,
-    "overlaps" otherwise. Fine-tuning is trained enough for a comparison of base and
-    fine-tuned layers only where it is "above"."""
+    "overlaps" otherwise. The claims read a (model, task)'s fine-tuned models only where
+    their mean clears the frozen head by
+    :data:`~analysis_lib.claims.training_gate.ABOVE_FROZEN_HEAD` (:func:`adequacy`)."""
     table = summarize(runs.frame, ["model", "task"], "accuracy")
     first = runs.frame.groupby(["model", "task"], sort=False).first()
     keys = list(zip(table.model, table.task))
@@ -179,6 +181,31 @@ def accuracy_table(runs: _Runs, frozen_head: pd.DataFrame) -> pd.DataFrame:
         [table["low"] > table["frozen_head"], table["high"] < table["frozen_head"]],
         ["above", "below"], "overlaps")
     return table
+
+
+def adequacy(runs: _Runs, frozen_head: pd.DataFrame) -> dict[str, Level]:
+    """The adequacy line of each (model, task) of a grid's runs, by ``"model, task"``: the
+    fine-tuned models' mean test accuracy (:func:`accuracy_table`) beside the head on the
+    frozen encoder (``frozen_head``, as :func:`analysis_lib.collect.frozen_head` gives it),
+    which it must clear by :data:`~analysis_lib.claims.training_gate.ABOVE_FROZEN_HEAD` for
+    a claim about fine-tuning to read them. Pass the lines to
+    :func:`~analysis_lib.claims.verdicts.judge` as the result
+    :data:`~analysis_lib.claims.training_gate.ADEQUACY`."""
+    return adequacy_lines(accuracy_table(runs, frozen_head))
+
+
+def adequacy_lines(scores: pd.DataFrame) -> dict[str, Level]:
+    """:func:`adequacy` from an :func:`accuracy_table` (its ``model``, ``task``, ``mean``,
+    ``n`` and ``frozen_head``)."""
+    missing = {"model", "task", "mean", "n", "frozen_head"} - set(scores.columns)
+    if missing:
+        raise ValueError(f"adequacy reads an accuracy table (accuracy_table(runs, heads)); "
+                         f"this one lacks the columns {sorted(missing)}")
+    return {f"{row.model}, {row.task}": Level(
+                f"{row.model} fine-tuned on {row.task} (test accuracy, mean over {row.n} "
+                "seeds, against the head on its frozen encoder)",
+                [row.mean], row.frozen_head, ABOVE_FROZEN_HEAD, kind="adequacy")
+            for row in scores.itertuples()}
 
 
 def structure_summary(views: Mapping[tuple[str, str, str], Mapping[str, Sequence[np.ndarray]]]

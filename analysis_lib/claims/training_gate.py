@@ -36,6 +36,19 @@ class _Runs(Protocol):
 #: the book's training gate (:func:`training_problem`): a fine-tuned run has learnt its task
 #: when its validation accuracy lies at least this far above the majority baseline
 TRAINED_ABOVE_MAJORITY = 0.02
+#: the gate's result for a chapter's fine-tuning grid (run -> problem); the claims it gates
+#: read the grid's fine-tuned models, and with them the grid's :data:`ADEQUACY`
+GRID = "untrained"
+#: the result that holds, per (model, task) of the grid, the adequacy line its fine-tuned
+#: models must clear (:func:`analysis_lib.claims.tables.adequacy`): the test accuracy of a
+#: head on the frozen pretrained encoder, plus :data:`ABOVE_FROZEN_HEAD`
+ADEQUACY = "adequacy"
+#: how far a fine-tuned model's mean test accuracy must lie above the head on its frozen
+#: encoder for a claim about fine-tuning to read it: the smallest accuracy effect of the
+#: book's claims (about one binomial standard error on 500 test examples). A model no better
+#: than a head on the unchanged encoder shows what the task gets without fine-tuning, so a
+#: comparison of its layers with the pretrained ones says little about fine-tuning.
+ABOVE_FROZEN_HEAD = 0.02
 
 
 def training_problem(record: Mapping[str, Any]) -> str:

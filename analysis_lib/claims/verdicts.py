@@ -25,7 +25,11 @@ contradicts the others. An undecided or mixed claim's reason counts the estimate
 against the paper (the other side of zero; for a claim of no difference, beyond the smallest
 effect), significant or not. A claim with nothing to judge reads ``not measured``, as does one
 whose runs did not train
-(:func:`~analysis_lib.claims.training_gate.training_problem`).
+(:func:`~analysis_lib.claims.training_gate.training_problem`). Two rules set units aside
+before the tests, each naming what it left out: the floor rule (a statistic read on a
+variable at its floor) and the adequacy rule (a unit that reads a fine-tuned model no better
+than the head on its frozen encoder: :func:`with_adequacy`); a claim left with no unit reads
+``not measured`` with their reasons.
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
 one unit at a time (no adjustment); tests hold the two together. :func:`judge` draws a
@@ -40,6 +44,7 @@ tables in :mod:`analysis_lib.claims.tables`, the training gate in
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -61,7 +66,7 @@ from .claim import (
     check_unit,
 )
 from .tables import table
-from .training_gate import describe
+from .training_gate import ADEQUACY, GRID, describe
 
 
 def _check_smallest_effect(delta: float) -> float:
@@ -124,15 +129,22 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
         if not isinstance(e, Evidence):
             raise TypeError(f"decide takes Evidence records, got {type(e).__name__}; build "
                             "them with Evidence.from_values(...) and its siblings")
-    # the floor rule: a statistic read on a variable at its floor is no evidence
-    refused = {e.unit: why for e in evidence if (why := at_floor(e))}
-    named = "; ".join(f"{unit}: {why}" for unit, why in refused.items())
+    # the adequacy rule (a fine-tuned model no better than its frozen head) and the floor
+    # rule (a statistic read on a variable at its floor): neither is evidence
+    rules = {"the adequacy rule": {e.unit: why for e in evidence if (why := inadequate(e))}}
+    rules["the floor rule"] = {e.unit: why for e in evidence
+                               if (why := at_floor(e)) and e.unit not in rules["the adequacy rule"]}
+    named = {rule: "; ".join(f"{unit}: {why}" for unit, why in out.items())
+             for rule, out in rules.items() if out}
+    refused = {unit for out in rules.values() for unit in out}
     evidence = [e for e in evidence if np.isfinite(e.estimate) and e.unit not in refused]
     if not evidence:
-        return not_measured(claim, f"the floor rule: {named}") if refused else \
+        return not_measured(claim, "; ".join(f"{rule}: {why}" for rule, why in named.items())) \
+            if refused else \
             Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
-    floor_note = (f"; the floor rule leaves out {len(refused)} unit"
-                  f"{'s' * (len(refused) > 1)} ({named})") if refused else ""
+    floor_note = "".join(
+        f"; {rule} leaves out {len(rules[rule])} unit{'s' * (len(rules[rule]) > 1)} ({why})"
+        for rule, why in named.items())
     sign = -1.0 if claim.direction == "less" else 1.0
     est = sign * np.array([e.estimate for e in evidence], dtype=np.float64)
     se = np.array([e.se for e in evidence], dtype=np.float64)
@@ -214,6 +226,45 @@ UNDECIDED_CAUSES = {
     "near the smallest effect": "the interval is narrower than the smallest effect, but the "
                                 "estimate lies so near it that the interval straddles it",
 }
+
+
+def inadequate(evidence: Evidence) -> str:
+    """Why the adequacy rule refuses ``evidence`` ("" when it does not): it reads a trained
+    model that does not clear its adequacy line (a :class:`~analysis_lib.claims.claim.Level`
+    of kind ``adequacy``, attached by :func:`with_adequacy`), so it measures a model not
+    trained enough for the claim."""
+    short = [level for level in evidence.levels if level.kind == "adequacy" and level.stuck]
+    return "; ".join(f"not trained enough for it: {level.describe()}" for level in short)
+
+
+def with_adequacy(evidence: Iterable[Evidence], lines: Mapping[str, Any] | None
+                  ) -> list[Evidence]:
+    """``evidence`` with the adequacy lines of the fine-tuned models each unit reads.
+
+    ``lines``: per ``"model, task"`` of a fine-tuning grid, the
+    :class:`~analysis_lib.claims.claim.Level` of kind ``adequacy`` its fine-tuned models must
+    clear (:func:`~analysis_lib.claims.tables.adequacy`). A unit reads a (model, task)'s
+    models when its label names the task (a whole name: ``tweets-sentiment`` and
+    ``tweets-sentiment:pos`` both name ``tweets-sentiment``), and the model too where it
+    names any of the grid's models; a unit over two tasks (a cross-task contrast) reads
+    both. ``None`` or an empty mapping leaves ``evidence`` as it is."""
+    units = list(evidence)
+    if not lines:
+        return units
+    keyed = {tuple(key.split(", ", 1)): level for key, level in lines.items()}
+    models = {model for model, _ in keyed}
+    out = []
+    for unit in units:
+        named = {model for model in models if _names(unit.unit, model)}
+        levels = [level for (model, task), level in keyed.items()
+                  if _names(unit.unit, task) and (not named or model in named)]
+        out.append(unit.reading(*levels) if levels else unit)
+    return out
+
+
+def _names(label: str, name: str) -> bool:
+    """Whether a unit's label names ``name`` as a whole name (not inside a longer one)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", label) is not None
 
 
 def at_floor(evidence: Evidence) -> str:
@@ -361,6 +412,8 @@ def _judge_one(claim: Claim, results: Mapping[str, Any], alpha: float) -> Verdic
         return untrained(claim, stop.problems)
     except NotMeasured as stop:
         return not_measured(claim, str(stop))
+    if GRID in claim.gates:
+        units = with_adequacy(units, results.get(ADEQUACY))
     return decide(claim, units, alpha=alpha)
 
 

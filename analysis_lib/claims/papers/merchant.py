@@ -185,7 +185,7 @@ def domain(curves: pd.DataFrame | None, sources: Mapping[str, Mapping[str, str]]
         if len(gaps) == len(sources):
             per_task = ", ".join(f"{task} {gap:+.3f}" for task, gap in gaps.items())
             evidence.append(Evidence(
-                f"{model}, {len(gaps)} tasks crossed, top layer",
+                f"{model}, {' and '.join(gaps)} crossed, top layer",
                 float(np.mean(list(gaps.values()))),
                 float(np.sqrt(np.sum(variances)) / len(gaps)),
                 note=f"per task, out minus in: {per_task}; each task's own gap also holds "
