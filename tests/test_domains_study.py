@@ -270,6 +270,8 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
     # an embedding layer that holds the labels alone is not read
     only_embedding = probing.label_probes(layers(0.0, embedding=3.0), labels, sentence)
     assert only_embedding.accuracy.max() < 0.45
+    # but it is the lexical level: what a probe of the word alone reaches
+    assert (only_embedding.lexical > 0.9).all() and (base.lexical < 0.45).all()
     kept = {s: probing.label_probes(layers(3.0), labels, sentence, seed=0) for s in (0, 1, 2)}
     lost = {s: probing.label_probes(layers(0.3), labels, sentence, seed=0) for s in (0, 1, 2)}
     curves = _top_rsa({("A", "in-domain"): 0.5, ("A", "out-of-domain"): 0.5,
@@ -280,6 +282,14 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
     assert found.loc["merchant-no-forgetting", "verdict"] == "opposite"
     shown = found.loc["merchant-no-forgetting", "what this run shows"]
     assert "per label set: dep +0." in shown and ", pos +0." in shown
+    assert "; at the top layer L3: dep +0." in shown
+    # a base model whose best layer reads no more than its embedding layer (the word's
+    # identity) has nothing contextual to forget: the floor rule refuses the unit
+    lexical = probing.label_probes(layers(3.0, embedding=3.0), labels, sentence, seed=0)
+    found = _findings(curves, CROSSED, probes={("m", "A"): (lexical, kept)})
+    assert found.loc["merchant-no-forgetting", "verdict"] == "not measured"
+    assert "against the embedding layer's probe at its floor" in \
+        found.loc["merchant-no-forgetting", "what this run shows"]
     table = probing.probe_table({("m", "A"): (base, lost)})
     assert len(table) == 4 * len(base)
     assert table.groupby("encoder").size().to_dict() == {"base": 6, "seed 0": 6, "seed 1": 6,

@@ -246,8 +246,8 @@ def test_probes_at_their_majority_class_leave_nothing_to_forget():
                               "majority": majority}])
     probes = {("m", "t"): (frame(0.30, 0.31), {s: frame(0.30, 0.30) for s in range(3)})}
     [evidence] = merchant.no_forgetting(probes)
-    assert "the base model's best probe accuracy (t, per label set) at its floor" in \
-        verdicts.at_floor(evidence)
+    assert ("the base model's best probe accuracy (t, per label set) against the majority "
+            "class at its floor") in verdicts.at_floor(evidence)
     learnt = {("m", "t"): (frame(0.80, 0.70), {s: frame(0.79, 0.70) for s in range(3)})}
     assert not verdicts.at_floor(merchant.no_forgetting(learnt)[0])
 

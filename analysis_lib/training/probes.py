@@ -112,7 +112,10 @@ def label_probes(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: n
     ``1..L``. The words of a held-out share of the *sentences* are scored and the others fit
     (words of one sentence share its context). ``majority`` is the accuracy of the most
     frequent training label on the held-out words: the level a probe that reads nothing
-    reaches. One row per (layer, labels).
+    reaches. ``lexical`` is the same probe's accuracy on the embedding layer, which holds
+    the word's identity and position and no context: the level a probe that reads the word
+    alone reaches, which a contextual layer must beat for its probe to read context. One row
+    per (layer, labels).
 
     Each probe is fitted to scikit-learn's default tolerance (1e-4), not stopped early: a
     looser one (1e-3) moved the accuracies by up to 0.006 on MiniLM's layers, which was enough
@@ -125,8 +128,7 @@ def label_probes(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: n
     if missing:
         raise ValueError(f"the labels have no column {missing}; silver_labels gives "
                          f"{LABEL_SETS}")
-    rows = []
-    for layer, X in enumerate(layers[1:], start=1):
+    def scored(layer: int, X: np.ndarray) -> dict[str, float]:
         X = np.asarray(X, dtype=np.float64)
         if len(X) != len(labels) or len(X) != len(sentence):
             raise ValueError(f"layer {layer} has {len(X)} rows, the labels {len(labels)} and "
@@ -134,13 +136,20 @@ def label_probes(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: n
         # standardised in float64 (a layer's outlier neurons reach the thousands), fitted in
         # float32: the scaled features are of order one
         Z = StandardScaler().fit(X[~test]).transform(X).astype(np.float32)
-        for name in label_sets:
+        return {name: float(np.mean(logistic_probe(C, standardise=False)
+                                    .fit(Z[~test], labels[name].to_numpy()[~test])
+                                    .predict(Z[test]) == labels[name].to_numpy()[test]))
+                for name in label_sets}
+
+    lexical = scored(0, layers[0])
+    rows = []
+    for layer, X in enumerate(layers[1:], start=1):
+        for name, accuracy in scored(layer, X).items():
             y = labels[name].to_numpy()
             values, counts = np.unique(y[~test], return_counts=True)
-            probe = logistic_probe(C, standardise=False).fit(Z[~test], y[~test])
-            rows.append({"layer": layer, "labels": name,
-                         "accuracy": float(np.mean(probe.predict(Z[test]) == y[test])),
-                         "majority": float(np.mean(y[test] == values[np.argmax(counts)]))})
+            rows.append({"layer": layer, "labels": name, "accuracy": accuracy,
+                         "majority": float(np.mean(y[test] == values[np.argmax(counts)])),
+                         "lexical": lexical[name]})
     return pd.DataFrame(rows)
 
 

@@ -215,23 +215,40 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                   ) -> list[Evidence]:
     """Per (model, task): the base model's best-layer probe accuracy minus each fine-tuned
     seed's, mean over the label sets, one value per seed; the note gives each label set's
-    mean drop."""
+    mean drop, and the same at the top layer, which the best layers leave out.
+
+    Two floors: a probe at the majority class has nothing to forget, and a best layer no
+    better than the embedding layer's probe (``lexical``: the word's identity, no context)
+    reads what no fine-tuning of the layers above can take away, so "nothing forgotten"
+    would be true by construction. A unit whose base probes sit at either is refused."""
     out = []
     for (model, task), (base, tuned) in (probes or {}).items():
         best = base.groupby("labels").accuracy.max()
         drops = pd.DataFrame([best - frame.groupby("labels").accuracy.max()
                               for frame in tuned.values()])
-        note = "per label set: " + ", ".join(f"{name} {drop:+.3f}"
-                                             for name, drop in drops.mean().items())
+        top = int(base.layer.max())
+        at_top = pd.DataFrame([_at_layer(base, top) - _at_layer(frame, top)
+                               for frame in tuned.values()]).mean()
+        note = ("per label set: " + ", ".join(f"{name} {drop:+.3f}"
+                                              for name, drop in drops.mean().items())
+                + f"; at the top layer L{top}: "
+                + ", ".join(f"{name} {drop:+.3f}" for name, drop in at_top.items()))
         evidence = Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
                                         drops.mean(axis=1).tolist(), note)
-        if "majority" in base:  # a probe at the majority class has nothing to forget
-            majority = base.groupby("labels").majority.first()[best.index]
-            evidence = evidence.reading(Level.accuracy(
-                f"the base model's best probe accuracy ({task}, per label set)", best,
-                majority, needed=len(best)))
+        for level, what in (("majority", "the majority class"),
+                            ("lexical", "the embedding layer's probe")):
+            if level in base:
+                evidence = evidence.reading(Level.accuracy(
+                    f"the base model's best probe accuracy ({task}, per label set) against "
+                    f"{what}", best, base.groupby("labels")[level].first()[best.index],
+                    needed=len(best)))
         out.append(evidence)
     return out
+
+
+def _at_layer(frame: pd.DataFrame, layer: int) -> pd.Series:
+    """A probe table's accuracy per label set at one layer."""
+    return frame[frame.layer == layer].set_index("labels").accuracy.sort_index()
 
 
 @MERCHANT.claim("merchant-structural", "§4.1, Fig. 1",
