@@ -490,5 +490,14 @@ def test_seed_distances_ignore_a_seeds_size_and_which_seed_is_mapped():
     plain = seed_pairs.method_distances({"a": [10 * x for x in base], "b": near}, ["procrustes"],
                                    seed=1)
     assert (plain.test > 1).all()
+    # one way, the distance depends on which seed is the target; both ways, it does not
+    maps, ab, ba = ["linreg", "ridge"], {"a": base, "b": near}, {"b": near, "a": base}
+    forth = seed_pairs.method_distances(ab, maps, seed=1).test.to_numpy()
+    back = seed_pairs.method_distances(ba, maps, seed=1).test.to_numpy()
+    assert np.abs(forth - back).max() > 1e-3
+    both = [seed_pairs.method_distances(order, maps, seed=1, both_ways=True).test
+            for order in (ab, ba)]
+    np.testing.assert_allclose(both[0], both[1], rtol=1e-9)
+    np.testing.assert_allclose(both[0], (forth + back) / 2, rtol=1e-9)  # the two directions
     M = seed_pairs.layer_by_layer(base + near, "procrustes")
     np.testing.assert_allclose(M, M.T)

@@ -6,7 +6,8 @@ pairs, and the known-answer check of the methods on synthetic pairs.
 held-out and train distance (each pair once, never a model with itself, both directions
 averaged and Procrustes scaled: :func:`figure_options`); :func:`layer_by_layer` does the
 same for every pair of layers of one model (Ren et al. Fig. 3); :func:`method_distances`
-fits every method as Ren et al.'s Table 4 does (one way, unscaled); :func:`synthetic_table`
+fits every method as Ren et al.'s Table 4 does (one way, unscaled; or both ways, as the
+book's claims read it); :func:`synthetic_table`
 is their Table 3 with known answers (Y = g(X) for a linear and for an invertible nonlinear
 g). A method that cannot be fitted on the rows given is reported with the reason
 (:func:`unfit`), not stopped on.
@@ -110,10 +111,14 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
 
 
 def method_distances(layers: Mapping[str, Sequence[np.ndarray]], methods: Sequence[str], *,
-                     seed: int = 0) -> pd.DataFrame:
+                     seed: int = 0, both_ways: bool = False) -> pd.DataFrame:
     """Every method on every seed pair and layer (:func:`pair_distances`), one long table:
-    each method as Ren et al.'s Table 4 fits it, one way and unscaled."""
+    each method as Ren et al.'s Table 4 fits it, one way (the pair's first model mapped to
+    its second) and unscaled. ``both_ways``: each pair also mapped the other way on the same
+    split and the two distances averaged, so that no seed is the privileged target (a seed
+    whose layer is harder to predict would otherwise make every map look worse)."""
     return pd.concat([pair_distances(layers, m, seed=seed,
-                                     **dict.fromkeys(figure_options(m), False))
+                                     **{**dict.fromkeys(figure_options(m), False),
+                                        "both_ways": both_ways})
                       for m in methods],
                      ignore_index=True)

@@ -302,8 +302,9 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
 @REN.claim(
     "ren-inn-real", "§4.4, Table 4",
     "the INN aligns real seed pairs best on held-out rows",
-    "yes", f"{SIMPLE_MAP} minus INN held-out distance, over seed pairs and layers: one unit "
-    "for fine-tuning seeds, one for pretraining seed models fine-tuned once each",
+    "yes", f"{SIMPLE_MAP} minus INN held-out distance, each pair mapped both ways and the "
+    "two directions averaged (no seed the privileged target), over seed pairs and layers: "
+    "one unit for fine-tuning seeds, one for pretraining seed models fine-tuned once each",
     "greater", 0.01, "a 1% share of unexplained variance", chapter="seeds",
     gates=("untrained",),
     control=("baseline", "ridge, the best simple linear map (penalty chosen on the fitted "
