@@ -42,6 +42,7 @@ from .similarity import (
     localization,
     neuronsim,
     pairwise_suite,
+    ranked_localization,
     rsa,
 )
 from .similarity.structure import phang_views
@@ -250,26 +251,33 @@ def view_matrices(runs: Runs, model: str, task: str, corpus: Corpus, pooling: st
     return phang_views(base, tuned)
 
 
-def _localization(layers: Sequence[np.ndarray]) -> np.ndarray:
+def _localization(layers: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A model's localization within its own layers: the paper's plain score and the score on
+    ranks (:func:`~analysis_lib.similarity.ranked_localization`)."""
     mats = pairwise_suite(list(layers), measures=["neuronsim", "svcca"], progress=False)
-    return localization(mats["neuronsim"], mats["svcca"])
+    return (localization(mats["neuronsim"], mats["svcca"]),
+            ranked_localization(mats["neuronsim"], mats["svcca"]))
 
 
 def layer_change(base: WordLayers, tuned: WordLayers) -> pd.DataFrame:
     """Per layer ``0..L``: base against fine-tuned on the same words, under linear CKA,
     neuronsim (fine-tuned neurons matched in the base layer), RSA (cosine kernel, Pearson);
     head-level JS attention similarity (layers ``1..L``; fine-tuned heads matched among the
-    base layer's); and each model's localization within its own layers."""
+    base layer's); and each model's localization within its own layers, plain and on ranks
+    (``ranked_localization_base``, ``ranked_localization_ft``)."""
     n_layers = len(base.words)
     if len(tuned.words) != n_layers:
         raise ValueError(f"the models have {n_layers} and {len(tuned.words)} layers")
-    loc_base, loc_tuned = _localization(base.words), _localization(tuned.words)
+    (loc_base, ranked_base), (loc_tuned, ranked_tuned) = (_localization(base.words),
+                                                          _localization(tuned.words))
     rows = []
     for layer in range(n_layers):
         X, Y = base.words[layer], tuned.words[layer]
         row = {"layer": layer, "linear_cka": linear_cka(X, Y), "neuronsim": neuronsim(Y, X),
                "rsa": rsa(X, Y, "cosine", "pearson"), "attention_js": np.nan,
-               "localization_base": loc_base[layer], "localization_ft": loc_tuned[layer]}
+               "localization_base": loc_base[layer], "localization_ft": loc_tuned[layer],
+               "ranked_localization_base": ranked_base[layer],
+               "ranked_localization_ft": ranked_tuned[layer]}
         if layer and base.attention is not None and tuned.attention is not None:
             row["attention_js"] = attention_similarity(tuned.attention.attention_layer(layer),
                                                        base.attention.attention_layer(layer),

@@ -27,7 +27,7 @@ import pandas as pd
 
 from .data.corpora import Corpus
 from .layers import LayerCollection, LayerTable
-from .similarity import SYMMETRIC, pairwise_suite
+from .similarity import SYMMETRIC, pairwise_suite, ranked_localization
 from .similarity import localization as _localization
 
 
@@ -277,17 +277,32 @@ def agreement(A: np.ndarray, B: np.ndarray, collection: Collection | None = None
     return {k: corr(m) for k, m in masks.items()}
 
 
+#: the localization variant read on ranks among the pretrained layers (:func:`localization_frame`)
+RANKED = "ranks, pretrained layers"
+
+
 def localization_frame(matrices: Mapping[str, np.ndarray], collection: Collection
                        ) -> pd.DataFrame:
-    """Localization of every layer (Wu et al. Fig. 3) in both variants, as a long table with
-    the layer table's columns: ``variant`` is ``"paper (plain)"`` or ``"released code
-    (z-scored)"``."""
+    """Localization of every layer (Wu et al. Fig. 3) in three variants, as a long table with
+    the layer table's columns: ``variant`` is ``"paper (plain)"``, ``"released code
+    (z-scored)"`` or :data:`RANKED` (:func:`~analysis_lib.similarity.ranked_localization`
+    over the pretrained layers alone: a reference set of trained layers, on a scale neither
+    measure sets; NaN for the random models' layers, and for every layer when fewer than
+    three are pretrained)."""
+    N, S = matrices["neuronsim"], matrices["svcca"]
     frames = []
     for variant, standardize in (("paper (plain)", False), ("released code (z-scored)", True)):
-        score = _localization(matrices["neuronsim"], matrices["svcca"], standardize=standardize)
-        frame = collection.table.attach(score)
+        frame = collection.table.attach(_localization(N, S, standardize=standardize))
         frame["variant"] = variant
         frames.append(frame)
+    trained = collection.table.frame["pretrained"].to_numpy(dtype=bool)
+    ranked = np.full(len(trained), np.nan)
+    if trained.sum() >= 3:
+        inside = np.ix_(trained, trained)
+        ranked[trained] = ranked_localization(np.asarray(N)[inside], np.asarray(S)[inside])
+    frame = collection.table.attach(ranked)
+    frame["variant"] = RANKED
+    frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -245,10 +247,18 @@ def test_localization_frame_names_each_model_once(coll):
     mats = collection.matrices(c, ["neuronsim", "svcca"], progress=False)
     local = collection.localization_frame(mats, c)
     assert sorted(local["model"].unique()) == ["random:bert", "random:gpt2"]
-    assert len(local) == 2 * 6 and set(local["layer"]) == {0, 1, 2}
+    assert len(local) == 3 * 6 and set(local["layer"]) == {0, 1, 2}
     plain = local[local.variant == "paper (plain)"]["value"].to_numpy()
     np.testing.assert_allclose(plain, similarity.localization(mats["neuronsim"],
                                                               mats["svcca"]))
+    # ranks among pretrained layers only: random models have none
+    assert local[local.variant == collection.RANKED]["value"].isna().all()
+    # the same layers counted as pretrained: ranked among all of them
+    trained = replace(c, table=LayerTable(c.table.frame.assign(pretrained=True)))
+    ranked = collection.localization_frame(mats, trained)
+    np.testing.assert_allclose(
+        ranked[ranked.variant == collection.RANKED]["value"].to_numpy(),
+        similarity.ranked_localization(mats["neuronsim"], mats["svcca"]))
 
 
 def test_random_across_averages_only_pairs_of_different_random_models(coll):
@@ -658,6 +668,16 @@ def test_localization_claim_compares_each_models_upper_and_lower_layers():
     local = pd.DataFrame(rows)
     found = _localization(local, ["a", "b", "c"])
     assert found.loc["wu-localization-depth", "verdict"] == "holds"  # +0.058 in each model
+    # the same scores on ranks among the pretrained layers: a second unit, read alike
+    ranked = pd.concat([local, local[local.variant == "paper (plain)"].assign(
+        variant=collection.RANKED, value=lambda f: f.depth - 0.5)], ignore_index=True)
+    both = _localization(ranked, ["a", "b", "c"]).loc["wu-localization-depth"]
+    assert both["verdict"] == "holds"
+    assert f"3 models, upper - lower half ({collection.RANKED})" in both["what this run shows"]
+    against = pd.concat([local, local[local.variant == "paper (plain)"].assign(
+        variant=collection.RANKED, value=lambda f: 0.5 - f.depth)], ignore_index=True)
+    assert _localization(against, ["a", "b", "c"]).loc[
+        "wu-localization-depth", "verdict"] == "mixed"  # the two readings disagree
     falling = local.assign(value=-local.value)
     assert _localization(falling, ["a", "b", "c"]).loc[
         "wu-localization-depth", "verdict"] == "opposite"

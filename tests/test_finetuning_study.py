@@ -511,6 +511,13 @@ def test_localization_claim_reads_the_top_layer_before_and_after_fine_tuning():
     same = planted.assign(localization_ft=0.30 + 0.0005 * rng.standard_normal(len(change)))
     assert _findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
     assert _findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"
+    # the plain score falls at the top while the ranks stay: a top layer that became
+    # unlike the others under both measures, which the ranked unit does not count
+    ranked = planted.assign(ranked_localization_base=0.0,
+                            ranked_localization_ft=0.0005 * rng.standard_normal(len(change)))
+    row = _findings(ranked, {}).loc["wu-localization-ft"]
+    assert "localization on ranks at L6 (base - tuned)" in row["what this run shows"]
+    assert row["verdict"] == "mixed"  # holds on the plain score, equivalent on ranks
 
 
 def test_the_pages_sentence_vectors_come_from_one_pass_and_one_cache_entry(monkeypatch,
@@ -666,6 +673,9 @@ def test_layer_change_of_a_model_with_itself_is_the_identity_of_every_measure():
     assert change.layer.tolist() == [0, 1, 2, 3]
     np.testing.assert_allclose(change[["linear_cka", "neuronsim", "rsa"]], 1.0, atol=1e-9)
     np.testing.assert_allclose(change.localization_base, change.localization_ft)
+    np.testing.assert_allclose(change.ranked_localization_base,
+                               change.ranked_localization_ft)
+    assert change.ranked_localization_base.between(-1, 1).all()
     assert change.attention_js.isna().all()
     # a rotated copy: CKA and RSA (cosine) stay 1, neuronsim (unit by unit) falls
     Q = np.linalg.qr(rng.standard_normal((8, 8)))[0]

@@ -256,6 +256,26 @@ def test_localization_equals_reference():
     np.testing.assert_allclose(S.localization(N, V), R.localization(N, V), atol=1e-12)
 
 
+def test_ranked_localization_equals_reference_and_ignores_each_measures_scale():
+    rng = np.random.default_rng(1)
+    N, V = rng.uniform(0, 1, (7, 7)), rng.uniform(0, 1, (7, 7))
+    np.testing.assert_allclose(S.ranked_localization(N, V), R.ranked_localization(N, V),
+                               atol=1e-12)
+    # ties share their mean rank
+    tied = np.ones((4, 4))
+    np.testing.assert_allclose(S.ranked_localization(tied, V[:4, :4]),
+                               R.ranked_localization(tied, V[:4, :4]), atol=1e-12)
+    # a change of either measure's scale moves the plain score, not the ranked one
+    np.testing.assert_allclose(S.ranked_localization(3 * N + 1, 10 * V + 5),
+                               S.ranked_localization(N, V), atol=1e-12)
+    assert not np.allclose(S.localization(3 * N + 1, 10 * V + 5), S.localization(N, V))
+    # measures that order the layers alike: no layer is localized, whatever their scales;
+    # a layer unlike all others under both measures gains nothing by construction
+    apart = 0.9 - 0.5 * np.eye(7)[6][:, None] - 0.5 * np.eye(7)[6][None, :]
+    np.testing.assert_allclose(S.ranked_localization(apart ** 4, apart), 0, atol=1e-12)
+    assert S.localization(apart ** 4, apart)[6] < -0.1
+
+
 def test_reference_known_values():
     """The reference definitions themselves, on inputs whose answers are known."""
     X, Y = regime("random")

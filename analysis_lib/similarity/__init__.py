@@ -19,7 +19,7 @@ from . import reference
 from ._backend import backend_info
 from .attention import AttentionLayer, attention_representation, head_matches
 from .leave_out import leave_out_matrices
-from .localization import localization
+from .localization import localization, ranked_localization
 from .measures import (
     CCAResult,
     attention_similarity,
@@ -57,7 +57,7 @@ __all__ = [
     "canonical",
     "canonical_correlations", "cca", "ckasim", "head_matches", "invariant_to",
     "leave_out_matrices",
-    "linear_cka", "localization",
+    "linear_cka", "localization", "ranked_localization",
     "mixed_correlations", "mixedsim", "neuron_correlations", "neuronsim", "pairwise",
     "pairwise_suite", "permutation_test", "procrustes", "pwcca", "pwsim", "rbf_cka", "rbf_gram",
     "rsa", "stream_pairwise", "svcca", "svsim", "upper_triangle",

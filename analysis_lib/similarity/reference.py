@@ -324,6 +324,22 @@ def localization(neuron_matrix: np.ndarray, svcca_matrix: np.ndarray) -> np.ndar
     return np.array([N[off[:, j], j].mean() - S[off[:, j], j].mean() for j in range(L)])
 
 
+def ranked_localization(neuron_matrix: np.ndarray, svcca_matrix: np.ndarray) -> np.ndarray:
+    """Localization on ranks: per layer, its mean neuronsim to the other layers ranked among
+    all layers' (scaled to [0, 1], ties averaged) minus its mean SVCCA ranked likewise."""
+    N, S = np.asarray(neuron_matrix, float), np.asarray(svcca_matrix, float)
+    L = N.shape[0]
+    n_mean = [np.mean([N[i, j] for i in range(L) if i != j]) for j in range(L)]
+    s_mean = [np.mean([S[i, j] for i in range(L) if i != j]) for j in range(L)]
+
+    def ranks(values: list[float]) -> np.ndarray:
+        below = np.array([sum(v < w for v in values) for w in values], float)
+        equal = np.array([sum(v == w for v in values) for w in values], float)
+        return (below + (equal - 1) / 2) / (L - 1)
+
+    return ranks(n_mean) - ranks(s_mean)
+
+
 def mean_cca(X: np.ndarray, Y: np.ndarray, reg: float = 0.0) -> float:
     """The registry's ``cca``: the mean canonical correlation of :func:`cca`."""
     return cca(X, Y, reg)[0]

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ...collection import Collection, regress_out, subset
+from ...collection import RANKED, Collection, regress_out, subset
 from ...data.corpora import SAME_TEXT
 from ...layers import LayerCollection, LayerTable
 from ...runtime.profile import profiled
@@ -401,7 +401,9 @@ def _depth_gaps(values: Mapping[SummaryKey, float], rep: str) -> list[Evidence]:
     "yes: the localization score mostly increases with depth in every model",
     "per pretrained model: mean localization (neuronsim minus SVCCA means, the paper's "
     "plain score) of its upper half of layers minus its lower half; t interval over "
-    "the models; again without the models' outlier neurons, where some have them",
+    "the models; again on ranks among the pretrained layers (each measure's layer means "
+    "ranked, so that neither measure's scale nor the random models move the score), and "
+    "without the models' outlier neurons, where some have them",
     "greater", 0.02, SIM,
     control=("condition", "the lower half of the same model's layers"),
     paper_effect=figure("Fig. 3"),
@@ -425,13 +427,20 @@ def localization_depth(localization: pd.DataFrame | None, models: Sequence[str] 
 
 def _localization_gaps(localization: pd.DataFrame, models: Sequence[str] | None
                        ) -> list[Evidence]:
+    """Per variant the claim reads (the paper's plain score, and the score on ranks among
+    the pretrained layers, where the frame has it), one unit over the models."""
     chosen = list(models) if models is not None else list(localization.model.unique())
-    plain = localization[(localization.variant == "paper (plain)")
-                         & localization.model.isin(chosen)]
-    gaps = {model: group.value[group.depth > 0.5].mean() - group.value[group.depth <= 0.5].mean()
-            for model, group in plain.groupby("model", sort=False)}
-    return [Evidence.from_named(f"{len(gaps)} models, upper - lower half", gaps)] \
-        if gaps else []
+    out = []
+    for variant, label in (("paper (plain)", ""), (RANKED, f" ({RANKED})")):
+        scored = localization[(localization.variant == variant)
+                              & localization.model.isin(chosen)].dropna(subset=["value"])
+        gaps = {model: group.value[group.depth > 0.5].mean()
+                - group.value[group.depth <= 0.5].mean()
+                for model, group in scored.groupby("model", sort=False)}
+        if gaps:
+            out.append(Evidence.from_named(f"{len(gaps)} models, upper - lower half{label}",
+                                           gaps))
+    return out
 
 
 @WU.claim("wu-family", "§5.1, Fig. 2",
@@ -672,22 +681,29 @@ def ft_top_change(change: pd.DataFrame | None) -> list[Evidence]:
     "fine-tuning makes the top layers less localized",
     "yes: lower localization at the top layers after fine-tuning",
     "per model and task: localization of the pretrained model's top layer minus that "
-    "of the fine-tuned model's, over fine-tuning seeds",
+    "of the fine-tuned model's, over fine-tuning seeds; again on ranks among each model's "
+    "own layers (a top layer that becomes unlike every other layer under both measures "
+    "loses nothing by that alone)",
     "greater", 0.02, SIM,
     control=("condition", "the pretrained model's own top layer, on the same words"),
     paper_effect=figure("Fig. 7"),
     chapter="finetuning", gates=("untrained",))
 def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
     """Per (model, task): the pretrained model's localization at the top layer minus each
-    fine-tuned seed's (Wu et al. Fig. 7), one value per seed."""
+    fine-tuned seed's (Wu et al. Fig. 7), one value per seed; a second unit reads the score
+    on ranks among each model's own layers, where ``change`` has it."""
     if change is None or "localization_ft" not in change:
         return []
     out = []
     for (model, task), group in change.groupby(["model", "task"], sort=False):
         top = group[group.layer == group.layer.max()]
-        out.append(Evidence.from_values(
-            f"{model}, {task}, localization at L{int(top.layer.iloc[0])} (base - tuned)",
-            top.localization_base - top.localization_ft))
+        where = f"L{int(top.layer.iloc[0])} (base - tuned)"
+        out.append(Evidence.from_values(f"{model}, {task}, localization at {where}",
+                                        top.localization_base - top.localization_ft))
+        if "ranked_localization_ft" in top:
+            out.append(Evidence.from_values(
+                f"{model}, {task}, localization on ranks at {where}",
+                top.ranked_localization_base - top.ranked_localization_ft))
     return out
 
 
