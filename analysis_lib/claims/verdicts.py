@@ -131,17 +131,17 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
                             "them with Evidence.from_values(...) and its siblings")
     # the adequacy rule (a fine-tuned model no better than its frozen head) and the floor
     # rule (a statistic read on a variable at its floor): neither is evidence
-    rules = {"the adequacy rule": {e.unit: why for e in evidence if (why := inadequate(e))}}
-    rules["the floor rule"] = {e.unit: why for e in evidence
-                               if (why := at_floor(e)) and e.unit not in rules["the adequacy rule"]}
+    adequacy = {e.unit: why for e in evidence if (why := inadequate(e))}
+    floors = {e.unit: why for e in evidence if e.unit not in adequacy and (why := at_floor(e))}
+    rules = {"the adequacy rule": adequacy, "the floor rule": floors}
     named = {rule: "; ".join(f"{unit}: {why}" for unit, why in out.items())
              for rule, out in rules.items() if out}
-    refused = {unit for out in rules.values() for unit in out}
+    refused = adequacy.keys() | floors.keys()
     evidence = [e for e in evidence if np.isfinite(e.estimate) and e.unit not in refused]
+    if not evidence and refused:
+        return not_measured(claim, "; ".join(f"{rule}: {why}" for rule, why in named.items()))
     if not evidence:
-        return not_measured(claim, "; ".join(f"{rule}: {why}" for rule, why in named.items())) \
-            if refused else \
-            Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
+        return Verdict(claim, NOT_MEASURED, _empty_units(), alpha, "not measured in this run")
     floor_note = "".join(
         f"; {rule} leaves out {len(rules[rule])} unit{'s' * (len(rules[rule]) > 1)} ({why})"
         for rule, why in named.items())
