@@ -197,3 +197,38 @@ def test_the_key_covers_a_model_folders_content(tmp_path):
     assert list(first) == [str(folder)]
     (folder / "model.safetensors").write_bytes(b"weights two")
     assert builder.input_digests(values, declared) != first
+
+
+def test_staging_again_rewrites_only_what_changed(tmp_path):
+    """The staged book keeps every file that would get the same bytes, with its time, so
+    Sphinx reads again only what changed; a changed page or notebook is rewritten and one
+    no longer in the book is dropped."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, root / name)
+    shutil.copytree(ROOT / "book", root / "book")
+    (root / "book" / "gone.md").write_text("# soon gone\n")
+    notebook = tmp_path / "a.ipynb"
+    notebook.write_text("{}")
+    runs = [builder.Executed("a", notebook, 0.0, False)]
+    src = builder.stage("t", runs, root, {"intro.md": "front"})
+
+    def staged() -> dict[str, int]:
+        return {p.relative_to(src).as_posix(): p.stat().st_mtime_ns for p in src.rglob("*")
+                if p.is_file() and "_static" not in p.parts}
+
+    old = 1_000_000_000
+    for name in staged():
+        os.utime(src / name, ns=(old, old))
+    builder.stage("t", runs, root, {"intro.md": "front"})
+    assert set(staged().values()) == {old}  # nothing new: nothing written
+    assert (src / "book" / "intro.md").read_text() == "front"
+    (root / "book" / "gone.md").unlink()
+    notebook.write_text('{"cells": []}')
+    builder.stage("t", runs, root, {"intro.md": "front, again"})
+    now = staged()
+    assert "book/gone.md" not in now
+    assert {n for n, t in now.items() if t != old} == {"book/intro.md", "notebooks/a.ipynb"}
+    assert (src / "book" / "intro.md").read_text() == "front, again"
+    assert (src / "notebooks" / "a.ipynb").read_text() == '{"cells": []}'

@@ -409,27 +409,74 @@ def _describe_failure(executed: Path, source: Path, error) -> str:
             f"{cell_text}\n---\n{error.ename}: {error.evalue}")
 
 
-def stage(profile_name: str, executed: list[Executed], root: Path = ROOT) -> Path:
-    """Copy the book's sources and the executed notebooks into ``_build/book-<profile>``."""
+def stage(profile_name: str, executed: list[Executed], root: Path = ROOT,
+          pages: dict[str, str] | None = None) -> Path:
+    """Copy the book's sources and the executed notebooks into ``_build/book-<profile>``,
+    with ``pages`` (a path under ``book/`` -> its text) in place of the pages of that name.
+
+    A file that already holds what it would be given is left alone, so it keeps its time
+    and Sphinx reads again only what changed: a rebuild with nothing new redraws no page."""
     src = root / "_build" / f"book-{profile_name}"
-    src.mkdir(parents=True, exist_ok=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(root / name, src / name)
-    if (src / "book").exists():
-        shutil.rmtree(src / "book")
-    shutil.copytree(root / "book", src / "book")
+    wanted = {name: (root / name).read_bytes() for name in ("_config.yml", "_toc.yml")}
+    for path in sorted((root / "book").rglob("*")):
+        if path.is_file():
+            wanted[path.relative_to(root).as_posix()] = path.read_bytes()
+    for name, text in (pages or {}).items():
+        wanted[f"book/{name}"] = text.encode("utf-8")
     # the measures page shows the reference definitions and the verdict rule from the
     # library's own source
     for shown in SHOWN_SOURCES:
-        target = src / "analysis_lib" / shown
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(LIBRARY / shown, target)
-    (src / "notebooks").mkdir(exist_ok=True)
+        wanted[f"analysis_lib/{shown}"] = (LIBRARY / shown).read_bytes()
     for item in executed:
-        shutil.copy2(item.path, src / "notebooks" / item.path.name)
+        wanted[f"notebooks/{item.path.name}"] = item.path.read_bytes()
+    _update(src, wanted, ("book", "notebooks"))
     render.write_bundle(src / "_static")
     render.write_styles(src / "_static")
     return src
+
+
+def _update(folder: Path, files: dict[str, bytes], owned: tuple[str, ...]) -> None:
+    """Make ``folder`` hold ``files`` (relative path -> bytes), writing only those that
+    differ, and remove the other files of its subfolders ``owned``."""
+    for sub in owned:
+        for path in sorted((folder / sub).rglob("*")) if (folder / sub).is_dir() else []:
+            if path.is_file() and path.relative_to(folder).as_posix() not in files:
+                path.unlink()
+    for name, data in files.items():
+        target = folder / name
+        if not (target.is_file() and target.read_bytes() == data):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+def _filled_pages(root: Path, scorecard, title: str, out_dir: Path, on: times.Machine,
+                 chosen: dict[Path, dict[str, Any]]) -> dict[str, str]:
+    """The book's pages that the build completes (path under ``book/`` -> text): the
+    findings page, the front page's answer, and the tables the running, course and data
+    pages take from this build and the cache."""
+    book = root / "book"
+
+    def filled(name: str, *markers: tuple[str, str]) -> str:
+        text = (book / name).read_text(encoding="utf-8")
+        for marker, table in markers:
+            text = text.replace(marker, table)
+        return text
+
+    grid = _parameters_with(chosen, "finetune")
+    zoo_set = str(_parameters_with(chosen, "zoo_set").get("zoo_set") or "")
+    return {
+        "findings.md": findings.page(scorecard, title),
+        "intro.md": filled("intro.md", (findings.ANSWER_MARKER,
+                                        findings.answer(scorecard, title))),
+        "running.md": filled(
+            "running.md",
+            (findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)),
+            (times.TIMES_MARKER, times.table()),
+            (RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options")))),
+        "course.md": filled("course.md", (times.SUMMARY_MARKER,
+                                          times.summary("default", here=on))),
+        "data.md": filled("data.md", (ZOO_MARKER, zoo_table(zoo_set))),
+    }
 
 
 #: the data page's table of the zoo's models, replaced by :func:`zoo_table` at build time
@@ -530,6 +577,9 @@ def jupyter_book(src: Path) -> Path:
     result = subprocess.run(command, capture_output=True, text=True)
     log = result.stdout + result.stderr
     if result.returncode != 0:
+        # Sphinx reads again only the pages whose files changed: without its record of this
+        # build, the next one reads every page and cannot pass over this build's warnings
+        shutil.rmtree(src / "_build" / ".doctrees", ignore_errors=True)
         warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
         raise BuildError("jupyter-book build failed:\n" + "\n".join(warnings[-40:] or
                                                                    log.splitlines()[-40:]))
@@ -803,30 +853,7 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
         scorecard = findings.collect([run.path for run in runs])
         echo(f"  findings: {findings.write(out_dir, scorecard)}")
         start = time.perf_counter()
-        src = stage(label, runs, root)
-        (src / "book" / "findings.md").write_text(findings.page(scorecard, title),
-                                                  encoding="utf-8")
-        intro = src / "book" / "intro.md"
-        intro.write_text(intro.read_text(encoding="utf-8").replace(
-            findings.ANSWER_MARKER, findings.answer(scorecard, title)), encoding="utf-8")
-        running = src / "book" / "running.md"
-        running.write_text(running.read_text(encoding="utf-8").replace(
-            findings.PROFILES_MARKER, findings.profiles_table(out_dir.parent)),
-            encoding="utf-8")
-        running.write_text(running.read_text(encoding="utf-8").replace(
-            times.TIMES_MARKER, times.table()), encoding="utf-8")
-        course = src / "book" / "course.md"
-        course.write_text(course.read_text(encoding="utf-8").replace(
-            times.SUMMARY_MARKER, times.summary("default", here=on)), encoding="utf-8")
-        grid = _parameters_with(chosen, "finetune")
-        running.write_text(running.read_text(encoding="utf-8").replace(
-            RATES_MARKER, rate_table(grid.get("finetune"), grid.get("model_options"))),
-            encoding="utf-8")
-        data = src / "book" / "data.md"
-        data.write_text(data.read_text(encoding="utf-8").replace(
-            ZOO_MARKER,
-            zoo_table(str(_parameters_with(chosen, "zoo_set").get("zoo_set") or ""))),
-            encoding="utf-8")
+        src = stage(label, runs, root, _filled_pages(root, scorecard, title, out_dir, on, chosen))
         index = jupyter_book(src)
         # the notebooks the pages offer for download, drawn without the book's script
         for served in sorted((index.parent / "_sources" / "notebooks").glob("*.ipynb")):
