@@ -167,6 +167,17 @@ def test_random_models_are_identical_in_fresh_processes_with_empty_caches(tmp_pa
         assert theirs[family] == ours[family], family
 
 
+def test_families_with_one_kind_and_the_same_special_tokens_share_one_tokenizer(tmp_path):
+    """BERT, ELECTRA and DistilBERT learn one WordPiece vocabulary, GPT-2 and Llama one
+    byte-level BPE: trained once, kept in one file; MPNet's other special tokens keep its own."""
+    vocab = {f: models.train_tokenizer(f, 300, tmp_path).get_vocab()
+             for f in ("bert", "electra", "distilbert", "mpnet", "gpt2", "llama")}
+    assert vocab["bert"] == vocab["electra"] == vocab["distilbert"] != vocab["mpnet"]
+    assert vocab["gpt2"] == vocab["llama"]
+    files = sorted(p.name.split("-")[0] for p in (tmp_path / "tokenizers").glob("*.json"))
+    assert files == ["bert", "gpt2", "mpnet"]
+
+
 def test_wordpiece_continuations_are_ordinary_tokens(tiny_models):
     tokenizer = tiny_models["bert"][1]
     special = set(tokenizer.all_special_tokens)

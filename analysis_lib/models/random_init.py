@@ -198,7 +198,10 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
     kind = TOKENIZER_KIND[family]
     sp = _special_tokens(family)
     specials = list(dict.fromkeys(v for v in sp.values() if v))
-    name = f"{family}-{kind}-{vocab_size}-v{__version__}-{TOKENIZER_SCHEME}.json"
+    # families of one kind with the same special tokens learn the same tokenizer (BERT,
+    # ELECTRA and DistilBERT; GPT-2 and Llama): the first of them in FAMILIES names its file
+    first = next(f for f in FAMILIES if TOKENIZER_KIND[f] == kind and _special_tokens(f) == sp)
+    name = f"{first}-{kind}-{vocab_size}-v{__version__}-{TOKENIZER_SCHEME}.json"
     file = default_root(cache_dir) / "tokenizers" / name
     tokenizer = _read_tokenizer(file)
     if tokenizer is None:
