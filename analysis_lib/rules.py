@@ -214,7 +214,6 @@ def _depth_problems(values: Mapping[str, Any], spec: Mapping[str, Parameter]) ->
     """Layer counts above the depth of the model they apply to (``depth`` rule), checked when
     the counts or the models are among ``values`` (the others from their defaults); a model
     whose depth cannot be read here (a hub model not yet cached) is left to the run."""
-    from .models.loading import depth_of
 
     def value(name):
         return values[name] if name in values else spec[name].default
@@ -230,6 +229,8 @@ def _depth_problems(values: Mapping[str, Any], spec: Mapping[str, Parameter]) ->
             default = fields["models"].default if "models" in fields else []
             models, source = models.get("models", default), f"{source}.models"
         options = value("model_options") if "model_options" in spec else None
+        from .models.loading import depth_of  # (torch: imported only where a rule needs it)
+
         try:
             depth = depth_of(models[0], options if isinstance(options, dict) else None)
         except (TypeError, ValueError, IndexError, KeyError):
