@@ -47,13 +47,15 @@ TRICKY = [
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     """A cache folder of the session's own. Side by side, the workers share one folder of
-    random models' tokenizers (the same files in every process: trained once, written
-    atomically), so a family's tokenizer is trained once per session, not once per worker."""
+    random models' tokenizers and one of parsed packaged corpora (the same files in every
+    process: made once, written atomically), so each is made once per session, not once per
+    worker."""
     folder = tmp_path_factory.mktemp("analysis_lib_cache")
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / "tokenizers"
-        shared.mkdir(exist_ok=True)
-        (folder / "tokenizers").symlink_to(shared, target_is_directory=True)
+        for name in ("tokenizers", "corpora"):
+            shared = tmp_path_factory.getbasetemp().parent / name
+            shared.mkdir(exist_ok=True)
+            (folder / name).symlink_to(shared, target_is_directory=True)
     old = os.environ.get("ANALYSIS_LIB_CACHE")
     os.environ["ANALYSIS_LIB_CACHE"] = str(folder)
     yield folder

