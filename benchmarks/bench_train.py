@@ -15,11 +15,19 @@ function on a short, book-shaped workload in a temporary cache:
   first-token vectors, one per layer), at the heads' threads;
 * the seeds chapter's invertible flow (``alignment.fit(..., "inn")``), one thread.
 
-Each loop runs twice on identical work: once timed, once under torch's ``FlopCounterMode``,
-which counts the floating-point operations of its forward and backward passes (the useful
-work; the optimizer's updates are not counted). Printed per loop: seconds, GFLOP, the
-achieved GFLOP/s, its share of the matmul rate of its own precision at the loop's thread
-count (the roofline it can reach), and tokens (or rows) per second.
+Each loop runs three times on identical work: once timed, once under torch's
+``FlopCounterMode``, which counts the floating-point operations of its forward and backward
+passes (the useful work; the optimizer's updates are not counted), and once under torch's
+profiler. Printed per loop: seconds, GFLOP, the achieved GFLOP/s, its share of the matmul
+rate of its own precision at the loop's thread count (the roofline it can reach), and tokens
+(or rows) per second. A second table says where each loop's time goes, from the profiled
+run: the share of its wall time in the matrix products, in random draws (dropout's masks,
+the masked-LM's masking), in copies and type casts (autocast's among them), in the
+optimizer, in every other operation, and outside any operation (Python, the framework); and
+the rate of its products alone (its counted FLOPs over the time in its products), against
+the matmul rate: how much the small products of the book's shapes lose by themselves, and
+how much the time between them adds. The profiler adds a little time to each operation, so
+the shares are of the profiled run.
 
     python benchmarks/bench_train.py [--n-train 512] [--zoo-steps 150] [--skip-bf16]
 """
@@ -32,7 +40,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -79,33 +87,81 @@ class Measured:
     flops: float = 0.0
     tokens: float = 0.0
     unit: str = "tokens"
+    #: the profiled run's wall time, and its operations' own time by :data:`KINDS`
+    profiled_seconds: float = 0.0
+    kinds: dict[str, float] = field(default_factory=dict)
+
+
+#: the kinds of operation the time is split into, by the profiler's names of the operations
+#: (their own time, without the operations they call): the first kind that matches names it
+KINDS = {
+    "products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                 "aten::_scaled_dot_product"),
+    "random draws": ("aten::bernoulli", "aten::uniform_", "aten::normal_", "aten::random_",
+                     "aten::rand", "aten::native_dropout"),
+    "copies and casts": ("aten::copy_", "aten::_to_copy", "aten::to", "aten::clone",
+                         "aten::contiguous"),
+    "optimizer": ("aten::_fused_adam", "aten::_foreach_", "Optimizer."),
+}
+
+
+#: the second table's column headers
+SHORT = {"products": "products", "random draws": "random", "copies and casts": "copies",
+         "optimizer": "optimizer", "other operations": "other ops"}
+
+
+def kind_of(name: str) -> str:
+    """The kind (:data:`KINDS`) of a profiled operation, or ``"other operations"``."""
+    return next((kind for kind, prefixes in KINDS.items() if name.startswith(prefixes)),
+                "other operations")
 
 
 @contextlib.contextmanager
-def watched_loop(found: Measured, counting: bool, autocast: bool = False) -> Iterator[None]:
+def profiled(found: Measured) -> Iterator[None]:
+    """Inside the block, the operations' own CPU time is summed by kind into ``found.kinds``
+    and the block's wall time into ``found.profiled_seconds``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        yield
+    found.profiled_seconds += time.perf_counter() - start
+    for event in prof.key_averages():
+        kind = kind_of(event.key)
+        found.kinds[kind] = found.kinds.get(kind, 0.0) + event.self_cpu_time_total / 1e6
+
+
+#: the three runs of each loop on identical work
+MODES = ("timed", "counted", "profiled")
+
+
+@contextlib.contextmanager
+def watched_loop(found: Measured, mode: str, autocast: bool = False) -> Iterator[None]:
     """Inside the block, every call of the one training loop (``training.loop.run``) is
-    timed (or, with ``counting``, its floating-point operations counted) and the tokens of
-    its batches summed (the attention mask's ones: real tokens, not padding)."""
+    timed and the tokens of its batches summed (the attention mask's ones: real tokens, not
+    padding), or (``mode``) its floating-point operations counted, or it is profiled
+    (:func:`profiled`)."""
     real = loop.run
 
     def watched(model, epoch_batches, **kwargs):
         def batches():
             for batch in epoch_batches():
-                if not counting:
+                if mode == "timed":
                     mask = batch.get("attention_mask")
                     found.tokens += float(mask.sum() if mask is not None
                                           else batch["input_ids"].numel())
                 yield batch
 
-        counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
+        counter = FlopCounterMode(display=False) if mode == "counted" else \
+            profiled(found) if mode == "profiled" else contextlib.nullcontext()
         precision = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
                      else contextlib.nullcontext())
         start = time.perf_counter()
         with counter, precision:
             out = real(model, batches, **kwargs)
-        if counting:
+        if isinstance(counter, FlopCounterMode):
             found.flops += counter.get_total_flops()
-        else:
+        elif mode == "timed":
             found.seconds += time.perf_counter() - start
         return out
 
@@ -123,8 +179,8 @@ def finetuning(n_train: int, precision: str) -> Measured:
     config = replace(finetune.PRESETS["cpu"], epochs=1.0, precision=precision)
     found = Measured(f"MiniLM fine-tuning, {precision}", finetune.CPU_THREADS,
                      getattr(torch, precision))
-    for counting in (False, True):
-        with tempfile.TemporaryDirectory() as tmp, watched_loop(found, counting):
+    for mode in MODES:
+        with tempfile.TemporaryDirectory() as tmp, watched_loop(found, mode):
             finetune.finetune("minilm", task, config, cache_dir=tmp, progress=False,
                               device="cpu")
     return found
@@ -142,17 +198,18 @@ def zoo_pretraining(steps: int, objective: str, autocast: bool = False) -> Measu
                      torch.bfloat16 if autocast else torch.float32)
     with tempfile.TemporaryDirectory() as tmp:
         pretrain.tokenizer(config.vocab_size, tmp)  # made once, outside the timed loop
-        for counting in (False, True):
-            with watched_loop(found, counting, autocast):
+        for mode in MODES:
+            with watched_loop(found, mode, autocast):
                 pretrain.pretrain(config, cache_dir=tmp, progress=False, device="cpu")
             for run in (Path(tmp) / "pretrain").iterdir():
-                shutil.rmtree(run)  # the counted run trains again
+                shutil.rmtree(run)  # the next run trains again
     return found
 
 
 def _counted(name: str, threads: int, unit: str, rows: int,
              run: Callable[[], object]) -> Measured:
-    """A call timed, then counted on identical work (``run`` is deterministic)."""
+    """A call timed, then counted and profiled on identical work (``run`` is
+    deterministic)."""
     found = Measured(name, threads, unit=unit)
     found.seconds = _seconds(run)
     counter = FlopCounterMode(display=False)
@@ -160,6 +217,8 @@ def _counted(name: str, threads: int, unit: str, rows: int,
         run()
     found.flops = counter.get_total_flops()
     found.tokens = rows
+    with profiled(found):
+        run()
     return found
 
 
@@ -237,6 +296,22 @@ def main() -> None:
     print("\n'of matmul': the loop's useful FLOP/s (forward and backward passes, counted by "
           "torch's FlopCounterMode) as a share of the matmul rate of its precision at its "
           "threads.")
+    kinds = [*KINDS, "other operations"]
+    print(f"\nwhere the time goes{'':>25}" + "".join(f"{SHORT[k]:>10}" for k in kinds)
+          + f"{'outside':>10}{'products alone':>22}")
+    for m in runs:
+        inside = sum(m.kinds.values())
+        shares = [m.kinds.get(k, 0.0) / m.profiled_seconds for k in kinds]
+        outside = max(0.0, 1.0 - inside / m.profiled_seconds)
+        alone = m.flops / m.kinds["products"] if m.kinds.get("products") else float("nan")
+        print(f"{m.name:<44}" + "".join(f"{x:>10.0%}" for x in [*shares, outside])
+              + f"{alone / 1e9:>9.1f} GFLOP/s{alone / rate[m.threads, m.dtype]:>6.0%}")
+    print("\nwhere the time goes: each kind's share of the profiled run's wall time (products:"
+          " matrix products and attention; random: random draws, dropout's masks among them;"
+          " copies: copies and type casts; outside: time in no operation, Python and the "
+          "framework). 'products alone': the counted FLOPs over the time in products, and "
+          "that rate's share of the matmul rate, which is what the book's small products "
+          "reach by themselves.")
 
 
 if __name__ == "__main__":
