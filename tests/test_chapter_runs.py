@@ -21,12 +21,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = book.load_profile("smoke", ROOT)
 
 
-@pytest.mark.parametrize("bad, message", [
+BAD_PARAMETERS = [
     ({"n_neurons": "many"}, "n_neurons='many': must be int"),
     ({"n_stimuli": 5}, "n_stimuli=5: needs at least 20"),
     ({"angles": [0]}, "angles=[0]: needs at least 2"),
-])
-def test_bad_parameters_stop_at_the_parameters(tmp_path, bad, message):
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_PARAMETERS)
+def test_bad_parameters_are_named_by_the_pages_check(bad, message):
+    """The check the page's second cell runs, called here on the page's own parameters."""
+    from analysis_lib.book.params import ParameterError, check
+
+    path = ROOT / "notebooks" / "measures_primer.ipynb"
+    values = {**book.notebook_parameters(path, SMOKE), **bad}
+    with pytest.raises(ParameterError) as caught:
+        check(values, "measures_primer")
+    assert message in str(caught.value)
+
+
+def test_bad_parameters_stop_at_the_parameters(tmp_path):
+    """A run of the page itself stops at that cell, with the error, and runs nothing after
+    it (one bad value: the check's messages are the test above's)."""
+    bad, message = BAD_PARAMETERS[0]
     path = ROOT / "notebooks" / "measures_primer.ipynb"
     params = {**book.notebook_parameters(path, SMOKE), **bad}
     with pytest.raises(papermill.PapermillExecutionError) as caught:
@@ -114,17 +131,21 @@ def test_verdicts_states_every_claim_of_a_findings_table_once(capsys):
 
 
 def test_stated_prose_follows_the_profile_it_was_built_with(tmp_path):
+    """The primer built with the smoke profile's values and with other ones (another seed,
+    more neurons, other noise levels and widths) states other values in its sentences."""
     path = ROOT / "notebooks" / "measures_primer.ipynb"
+    smoke = book.notebook_parameters(path, SMOKE)
+    other = {**smoke, "seed": 1, "n_neurons": 24, "noise_levels": [0.0, 1.0, 3.0],
+             "book_widths": [16, 48]}
     runs = {}
-    for name in ("smoke", "default"):
-        values = book.notebook_parameters(path, book.load_profile(name, ROOT))
+    for name, values in (("smoke", smoke), ("other", other)):
         done = book.execute(path, values, tmp_path / name)
         # the sentences it stated from its run (prose.say): its Markdown outputs
         runs[name] = outputs(nbformat.read(str(done.path), as_version=4), "text/markdown")
     source = nbformat.read(str(path), as_version=4)
     stating = [c for c in source.cells if c.cell_type == "code" and "prose.say(" in c.source]
-    assert len(runs["smoke"]) == len(runs["default"]) >= len(stating) >= 4
-    differ = [a for a, b in zip(runs["smoke"], runs["default"], strict=True) if a != b]
+    assert len(runs["smoke"]) == len(runs["other"]) >= len(stating) >= 4
+    differ = [a for a, b in zip(runs["smoke"], runs["other"], strict=True) if a != b]
     assert differ, "the two profiles stated the same values in every sentence"
 
 
