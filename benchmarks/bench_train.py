@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -152,14 +153,17 @@ def watched_loop(found: Measured, mode: str, autocast: bool = False) -> Iterator
                                           else batch["input_ids"].numel())
                 yield batch
 
-        counter = FlopCounterMode(display=False) if mode == "counted" else \
-            profiled(found) if mode == "profiled" else contextlib.nullcontext()
+        counter: Any = contextlib.nullcontext()
+        if mode == "counted":
+            counter = FlopCounterMode(display=False)
+        elif mode == "profiled":
+            counter = profiled(found)
         precision = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
                      else contextlib.nullcontext())
         start = time.perf_counter()
         with counter, precision:
             out = real(model, batches, **kwargs)
-        if isinstance(counter, FlopCounterMode):
+        if mode == "counted":
             found.flops += counter.get_total_flops()
         elif mode == "timed":
             found.seconds += time.perf_counter() - start
