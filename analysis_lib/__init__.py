@@ -14,7 +14,7 @@ The folders follow the data flow, one home per step::
     readout.py     a fine-tuned model's task read from its lower layers (Phang et al.)
     claims/        the papers' claims, the one verdict rule, findings tables
     book/          the build, parameters, charts, offline renderer, widgets
-    runtime/       the atomic on-disk cache
+    runtime/       the atomic on-disk cache, devices, threads, worker processes
 
 Each module is imported by its full path (``from analysis_lib.data import corpora``,
 ``from analysis_lib import collection``), or reached as an attribute of the package

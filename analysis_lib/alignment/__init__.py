@@ -3,7 +3,8 @@
 ``fit(X, Y, method=..., seed=...)`` returns an :class:`Alignment` with ``transform(X)`` (X in
 the space where it is compared with Y) and ``distance(X, Y)`` (how far the mapped X lies from
 Y, on any rows: pass rows the fit never saw). :func:`held_out` splits rows, fits on one part
-and measures both parts, as Ren et al.'s Table 4 does.
+and measures both parts, as Ren et al.'s Table 4 does; :func:`fit_transform` returns only
+the mapped rows of a fit (what a worker process sends back).
 
 Methods (``method=``):
 
@@ -45,10 +46,11 @@ from .core import (
     Alignment,
     fit,
     fit_rows,
+    fit_transform,
     held_out,
     relative_distance,
     rows_needed,
 )
 
-__all__ = ["METHODS", "Alignment", "fit", "fit_rows", "held_out", "relative_distance",
-           "rows_needed"]
+__all__ = ["METHODS", "Alignment", "fit", "fit_rows", "fit_transform", "held_out",
+           "relative_distance", "rows_needed"]

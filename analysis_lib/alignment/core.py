@@ -270,6 +270,13 @@ def fit(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, seed: int = 0,
     return Alignment(method, seed, fx, fy, info, (X.shape[1], Y.shape[1]))
 
 
+def fit_transform(X: ArrayLike, Y: ArrayLike, new: ArrayLike, method: str = "linreg", *,
+                  seed: int = 0, **options: Any) -> np.ndarray:
+    """``new`` (rows of X's space) mapped by the alignment of X to Y that :func:`fit` fits:
+    the map's result without the map, which can be sent from a worker process."""
+    return fit(X, Y, method, seed=seed, **options).transform(np.asarray(new))
+
+
 def held_out(X: ArrayLike, Y: ArrayLike, method: str = "linreg", *, test: float = 0.2,
              seed: int = 0, groups: ArrayLike | None = None, both_ways: bool = False,
              **options: Any) -> dict[str, float]:

@@ -16,6 +16,7 @@ model's space, with the other model's head (Ren et al. 2023, Table 5).
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -245,8 +246,9 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]],
     uniform guesses, their "random label"; ``identity`` among ``methods``: model 1's vectors
     as they are), test accuracy, and a ``note`` (why a method that cannot be fitted on the
     training split's rows has no accuracy)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(seed)
+    maps: list[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
     for a, b in itertools.permutations(list(features), 2):
         head = heads[b]
         own = head_logits(head, features[b]["test"])
@@ -265,12 +267,18 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]],
         for method in [m for m in methods if m not in ("cca", "svcca", "pwcca")]:
             train_a, train_b = features[a]["train"], features[b]["train"]
             unfit = alignment_pairs.unfit(method, len(train_a), train_a.shape[1], train_b.shape[1])
-            if unfit:
-                rows.append({"from": a, "to": b, "method": method, "accuracy": np.nan,
-                             "note": unfit})
-                continue
-            mapped = alignment.fit(train_a, train_b, method, seed=seed).transform(
-                features[a]["test"]).astype(np.float32)
-            rows.append({"from": a, "to": b, "method": method, "note": "", "accuracy": float(
-                np.mean(head_logits(head, mapped).argmax(1) == labels["test"]))})
+            rows.append({"from": a, "to": b, "method": method, "accuracy": np.nan,
+                         "note": unfit})
+            if not unfit:
+                maps.append((len(rows) - 1, method, (train_a, train_b, features[a]["test"])))
+    # every map fitted at once: the network maps side by side in worker processes
+    for method in dict.fromkeys(method for _, method, _ in maps):
+        chosen = [(row, job) for row, m, job in maps if m == method]
+        mapped_all = alignment_pairs.held_out_all(
+            functools.partial(alignment.fit_transform, method=method, seed=seed),
+            [job for _, job in chosen], [method] * len(chosen))
+        for (row, _), mapped in zip(chosen, mapped_all):
+            head = heads[rows[row]["to"]]
+            rows[row]["accuracy"] = float(np.mean(
+                head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))
     return pd.DataFrame(rows)

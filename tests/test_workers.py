@@ -1,0 +1,133 @@
+"""Jobs in worker processes (:mod:`analysis_lib.runtime.workers`): the same results, bit for
+bit, as in the calling process, in the jobs' order; a job's error and a lost worker reported
+with what to do."""
+
+import math
+import operator
+import os
+import signal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib import alignment
+from analysis_lib.alignment import pairs
+from analysis_lib.runtime import workers
+from analysis_lib.training import heads
+
+
+def test_results_come_back_in_the_jobs_order_from_other_processes():
+    jobs = [(k, k + 1) for k in range(7)]
+    assert workers.map_jobs(operator.mul, jobs, workers=2) == [k * (k + 1) for k in range(7)]
+    here = os.getpid()
+    assert workers.map_jobs(os.getpid, [()], workers=2) == [here]  # one job: no pool
+    assert workers.map_jobs(os.getpid, [(), ()], workers=1) == [here, here]
+    away = workers.map_jobs(os.getpid, [()] * 4, workers=2)
+    assert here not in away and 1 <= len(set(away)) <= 2
+
+
+def test_a_jobs_error_is_raised_as_it_was_raised():
+    with pytest.raises(ValueError, match="math domain error"):
+        workers.map_jobs(math.sqrt, [(4.0,), (-1.0,)], workers=2)
+    assert workers.map_jobs(math.sqrt, [(4.0,), (9.0,)], workers=2) == [2.0, 3.0]
+
+
+def test_a_lost_worker_names_the_way_out_and_the_next_call_starts_afresh():
+    with pytest.raises(RuntimeError, match="ANALYSIS_LIB_WORKERS=1"):
+        workers.map_jobs(os._exit, [(3,), (3,)], workers=2)
+    assert workers.map_jobs(operator.add, [(1, 2), (3, 4)], workers=2) == [3, 7]
+
+
+def test_workers_leave_an_interrupt_to_the_notebook_that_sent_the_jobs():
+    """Interrupting a notebook (or shutting its kernel down) signals every process of its
+    group: the workers ignore it and the caller decides."""
+    assert workers.map_jobs(signal.raise_signal, [(signal.SIGINT,)] * 2, workers=2) == \
+        [None, None]
+    assert workers.map_jobs(operator.add, [(1, 1), (2, 2)], workers=2) == [2, 4]
+
+
+def test_the_cpu_time_of_the_workers_is_counted():
+    before = workers.cpu_seconds()
+    assert workers.map_jobs(sum, [(range(4_000_000),)] * 2, workers=2) == \
+        [sum(range(4_000_000))] * 2
+    assert workers.cpu_seconds() - before > 0.05  # two sums of four million numbers there
+    here = workers.cpu_seconds()
+    workers.map_jobs(sum, [(range(4_000_000),)] * 2, workers=1)
+    assert workers.cpu_seconds() == here  # in this process: its own CPU time, not counted
+
+
+def test_the_pool_size_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv(workers.ENV, "1")
+    assert workers.default_workers() == 1
+    assert workers.map_jobs(os.getpid, [(), ()]) == [os.getpid()] * 2
+    for bad in ("0", "two", "-3"):
+        monkeypatch.setenv(workers.ENV, bad)
+        with pytest.raises(ValueError, match="ANALYSIS_LIB_WORKERS=.*whole number of at least 1"):
+            workers.default_workers()
+    monkeypatch.delenv(workers.ENV)
+    assert workers.default_workers() >= 1
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        workers.map_jobs(os.getpid, [()], workers=0)
+
+
+def _seeds(n_seeds=3, n_layers=2, rows=60, width=4):
+    rng = np.random.default_rng(0)
+    base = [rng.standard_normal((rows, width)) for _ in range(n_layers)]
+    return {f"s{k}": [x + 0.3 * rng.standard_normal(x.shape) for x in base]
+            for k in range(n_seeds)}
+
+
+@pytest.mark.parametrize("method", ["inn", "mlp"])
+def test_network_maps_fitted_in_workers_equal_those_fitted_here(monkeypatch, method):
+    """The alignment tables fit their network maps in workers: every number is the one the
+    calling process computes alone, to the last bit."""
+    layers = _seeds()
+    options = {"epochs": 15, "hidden": 16}
+
+    def tables():
+        return (pairs.pair_distances(layers, method, seed=2, **options),
+                pairs.layer_by_layer(layers["s0"] + layers["s1"], method, seed=2, **options))
+
+    monkeypatch.setenv(workers.ENV, "1")
+    alone, alone_matrix = tables()
+    monkeypatch.setenv(workers.ENV, "2")
+    spread, spread_matrix = tables()
+    pd.testing.assert_frame_equal(alone, spread, check_exact=True)
+    np.testing.assert_array_equal(alone_matrix, spread_matrix)
+    assert len(alone) == 3 * 2 and alone.test.notna().all()
+    assert alone.pair.tolist() == ["s0 / s1"] * 2 + ["s0 / s2"] * 2 + ["s1 / s2"] * 2
+
+
+def test_the_synthetic_table_and_the_injection_are_the_same_with_workers(monkeypatch):
+    rng = np.random.default_rng(1)
+    features = {name: {"train": rng.standard_normal((40, 6)).astype(np.float32),
+                       "test": rng.standard_normal((12, 6)).astype(np.float32)}
+                for name in ("a", "b")}
+
+    class Head:  # a fixed linear classifier on the vectors
+        def __init__(self, seed):
+            self.W = np.random.default_rng(seed).standard_normal((6, 2)).astype(np.float32)
+
+    monkeypatch.setattr(heads, "head_logits", lambda head, X: np.asarray(X) @ head.W)
+    labels = {"test": rng.integers(0, 2, 12)}
+
+    def tables():
+        return (pairs.synthetic_table(["linreg", "mlp"], n=200, d=3, seed=1),
+                heads.injection(features, {"a": Head(0), "b": Head(1)}, labels,
+                                ["procrustes", "inn", "mlp"], seed=3))
+
+    monkeypatch.setenv(workers.ENV, "1")
+    alone = tables()
+    monkeypatch.setenv(workers.ENV, "2")
+    spread = tables()
+    for one, other in zip(alone, spread):
+        pd.testing.assert_frame_equal(one, other, check_exact=True)
+    assert alone[0].method.tolist() == ["linreg", "mlp"] * 2
+    injected = alone[1].set_index(["from", "to", "method"]).accuracy
+    assert injected.notna().all() and len(injected) == 2 * 6
+    # the map a worker sends back is the fitted map applied here
+    a, b = features["a"], features["b"]
+    np.testing.assert_array_equal(
+        alignment.fit_transform(a["train"], b["train"], a["test"], "inn", seed=3),
+        alignment.fit(a["train"], b["train"], "inn", seed=3).transform(a["test"]))
