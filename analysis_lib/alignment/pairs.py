@@ -39,7 +39,7 @@ def synthetic_table(methods: Sequence[str], *, n: int = 3000, d: int = 8, seed: 
     """Table 3 with known answers: held-out (and train) distance of every method for a
     linear and for an invertible nonlinear g."""
     jobs = [(kind, method) for kind in ("linear", "flow") for method in methods]
-    found = held_out_all(functools.partial(_synthetic_row, n=n, d=d, seed=seed), jobs,
+    found = fit_each(functools.partial(_synthetic_row, n=n, d=d, seed=seed), jobs,
                          [method for _, method in jobs])
     rows = [{"g": kind, "method": method, "seed": seed, **result}
             for (kind, method), result in zip(jobs, found)]
@@ -54,8 +54,8 @@ def _synthetic_row(kind: str, method: str, *, n: int, d: int, seed: int) -> dict
     return held_out(X, Y, method, seed=seed)
 
 
-def held_out_all(function: Callable[..., Any], jobs: Sequence[Sequence[Any]], methods: Sequence[str]
-                 ) -> list[Any]:
+def fit_each(function: Callable[..., Any], jobs: Sequence[Sequence[Any]],
+             methods: Sequence[str]) -> list[Any]:
     """``function(*job)`` for every job, in order: the jobs whose method (``methods``, one
     per job) trains a network side by side in worker processes, the others here."""
     networks = [k for k, method in enumerate(methods) if method in NETWORKS]
@@ -99,7 +99,7 @@ def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
     if why:
         return pd.DataFrame([{**row, "train": np.nan, "test": np.nan, "note": why}
                              for row in rows])
-    fitted = held_out_all(functools.partial(held_out, method=method, seed=seed, **options),
+    fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
                           [(layers[a][k], layers[b][k]) for a, b, k in keys],
                           [method] * len(keys))
     return pd.DataFrame([{**row, **result, "note": ""} for row, result in zip(rows, fitted)])
@@ -125,7 +125,7 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
     n = len(layers)
     cells = [(i, j) for i, j in itertools.product(range(n), range(n))
              if i < j or (i > j and not options["both_ways"])]
-    fitted = held_out_all(functools.partial(held_out, method=method, seed=seed, **options),
+    fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
                           [(layers[i], layers[j]) for i, j in cells], [method] * len(cells))
     M = np.zeros((n, n))
     for (i, j), result in zip(cells, fitted):

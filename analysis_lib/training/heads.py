@@ -274,7 +274,7 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]],
     # every map fitted at once: the network maps side by side in worker processes
     for method in dict.fromkeys(method for _, method, _ in maps):
         chosen = [(row, job) for row, m, job in maps if m == method]
-        mapped_all = alignment_pairs.held_out_all(
+        mapped_all = alignment_pairs.fit_each(
             functools.partial(alignment.fit_transform, method=method, seed=seed),
             [job for _, job in chosen], [method] * len(chosen))
         for (row, _), mapped in zip(chosen, mapped_all):
