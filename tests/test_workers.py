@@ -6,6 +6,8 @@ import math
 import operator
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -37,6 +39,20 @@ def test_a_lost_worker_names_the_way_out_and_the_next_call_starts_afresh():
     with pytest.raises(RuntimeError, match="ANALYSIS_LIB_WORKERS=1"):
         workers.map_jobs(os._exit, [(3,), (3,)], workers=2)
     assert workers.map_jobs(operator.add, [(1, 2), (3, 4)], workers=2) == [3, 7]
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path):
+    """Workers started fresh run the parent's script first, unless it is left out: an
+    unguarded script would run whole in each worker and stop there."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import operator\n"
+                      "from analysis_lib.runtime import workers\n"
+                      "print('script ran')\n"
+                      "print(workers.map_jobs(operator.mul, [(2, 3), (4, 5)], workers=2))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["script ran", "[6, 20]"]
 
 
 def test_workers_leave_an_interrupt_to_the_notebook_that_sent_the_jobs():

@@ -7,9 +7,9 @@ held-out and train distance (each pair once, never a model with itself, both dir
 averaged and Procrustes scaled: :func:`figure_options`); :func:`layer_by_layer` does the
 same for every pair of layers of one model (Ren et al. Fig. 3); :func:`method_distances`
 fits every method as Ren et al.'s Table 4 does (one way, unscaled; or both ways, as the
-book's claims read it); :func:`synthetic_table`
-is their Table 3 with known answers (Y = g(X) for a linear and for an invertible nonlinear
-g). A method that cannot be fitted on the rows given is reported with the reason
+book's claims read it); :func:`synthetic_table` (:func:`synthetic_tables` for several sizes
+and seeds) is their Table 3 with known answers (Y = g(X) for a linear and for an invertible
+nonlinear g). A method that cannot be fitted on the rows given is reported with the reason
 (:func:`unfit`), not stopped on.
 
 The network maps (``inn``, ``mlp``) train on one thread each, so every function here
@@ -33,21 +33,28 @@ from ..runtime.workers import map_jobs
 from .core import NETWORKS, fit_rows, held_out, rows_needed
 
 
-@profiled("alignment", lambda methods, **k: f"synthetic, {k.get('n', 3000)} rows")
 def synthetic_table(methods: Sequence[str], *, n: int = 3000, d: int = 8, seed: int = 0
                     ) -> pd.DataFrame:
     """Table 3 with known answers: held-out (and train) distance of every method for a
     linear and for an invertible nonlinear g."""
-    jobs = [(kind, method) for kind in ("linear", "flow") for method in methods]
-    found = fit_each(functools.partial(_synthetic_row, n=n, d=d, seed=seed), jobs,
-                         [method for _, method in jobs])
-    rows = [{"g": kind, "method": method, "seed": seed, **result}
-            for (kind, method), result in zip(jobs, found)]
-    return pd.DataFrame(rows)
+    return synthetic_tables([(methods, n, seed)], d=d).drop(columns="rows")
 
 
-def _synthetic_row(kind: str, method: str, *, n: int, d: int, seed: int) -> dict[str, float]:
-    """One row of :func:`synthetic_table`: ``method``'s distances on the known pair."""
+@profiled("alignment", lambda runs, **k: f"synthetic, {len(runs)} runs")
+def synthetic_tables(runs: Sequence[tuple[Sequence[str], int, int]], *, d: int = 8
+                     ) -> pd.DataFrame:
+    """:func:`synthetic_table` for each ``(methods, n, seed)`` of ``runs``, one table with
+    ``n`` in the column ``rows``. The network maps of every run are fitted side by side
+    at once, so that a run's longest fit does not keep the other cores waiting."""
+    jobs = [(kind, method, n, seed) for methods, n, seed in runs
+            for kind in ("linear", "flow") for method in methods]
+    found = fit_each(functools.partial(_synthetic_row, d=d), jobs, [job[1] for job in jobs])
+    return pd.DataFrame([{"g": kind, "method": method, "seed": seed, **result, "rows": n}
+                         for (kind, method, n, seed), result in zip(jobs, found)])
+
+
+def _synthetic_row(kind: str, method: str, n: int, seed: int, *, d: int) -> dict[str, float]:
+    """One row of :func:`synthetic_tables`: ``method``'s distances on the known pair."""
     from .flows import synthetic_pair  # PyTorch: the flow pair only
 
     X, Y = synthetic_pair(n, d, kind, seed=seed)

@@ -22,10 +22,12 @@ before.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
+import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -61,8 +63,9 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
     """``[function(*job) for job in jobs]``, the jobs spread over ``workers`` worker
     processes (default :func:`default_workers`), one job per worker at a time.
 
-    ``function`` must be importable by name (a module's function, or a
-    :func:`functools.partial` of one) and give the same result wherever it runs: seeded,
+    ``function`` must be importable by its module's name (a function of a module, not of
+    the script that runs, or a ``functools.partial`` of one; the workers do not run the
+    script) and give the same result wherever it runs: seeded,
     on a thread count it sets itself. An error raised by a job is raised here, as it was
     raised there. With one worker, or one job, everything runs in this process.
     """
@@ -75,7 +78,8 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
     pool = _pool(count)
     futures: list[Future] = []
     try:
-        futures += [pool.submit(_timed, function, *job) for job in jobs]
+        with _main_left_out():  # the workers start on these submissions
+            futures += [pool.submit(_timed, function, *job) for job in jobs]
         results = []
         for future in futures:
             result, seconds = future.result()
@@ -119,6 +123,29 @@ def _pool(count: int) -> ProcessPoolExecutor:
         _pools[count] = ProcessPoolExecutor(count, initializer=_ignore_interrupts,
                                             mp_context=multiprocessing.get_context("spawn"))
     return _pools[count]
+
+
+@contextlib.contextmanager
+def _main_left_out() -> Iterator[None]:
+    """Start workers without the caller's main module. A worker started fresh first runs
+    the script that started its parent (as ``__mp_main__``), so that functions defined there
+    can be sent to it; a script without an ``if __name__ == "__main__":`` guard would run
+    whole in every worker and fail there. The jobs here are the library's functions, found
+    by their module's name, so the workers need no main module: while they start, the
+    main module names no file or module to run."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {name: vars(main)[name] for name in ("__spec__", "__file__") if name in vars(main)}
+    try:
+        main.__spec__ = None
+        vars(main).pop("__file__", None)
+        yield
+    finally:
+        for name in ("__spec__", "__file__"):
+            if name in saved:
+                setattr(main, name, saved[name])
 
 
 def _ignore_interrupts() -> None:
