@@ -14,8 +14,8 @@ nonlinear g). A method that cannot be fitted on the rows given is reported with 
 
 The network maps (``inn``, ``mlp``) train on one thread each, so every function here
 fits them side by side in worker processes, one per core
-(:func:`analysis_lib.runtime.workers.map_jobs`: the same numbers, in about half the time
-on two cores); the closed-form maps are solved in the calling process.
+(:func:`analysis_lib.runtime.workers.map_jobs`: the same numbers, in 0.5 to 0.6 of the
+time on two cores); the closed-form maps are solved in the calling process.
 """
 
 from __future__ import annotations
@@ -107,8 +107,7 @@ def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
         return pd.DataFrame([{**row, "train": np.nan, "test": np.nan, "note": why}
                              for row in rows])
     fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
-                          [(layers[a][k], layers[b][k]) for a, b, k in keys],
-                          [method] * len(keys))
+                      [(layers[a][k], layers[b][k]) for a, b, k in keys], [method] * len(keys))
     return pd.DataFrame([{**row, **result, "note": ""} for row, result in zip(rows, fitted)])
 
 
@@ -133,7 +132,7 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
     cells = [(i, j) for i, j in itertools.product(range(n), range(n))
              if i < j or (i > j and not options["both_ways"])]
     fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
-                          [(layers[i], layers[j]) for i, j in cells], [method] * len(cells))
+                      [(layers[i], layers[j]) for i, j in cells], [method] * len(cells))
     M = np.zeros((n, n))
     for (i, j), result in zip(cells, fitted):
         M[i, j] = result["test"]

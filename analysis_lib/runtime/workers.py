@@ -65,9 +65,9 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
 
     ``function`` must be importable by its module's name (a function of a module, not of
     the script that runs, or a ``functools.partial`` of one; the workers do not run the
-    script) and give the same result wherever it runs: seeded,
-    on a thread count it sets itself. An error raised by a job is raised here, as it was
-    raised there. With one worker, or one job, everything runs in this process.
+    script) and give the same result wherever it runs: seeded, on a thread count it sets
+    itself. An error raised by a job is raised here, as it was raised there. With one
+    worker, or one job, everything runs in this process.
     """
     jobs = [tuple(job) for job in jobs]
     count = default_workers() if workers is None else int(workers)
@@ -146,6 +146,8 @@ def _main_left_out() -> Iterator[None]:
         for name in ("__spec__", "__file__"):
             if name in saved:
                 setattr(main, name, saved[name])
+            else:
+                vars(main).pop(name, None)
 
 
 def _ignore_interrupts() -> None:
