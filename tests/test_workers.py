@@ -115,6 +115,21 @@ def test_network_maps_fitted_in_workers_equal_those_fitted_here(monkeypatch, met
     assert alone.pair.tolist() == ["s0 / s1"] * 2 + ["s0 / s2"] * 2 + ["s1 / s2"] * 2
 
 
+def test_on_a_gpu_the_network_maps_are_fitted_here_one_after_another(monkeypatch):
+    """Workers are for maps trained on the CPU; a GPU would get one context per worker."""
+    import torch
+
+    from analysis_lib.runtime import device as devices
+
+    monkeypatch.setenv(workers.ENV, "2")
+    jobs = [(), ()]
+    assert os.getpid() not in pairs.fit_each(os.getpid, jobs, ["inn", "mlp"], "cpu")
+    monkeypatch.setattr(devices, "resolve", lambda device=None: torch.device("cuda"))
+    assert pairs.fit_each(os.getpid, jobs, ["inn", "mlp"]) == [os.getpid()] * 2
+    # the closed-form maps are always fitted here
+    assert pairs.fit_each(os.getpid, jobs, ["linreg", "cca"], "cpu") == [os.getpid()] * 2
+
+
 def test_the_synthetic_table_and_the_injection_are_the_same_with_workers(monkeypatch):
     rng = np.random.default_rng(1)
     features = {name: {"train": rng.standard_normal((40, 6)).astype(np.float32),

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..runtime import device as devices
 from ..runtime.profile import profiled
 from ..runtime.workers import map_jobs
 from .core import NETWORKS, fit_rows, held_out, rows_needed
@@ -62,10 +63,15 @@ def _synthetic_row(kind: str, method: str, n: int, seed: int, *, d: int) -> dict
 
 
 def fit_each(function: Callable[..., Any], jobs: Sequence[Sequence[Any]],
-             methods: Sequence[str]) -> list[Any]:
+             methods: Sequence[str], device: Any = None) -> list[Any]:
     """``function(*job)`` for every job, in order: the jobs whose method (``methods``, one
-    per job) trains a network side by side in worker processes, the others here."""
+    per job) trains a network side by side in worker processes when the networks train on
+    the CPU (``device``, resolved as :func:`~analysis_lib.alignment.fit` resolves it), the
+    others here. On a GPU every job runs here, one after another: each worker would
+    start a GPU context of its own for a network that keeps the GPU busy for milliseconds."""
     networks = [k for k, method in enumerate(methods) if method in NETWORKS]
+    if networks and not devices.is_cpu(devices.resolve(device)):
+        networks = []
     found = dict(zip(networks, map_jobs(function, [jobs[k] for k in networks])))
     return [found[k] if k in found else function(*job) for k, job in enumerate(jobs)]
 
@@ -107,7 +113,8 @@ def pair_distances(layers: Mapping[str, Sequence[np.ndarray]], method: str, *,
         return pd.DataFrame([{**row, "train": np.nan, "test": np.nan, "note": why}
                              for row in rows])
     fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
-                      [(layers[a][k], layers[b][k]) for a, b, k in keys], [method] * len(keys))
+                      [(layers[a][k], layers[b][k]) for a, b, k in keys], [method] * len(keys),
+                      options.get("device"))
     return pd.DataFrame([{**row, **result, "note": ""} for row, result in zip(rows, fitted)])
 
 
@@ -132,7 +139,8 @@ def layer_by_layer(layers: Sequence[np.ndarray], method: str = "linreg", *, seed
     cells = [(i, j) for i, j in itertools.product(range(n), range(n))
              if i < j or (i > j and not options["both_ways"])]
     fitted = fit_each(functools.partial(held_out, method=method, seed=seed, **options),
-                      [(layers[i], layers[j]) for i, j in cells], [method] * len(cells))
+                      [(layers[i], layers[j]) for i, j in cells], [method] * len(cells),
+                      options.get("device"))
     M = np.zeros((n, n))
     for (i, j), result in zip(cells, fitted):
         M[i, j] = result["test"]
