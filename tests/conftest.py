@@ -25,7 +25,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side b
     share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
 
-import labtools  # noqa: E402 (after the OpenMP settings, which torch reads once)
+import labtools  # noqa: E402
+import numpy as np  # noqa: E402 (after the OpenMP settings, which torch reads once)
 import pytest  # noqa: E402
 
 from analysis_lib import book, models  # noqa: E402
@@ -69,6 +70,20 @@ def _private_cache(tmp_path_factory):
 def tiny_models():
     """One tiny randomly initialised model per family, loaded once."""
     return {f: models.load(f"random:{f}", **TINY) for f in models.FAMILIES}
+
+
+@pytest.fixture
+def linear_heads(monkeypatch):
+    """Task heads that are fixed linear classifiers on the vectors: ``make(width, seed)``
+    gives one, and ``training.heads.head_logits`` applies it (no torch module to train)."""
+    from analysis_lib.training import heads
+
+    class Head:
+        def __init__(self, width, seed):
+            self.W = np.random.default_rng(seed).standard_normal((width, 2)).astype(np.float32)
+
+    monkeypatch.setattr(heads, "head_logits", lambda head, X: np.asarray(X) @ head.W)
+    return Head
 
 
 @pytest.fixture(scope="session")

@@ -165,7 +165,7 @@ def test_ridge_prefers_a_larger_ridge_on_few_noisy_rows():
     assert many.distance(X, Y) < 0.01
 
 
-def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monkeypatch):
+def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(linear_heads):
     """Ren et al.'s Table 4 on fewer rows than a linear map needs: the linear methods come
     back as not fitted, with the reason, and the others with their numbers; the claim that
     needs linreg is then inconclusive rather than the page stopping."""
@@ -184,13 +184,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(monke
     feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
                     "test": rng.standard_normal((10, 24)).astype(np.float32)}
              for name in ("a", "b")}
-
-    class Head:  # a fixed linear classifier on the vectors
-        def __init__(self, seed):
-            self.W = np.random.default_rng(seed).standard_normal((24, 2)).astype(np.float32)
-
-    monkeypatch.setattr(heads, "head_logits", lambda head, X: np.asarray(X) @ head.W)
-    injected = heads.injection(feats, {"a": Head(0), "b": Head(1)},
+    injected = heads.injection(feats, {"a": linear_heads(24, 0), "b": linear_heads(24, 1)},
                                {"test": rng.integers(0, 2, 10)}, ["linreg", "procrustes"])
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()

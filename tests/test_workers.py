@@ -130,23 +130,18 @@ def test_on_a_gpu_the_network_maps_are_fitted_here_one_after_another(monkeypatch
     assert pairs.fit_each(os.getpid, jobs, ["linreg", "cca"], "cpu") == [os.getpid()] * 2
 
 
-def test_the_synthetic_table_and_the_injection_are_the_same_with_workers(monkeypatch):
+def test_the_synthetic_table_and_the_injection_are_the_same_with_workers(monkeypatch,
+                                                                         linear_heads):
     rng = np.random.default_rng(1)
     features = {name: {"train": rng.standard_normal((40, 6)).astype(np.float32),
                        "test": rng.standard_normal((12, 6)).astype(np.float32)}
                 for name in ("a", "b")}
-
-    class Head:  # a fixed linear classifier on the vectors
-        def __init__(self, seed):
-            self.W = np.random.default_rng(seed).standard_normal((6, 2)).astype(np.float32)
-
-    monkeypatch.setattr(heads, "head_logits", lambda head, X: np.asarray(X) @ head.W)
     labels = {"test": rng.integers(0, 2, 12)}
 
     def tables():
         return (pairs.synthetic_table(["linreg", "mlp"], n=200, d=3, seed=1),
-                heads.injection(features, {"a": Head(0), "b": Head(1)}, labels,
-                                ["procrustes", "inn", "mlp"], seed=3))
+                heads.injection(features, {"a": linear_heads(6, 0), "b": linear_heads(6, 1)},
+                                labels, ["procrustes", "inn", "mlp"], seed=3))
 
     monkeypatch.setenv(workers.ENV, "1")
     alone = tables()
