@@ -248,7 +248,7 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]],
     training split's rows has no accuracy)."""
     rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(seed)
-    maps: list[tuple[int, str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
+    maps: list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray, str]]] = []
     for a, b in itertools.permutations(list(features), 2):
         head = heads[b]
         own = head_logits(head, features[b]["test"])
@@ -270,15 +270,13 @@ def injection(features: Mapping[str, Mapping[str, np.ndarray]],
             rows.append({"from": a, "to": b, "method": method, "accuracy": np.nan,
                          "note": unfit})
             if not unfit:
-                maps.append((len(rows) - 1, method, (train_a, train_b, features[a]["test"])))
+                maps.append((len(rows) - 1, (train_a, train_b, features[a]["test"], method)))
     # every map fitted at once: the network maps side by side in worker processes
-    for method in dict.fromkeys(method for _, method, _ in maps):
-        chosen = [(row, job) for row, m, job in maps if m == method]
-        mapped_all = alignment_pairs.fit_each(
-            functools.partial(alignment.fit_transform, method=method, seed=seed),
-            [job for _, job in chosen], [method] * len(chosen))
-        for (row, _), mapped in zip(chosen, mapped_all):
-            head = heads[rows[row]["to"]]
-            rows[row]["accuracy"] = float(np.mean(
-                head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))
+    mapped_all = alignment_pairs.fit_each(
+        functools.partial(alignment.fit_transform, seed=seed), [job for _, job in maps],
+        [job[3] for _, job in maps])
+    for (row, _), mapped in zip(maps, mapped_all):
+        head = heads[rows[row]["to"]]
+        rows[row]["accuracy"] = float(np.mean(
+            head_logits(head, mapped.astype(np.float32)).argmax(1) == labels["test"]))
     return pd.DataFrame(rows)
