@@ -156,3 +156,26 @@ def test_the_stopping_rule_does_not_end_a_run_still_climbing():
         "metrics": {"validation": {"accuracy": 0.776, "majority_baseline": 0.4, "n": 500}},
         "history": [{"validation_accuracy": v, "train_loss": 1.0} for v in climbing]})
     assert "its last epoch beat every earlier one by 0.022" in why
+
+
+def test_a_run_that_trained_its_whole_schedule_is_read_by_the_plateau_window_alone():
+    """A run trained to the end of its schedule (``until_plateau`` false: the learning rate
+    decayed to zero) whose last epoch is its best by more than one error has finished its
+    schedule, not been cut short: the gate reads its last two epochs' rise against the two
+    errors the validation set resolves. The same curve from a run that stopped on its
+    plateau (or a record that does not say) is read by the stopping rule, and a fixed run
+    whose window rose more than the resolution still fails."""
+    def record(curve, **config):
+        return {"metrics": {"validation": {"accuracy": curve[-1], "majority_baseline": 0.4,
+                                           "n": 500}},
+                "history": [{"validation_accuracy": v, "train_loss": 1.0} for v in curve],
+                **({"config": config} if config else {})}
+
+    annealed = [0.622, 0.71, 0.692, 0.702, 0.742]  # +0.032 over the window, resolution 0.039
+    assert plateau.rising(annealed, 500) and not plateau.plateaued(annealed, 500)
+    assert training_gate.training_problem(record(annealed, until_plateau=False)) == ""
+    for stopped in (record(annealed, until_plateau=True), record(annealed)):
+        assert "its last epoch beat every earlier one" in training_gate.training_problem(stopped)
+    steep = [0.6, 0.62, 0.64, 0.68, 0.71]  # +0.07 over the window
+    why = training_gate.training_problem(record(steep, until_plateau=False))
+    assert "rose 0.070 in its last 2 epochs" in why
