@@ -146,6 +146,7 @@ def score_grid(runs: Runs, models: Sequence[str], tasks: Sequence[str], *, head:
 
 
 def truncated_runs(grid: FinetuneGrid, layers: Sequence[int], *,
+                   epochs: float | None = None,
                    gate: Callable[[Mapping[str, Any]], str] | None = None,
                    progress: bool = True, cached_only: bool = False) -> pd.DataFrame:
     """Merchant et al. Fig. 4: the grid's first pretrained model cut after layer ``k`` and
@@ -153,16 +154,18 @@ def truncated_runs(grid: FinetuneGrid, layers: Sequence[int], *,
     grid's seeds; test accuracy per ``(k, seed)`` (cached like every fine-tuning), with the
     mean training loss of the first and the last epoch (did it converge?) and the validation
     accuracy after each epoch (``curve``, the learning curve: :func:`cut_curves`).
-    ``cached_only``: the runs the cache holds, nothing trained (another profile's longer
-    schedule). ``gate``, a function of a run's record that says why it cannot be read as
-    trained ("" when it can; the book's is
+    ``epochs``: the cut runs' schedule, when it is not the grid's (a cut model learns more
+    slowly per epoch, and each epoch costs it less). ``cached_only``: the runs the cache
+    holds, nothing trained (another profile's longer schedule). ``gate``, a function of a
+    run's record that says why it cannot be read as trained ("" when it can; the book's is
     :func:`analysis_lib.claims.training_gate.training_problem`), fills the column
     ``did_not_train``."""
     model, task = grid.models[0], grid.tasks[0]
     rows = []
     for k in layers:
         folder = truncated_copy(model, k, **grid.options(model))
-        cut = grid.only(models=(folder,), tasks=(task,), model_options=None)
+        cut = grid.only(models=(folder,), tasks=(task,), model_options=None,
+                        **({} if epochs is None else {"epochs": float(epochs)}))
         runs = (cached_grid(cut, min_seeds=1) if cached_only
                 else run_grid(cut, progress=progress))
         if runs is None:

@@ -503,3 +503,44 @@ def test_skip_bottom_reads_upper_layers_below_the_top_and_never_the_top_one():
     with pytest.raises(NotMeasured, match="fewer than three transformer layers"):
         phang.skip_bottom({("t", 0): frame([0.5, 0.8])})
     assert phang.skip_bottom({}) == []
+
+
+def test_cut_runs_train_on_their_own_schedule_when_given_one(monkeypatch):
+    """``epochs`` changes the cut runs' schedule alone: the cut model on the grid's first
+    task, every seed, the grid's recipe otherwise; without it, the grid's schedule."""
+    from analysis_lib.training.grid import FinetuneGrid
+
+    asked = []
+
+    class Run:
+        metrics = {"test": {"accuracy": 0.7}}
+        record = {"history": [{"train_loss": 1.0, "validation_accuracy": 0.5},
+                              {"train_loss": 0.4, "validation_accuracy": 0.66}]}
+
+    class Found:
+        def __init__(self, grid):
+            self.grid = grid
+
+        def seeds(self, model, task):
+            return list(self.grid.seeds)
+
+        def get(self, model, task, seed):
+            return Run()
+
+        def task(self, name):
+            return type("T", (), {"test": [0] * 9})()
+
+    monkeypatch.setattr(readout, "truncated_copy", lambda model, k, **options: f"cut{k}")
+    monkeypatch.setattr(readout, "run_grid",
+                        lambda grid, progress=True: asked.append(grid) or Found(grid))
+    grid = FinetuneGrid(models=("m", "n"), tasks=("x", "y"), seeds=(3, 4), epochs=5.0)
+    found = readout.truncated_runs(grid, [1, 3], epochs=10.0, gate=lambda record: "",
+                                   progress=False)
+    assert [g.models for g in asked] == [("cut1",), ("cut3",)]
+    assert {(g.tasks, g.seeds, g.epochs, g.n_train, g.preset) for g in asked} == \
+        {(("x",), (3, 4), 10.0, grid.n_train, grid.preset)}
+    assert len(found) == 4 and found.curve.iloc[0] == [0.5, 0.66]
+    assert (found.did_not_train == "").all() and found.n_test.eq(9).all()
+    asked.clear()
+    readout.truncated_runs(grid, [3], progress=False)
+    assert [g.epochs for g in asked] == [5.0]
