@@ -264,27 +264,28 @@ def test_seed_findings_follow_planted_distances():
     gaps = np.abs(np.subtract.outer(np.arange(5), np.arange(5)))
     within = {f"seed {s}": 0.05 * gaps + 0.002 * s for s in range(5)}
     maps = {"procrustes": _pairs(rising), "ridge": _pairs(rising, method="ridge", seed=3)}
-    found = _ren(synthetic, methods, injected, pretraining=_pairs(rising), pretraining_maps=maps,
+    found = _ren(synthetic, methods, injected, pretraining_maps=maps,
                            pretraining_attention=same, pretraining_finetuned=drifted,
                            pretraining_within=within, finetuned_attention=same,
-                           initial_attention=initial)
+                           initial_attention=initial, finetuned_before=_pairs(rising),
+                           finetuned_initial_attention=initial)
     assert list(found.index) == [c.id for c in claims.of_chapter("seeds")]
     for claim_id in found.index:
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
     assert "L4, fine-tuned - pretrained, 3 pairs: +0.30" in found.loc[
         "ren-finetune-apart", "what this run shows"]
     # no drift: not "holds"; a fine-tuned seed that did not train: no verdict
-    still = _ren(synthetic, pretraining=_pairs(rising),
+    still = _ren(synthetic, finetuned_before=_pairs(rising),
                            pretraining_finetuned=_pairs(rising, seed=2))
     assert still.loc["ren-finetune-apart", "verdict"] != "holds"
-    gated = _ren(synthetic, pretraining=_pairs(rising),
+    gated = _ren(synthetic, finetuned_before=_pairs(rising),
                            pretraining_finetuned=drifted,
                            untrained_pretraining={"zoo:mlm on t": "loss did not fall"})
     assert gated.loc["ren-finetune-apart", "verdict"] == "not measured"
     assert "zoo:mlm on t" in gated.loc["ren-finetune-apart", "what this run shows"]
     # flat pretraining seeds: no depth effect; without them, not measured
     level = _pairs({k: 0.3 for k in range(5)}, noise=0.0005)
-    flat = _ren(synthetic, methods, injected, pretraining=level,
+    flat = _ren(synthetic, methods, injected,
                 pretraining_maps={"procrustes": level})
     assert flat.loc["ren-depth", "verdict"] == "equivalent"
     # one unit per map: a depth effect that one map shows and another reverses is mixed,
@@ -308,20 +309,36 @@ def test_seed_findings_follow_planted_distances():
     start = pd.concat([_pairs(rising, task="t", kind="hidden states", seed=6),
                        _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention",
                               seed=7)], ignore_index=True)
-    for claim_id, table in (("ren-attention", "pretraining_attention"),
-                            ("ren-finetune-attention", "finetuned_attention")):
-        nulled = _ren(synthetic, **{table: same}, initial_attention=start).loc[claim_id]
+    for claim_id, table, null in (
+            ("ren-attention", "pretraining_attention", "initial_attention"),
+            ("ren-finetune-attention", "finetuned_attention", "finetuned_initial_attention")):
+        nulled = _ren(synthetic, **{table: same, null: start}).loc[claim_id]
         assert nulled["verdict"] == "equivalent", claim_id
         assert "the raw gap -0.3" in nulled["what this run shows"], claim_id
         # no untrained seeds to read the null from: no verdict, and the page says why
         bare = _ren(synthetic, **{table: same}).loc[claim_id]
         assert bare["verdict"] == "not measured" and "@0" in bare["what this run shows"]
     # Fig. 5b reads the fine-tuned seeds' table, and never the pretrained one in its place
-    assert _ren(synthetic, finetuned_attention=alike, initial_attention=initial).loc[
+    assert _ren(synthetic, finetuned_attention=alike, finetuned_initial_attention=initial).loc[
         "ren-finetune-attention", "verdict"] != "holds"
-    assert _ren(synthetic, pretraining_attention=same, initial_attention=initial).loc[
+    assert _ren(synthetic, pretraining_attention=same, initial_attention=initial,
+                finetuned_initial_attention=initial).loc[
         "ren-finetune-attention", "verdict"] == "not measured"
+    # the fine-tuned seeds are read on the sentences of the task they learnt: each claim
+    # reads its own null and its own before-table, never those of section 3b's sentences
     assert _ren(synthetic, finetuned_attention=same, initial_attention=initial,
+                finetuned_initial_attention=start).loc[
+        "ren-finetune-attention", "verdict"] == "equivalent"
+    assert _ren(synthetic, finetuned_attention=same, initial_attention=start,
+                finetuned_initial_attention=initial).loc[
+        "ren-finetune-attention", "verdict"] == "holds"
+    assert _ren(synthetic, pretraining_maps={"procrustes": drifted},
+                finetuned_before=_pairs(rising), pretraining_finetuned=drifted).loc[
+        "ren-finetune-apart", "verdict"] == "holds"
+    assert _ren(synthetic, pretraining_maps=maps, finetuned_before=drifted,
+                pretraining_finetuned=drifted).loc[
+        "ren-finetune-apart", "verdict"] != "holds"
+    assert _ren(synthetic, finetuned_attention=same, finetuned_initial_attention=initial,
                 untrained_pretraining={"zoo:mlm on t": "it did not learn"}).loc[
         "ren-finetune-attention", "verdict"] == "not measured"
     # the INN against the controls, not against a random map or the best map after the fact:

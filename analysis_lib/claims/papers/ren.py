@@ -4,16 +4,18 @@ All of them are tested by the seeds chapter, whose results the functions read by
 
 ``synthetic``              :func:`~analysis_lib.alignment.pairs.synthetic_table` rows (with
                            ``rows`` and ``seed`` columns): Table 3's known maps;
-``pretraining``            :func:`~analysis_lib.alignment.pairs.pair_distances` of models that
+``pretraining_maps``       :func:`~analysis_lib.alignment.pairs.pair_distances` of models that
                            differ only by their *pretraining* seed (the zoo's masked LMs, or
-                           the MultiBERTs), under the page's figure map;
-``pretraining_maps``       the same under each map the depth claim reads (map -> table);
+                           the MultiBERTs), under each map the depth claim reads (map ->
+                           table; the page's figure map among them);
 ``pretraining_attention``  the pair distances of those models' word vectors and attention
                            rows on the same sentences (``kind`` says which), with a ``task``
                            column;
 ``pretraining_finetuned``  :func:`~analysis_lib.alignment.pairs.pair_distances` of the same
                            models, each fine-tuned once with the same data, settings and
-                           seed, on the same sentences as ``pretraining``;
+                           seed, on sentences of the task they were fine-tuned on;
+``finetuned_before``       the same models before fine-tuning, on the same sentences as
+                           ``pretraining_finetuned``;
 ``pretraining_within``     the :func:`~analysis_lib.alignment.pairs.layer_by_layer` matrix of
                            each of those models (Fig. 3);
 ``methods``                :func:`~analysis_lib.alignment.pairs.method_distances` of the
@@ -24,10 +26,12 @@ All of them are tested by the seeds chapter, whose results the functions read by
 ``untrained_pretraining``  those of the fine-tuned pretraining seeds.
 ``finetuned_attention``    attention and hidden-state distances of the fine-tuned
                            pretraining seeds on the same sentences (as
-                           ``pretraining_attention``);
+                           ``pretraining_attention``), of the task they were fine-tuned on;
 ``initial_attention``      the same distances of the pretraining seeds' initial weights
-                           (before any training; the zoo's ``<name>@0``): the null of the
-                           attention claims.
+                           (before any training; the zoo's ``<name>@0``) on the sentences of
+                           ``pretraining_attention``: the null of ``ren-attention``;
+``finetuned_initial_attention``  the same on the sentences of ``finetuned_attention``: the
+                           null of ``ren-finetune-attention``.
 
 Ren et al.'s depth and attention claims are about pretraining seeds (their Figs. 2 and 4),
 so they are judged on those only: fine-tuning seeds share their pretrained weights and agree
@@ -221,11 +225,11 @@ def _attention_gaps(same: pd.DataFrame) -> dict[str, pd.DataFrame]:
     paper_effect=("Figs. 5a and 2: the deep layers' largest distance doubles, 0.06 to 0.12: "
                   "+0.06 (raw L2)"),
     paper_value=0.06)
-def finetune_apart(pretraining: pd.DataFrame | None,
+def finetune_apart(finetuned_before: pd.DataFrame | None,
                    pretraining_finetuned: pd.DataFrame | None) -> list[Evidence]:
     """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
-    before (the same models on the same sentences)."""
-    before, after = pretraining, pretraining_finetuned
+    before (the same models on the same sentences, of the task they were fine-tuned on)."""
+    before, after = finetuned_before, pretraining_finetuned
     if before is None or after is None or not len(before) or not len(after):
         return []
     top = int(min(before.layer.max(), after.layer.max()))
@@ -249,10 +253,10 @@ def finetune_apart(pretraining: pd.DataFrame | None,
     paper_effect=("Fig. 5: attention 0.0002-0.0004 against hidden states 0.02 to 0.12 (raw "
                   "L2; at least -0.02), with no untrained seeds beside them"))
 def finetune_attention(finetuned_attention: pd.DataFrame | None,
-                       initial_attention: pd.DataFrame | None) -> list[Evidence]:
+                       finetuned_initial_attention: pd.DataFrame | None) -> list[Evidence]:
     """:func:`attention`'s statistic on the fine-tuned pretraining seeds, against the same
-    seeds' initial weights."""
-    return attention(finetuned_attention, initial_attention)
+    seeds' initial weights on the same sentences."""
+    return attention(finetuned_attention, finetuned_initial_attention)
 
 
 @REN.claim(
