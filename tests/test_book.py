@@ -277,7 +277,8 @@ def test_pretraining_seeds_from_folders_carry_the_depth_claim(built_book, tmp_pa
     path = ROOT / "notebooks" / "seeds.ipynb"
     # section 3b is what this run reads: the page's other sections on their smallest inputs
     params = {**book.notebook_parameters(path, SMOKE), "pretraining_seeds": folders,
-              "align_methods": ["identity", "procrustes"], "synthetic_sizes": [100]}
+              "align_methods": ["identity", "procrustes"], "synthetic_sizes": [100],
+              "pretraining_finetune_epochs": 1.0}
     out = tmp_path / "seeds.ipynb"
     papermill.execute_notebook(str(path), str(out), parameters=params, cwd=str(path.parent),
                                progress_bar=False, execution_timeout=300)
