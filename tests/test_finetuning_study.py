@@ -223,6 +223,88 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     assert cached_grid(grid, min_seeds=2) is None
 
 
+def test_a_run_still_learning_when_its_schedule_ends_is_trained_again_for_longer(monkeypatch):
+    """A run whose learning curve still rose when its schedule ended (the training gate's
+    plateau rule) is trained again from its start, same seed, for ``longer_if_rising``
+    times the epochs, once, and every reader gets the longer run; a settled run, a curve too
+    short to judge and a recipe at its step limit are not, nor any with the rule off. The
+    cache is read the same way, and a run still rising after the longer schedule fails the
+    gate."""
+    from analysis_lib.training import grid as grid_module
+
+    curves = {  # (seed, epochs) -> validation accuracy after each epoch, on 500 examples
+        (0, 5.0): [0.60, 0.70, 0.72, 0.73, 0.725],  # settled: +0.01 in its last two
+        # the replica's tweets seed 101: +0.044 in its last two, 500 examples resolve 0.040
+        (1, 5.0): [0.63, 0.668, 0.69, 0.708, 0.734],
+        (1, 10.0): [0.60, 0.65, 0.68, 0.70, 0.72, 0.73, 0.74, 0.745, 0.75, 0.748],
+        (2, 5.0): [0.50, 0.55, 0.60, 0.62, 0.66],  # slow, and still rising after ten
+        (2, 10.0): [0.50, 0.55, 0.60, 0.62, 0.64, 0.66, 0.68, 0.70, 0.72, 0.76],
+        (1, 2.0): [0.50, 0.70],  # two points: no plateau to judge by
+    }
+    steps = {"cpu": 40, "phang2021": 10_000}  # the phang2021 recipe stops at 10,000 steps
+
+    class Run:
+        from_cache = False
+
+        def __init__(self, config):
+            curve = curves[(config.seed, config.epochs)]
+            self.config = config
+            self.metrics = {"test": {"accuracy": curve[-1], "macro_f1": curve[-1],
+                                     "majority_baseline": 0.45}}
+            self.record = {
+                "config": {"epochs": config.epochs, "until_plateau": config.until_plateau,
+                           "precision": "float32", "seed": config.seed},
+                "history": [{"epoch": k + 1, "validation_accuracy": a,
+                             "steps": steps["phang2021" if config.max_steps else "cpu"]}
+                            for k, a in enumerate(curve)],
+                "loss_curve": [{"step": 1, "train_loss": 0.9}, {"step": 2, "train_loss": 0.6}],
+                "metrics": {"validation": {"accuracy": curve[-1], "majority_baseline": 0.45,
+                                           "n": 500}},
+                "train_seconds": 1.0}
+
+    trained, stored = [], {}
+
+    def fake_finetune(model, task, config, **kwargs):
+        trained.append((config.seed, config.epochs))
+        stored[(config.seed, config.epochs)] = Run(config)
+        return stored[(config.seed, config.epochs)]
+
+    monkeypatch.setattr(grid_module, "finetune", fake_finetune)
+    monkeypatch.setattr(grid_module, "lookup", lambda model, task, config, **k:
+                        stored.get((config.seed, config.epochs)))
+    monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
+    monkeypatch.setattr(FinetuneGrid, "task", lambda self, name: None)
+    grid = FinetuneGrid.of({"models": ["minilm"], "tasks": ["tweets-sentiment"],
+                            "seeds": [0, 1, 2], "epochs": 5.0, "until_plateau": False})
+    assert grid.longer_if_rising == 2.0  # on by default
+    runs = run_grid(grid, progress=False)
+    assert trained == [(0, 5.0), (1, 5.0), (1, 10.0), (2, 5.0), (2, 10.0)]
+    assert runs.frame.epochs.tolist() == [5.0, 10.0, 10.0]
+    assert [r.config.epochs for *_, r in runs.each()] == [5.0, 10.0, 10.0]
+    problems = training_problems(runs)
+    assert list(problems) == ["minilm, tweets-sentiment, seed 2"]
+    assert problems["minilm, tweets-sentiment, seed 2"].startswith(
+        "it was still learning: validation accuracy rose 0.060 in its last 2 epochs")
+    # the cache read as trained, nothing trained; without its longer run a rising run is
+    # not in the cache, though its first schedule is
+    found = cached_grid(grid, min_seeds=1)
+    assert found.frame.epochs.tolist() == [5.0, 10.0, 10.0] and len(trained) == 5
+    del stored[(1, 10.0)]
+    assert grid.cached("minilm", "tweets-sentiment", 1) is None
+    assert cached_grid(grid, min_seeds=1).seeds("minilm", "tweets-sentiment") == [0, 2]
+    # the rule off: every run once, on its own schedule
+    trained.clear()
+    off = run_grid(grid.only(longer_if_rising=1.0), progress=False)
+    assert trained == [(0, 5.0), (1, 5.0), (2, 5.0)] and off.frame.epochs.tolist() == [5.0] * 3
+    # a curve too short to judge, and a recipe whose step limit the run reached: once
+    trained.clear()
+    grid.only(seeds=(1,), epochs=2.0).train("minilm", "tweets-sentiment", 1)
+    grid.only(preset="phang2021").train("minilm", "tweets-sentiment", 1)
+    assert trained == [(1, 2.0), (1, 5.0)]
+    with pytest.raises(ValueError, match="longer_if_rising"):
+        FinetuneGrid.of({"longer_if_rising": 0.5})
+
+
 def test_the_fine_tuning_grid_is_declared_once_and_checked_by_its_own_rules():
     """Every chapter that reads fine-tuned models declares the grid as one parameter with
     the ``grid`` rule, and a value is checked against the rules the grid declares."""

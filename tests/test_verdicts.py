@@ -15,6 +15,7 @@ from analysis_lib import claims
 from analysis_lib.claims import causes, tables, training_gate, verdicts
 from analysis_lib.claims import claim as records
 from analysis_lib.claims.verdicts import Evidence, decide
+from analysis_lib.training import learning
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -443,6 +444,14 @@ def test_the_training_gate_stops_a_run_still_learning_however_far_it_got():
     # two epochs give no plateau to judge by (the default of the book's old schedule)
     short = training_gate.training_problem(_record(0.70, 0.40, (0.6, 0.7)))
     assert "its learning curve has 2 points: no plateau to judge by" in short
+    # the plateau half alone, which the fine-tuning grid asks to train a run again: the same
+    # words, whatever the accuracy; nothing for a curve too short or broken to judge
+    assert learning.still_learning(_record(0.66, 0.40, slow)) == said
+    assert learning.still_learning(_record(0.41, 0.40, slow)) == said
+    for settled in (_record(0.79, 0.40), _record(0.66, 0.40, slow, n=50),
+                    _record(0.70, 0.40, (0.6, 0.7)), _record(0.8, 0.4, (0.6, float("nan"), 0.8)),
+                    _record(0.8, 0.4, n=None), {}, None):
+        assert learning.still_learning(settled) == ""
 
 
 @pytest.mark.parametrize("record, why", [

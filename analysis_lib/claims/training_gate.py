@@ -4,10 +4,11 @@ A claim read from a run that did not train gets no verdict
 (:func:`~analysis_lib.claims.verdicts.untrained`); every chapter asks the question of
 every fine-tuned run through :func:`training_problem`, with one rule: the run beat its
 majority baseline, and its learning curve reached a plateau
-(:func:`~analysis_lib.training.plateau.plateaued`, the rule a run trained
-``until_plateau`` stops by; a run that trained its whole schedule, by the plateau's window
-alone). A fixed share of loss drop is no test: a run on a hard task
-can learn well with a small drop, and one still learning fast can pass it.
+(:func:`~analysis_lib.training.learning.curve_problems`: the rule a run trained
+``until_plateau`` stops by, :func:`~analysis_lib.training.plateau.plateaued`; a run that
+trained its whole schedule, by the plateau's window alone). A fixed share of loss drop
+is no test: a run on a hard task can learn well with a small drop, and one still learning
+fast can pass it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..training import plateau
+from ..training.learning import curve_problems, trained_until_plateau
 
 
 class _Run(Protocol):
@@ -84,9 +85,8 @@ def training_problem(record: Mapping[str, Any]) -> str:
                         f"{TRAINED_ABOVE_MAJORITY} above the majority baseline "
                         f"{majority:.3f}")
     else:
-        config = record.get("config")
-        stopped = bool(config.get("until_plateau", True)) if isinstance(config, Mapping) else True
-        problems += _still_learning(record.get("history") or [], validation.get("n"), stopped)
+        problems += curve_problems(record.get("history") or [], validation.get("n"),
+                                   trained_until_plateau(record))
     source = "loss_curve" if "loss_curve" in record else "history"
     curve = record.get(source) or []
     if not isinstance(curve, list) or ("loss_curve" in record and not curve):
@@ -110,40 +110,6 @@ def training_problem(record: Mapping[str, Any]) -> str:
         problems.append(f"its training loss reads {min(losses):.3g}, and a cross-entropy is "
                         "never negative: the record is not a training run's")
     return "; ".join(problems)
-
-
-def _still_learning(history: list[Mapping[str, Any]], n: Any, stopped: bool = True
-                    ) -> list[str]:
-    """The plateau half of the gate: why the learning curve in ``history`` (validation
-    accuracy after each epoch, on ``n`` examples) has not reached its plateau.
-
-    A run that stopped on its plateau (``stopped``: trained ``until_plateau``, or a record
-    that does not say) is read by the rule it stopped by
-    (:func:`~analysis_lib.training.plateau.plateaued`). A run that trained its whole
-    schedule, the learning rate decaying to zero, is read by the plateau's window alone: its
-    last ``PATIENCE`` epochs must not have raised its best by more than the validation set
-    resolves. Its last epochs took the schedule's smallest steps, so a last epoch that is
-    its best is what the decay gives, not a run cut short; a rise over the window that the
-    validation set resolves still fails it."""
-    curve = [float(point.get("validation_accuracy", float("nan"))) for point in history]
-    if len(curve) <= plateau.PATIENCE:
-        return [f"its learning curve has {len(curve)} point{'s' * (len(curve) != 1)}: no "
-                f"plateau to judge by (train at least {plateau.PATIENCE + 1} epochs, or "
-                "until_plateau)"]
-    if not isinstance(n, int) or n < 1 or not np.isfinite(curve).all():
-        return ["its learning curve or validation size is missing or not a number"]
-    best = max(curve[-plateau.PATIENCE:])
-    settled = plateau.last_rise(curve) <= plateau.resolution(best, n)
-    if plateau.plateaued(curve, n) or (settled and not stopped):
-        return []
-    if settled:  # the last epoch climbs
-        return [f"it was still learning: its last epoch beat every earlier one by "
-                f"{plateau.last_rise(curve, 1):.3f}, more than one standard error of its "
-                f"{n} validation examples (train longer: more epochs, or until_plateau)"]
-    return [f"it was still learning: validation accuracy rose {plateau.last_rise(curve):.3f} "
-            f"in its last {plateau.PATIENCE} epochs, more than the "
-            f"{plateau.resolution(best, n):.3f} its {n} validation examples resolve (train "
-            "longer: more epochs, or until_plateau)"]
 
 
 def describe(problems: Mapping[str, str]) -> str:

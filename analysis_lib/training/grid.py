@@ -28,6 +28,7 @@ from ..runtime.device import TRAINING_PRECISIONS
 from . import zoo as zoo_training
 from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
+from .learning import still_learning
 
 #: validation and test examples per task unless a study asks for other sizes
 HELD_OUT = 500
@@ -96,6 +97,10 @@ class FinetuneGrid:
                              "a run trains)", min=0.05, max=100)
     until_plateau: bool = _setting(True, "bool", "stop each run once its validation accuracy "
                                    "reaches a plateau (analysis_lib.training.plateau)")
+    longer_if_rising: float = _setting(
+        2.0, "float", "a run whose learning curve still rose when its schedule ended (the "
+        "training gate's plateau rule) is trained again from its start, with the same seed, "
+        "for this many times its epochs (once; 1 trains none again)", min=1, max=10)
     preset: str = _setting("cpu", "str", "fine-tuning recipe: the book's own ('cpu') or a "
                            "paper's (see the fine-tuning page, section 1)", choices=_presets())
     precision: str = _setting(
@@ -156,14 +161,36 @@ class FinetuneGrid:
         ``store`` is what the cache keeps (:func:`~analysis_lib.training.finetune.finetune`).
         """
         options = self.options(model) if load_options is None else dict(load_options)
-        return finetune(model, self.task(task), self.settings(seed, **changes),
-                        progress=progress, store=store, cache_dir=cache_dir, **options)
+        split, settings = self.task(task), self.settings(seed, **changes)
+        result = finetune(model, split, settings, progress=progress, store=store,
+                          cache_dir=cache_dir, **options)
+        longer = self.longer(settings, result)
+        if longer is None:
+            return result
+        return finetune(model, split, longer, progress=progress, store=store,
+                        cache_dir=cache_dir, **options)
 
     def cached(self, model: str, task: str, seed: int, **changes: Any) -> FineTuned | None:
         """The run :meth:`train` would give, when the cache holds it; None otherwise
         (nothing is trained)."""
-        return lookup(model, self.task(task), self.settings(seed, **changes),
-                      **self.options(model))
+        split, settings = self.task(task), self.settings(seed, **changes)
+        options = self.options(model)
+        result = lookup(model, split, settings, **options)
+        longer = None if result is None else self.longer(settings, result)
+        return result if longer is None else lookup(model, split, longer, **options)
+
+    def longer(self, settings: FinetuneConfig, result: FineTuned) -> FinetuneConfig | None:
+        """The settings of a run trained again because it was still learning when its
+        schedule ended (:func:`~analysis_lib.training.learning.still_learning`): the same
+        run on :attr:`longer_if_rising` times the epochs. None for a run that settled, for a
+        curve too short to judge, and for a recipe whose step limit (``max_steps``, as in a
+        paper's) the schedule already reaches."""
+        if self.longer_if_rising <= 1 or not still_learning(result.record):
+            return None
+        steps = (result.record.get("history") or [{}])[-1].get("steps", 0)
+        if settings.max_steps is not None and steps >= settings.max_steps:
+            return None
+        return replace(settings, epochs=settings.epochs * float(self.longer_if_rising))
 
     def task(self, name: str) -> Task:
         """The book's split of task ``name`` at this grid's sizes (:func:`task_for`)."""
@@ -277,7 +304,7 @@ def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Ru
 
 #: the columns of :attr:`Runs.frame`, one row per run
 RUN_COLUMNS = ("model", "task", "seed", "accuracy", "macro_f1", "majority", "precision",
-               "train_seconds", "from_cache")
+               "epochs", "train_seconds", "from_cache")
 
 
 def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, Any]:
@@ -285,6 +312,7 @@ def _run_row(model: str, task: str, seed: int, result: FineTuned) -> dict[str, A
     return {"model": model, "task": task, "seed": seed, "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
             "precision": result.record["config"].get("precision", "float32"),
+            "epochs": float(result.record["config"].get("epochs", float("nan"))),
             "train_seconds": result.record["train_seconds"], "from_cache": result.from_cache}
 
 
