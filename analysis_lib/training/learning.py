@@ -39,7 +39,7 @@ def curve_problems(history: list[Mapping[str, Any]], n: Any, stopped: bool = Tru
         return [f"its learning curve has {len(curve)} point{'s' * (len(curve) != 1)}: no "
                 f"plateau to judge by (train at least {plateau.PATIENCE + 1} epochs, or "
                 "until_plateau)"]
-    if not isinstance(n, int) or n < 1 or not np.isfinite(curve).all():
+    if not _judged(curve, n):
         return ["its learning curve or validation size is missing or not a number"]
     return _rising(curve, n, stopped)
 
@@ -53,8 +53,7 @@ def still_learning(record: Mapping[str, Any]) -> str:
         return ""
     curve = _curve(record.get("history") or [])
     n = ((record.get("metrics") or {}).get("validation") or {}).get("n")
-    if (len(curve) <= plateau.PATIENCE or not isinstance(n, int) or n < 1
-            or not np.isfinite(curve).all()):
+    if not isinstance(n, int) or not _judged(curve, n):
         return ""
     return "; ".join(_rising(curve, n, trained_until_plateau(record)))
 
@@ -67,6 +66,13 @@ def trained_until_plateau(record: Mapping[str, Any]) -> bool:
 
 def _curve(history: list[Mapping[str, Any]]) -> list[float]:
     return [float(point.get("validation_accuracy", float("nan"))) for point in history]
+
+
+def _judged(curve: list[float], n: Any) -> bool:
+    """Whether the plateau rule can read ``curve`` on ``n`` validation examples: more than
+    ``PATIENCE`` points, every one a number, and a count of examples."""
+    return (len(curve) > plateau.PATIENCE and isinstance(n, int) and n >= 1
+            and bool(np.isfinite(curve).all()))
 
 
 def _rising(curve: list[float], n: int, stopped: bool) -> list[str]:
