@@ -47,7 +47,7 @@ test: ruff chromium
 	$(MAKE) --no-print-directory -j2 typecheck pytest
 
 pytest: $(STAMP)
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_similarity.py

@@ -44,6 +44,21 @@ TRICKY = [
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
 ]
 
+#: the test files that take longest, longest first: ``make test`` hands its workers whole
+#: files in collection order (``--dist loadfile --no-loadscope-reorder``), so these start
+#: first and the many short files fill in at the end, where one long file started last would
+#: leave the other worker idle (the order of the file durations of a 2-core run)
+LONGEST_FIRST = ("test_book.py", "test_packaged.py", "test_zoo.py", "test_finetune.py",
+                 "test_chapter_runs.py", "test_sweep.py", "test_models.py", "test_devices.py",
+                 "test_jupyterlab.py", "test_extract.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The files of :data:`LONGEST_FIRST` first, in its order; every file's tests together,
+    in their own order."""
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
