@@ -24,10 +24,10 @@ def _findings(summaries, jackknives, measures, *, matrices=None, collection=None
         "matrices": matrices, "collection": collection, "models": models})
 
 
-def _objective(values, seeds, other, not_learned=()):
+def _objective(values, seeds, controls, not_learned=(), draws=None):
     return verdicts.judge([claims.get("wu-objective")], {
-        "zoo_summary": values, "zoo_seeds": seeds, "zoo_control": other,
-        "not_learned": not_learned, "measures": ["linear_cka"]})
+        "zoo_summary": values, "zoo_seeds": seeds, "zoo_controls": controls,
+        "zoo_draws": draws, "not_learned": not_learned, "measures": ["linear_cka"]})
 
 
 def _corpus(agreements, n_layers):
@@ -454,34 +454,71 @@ def test_contrasts_get_a_unit_over_models():
 
 
 def test_objective_claim_cancels_the_seed():
-    """Each seed's mean similarity to the other seeds minus to the other objective's model:
+    """Each seed's mean similarity to the other seeds minus to the other objective's models:
     holds when the seeds are closer to each other, not when the other objective is as
-    close as another seed; a model that did not learn gives no verdict."""
+    close as another seed; a model that did not learn gives no verdict, nor does one model
+    of the other objective (one draw)."""
     from analysis_lib.claims.papers.wu import PairKey
 
-    seeds = ["s0", "s1", "s2", "s3", "s4"]
+    seeds, controls = ["s0", "s1", "s2", "s3", "s4"], ["c0", "c1", "c2"]
 
     def values(to_other):
         out = {PairKey("matched", a, b): 0.8 + 0.01 * i
                for i, (a, b) in enumerate((a, b) for k, a in enumerate(seeds)
                                           for b in seeds[k + 1:])}
-        out.update({PairKey("matched", s, "clm"): to_other + 0.005 * k
-                    for k, s in enumerate(seeds)})
+        out.update({PairKey("matched", s, c): to_other + 0.005 * k + 0.002 * j
+                    for k, s in enumerate(seeds) for j, c in enumerate(controls)})
         return out
 
-    found = _objective(values(0.5), seeds, "clm")
+    found = _objective(values(0.5), seeds, controls)
     assert found.loc["wu-objective", "verdict"] == "holds"
-    assert "5 seed models against clm" in found.loc["wu-objective", "what this run shows"]
-    same = _objective(values(0.845), seeds, "clm")
+    shows = found.loc["wu-objective", "what this run shows"]
+    assert "5 seed models against 3 of the other objective (c0, c1, c2)" in shows
+    same = _objective(values(0.845), seeds, controls)
     assert same.loc["wu-objective", "verdict"] != "holds"
-    gated = _objective(values(0.5), seeds, "clm", not_learned=["clm"])
+    gated = _objective(values(0.5), seeds, controls, not_learned=["c1"])
     assert gated.loc["wu-objective", "verdict"] == "not measured"
+    one = _objective(values(0.5), seeds, ["c0"])
+    assert one.loc["wu-objective", "verdict"] == "not measured"
+    assert "one draw" in one.loc["wu-objective", "what this run shows"]
     with pytest.raises(ValueError, match="no pair s0 - other"):
-        _objective(values(0.5), seeds, "other")
+        _objective(values(0.5), seeds, ["other", "c0"])
     # a run without the zoo still records the claim, with the reason
-    empty = _objective({}, [], "clm")
+    empty = _objective({}, [], [])
     assert empty.loc["wu-objective", "verdict"] == "not measured"
     assert "zoo_set" in empty.loc["wu-objective", "what this run shows"]
+
+
+def test_objective_claim_leaves_out_a_control_of_the_seed_models_own_seed():
+    """A causal model drawn from a masked model's own seed shares its initial weights and
+    data order: the claim leaves it out of that model's mean, so that a planted pair of one
+    seed, as alike as two copies, neither helps nor hides the objective. Its value for each
+    seed model equals the plain mean over the controls of other seeds."""
+    from analysis_lib.claims.papers.wu import PairKey, objective
+
+    seeds, controls = ["m0", "m1", "m2"], ["c0", "c1", "c2"]
+    draws = {"m0": 0, "m1": 1, "m2": 2, "c0": 0, "c1": 1, "c2": 2}
+    rng = np.random.default_rng(3)
+    values = {PairKey("matched", a, b): float(rng.uniform(0.7, 0.8))
+              for k, a in enumerate(seeds) for b in seeds[k + 1:]}
+    values.update({PairKey("matched", s, c): (0.99 if draws[s] == draws[c]
+                                              else float(rng.uniform(0.4, 0.5)))
+                   for s in seeds for c in controls})
+    (evidence,) = objective(values, seeds, controls, draws, [], ["linear_cka"])
+    expected = []
+    for s in seeds:
+        to_seeds = np.mean([values.get(PairKey("matched", s, t),
+                                       values.get(PairKey("matched", t, s)))
+                            for t in seeds if t != s])
+        to_other = np.mean([values[PairKey("matched", s, c)] for c in controls
+                            if draws[c] != draws[s]])
+        expected.append(to_seeds - to_other)
+    assert evidence.estimate == pytest.approx(np.mean(expected))
+    assert "own seed is left out" in evidence.note
+    # without the draws every control counts, and the planted same-seed pairs pull the
+    # estimate down
+    (plain,) = objective(values, seeds, controls, None, [], ["linear_cka"])
+    assert plain.estimate < evidence.estimate - 0.1
 
 
 def test_rank_overlap_matches_its_definition_with_ties_and_gaps():

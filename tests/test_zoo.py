@@ -259,6 +259,19 @@ def test_the_replica_set_draws_every_default_model_again_from_seeds_no_other_mod
     assert zoo.seed_models("replica") == [f"zoo:replica-{m[4:]}" for m in zoo.seed_models()]
     assert zoo.causal_base("replica") == "zoo:replica-base"
     assert zoo.causal_base() == "zoo:base"
+    # the other objective's draws: causal models that differ from the base only by seed,
+    # each of a seed that one masked-LM seed model shares (its seed-matched pair)
+    causal = zoo.causal_seed_models()
+    assert causal[0] == "zoo:base" and len(causal) == zoo.CAUSAL_SEEDS >= 2
+    assert zoo.causal_seed_models("replica") == [f"zoo:replica-{m[4:]}" for m in causal]
+    for name in causal:
+        config = zoo.ZOO[name[4:]]
+        assert replace(config, seed=zoo.BASE.seed) == zoo.BASE
+    drawn = zoo.draws(causal + zoo.seed_models())
+    assert len(set(drawn[c] for c in causal)) == len(causal)
+    assert {drawn[c] for c in causal} <= {drawn[m] for m in zoo.seed_models()}
+    assert zoo.draws(["zoo:replica-seed-2", "zoo:base@400"]) == {
+        "zoo:replica-seed-2": 2 + zoo.REPLICA_OFFSET, "zoo:base@400": zoo.BASE.seed}
     mapped = {f: [(a.replace("zoo:", "zoo:replica-"), b.replace("zoo:", "zoo:replica-"))
                   for a, b in pairs] for f, pairs in zoo.factors(set_name="default").items()}
     assert zoo.factors(set_name="replica") == mapped

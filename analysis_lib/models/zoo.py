@@ -11,10 +11,11 @@ exactly one setting of it:
 factor             models
 =================  =========================================================================
 seed               ``mlm``, ``mlm-seed-1`` ... ``mlm-seed-5``: six masked LMs, as Ren et
-                   al.'s MultiBERTs (``zoo`` set: also the causal ``base``, ``seed-1`` ...
-                   ``seed-5``)
+                   al.'s MultiBERTs; the causal ``base``, ``seed-1`` and ``seed-2``
+                   (``zoo`` set: up to ``seed-5``)
 objective          ``base`` (causal LM, reads left to right) and ``mlm`` (masked LM, both
-                   directions), the same architecture
+                   directions), the same architecture; over seeds, the masked-LM seeds
+                   against the causal ones
 depth              ``base`` (4 layers) and ``depth-2`` (``zoo`` set: also ``depth-6``)
 data               ``tweets`` and ``bbc`` (``zoo`` set): trained on one domain only
 training length    ``base@<step>``: the base model's weights at earlier steps of its run
@@ -84,8 +85,15 @@ _ZOO: dict[str, PretrainConfig] = {
        for s in range(3)},
 }
 
+#: how many causal LMs of the base configuration the offline book trains (``base``,
+#: ``seed-1``, ...): the other objective's draws, against which the representation chapter
+#: compares the masked-LM seeds (one causal model would be one draw, its seed and its
+#: objective not told apart)
+CAUSAL_SEEDS = 3
+
 #: the models the offline book trains
-DEFAULT_SET = ("base", "mlm", *(f"mlm-seed-{s}" for s in range(1, SEEDS)), "depth-2")
+DEFAULT_SET = ("base", "mlm", *(f"mlm-seed-{s}" for s in range(1, SEEDS)), "depth-2",
+               *(f"seed-{s}" for s in range(1, CAUSAL_SEEDS)))
 #: a replica model's name: the ``default`` set model it draws again, after this prefix
 REPLICA = "replica-"
 #: how far a replica model's seed lies from its ``default`` model's: seeds 100 and up, which
@@ -127,7 +135,7 @@ def causal_base(set_name: str = "default") -> str:
 #: the pairs of models that differ in one factor only
 FACTORS = {
     "seed": (("mlm", "mlm-seed-1"), ("mlm", "mlm-seed-2"), ("mlm-seed-1", "mlm-seed-2")),
-    "objective": (("base", "mlm"),),
+    "objective": (("base", "mlm"), ("seed-1", "mlm-seed-1"), ("seed-2", "mlm-seed-2")),
     "depth": (("base", "depth-2"),),
     "data": (("tweets", "bbc"),),
     "training length": tuple((f"base@{s}", "base") for s in BASE.checkpoints),
@@ -176,6 +184,23 @@ def seed_models(set_name: str = "default", step: int | None = None) -> list[str]
     for name in out:
         parse(name[len("zoo:"):])  # an unknown step is named with the steps kept
     return out
+
+
+def causal_seed_models(set_name: str = "default") -> list[str]:
+    """The ``zoo:`` names of a set's causal LMs of the base configuration that differ only by
+    their pretraining seed (``base`` first): the other objective's draws, beside the
+    masked-LM seeds of :func:`seed_models`."""
+    if set_name not in SETS:
+        raise ValueError(f"no zoo set {set_name!r}; sets: {', '.join(SETS)}")
+    return [f"zoo:{n}" for n in SETS[set_name]
+            if role(n) == "base" or role(n).startswith("seed-")]
+
+
+def draws(names: Sequence[str]) -> dict[str, int]:
+    """Each zoo model's pretraining seed, by its ``zoo:`` name (checkpoints share their
+    model's): two models of one seed start from the same draw of the initial weights and
+    read the data in the same order."""
+    return {name: ZOO[parse(name.removeprefix("zoo:"))[0]].seed for name in names}
 
 
 def not_learned(names: Sequence[str], *, cache_dir: str | os.PathLike | None = None

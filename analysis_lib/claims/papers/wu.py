@@ -9,7 +9,7 @@ Three chapters test them, and the functions read their results by name:
   ``matrices``, ``collection`` and ``models`` (for a second unit over models), ``localization``
   (:func:`~analysis_lib.collection.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
-  ``zoo_control`` and ``not_learned``;
+  ``zoo_controls``, ``zoo_draws`` and ``not_learned``;
 * the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
   matrix) and ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
 * the fine-tuning chapter: ``change``
@@ -495,50 +495,80 @@ def shared_stages(models: Sequence[str]) -> str:
             "objective alone")
 
 
+def matched_key(summary: Mapping[SummaryKey, float], a: str, b: str) -> PairKey:
+    """The key of models ``a`` and ``b`` at matching depth in ``summary`` (:func:`summary`),
+    in whichever order it holds them; a ``ValueError`` naming the pair when it holds
+    neither."""
+    for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
+        if key in summary:
+            return key
+    raise ValueError(f"the collection holds no pair {a} - {b}")
+
+
 @WU.claim("wu-objective", "§5.1, Fig. 2",
     "the objective alone matters: models of one architecture trained with another "
     "objective are less alike than models that differ only by seed",
     "yes: within-family more similar; the objective matters",
     "per masked-LM seed model of the zoo: mean linear CKA at matching depth to the "
-    "other seeds minus to the causal LM of the same architecture and training length, "
-    "over the seed models", "greater", 0.02, SIM,
+    "other masked-LM seeds minus to the causal LMs of the same architecture and training "
+    "length drawn from other seeds, over the seed models", "greater", 0.02, SIM,
     control=("condition", "pairs that differ only by the pretraining seed (one factor: "
                           "the objective)"),
     paper_effect=figure("Fig. 2"),
     chapter="representation")
 def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequence[str] | None,
-              zoo_control: str | None, not_learned: Sequence[str] | None,
+              zoo_controls: Sequence[str] | None, zoo_draws: Mapping[str, int] | None,
+              not_learned: Sequence[str] | None,
               measures: Sequence[str] | None) -> list[Evidence]:
     """Wu et al.'s family observation with one factor changed: for each of ``zoo_seeds``
     (models of one objective that differ only by their seed), its mean similarity at
     matching depth (``zoo_summary``: :func:`summary` of a collection holding them all,
-    ``PairKey("matched", ...)``) to the other seeds minus its similarity to ``zoo_control``
-    (the same architecture and training length, the other objective). Both terms compare
-    models of different seeds, so the seed cancels and the objective is left. One value per
-    seed, a t interval over them; not measured when a model did not learn."""
-    if zoo_summary is None or zoo_control is None:
+    ``PairKey("matched", ...)``) to the other seeds minus its mean similarity to the models
+    of ``zoo_controls`` (the same architecture and training length, the other objective,
+    each drawn from its own seed). A control drawn from the seed model's own seed
+    (``zoo_draws``: each model's pretraining seed; without it every pair counts as two
+    draws) is left out of that seed model's mean, so both terms compare models of different
+    seeds: the seed cancels and the objective is left. One value per seed model, a t
+    interval over them; not measured when a model did not learn, or with fewer than two
+    controls (one model of the other objective is one draw: its seed and its objective
+    cannot be told apart)."""
+    if zoo_summary is None or not zoo_controls:
         raise NotMeasured("not measured: no zoo in this run (zoo_set is empty, or the word "
                           "arrays are elsewhere)")
-    seeds = list(zoo_seeds or [])
-    skipped = [m for m in [*seeds, zoo_control] if m in set(not_learned or ())]
+    seeds, controls = list(zoo_seeds or []), list(zoo_controls)
+    skipped = [m for m in [*seeds, *controls] if m in set(not_learned or ())]
     if skipped:
         raise NotMeasured(f"not measured: {', '.join(skipped)} did not learn")
     if len(seeds) < 2:
         raise NotMeasured("not measured: needs two seed models or more that learned (a "
                           "profile with a zoo_set trains them)")
+    if len(controls) < 2:
+        raise NotMeasured(f"not measured: one model of the other objective "
+                          f"({', '.join(controls)}) is one draw of it, whose seed and "
+                          f"objective cannot be told apart; needs two or more (a zoo set "
+                          f"with causal seed models: seed-1, seed-2, ...)")
+    draws = dict(zoo_draws or {})
 
     def matched(a: str, b: str) -> float:
-        for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
-            if key in zoo_summary:
-                return zoo_summary[key]
-        raise ValueError(f"the collection holds no pair {a} - {b}")
+        return zoo_summary[matched_key(zoo_summary, a, b)]
 
-    gaps = {s: float(np.mean([matched(s, t) for t in seeds if t != s]) - matched(s, zoo_control))
-            for s in seeds}
+    def other_draws(s: str, models: Sequence[str]) -> list[str]:
+        return [t for t in models if t != s and (s not in draws or draws.get(t) != draws[s])]
+
+    gaps = {}
+    for s in seeds:
+        against = other_draws(s, controls)
+        if not against:
+            raise NotMeasured(f"not measured: every control shares {s}'s seed")
+        gaps[s] = float(np.mean([matched(s, t) for t in other_draws(s, seeds)])
+                        - np.mean([matched(s, c) for c in against]))
     rep = _rep(measures) if measures else "linear_cka"
-    return [Evidence.from_values(f"{rep}, {len(seeds)} seed models against {zoo_control}",
-                                 list(gaps.values()),
-                                 note=f"the seeds' pairs are shared; {per_value(gaps)}")]
+    return [Evidence.from_values(
+        f"{rep}, {len(seeds)} seed models against {len(controls)} of the other objective "
+        f"({', '.join(controls)})",
+        list(gaps.values()),
+        note=f"the seeds' and the controls' pairs are shared; a control of a seed model's "
+             f"own seed is left out of its mean; {per_value(gaps)}")]
 
 
 @WU.claim("wu-other-corpus", "App. B.1",
@@ -828,11 +858,7 @@ def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
     rows = []
     for factor, pairs in factors.items():
         for a, b in pairs:
-            key = PairKey("matched", a, b)
-            if key not in values:
-                key = PairKey("matched", b, a)
-            if key not in values:
-                raise ValueError(f"the collection holds no pair {a} - {b}")
+            key = matched_key(values, a, b)
             low, high = bounds.get(key, (float("nan"), float("nan")))
             flagged = [m for m in (a, b) if m in set(not_learned)]
             rows.append({"factor": factor, "models": f"{a} vs {b}",
