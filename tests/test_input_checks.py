@@ -405,6 +405,9 @@ def test_cache_dir_reaches_model_loading_and_nothing_goes_to_the_home_cache(
     monkeypatch.delenv(cache.ENV_VAR, raising=False)
     mine = tmp_path / "mine"
     options = {**TINY, "vocab_size": 1234}  # a tokenizer no other test trained
+    # as in a fresh process: the tokenizer's training text is parsed from the packaged
+    # corpora here, whatever this worker's earlier tests parsed
+    corpora._parsed.cache_clear()
     corpus = corpora.from_sentences(["the film was good", "this car is bad"])
     extract.extract("random:bert", corpus, cache_dir=str(mine), progress=False, **options)
     finetune.finetune("random:gpt2", keyword_task(), FAST, cache_dir=mine, progress=False,

@@ -261,16 +261,16 @@ def _lines(data: np.ndarray, n: int) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _parsed(name: str, unit: str) -> tuple[tuple[str, ...], tuple[int, ...],
-                                           tuple[tuple[str, ...], ...]]:
+def _parsed(name: str, unit: str, cache_dir: str | None = None
+            ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[tuple[str, ...], ...]]:
     """Every text of a packaged corpus with its label and its words (:func:`words_of`), in
-    file order. Parsed once per cache and then read back (every process of a build reads
-    them): texts, and words joined by spaces, one line each (neither holds a newline after
-    :func:`clean_text`, nor a word a space). An entry that does not read back whole is
-    removed and parsed again."""
+    file order. Parsed once per cache (``cache_dir``, by default the library's cache) and
+    then read back (every process of a build reads them): texts, and words joined by spaces,
+    one line each (neither holds a newline after :func:`clean_text`, nor a word a space). An
+    entry that does not read back whole is removed and parsed again."""
     from ..runtime.cache import ArrayCache
 
-    cache, key = ArrayCache("corpora"), _parse_key(name, unit)
+    cache, key = ArrayCache("corpora", cache_dir), _parse_key(name, unit)
     hit = cache.load(key)
     if hit is not None:
         arrays, meta = hit
@@ -295,16 +295,26 @@ def _parsed(name: str, unit: str) -> tuple[tuple[str, ...], tuple[int, ...],
     return tuple(texts), tuple(labels), words
 
 
-def read_tweets() -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """All distinct tweets (first occurrence wins) and their labels, in file order."""
-    texts, labels, _ = _parsed("tweets", "sentence")
+def read_tweets(cache_dir: str | os.PathLike | None = None
+                ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """All distinct tweets (first occurrence wins) and their labels, in file order; parsed
+    once per cache (``cache_dir``, by default the library's)."""
+    texts, labels, _ = _parsed("tweets", "sentence", _root(cache_dir))
     return texts, labels
 
 
-def read_bbc(unit: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'."""
-    texts, labels, _ = _parsed("bbc-news", unit)
+def read_bbc(unit: str, cache_dir: str | os.PathLike | None = None
+             ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """BBC texts and topic labels; ``unit`` is 'sentence', 'headline' or 'article'; parsed
+    once per cache (``cache_dir``, by default the library's)."""
+    texts, labels, _ = _parsed("bbc-news", unit, _root(cache_dir))
     return texts, labels
+
+
+def _root(cache_dir: str | os.PathLike | None) -> str | None:
+    """A cache folder as :func:`_parsed`'s memo keys it (a string, or None for the
+    default)."""
+    return None if cache_dir is None else str(cache_dir)
 
 
 def packaged_words(name: str, unit: str = "sentence") -> tuple[tuple[str, ...], ...]:

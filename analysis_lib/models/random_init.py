@@ -45,12 +45,14 @@ _SPECIALS = {
 }
 
 
-def _training_text(limit: int = 12000) -> list[str]:
-    """A fixed, deterministic sample of the offline corpora to train tokenizers on."""
+def _training_text(limit: int = 12000, cache_dir: str | os.PathLike | None = None
+                   ) -> list[str]:
+    """A fixed, deterministic sample of the offline corpora to train tokenizers on (the
+    corpora parsed once per cache: ``cache_dir``, by default the library's)."""
     from ..data.corpora import read_bbc, read_tweets
 
-    tweets, _ = read_tweets()
-    bbc, _ = read_bbc("sentence")
+    tweets, _ = read_tweets(cache_dir)
+    bbc, _ = read_bbc("sentence", cache_dir)
     half = limit // 2
     return list(tweets[:: max(1, len(tweets) // half)][:half]) + list(
         bbc[:: max(1, len(bbc) // half)][:half])
@@ -208,7 +210,7 @@ def train_tokenizer(family: str, vocab_size: int = 8000,
         with claimed(file):  # two processes that ask at once: one trains, one reads
             tokenizer = _read_tokenizer(file)
             if tokenizer is None:
-                text = _training_text()
+                text = _training_text(cache_dir=cache_dir)
                 tokenizer, trainer = _untrained(kind, sp, specials, vocab_size, text)
                 tokenizer.train_from_iterator(text, trainer=trainer)
                 tokenizer = canonical_ids(tokenizer, specials)
