@@ -10,6 +10,10 @@ from analysis_lib import similarity as sim
 from analysis_lib.runtime import device as devices
 from analysis_lib.similarity.pairwise import timing_engine
 
+#: the default device's name here: "cuda" on a machine with a GPU, else "cpu" (CI). The
+#: tests that name it explicitly hold on both; tests/test_gpu.py compares the two devices.
+HERE = devices.resolve(None).type
+
 SUITE = ["neuronsim", "mixedsim", "svcca", "pwcca", "linear_cka", "procrustes", "cca"]
 
 
@@ -125,12 +129,13 @@ def test_value_functions_return_numpy():
 # --------------------------------------------------------------------------- extraction
 
 
-def test_extraction_on_an_explicit_cpu_equals_the_default(tiny_models, tricky_corpus):
+def test_extraction_on_the_default_device_named_explicitly_equals_the_default(
+        tiny_models, tricky_corpus):
     from analysis_lib import extract
 
     kw = dict(cache=False, progress=False, batch_size=3)
     a = extract.extract(tiny_models["bert"], tricky_corpus, **kw)
-    b = extract.extract(tiny_models["bert"], tricky_corpus, device="cpu", **kw)
+    b = extract.extract(tiny_models["bert"], tricky_corpus, device=HERE, **kw)
     for name in ("words", "sentence_first", "sentence_last", "sentence_mean"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
@@ -187,7 +192,7 @@ def test_extraction_options_are_checked_and_keyed(tiny_models, tricky_corpus, tm
     kw = dict(cache_dir=tmp_path, progress=False)
     a = extract.extract(loaded, tricky_corpus, **kw)
     b = extract.extract(loaded, tricky_corpus, storage="float16", **kw)
-    c = extract.extract(loaded, tricky_corpus, device="cpu", **kw)
+    c = extract.extract(loaded, tricky_corpus, device=HERE, **kw)
     assert a.cache_key != b.cache_key and a.cache_key == c.cache_key
     assert c.from_cache and b.words.dtype == np.float16
 
@@ -195,7 +200,7 @@ def test_extraction_options_are_checked_and_keyed(tiny_models, tricky_corpus, tm
 # --------------------------------------------------------------------------- training
 
 
-def test_finetuning_on_an_explicit_cpu_is_the_default_run(tmp_path):
+def test_finetuning_on_the_default_device_named_explicitly_is_the_default_run(tmp_path):
     from analysis_lib.training import finetune
     from tests.test_finetune import FAST, TINY, keyword_task
 
@@ -204,8 +209,8 @@ def test_finetuning_on_an_explicit_cpu_is_the_default_run(tmp_path):
     a = finetune.finetune("random:bert", task, quick, progress=False, cache_dir=tmp_path,
                           **TINY)
     b = finetune.finetune("random:bert", task, quick, progress=False, cache_dir=tmp_path,
-                          device="cpu", **TINY)
-    assert a.record["device"] == "cpu" and a.path == b.path  # one cache entry
+                          device=HERE, **TINY)
+    assert a.record["device"] == HERE and a.path == b.path  # one cache entry
     for (name, p), (_, q) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
         assert torch.equal(p, q), name
 
@@ -228,7 +233,7 @@ def test_alignment_networks_take_a_device():
     Y = np.tanh(X @ rng.standard_normal((4, 4)))
     kw = dict(seed=1, epochs=5)
     a = alignment.fit(X, Y, "mlp", **kw)
-    b = alignment.fit(X, Y, "mlp", device="cpu", **kw)
+    b = alignment.fit(X, Y, "mlp", device=HERE, **kw)
     assert a.distance(X, Y) == b.distance(X, Y)
     with pytest.raises(ValueError, match="unknown device"):
         alignment.fit(X, Y, "linreg", device="gpu0")
@@ -660,7 +665,7 @@ def test_auto_takes_the_path_measured_faster_here(monkeypatch, fresh_choices, fa
     assert _backend.get("cpu", "numpy", work, engine).name == "numpy"
     assert _backend.get("cpu", "torch", work, engine).name == "torch"
     assert len(asked) == 1
-    info = sim.backend_info()
+    info = sim.backend_info("cpu")
     assert list(info["choice"]) == [faster] and list(info["rows"]) == [512]
 
 
