@@ -29,7 +29,16 @@ the matmul rate: how much the small products of the book's shapes lose by themse
 how much the time between them adds. The profiler adds a little time to each operation, so
 the shares are of the profiled run.
 
+With ``--device cuda`` the same loops run on a GPU (the heads, which the library fits on the
+CPU, are left out) against the GPU's own product rate (8192 x 8192 products, float32 and
+bfloat16), timed with the GPU synchronised; torch's profiler reads CPU time only, so the
+second table is left out there. ``--model random-minilm`` fine-tunes a randomly initialised
+BERT of MiniLM's shape (6 x 384, 12 heads, MiniLM's vocabulary size) instead of MiniLM: the
+same operations at the same rate, for a machine that does not have MiniLM's weights;
+``--model random-bert-base`` one of BERT-base's shape (12 x 768), the papers' size.
+
     python benchmarks/bench_train.py [--n-train 512] [--zoo-steps 150] [--skip-bf16]
+                                     [--device cuda] [--model random-minilm]
 """
 
 from __future__ import annotations
@@ -60,20 +69,46 @@ def native_bf16_flag() -> str:
     return next((flag for flag in NATIVE_BF16_FLAGS if flag in cpu_flags()), "")
 
 
+#: where the loops run: "cpu" or a CUDA device (``--device``)
+DEVICE = torch.device("cpu")
+#: the model fine-tuned and whose head the heads copy: its label, name and load options
+MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "minilm": ("MiniLM", "minilm", {}),
+    "random-minilm": ("MiniLM-shaped", "random:bert",
+                      dict(layers=6, hidden=384, heads=12, vocab_size=30522)),
+    "random-bert-base": ("BERT-base-shaped", "random:bert",
+                         dict(layers=12, hidden=768, heads=12, vocab_size=30522)),
+}
+MODEL = MODELS["minilm"]
+
+
+def on_gpu() -> bool:
+    return DEVICE.type == "cuda"
+
+
 def matmul_rate(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Best FLOP/s of an n x n by n x n product at ``threads`` torch threads."""
+    """Best FLOP/s of an n x n by n x n product at ``threads`` torch threads (on a GPU,
+    :data:`DEVICE`, where ``threads`` is 0 and n is 8192, large enough to fill it)."""
     generator = torch.Generator().manual_seed(0)
-    A = torch.randn(n, n, generator=generator).to(dtype)
-    B = torch.randn(n, n, generator=generator).to(dtype)
-    with torch_threads(threads):
+    n = 8192 if on_gpu() else n
+    A = torch.randn(n, n, generator=generator).to(DEVICE, dtype)
+    B = torch.randn(n, n, generator=generator).to(DEVICE, dtype)
+    with torch_threads(threads) if threads else contextlib.nullcontext():
         A @ B  # warm the kernels and the allocator
         best = min(_seconds(lambda: A @ B) for _ in range(repeats))
     return 2 * n ** 3 / best
 
 
+def _synchronised() -> None:
+    if on_gpu():
+        torch.cuda.synchronize(DEVICE)
+
+
 def _seconds(f: Callable[[], object]) -> float:
+    _synchronised()
     start = time.perf_counter()
     f()
+    _synchronised()
     return time.perf_counter() - start
 
 
@@ -136,6 +171,11 @@ def profiled(found: Measured) -> Iterator[None]:
 MODES = ("timed", "counted", "profiled")
 
 
+def modes() -> tuple[str, ...]:
+    """The runs of each loop here: no profiled run on a GPU (the profiler reads CPU time)."""
+    return MODES[:2] if on_gpu() else MODES
+
+
 @contextlib.contextmanager
 def watched_loop(found: Measured, mode: str, autocast: bool = False) -> Iterator[None]:
     """Inside the block, every call of the one training loop (``training.loop.run``) is
@@ -158,11 +198,13 @@ def watched_loop(found: Measured, mode: str, autocast: bool = False) -> Iterator
             counter = FlopCounterMode(display=False)
         elif mode == "profiled":
             counter = profiled(found)
-        precision = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
+        precision = (torch.autocast(DEVICE.type, dtype=torch.bfloat16) if autocast
                      else contextlib.nullcontext())
+        _synchronised()
         start = time.perf_counter()
         with counter, precision:
             out = real(model, batches, **kwargs)
+        _synchronised()
         if mode == "counted":
             found.flops += counter.get_total_flops()
         elif mode == "timed":
@@ -181,13 +223,19 @@ def finetuning(n_train: int, precision: str) -> Measured:
 
     task = tasks.load_task("tweets-sentiment", n_train=n_train, n_val=100, n_test=100, seed=0)
     config = replace(finetune.PRESETS["cpu"], epochs=1.0, precision=precision)
-    found = Measured(f"MiniLM fine-tuning, {precision}", finetune.CPU_THREADS,
+    label, name, options = MODEL
+    found = Measured(f"{label} fine-tuning, {precision}", threads(finetune.CPU_THREADS),
                      getattr(torch, precision))
-    for mode in MODES:
+    for mode in modes():
         with tempfile.TemporaryDirectory() as tmp, watched_loop(found, mode):
-            finetune.finetune("minilm", task, config, cache_dir=tmp, progress=False,
-                              device="cpu")
+            finetune.finetune(name, task, config, cache_dir=tmp, progress=False,
+                              device=DEVICE, **options)
     return found
+
+
+def threads(on_cpu: int) -> int:
+    """A loop's thread count on the CPU; 0 on a GPU."""
+    return 0 if on_gpu() else on_cpu
 
 
 def zoo_pretraining(steps: int, objective: str, autocast: bool = False) -> Measured:
@@ -198,13 +246,13 @@ def zoo_pretraining(steps: int, objective: str, autocast: bool = False) -> Measu
     config = replace(zoo.BASE if objective == "clm" else zoo.MLM, steps=steps,
                      checkpoints=())
     found = Measured(f"zoo pretraining ({objective}, {config.layers} x {config.hidden})"
-                     + (", bfloat16" if autocast else ""), CPU_THREADS,
+                     + (", bfloat16" if autocast else ""), threads(CPU_THREADS),
                      torch.bfloat16 if autocast else torch.float32)
     with tempfile.TemporaryDirectory() as tmp:
         pretrain.tokenizer(config.vocab_size, tmp)  # made once, outside the timed loop
-        for mode in MODES:
+        for mode in modes():
             with watched_loop(found, mode, autocast):
-                pretrain.pretrain(config, cache_dir=tmp, progress=False, device="cpu")
+                pretrain.pretrain(config, cache_dir=tmp, progress=False, device=DEVICE)
             for run in (Path(tmp) / "pretrain").iterdir():
                 shutil.rmtree(run)  # the next run trains again
     return found
@@ -221,8 +269,9 @@ def _counted(name: str, threads: int, unit: str, rows: int,
         run()
     found.flops = counter.get_total_flops()
     found.tokens = rows
-    with profiled(found):
-        run()
+    if "profiled" in modes():
+        with profiled(found):
+            run()
     return found
 
 
@@ -230,7 +279,8 @@ def heads(n: int, layers: int, epochs: int) -> Measured:
     from analysis_lib import models
     from analysis_lib.training.heads import HEADS_THREADS, FirstTokenHead, fit_heads
 
-    base = models.load("minilm")
+    _, name, options = MODEL
+    base = models.load(name, **options)
     task_model = finetune.task_model(base, 3, False, 0)
     rng = np.random.default_rng(0)
     width = base.info.hidden_size
@@ -254,32 +304,46 @@ def flow(n: int, width: int, epochs: int) -> Measured:
     Y = np.tanh(X @ rng.standard_normal((width, width)) / width ** 0.5)
 
     def run():
-        alignment.fit(X, Y, "inn", seed=0, epochs=epochs, patience=epochs)
+        alignment.fit(X, Y, "inn", seed=0, epochs=epochs, patience=epochs, device=DEVICE)
 
-    return _counted(f"invertible flow ({width} wide, {epochs} epochs)", 1, "rows",
+    return _counted(f"invertible flow ({width} wide, {epochs} epochs)", threads(1), "rows",
                     int(0.9 * n) * epochs, run)
 
 
 def main() -> None:
+    global DEVICE, MODEL
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-train", type=int, default=512,
                         help="tweets in the fine-tuning run (one epoch)")
     parser.add_argument("--zoo-steps", type=int, default=150)
     parser.add_argument("--skip-bf16", action="store_true",
                         help="leave out the bfloat16 autocast runs")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device")
+    parser.add_argument("--model", choices=sorted(MODELS), default="minilm",
+                        help="MiniLM, or a randomly initialised BERT of its shape")
     args = parser.parse_args()
     from transformers.utils import logging as hf_logging
 
+    from analysis_lib.runtime.device import native_bf16, resolve
+
     hf_logging.disable_progress_bar()  # the models' saving bars, not the benchmark's output
-    bf16 = native_bf16_flag()
-    print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
-          f"{bf16 or 'none'}")
-    thread_counts = sorted({1, finetune.CPU_THREADS})
+    DEVICE, MODEL = resolve(args.device), MODELS[args.model]
+    if on_gpu():
+        bf16 = "bfloat16" if native_bf16(DEVICE) else ""
+        print(f"{torch.cuda.get_device_name(DEVICE)} beside {cpu_name()}, torch "
+              f"{torch.__version__}; native bfloat16: {bf16 or 'none'}")
+        thread_counts = [0]
+    else:
+        bf16 = native_bf16_flag()
+        print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
+              f"{bf16 or 'none'}")
+        thread_counts = sorted({1, finetune.CPU_THREADS})
     dtypes = [torch.float32] + ([torch.bfloat16] if bf16 else [])
     rate = {(t, d): matmul_rate(t, d) for t in thread_counts for d in dtypes}
-    print("\ndense matmul (2048 x 2048 by 2048 x 2048), best of 5:")
+    n = 8192 if on_gpu() else 2048
+    print(f"\ndense matmul ({n} x {n} by {n} x {n}), best of 5:")
     for t in thread_counts:
-        print(f"  {t} thread{'s' * (t > 1)}: " + ", ".join(
+        print(f"  {where(t)}: " + ", ".join(
             f"{str(d).removeprefix('torch.')} {rate[t, d] / 1e9:7.1f} GFLOP/s" for d in dtypes))
     low = bool(bf16) and not args.skip_bf16
     runs = [finetuning(args.n_train, "float32")]
@@ -289,17 +353,29 @@ def main() -> None:
         runs.append(zoo_pretraining(args.zoo_steps, objective))
         if low:
             runs.append(zoo_pretraining(args.zoo_steps, objective, autocast=True))
-    runs += [heads(2000, 6, 5), flow(2000, 64, 30)]
+    if not on_gpu():  # the library fits the heads on the CPU
+        runs.append(heads(2000, 6, 5))
+    runs.append(flow(2000, 64, 30))
     print(f"\n{'training loop':<44}{'threads':>8}{'s':>8}{'GFLOP':>9}{'GFLOP/s':>9}"
           f"{'of matmul':>11}{'per s':>12}")
     for m in runs:
         achieved = m.flops / m.seconds
-        print(f"{m.name:<44}{m.threads:>8}{m.seconds:>8.1f}{m.flops / 1e9:>9.1f}"
+        print(f"{m.name:<44}{m.threads or 'GPU':>8}{m.seconds:>8.1f}{m.flops / 1e9:>9.1f}"
               f"{achieved / 1e9:>9.1f}{achieved / rate[m.threads, m.dtype]:>10.0%} "
               f"{m.tokens / m.seconds:>8.0f} {m.unit}")
     print("\n'of matmul': the loop's useful FLOP/s (forward and backward passes, counted by "
           "torch's FlopCounterMode) as a share of the matmul rate of its precision at its "
           "threads.")
+    if not on_gpu():
+        where_the_time_goes(runs, rate)
+
+
+def where(threads: int) -> str:
+    return "GPU" if not threads else f"{threads} thread{'s' * (threads > 1)}"
+
+
+def where_the_time_goes(runs: list[Measured], rate: dict) -> None:
+    """The second table: each loop's profiled time by kind of operation."""
     kinds = [*KINDS, "other operations"]
     print(f"\nwhere the time goes{'':>25}" + "".join(f"{SHORT[k]:>10}" for k in kinds)
           + f"{'outside':>10}{'products alone':>22}")
