@@ -109,7 +109,8 @@ class FinetuneConfig:
     precision : {'float32', 'bfloat16', 'auto'}
         What the training steps' forward pass and loss compute in
         (:func:`~analysis_lib.runtime.device.training_precision`: ``"auto"`` is bfloat16
-        autocast where the device computes it natively, float32 elsewhere). A run records,
+        autocast on a CPU that computes it natively, float32 elsewhere, a GPU included, where
+        it was measured faster for these loops). A run records,
         and is cached under, the precision it trained in; every evaluation of the model
         (validation, test, extraction) runs in float32.
     """
@@ -486,11 +487,18 @@ def finetune(model: str, task: Task | str, config: FinetuneConfig | str = "cpu",
         return _train_run(base, task, config, dev, store, path, progress, cache=False)
     hit = _load_saved(path, base)
     if hit is not None:
-        return hit
+        return _placed(hit, dev)
     with claimed(path):  # a run two processes ask for at once is trained once
         hit = _load_saved(path, base)
-        return hit if hit is not None else _train_run(base, task, config, dev, store, path,
-                                                      progress, cache=True)
+        return _placed(hit, dev) if hit is not None else _train_run(
+            base, task, config, dev, store, path, progress, cache=True)
+
+
+def _placed(run: FineTuned, dev: torch.device) -> FineTuned:
+    """A run read from the cache with its model on ``dev``, where a run just trained is
+    too: the same call gives the model on the same device either way."""
+    run.model.to(dev)
+    return run
 
 
 def _train_run(base: LoadedModel, task: Task, config: FinetuneConfig, dev: torch.device,
@@ -545,7 +553,8 @@ def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *
     schedule (another profile) when they have been trained, at no cost when they have not."""
     config, task, base, dev = _arguments(model, task, config, device, store, cache_dir,
                                          load_options)
-    return _load_saved(_run_path(base, task, config, dev, store, cache_dir), base)
+    found = _load_saved(_run_path(base, task, config, dev, store, cache_dir), base)
+    return None if found is None else _placed(found, dev)
 
 
 def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, device: DeviceLike,
