@@ -598,6 +598,10 @@ def test_training_precision_auto_is_bfloat16_only_on_a_cpu_that_computes_it(monk
                                                             "bfloat16")):
         monkeypatch.setattr(machine, "cpu_flags", lambda flags=flags: frozenset(flags))
         assert device.training_precision("auto", cpu) == expected, flags
+        # a model narrower than BF16_MIN_WIDTH gains nothing from bfloat16: float32
+        assert device.training_precision("auto", cpu, 384) == expected, flags
+        assert device.training_precision("auto", cpu, 64) == "float32", flags
+        assert device.training_precision("bfloat16", cpu, 64) == "bfloat16"
         # an explicit precision is kept whatever the CPU has
         assert device.training_precision("float32", cpu) == "float32"
         assert device.training_precision("bfloat16", cpu) == "bfloat16"
@@ -609,6 +613,19 @@ def test_training_precision_auto_is_bfloat16_only_on_a_cpu_that_computes_it(monk
             device.training_precision(bad, cpu)
     with pytest.raises(ValueError, match="FinetuneConfig.precision"):
         finetune.check_config(replace(FAST, precision="float16"))
+
+
+def test_auto_trains_a_narrow_model_in_float32_and_a_wide_one_in_bfloat16(task, monkeypatch):
+    """On a CPU with native bfloat16, "auto" resolves per model: the tiny test model (32
+    wide) trains, and is keyed, in float32; a model as wide as MiniLM in bfloat16."""
+    from analysis_lib.runtime import machine
+
+    monkeypatch.setattr(machine, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    auto = replace(FAST, precision="auto", epochs=1)
+    narrow = _train(task, auto, cache=False, device="cpu")
+    assert narrow.record["config"]["precision"] == "float32"
+    wide = _train(task, auto, cache=False, device="cpu", hidden=256, heads=4)
+    assert wide.record["config"]["precision"] == "bfloat16"
 
 
 def test_a_bfloat16_run_learns_is_reproducible_and_never_shares_a_float32_runs_cache(
@@ -641,7 +658,7 @@ def test_a_bfloat16_run_learns_is_reproducible_and_never_shares_a_float32_runs_c
     assert _train(task, cache_dir=tmp_path).metrics == single.metrics
     assert _train(task, half, cache_dir=tmp_path).from_cache and len(calls) == 3
     # "auto" is the resolved precision's run, never a third one
-    resolved = device.training_precision("auto", device.resolve(None))
+    resolved = device.training_precision("auto", device.resolve(None), TINY["hidden"])
     auto = _train(task, replace(FAST, precision="auto"), cache_dir=tmp_path)
     assert auto.from_cache and auto.record["config"]["precision"] == resolved
     assert auto.path == (low if resolved == "bfloat16" else single).path

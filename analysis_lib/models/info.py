@@ -102,6 +102,13 @@ class LoadedModel(NamedTuple):
 
 #: the config keys that hold the number of transformer layers, across the families here
 DEPTH_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+#: the config keys that hold the width of the hidden states
+WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+
+
+def hidden_size(model: torch.nn.Module) -> int:
+    """The width of a transformers model's hidden states, read from its configuration."""
+    return int(_first_attr(model.config, WIDTH_KEYS))
 
 
 def model_info(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, name: str, source: str,
@@ -110,7 +117,7 @@ def model_info(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, name:
     config: Any = model.config  # a transformers configuration
     family = config.model_type
     n_tf = _first_attr(config, DEPTH_KEYS)
-    hidden = _first_attr(config, ("hidden_size", "n_embd", "d_model", "dim"))
+    hidden = hidden_size(model)
     heads = _first_attr(config, ("num_attention_heads", "n_head", "n_heads"))
     positions = _first_attr(config, ("max_position_embeddings", "n_positions"), default=None)
     if family == "roberta" and positions:

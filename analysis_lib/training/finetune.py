@@ -42,7 +42,7 @@ from ..data.tasks import Split, Task, load_task
 from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..models.batching import pad_batch, pad_token_id
-from ..models.info import model_info, weights_digest
+from ..models.info import hidden_size, model_info, weights_digest
 from ..models.loading import TRAINABLE_WEIGHTS
 from ..runtime import checks
 from ..runtime.cache import (
@@ -109,8 +109,9 @@ class FinetuneConfig:
     precision : {'float32', 'bfloat16', 'auto'}
         What the training steps' forward pass and loss compute in
         (:func:`~analysis_lib.runtime.device.training_precision`: ``"auto"`` is bfloat16
-        autocast on a CPU that computes it natively, float32 elsewhere, a GPU included, where
-        it was measured faster for these loops). A run records,
+        autocast on a CPU that computes it natively, for models at least 256 wide, and
+        float32 elsewhere, a GPU and narrower models included, where it was measured
+        faster). A run records,
         and is cached under, the precision it trained in; every evaluation of the model
         (validation, test, extraction) runs in float32.
     """
@@ -350,7 +351,8 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                        desc=f"fine-tune {task.name}", progress=progress, device=dev,
                        on_step=on_step, on_epoch=held_out if len(task.validation) else None,
                        stop=on_plateau if early else None,
-                       precision=training_precision(config.precision, dev))
+                       precision=training_precision(config.precision, dev,
+                                                    hidden_size(model)))
     if kept_epoch(config, history) < len(history):
         model.load_state_dict(best["state"])  # the weights of the best epoch
     return history
@@ -569,7 +571,8 @@ def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, devic
         task = load_task(task)
     dev = resolve(device)
     # "auto" becomes the precision this machine trains in, which the key and record hold
-    config = replace(config, precision=training_precision(config.precision, dev))
+    config = replace(config, precision=training_precision(config.precision, dev,
+                                                          base.info.hidden_size))
     return config, task, base, dev
 
 
