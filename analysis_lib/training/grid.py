@@ -105,7 +105,8 @@ class FinetuneGrid:
                            "paper's (see the fine-tuning page, section 1)", choices=_presets())
     precision: str = _setting(
         "auto", "str", "what the training steps compute in: 'auto' (bfloat16 autocast where "
-        "the CPU or GPU computes it natively, float32 elsewhere), 'float32' or 'bfloat16'",
+        "the CPU computes it natively and the model is at least 256 wide, float32 elsewhere, "
+        "a GPU included), 'float32' or 'bfloat16'",
         choices=TRAINING_PRECISIONS)
     model_options: Mapping[str, Any] | None = field(default=None, compare=False)
 
