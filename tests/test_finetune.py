@@ -617,7 +617,8 @@ def test_training_precision_auto_is_bfloat16_only_on_a_cpu_that_computes_it(monk
 
 def test_auto_trains_a_narrow_model_in_float32_and_a_wide_one_in_bfloat16(task, monkeypatch):
     """On a CPU with native bfloat16, "auto" resolves per model: the tiny test model (32
-    wide) trains, and is keyed, in float32; a model as wide as MiniLM in bfloat16."""
+    wide) trains in float32, a model BF16_MIN_WIDTH (256) wide in bfloat16; the record,
+    which the cache key is made from, holds the precision it resolved to."""
     from analysis_lib.runtime import machine
 
     monkeypatch.setattr(machine, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
