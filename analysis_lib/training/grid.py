@@ -24,7 +24,7 @@ from ..data.labels import silver_task
 from ..data.tasks import Task, load_task
 from ..models import random_options, zoo
 from ..rules import Parameter, validate
-from ..runtime.device import TRAINING_PRECISIONS
+from ..runtime.device import BF16_MIN_WIDTH, TRAINING_PRECISIONS
 from . import zoo as zoo_training
 from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
@@ -105,7 +105,8 @@ class FinetuneGrid:
                            "paper's (see the fine-tuning page, section 1)", choices=_presets())
     precision: str = _setting(
         "auto", "str", "what the training steps compute in: 'auto' (bfloat16 autocast where "
-        "the CPU computes it natively and the model is at least 256 wide, float32 elsewhere, "
+        f"the CPU computes it natively and the model is at least {BF16_MIN_WIDTH} wide, "
+        "float32 elsewhere, "
         "a GPU included), 'float32' or 'bfloat16'",
         choices=TRAINING_PRECISIONS)
     model_options: Mapping[str, Any] | None = field(default=None, compare=False)
