@@ -370,6 +370,31 @@ def test_silver_labels_are_tagged_once_and_read_back_as_the_same_table(tmp_path,
     assert len(calls) == 3
 
 
+def test_control_labels_fix_one_tag_per_word_type_drawn_from_the_real_frequencies():
+    """Hewitt and Liang's control task: every occurrence of a type (in any case) gets the
+    same tag; the draw depends on the type and the seed alone, not on the other words or
+    their order; over many types the tags follow the reference frequencies; another seed
+    draws other tags; nothing to draw from is an error."""
+    from analysis_lib.data import labels
+
+    reference = ["NOUN"] * 60 + ["VERB"] * 30 + ["DET"] * 10
+    words = [f"w{k}" for k in range(4000)]
+    drawn = labels.control_labels(words, reference)
+    shares = {tag: drawn.count(tag) / len(drawn) for tag in ("NOUN", "VERB", "DET")}
+    assert abs(shares["NOUN"] - 0.6) < 0.03 and abs(shares["VERB"] - 0.3) < 0.03
+    assert abs(shares["DET"] - 0.1) < 0.02 and set(drawn) == {"NOUN", "VERB", "DET"}
+    text = ["The", "dog", "saw", "the", "DOG", "and", "the", "cat"]
+    tags = labels.control_labels(text, reference)
+    assert tags[0] == tags[3] == tags[6] and tags[1] == tags[4]
+    alone = labels.control_labels(["cat", "dog"], reference)  # other words, other order
+    assert alone == [tags[7], tags[1]]
+    assert labels.control_labels(words[:200], reference) == drawn[:200]
+    other = labels.control_labels(words[:200], reference, seed=1)
+    assert other != drawn[:200] and set(other) <= {"NOUN", "VERB", "DET"}
+    with pytest.raises(ValueError, match="reference is empty"):
+        labels.control_labels(text, [])
+
+
 def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
     from analysis_lib.data import corpora, labels, tasks
 
@@ -389,6 +414,17 @@ def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
                                              for k in tagged.train.word_labels()[0])))
     assert {"NOUN", "DET", "VERB"} & set(first.values())
     assert tagged.meta["silver"] == "pos" and labels.PIPELINE in tagged.meta["pipeline"]
+    control = labels.silver_task(task, "control")  # the parts of speech's control task
+    assert control.name == "tiny:control" and control.meta["control_of"] == "pos"
+    assert [w for w in control.train.words] == tagged.train.words
+    assert set(control.label_names) <= set(tagged.label_names)
+    by_type: dict[str, set[str]] = {}
+    for name in ("train", "validation", "test"):
+        split = getattr(control, name)
+        for sentence, tags in zip(split.words, split.word_labels()):
+            for word, k in zip(sentence, tags):
+                by_type.setdefault(word.lower(), set()).add(control.label_names[k])
+    assert all(len(found) == 1 for found in by_type.values())  # one tag per word type
     with pytest.raises(ValueError, match="label_set must be one of"):
         labels.silver_task(task, "ner")
     with pytest.raises(ValueError, match="not a task of single sentences"):

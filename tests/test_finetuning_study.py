@@ -658,6 +658,48 @@ def test_task_depth_reads_the_tagging_model_against_the_sentence_model_of_each_s
     assert "no sentence-level runs of t3" in judged(alone)["what this run shows"]
 
 
+def test_task_depth_separates_syntax_from_token_level_supervision_with_the_control_task():
+    """Planted: the tagging model departs from the base below the top, the sentence-level
+    model does not. A control model (a tag per word type) that moves like the sentence
+    model: both units hold, the syntax reaches deeper. One that moves like the tagging
+    model: its unit finds no difference, and the claim no longer holds. No control runs, or
+    untrained ones: one unit, which names the confound and why it is not removed."""
+    rng = np.random.default_rng(5)
+    change = _change(0.01, rng, tasks=("t1",))
+    tagged = _change(0.01, rng, tasks=("t1:pos",))
+    deeper = tagged.assign(rsa=np.where(tagged.layer >= 3, tagged.rsa - 0.2, tagged.rsa))
+    shallow_control = _change(0.01, rng, tasks=("t1:control",))
+    deep_control = deeper.assign(task="t1:control",
+                                 rsa=deeper.rsa + rng.normal(0, 0.01, len(deeper)))
+
+    def judged(control, untrained_control=None):
+        found = verdicts.judge(claims.of_chapter("finetuning"), {
+            "change": change, "tagging": deeper, "tagging_control": control,
+            "untrained_control": untrained_control, "untrained": {}})
+        return found.loc["merchant-task-depth"]
+
+    both = judged(shallow_control)
+    assert both["verdict"] == "holds"
+    shown = both["what this run shows"]
+    assert "m, t1 against t1:pos, L1-L5: +0.12" in shown
+    assert "m, t1:control against t1:pos, L1-L5: +0.1" in shown
+    assert "confounded" not in shown
+    # token-level supervision alone moves the control as deep: the syntax adds nothing
+    same = judged(deep_control)
+    assert same["verdict"] in ("inconclusive", "equivalent", "mixed")
+    assert "m, t1:control against t1:pos" in same["what this run shows"]
+    for missing in (None, deep_control.iloc[:0]):
+        alone = judged(missing)
+        assert alone["verdict"] == "holds"
+        assert "confounded" in alone["what this run shows"]
+        assert "no control task was trained" in alone["what this run shows"]
+        assert "t1:control against" not in alone["what this run shows"]
+    stopped = judged(shallow_control, {"m, t1:control, seed 1": "it was still rising"})
+    assert "its control runs did not train: it was still rising" in (
+        stopped["what this run shows"])
+    assert "t1:control against" not in stopped["what this run shows"]
+
+
 def test_restarts_compare_two_seeds_top_layers_with_their_distance_to_the_base():
     """Planted: three seeds whose top layers sit at CKA 0.3 from the pretrained model's; two
     restarts alike at 0.8 (the claim holds, +0.5), or only as alike as each is to the base

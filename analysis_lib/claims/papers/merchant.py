@@ -24,6 +24,7 @@ seeds. Claims read from runs that failed the training gate get no verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -86,6 +87,9 @@ def _rsa_below(change: pd.DataFrame, top: int) -> pd.DataFrame:
 #: the task suffix of a word-level (tagging) task on a sentence task's own inputs
 #: (:func:`~analysis_lib.data.labels.silver_task`)
 TAGGING = ":pos"
+#: the task suffix of the tagging task's control: a tag per word fixed by the word's type
+#: (:func:`~analysis_lib.data.labels.control_labels`), token-level supervision without syntax
+CONTROL = ":control"
 
 
 @MERCHANT.claim("merchant-task-depth", "§5.1, Fig. 2; abstract",
@@ -94,18 +98,31 @@ TAGGING = ":pos"
     "and SQuAD only in the top layers",
     "RSA to the base model (word tokens) averaged over the transformer layers below the "
     "top: the sentence-level model's minus the tagging model's (silver parts of speech of "
-    "the same training inputs), paired by fine-tuning seed (t interval over seeds)",
+    "the same training inputs), paired by fine-tuning seed (t interval over seeds); where "
+    "the control task was trained (a random tag per word type), a second unit: the "
+    "control model's minus the tagging model's, both tagging every word",
     "greater", 0.02, SIM,
     control=("condition", "the sentence-level model fine-tuned on the same inputs with the "
-                          "same seed: the two differ by their objective alone"),
+                          "same seed: the two differ by their objective alone; the control "
+                          "task's model, which tags every word too, but by its type"),
     paper_effect=figure("Fig. 2"),
     chapter="finetuning", gates=("untrained", "untrained_tagging"))
-def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None) -> list[Evidence]:
+def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
+               tagging_control: pd.DataFrame | None,
+               untrained_control: Mapping[str, str] | None) -> list[Evidence]:
     """Per model: for each seed, the mean over layers ``1..L-1`` of the sentence-level
     model's RSA to the base minus the tagging model's (``tagging``: the rows of
     :func:`~analysis_lib.collect.change_frame` for tasks ``"<task>:pos"``; the
     sentence-level rows of ``<task>`` are in ``change``). The note names the layer where the
-    two part most."""
+    two part most.
+
+    The two models differ in two ways: the tagging task is syntactic, and it labels every
+    token where the sentence-level task labels the input. ``tagging_control`` (the rows of
+    the control task ``"<task>:control"``, every word tagged by its type) separates them: a
+    second unit, the control model's RSA minus the tagging model's, asks whether the syntax
+    reaches deeper than token-level supervision alone. Without trained control runs
+    (none, or ``untrained_control`` names why they did not train) every unit names the
+    confound instead."""
     if change is None or tagging is None or not len(tagging) or "rsa" not in change:
         return []
     out = []
@@ -116,12 +133,37 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None) -> lis
             raise NotMeasured(f"not measured: the tagging runs of {task} have no "
                               f"sentence-level runs of {task} beside them")
         top = int(own.layer.max())
-        gap = (_rsa_below(own, top) - _rsa_below(tagged, top)).dropna(axis=1, how="all")
-        widest = int(gap.mean(axis=1).idxmax())
-        out.append(Evidence.from_values(
-            f"{model}, {task} against {tag_task}, L1-L{top - 1}", gap.mean(axis=0).tolist(),
-            note=f"the two part most at L{widest} ({gap.mean(axis=1).max():+.3f})"))
+        units = [_parted(own, tagged, top, f"{model}, {task} against {tag_task}")]
+        control = (None if tagging_control is None or not len(tagging_control) else
+                   tagging_control[(tagging_control.model == model)
+                                   & (tagging_control.task == task + CONTROL)])
+        if untrained_control or control is None or not len(control):
+            why = ("its control runs did not train: " + "; ".join(untrained_control.values())
+                   if untrained_control else "no control task was trained (tagging_control)")
+            units = [replace(u, note=f"{u.note}; {confound(why)}") for u in units]
+        else:
+            units.append(_parted(control, tagged, top,
+                                 f"{model}, {task + CONTROL} against {tag_task}"))
+        out += units
     return out
+
+
+def _parted(shallow: pd.DataFrame, deep: pd.DataFrame, top: int, name: str) -> Evidence:
+    """The mean over layers ``1..top-1`` of ``shallow``'s RSA to the base minus ``deep``'s,
+    per seed (paired), noting the layer where the two part most."""
+    gap = (_rsa_below(shallow, top) - _rsa_below(deep, top)).dropna(axis=1, how="all")
+    widest = int(gap.mean(axis=1).idxmax())
+    return Evidence.from_values(f"{name}, L1-L{top - 1}", gap.mean(axis=0).tolist(),
+                                note=f"the two part most at L{widest} "
+                                     f"({gap.mean(axis=1).max():+.3f})")
+
+
+def confound(why: str) -> str:
+    """What a tagging-against-sentence unit cannot tell apart without the control task."""
+    return ("confounded: the tagging task is syntactic and labels every token, the "
+            "sentence-level task neither, so the depth may come from token-level supervision "
+            f"as much as from syntax; {why} (the control task, a random tag per word type, "
+            "tells them apart: the larger profile trains it)")
 
 
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
