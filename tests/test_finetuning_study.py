@@ -692,7 +692,7 @@ def test_task_depth_separates_syntax_from_token_level_supervision_with_the_contr
         alone = judged(missing)
         assert alone["verdict"] == "holds"
         assert "confounded" in alone["what this run shows"]
-        assert "no control task was trained" in alone["what this run shows"]
+        assert "none was trained here" in alone["what this run shows"]
         assert "t1:control against" not in alone["what this run shows"]
     stopped = judged(shallow_control, {"m, t1:control, seed 1": "it was still rising"})
     assert "its control runs did not train: it was still rising" in (

@@ -139,7 +139,8 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
                                    & (tagging_control.task == task + CONTROL)])
         if untrained_control or control is None or not len(control):
             why = ("its control runs did not train: " + "; ".join(untrained_control.values())
-                   if untrained_control else "no control task was trained (tagging_control)")
+                   if untrained_control else "none was trained here (tagging_control; the "
+                                             "larger profile trains it)")
             units = [replace(u, note=f"{u.note}; {confound(why)}") for u in units]
         else:
             units.append(_parted(control, tagged, top,
@@ -162,8 +163,8 @@ def confound(why: str) -> str:
     """What a tagging-against-sentence unit cannot tell apart without the control task."""
     return ("confounded: the tagging task is syntactic and labels every token, the "
             "sentence-level task neither, so the depth may come from token-level supervision "
-            f"as much as from syntax; {why} (the control task, a random tag per word type, "
-            "tells them apart: the larger profile trains it)")
+            "as much as from syntax; the control task (a random tag per word type) tells "
+            f"them apart, and {why}")
 
 
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
