@@ -665,6 +665,30 @@ def test_a_bfloat16_run_learns_is_reproducible_and_never_shares_a_float32_runs_c
     assert auto.path == (low if resolved == "bfloat16" else single).path
 
 
+def test_the_learning_curve_is_read_in_the_training_precision_and_the_test_in_float32(
+        task, monkeypatch):
+    """A bfloat16 run evaluates its validation split after each epoch under bfloat16
+    autocast (the curve costs a third of float32's time there) and its test split in
+    float32; a float32 run reads both in float32. The kept validation scores are the
+    curve's own."""
+    seen = []
+    real = finetune.evaluate
+
+    def watched(model, tokenizer, task, split="test", **options):
+        on = torch.is_autocast_enabled("cpu")
+        seen.append((split, torch.get_autocast_dtype("cpu") if on else torch.float32))
+        return real(model, tokenizer, task, split, **options)
+
+    monkeypatch.setattr(finetune, "evaluate", watched)
+    for precision, curve in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
+        seen.clear()
+        run = _train(task, replace(FAST, precision=precision, epochs=3), cache=False,
+                     device="cpu")
+        assert seen == [("validation", curve)] * 3 + [("test", torch.float32)], seen
+        last = run.record["history"][-1]
+        assert run.metrics["validation"]["accuracy"] == last["validation_accuracy"]
+
+
 _FRESH_RUN = """
 import hashlib
 from dataclasses import replace

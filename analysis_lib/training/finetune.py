@@ -56,6 +56,7 @@ from ..runtime.cache import (
 from ..runtime.device import (
     TRAINING_PRECISIONS,
     DeviceLike,
+    autocast,
     fork_rng,
     key_parts,
     model_device,
@@ -109,11 +110,15 @@ class FinetuneConfig:
     precision : {'float32', 'bfloat16', 'auto'}
         What the training steps' forward pass and loss compute in
         (:func:`~analysis_lib.runtime.device.training_precision`: ``"auto"`` is bfloat16
-        autocast on a CPU that computes it natively, for models at least 256 wide, and
-        float32 elsewhere, a GPU and narrower models included, where it was measured
-        faster). A run records,
-        and is cached under, the precision it trained in; every evaluation of the model
-        (validation, test, extraction) runs in float32.
+        autocast on a CPU that computes it natively, for models at least
+        :data:`~analysis_lib.runtime.device.BF16_MIN_WIDTH` wide, and float32 elsewhere, a
+        GPU and narrower models included, where it was measured faster). A run records, and
+        is cached under, the precision it trained in. The learning curve (the validation
+        scores after each epoch, which early stopping and the training gate read) is
+        evaluated in that precision too: in bfloat16 it takes about a third of float32's
+        time for MiniLM, and moves a score by a few of 500 examples, far below the
+        difference a curve is judged by. The test scores, and every extraction, are
+        computed in float32.
     """
 
     batch_size: int = 16
@@ -302,11 +307,13 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
     """Train ``model`` in place on ``task.train`` with the library's loop, on ``device``
     (default: CUDA when available, else the CPU; the model is moved there); returns the
     per-epoch history: the training loss and the validation scores after each epoch (the
-    learning curve; evaluation draws no random numbers, so the weights are the same as
-    without it). A run that stops on its plateau ends with the weights of its best epoch.
-    ``on_step(step, loss)`` is called after every optimizer step."""
+    learning curve, evaluated in the precision the run trains in; evaluation draws no
+    random numbers, so the weights are the same as without it). A run that stops on its
+    plateau ends with the weights of its best epoch. ``on_step(step, loss)`` is called
+    after every optimizer step."""
     dev = resolve(device)
     model.to(dev)
+    precision = training_precision(config.precision, dev, hidden_size(model))
     if task.word_level:
         ids, firsts = word_pieces(tokenizer, task.train, config.max_length)
         per_word = task.train.word_labels()
@@ -335,8 +342,9 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
     best: dict[str, Any] = {"score": -np.inf, "state": None}  # early stopping's best epoch
 
     def held_out() -> dict[str, float]:  # the learning curve: validation after each epoch
-        found = evaluate(model, tokenizer, task, "validation", max_length=config.max_length,
-                         batch_size=config.eval_batch_size)
+        with autocast(dev, precision):
+            found = evaluate(model, tokenizer, task, "validation",
+                             max_length=config.max_length, batch_size=config.eval_batch_size)
         if early and found["accuracy"] > best["score"]:  # the first of equal scores stays
             best["score"] = found["accuracy"]
             best["state"] = {k: v.detach().to("cpu", copy=True)
@@ -350,9 +358,7 @@ def train(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, task: Task
                        warmup_steps=warmup, weight_decay=config.weight_decay, frozen=frozen,
                        desc=f"fine-tune {task.name}", progress=progress, device=dev,
                        on_step=on_step, on_epoch=held_out if len(task.validation) else None,
-                       stop=on_plateau if early else None,
-                       precision=training_precision(config.precision, dev,
-                                                    hidden_size(model)))
+                       stop=on_plateau if early else None, precision=precision)
     if kept_epoch(config, history) < len(history):
         model.load_state_dict(best["state"])  # the weights of the best epoch
     return history
@@ -522,8 +528,9 @@ def _train_run(base: LoadedModel, task: Task, config: FinetuneConfig, dev: torch
                             on_step=lambda step, loss: losses.append(loss))
             seconds = time.perf_counter() - start
         kw = dict(max_length=config.max_length, batch_size=config.eval_batch_size)
-        # the learning curve's point of the kept epoch was read from the kept weights: the
-        # final validation scores (evaluation is deterministic)
+        # the learning curve's point of the kept epoch was read from the kept weights, in
+        # the training precision: the final validation scores (evaluation is
+        # deterministic); the test scores are read in float32
         kept = kept_epoch(config, history)
         validation = {k.removeprefix("validation_"): v for k, v in history[kept - 1].items()
                       if k.startswith("validation_")}
