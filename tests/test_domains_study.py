@@ -416,7 +416,7 @@ def test_a_silver_task_tags_the_words_of_the_same_inputs(monkeypatch):
     assert tagged.meta["silver"] == "pos" and labels.PIPELINE in tagged.meta["pipeline"]
     control = labels.silver_task(task, "control")  # the parts of speech's control task
     assert control.name == "tiny:control" and control.meta["control_of"] == "pos"
-    assert [w for w in control.train.words] == tagged.train.words
+    assert control.train.words == tagged.train.words
     assert set(control.label_names) <= set(tagged.label_names)
     by_type: dict[str, set[str]] = {}
     for name in ("train", "validation", "test"):

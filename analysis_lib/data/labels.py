@@ -181,7 +181,7 @@ def control_labels(words: Sequence[str], reference: Sequence[str], seed: int = 0
     ``reference`` (the real task's training labels), and every occurrence of the type keeps
     it. A model can learn it only by remembering each type's label: it is token-level
     supervision with the real task's label set and balance, and no syntax, so a model tuned
-    on it against one tuned on the real task differ by the syntax alone.
+    on it and one tuned on the real task differ by the syntax alone.
 
     The draw of a type depends on the type and ``seed`` only (a hash, the same in every
     process and on every machine), never on which words the split holds or their order."""
