@@ -444,8 +444,8 @@ def test_freezing_claims_pair_the_runs_of_each_seed():
 
 
 def test_a_build_without_partly_frozen_runs_names_the_setting_that_trains_them():
-    """The default profile trains the unfrozen runs alone (freeze_ks empty): both freezing
-    claims read not measured, and the reason names freeze_ks and the profile that sets it."""
+    """A build with the unfrozen runs alone (freeze_ks empty): both freezing claims read
+    not measured, and the reason names freeze_ks and the profiles that train them."""
     rng = np.random.default_rng(3)
     unfrozen = _frozen(0.8, 0.8, 0.7)
     unfrozen = unfrozen[unfrozen.frozen == "none"]
@@ -453,7 +453,27 @@ def test_a_build_without_partly_frozen_runs_names_the_setting_that_trains_them()
     for claim in ("wu-freeze-order", "merchant-freeze-bottom"):
         assert found.loc[claim, "verdict"] == "not measured"
         reason = found.loc[claim, "what this run shows"]
-        assert "freeze_ks is empty" in reason and "larger profile" in reason
+        assert "freeze_ks is empty" in reason and "larger profiles train them" in reason
+
+
+def test_bottom_frozen_runs_alone_decide_the_bottom_claim_and_leave_the_order_unmeasured():
+    """The default profile freezes the bottom only (freeze_ends [bottom]): the claim on the
+    bottom's cost is judged as with both ends, the comparison of the two ends reads not
+    measured, naming freeze_ends and the profile that trains the top."""
+    rng = np.random.default_rng(3)
+    both = _frozen(0.80, 0.80, 0.70, spread=0.002)
+    bottom = both[both.frozen != "top"]
+    change = _change(0.05, rng)
+    with_top, without = _findings(change, {}, both), _findings(change, {}, bottom)
+    assert with_top.loc["wu-freeze-order", "verdict"] == "holds"
+    order = without.loc["wu-freeze-order"]
+    assert order["verdict"] == "not measured"
+    assert "freeze_ends is [bottom]" in order["what this run shows"]
+    assert "larger profile trains both" in order["what this run shows"]
+    for column in ("verdict", "what this run shows"):
+        assert without.loc["merchant-freeze-bottom", column] == \
+            with_top.loc["merchant-freeze-bottom", column]
+    assert without.loc["merchant-freeze-bottom", "verdict"] == "holds"
 
 
 def test_block_gain_charges_the_band_for_its_parameters():
@@ -857,6 +877,16 @@ def test_freezing_runs_train_each_setting_and_seed_and_gate_them(monkeypatch):
     assert (frame.n_test == 7).all()
     no_gate, _ = freezing.freezing_runs(grid, [1], progress=False)
     assert "did_not_train" not in no_gate
+    # one end only: the unfrozen run and that end's, nothing of the other
+    calls.clear()
+    bottom, found = freezing.freezing_runs(grid, [1, 2], ends=["bottom"], progress=False)
+    assert bottom.frozen.tolist() == ["none"] * 2 + ["bottom"] * 4  # two seeds each
+    assert not any("freeze_top" in c[4] for c in calls)
+    top, _ = freezing.freezing_runs(grid, [2], ends=("top",), progress=False)
+    assert set(top.frozen) == {"none", "top"}
+    for ends in ([], ["middle"], ["bottom", "side"]):
+        with pytest.raises(ValueError, match=r"ends must name one or both of \('bottom', "):
+            freezing.freezing_runs(grid, [1], ends=ends, progress=False)
 
 
 def test_summarize_reads_each_group_in_the_frames_order_with_the_columns_asked_for():

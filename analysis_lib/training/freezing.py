@@ -2,8 +2,9 @@
 Fig. 3) and what freezing saves in backpropagation.
 
 :func:`freezing_runs` fine-tunes a grid's first model and task with the bottom or the top k
-layers frozen (:func:`bottom_frozen` says what "the bottom k" freezes); :func:`backward_cost`
-counts the backward pass's operations, and times it, with and without the bottom k frozen.
+layers frozen, or both (:func:`bottom_frozen` says what "the bottom k" freezes);
+:func:`backward_cost` counts the backward pass's operations, and times it, with and without
+the bottom k frozen.
 """
 
 from __future__ import annotations
@@ -21,22 +22,29 @@ from .finetune import FineTuned
 from .grid import FinetuneGrid, run_grid
 from .zoo import load_model
 
+#: the ends of the model :func:`freezing_runs` can freeze
+ENDS = ("bottom", "top")
 
-def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *,
+
+def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, ends: Sequence[str] = ENDS,
                   gate: Callable[[Mapping[str, Any]], str] | None = None,
                   progress: bool = True
                   ) -> tuple[pd.DataFrame, dict[tuple[str, int, int], FineTuned]]:
     """Fine-tune the grid's first model on its first task with the bottom k layers (and the
-    embeddings, as Merchant et al.) or the top k layers frozen, for each k and each of the
-    grid's seeds; ``k = 0`` is the unfrozen run (the grid's own model, from the cache). One
-    row per run; the models are keyed ``(mode, k, seed)``. ``gate``, a function of a run's
-    record that says why it cannot be read as trained ("" when it can; the book's is
+    embeddings, as Merchant et al.) or the top k layers frozen, for each k, each of
+    ``ends`` (default both) and each of the grid's seeds; ``k = 0`` is the unfrozen run (the
+    grid's own model, from the cache). One row per run; the models are keyed
+    ``(mode, k, seed)``. ``gate``, a function of a run's record that says why it cannot be
+    read as trained ("" when it can; the book's is
     :func:`analysis_lib.claims.training_gate.training_problem`), fills the column
     ``did_not_train``."""
+    unknown = [end for end in ends if end not in ENDS]
+    if unknown or not ends:
+        raise ValueError(f"ends must name one or both of {ENDS}, got {list(ends)!r}")
     one = grid.only(models=grid.models[:1], tasks=grid.tasks[:1])
     model, task = one.models[0], one.tasks[0]
     rows, found = [], {}
-    configs = [("none", 0)] + [(m, k) for m in ("bottom", "top") for k in ks if k > 0]
+    configs = [("none", 0)] + [(m, k) for m in ENDS if m in ends for k in ks if k > 0]
     for (mode, k), seed in itertools.product(configs, one.seeds):
         changes: dict[str, Any] = {}
         if mode == "bottom":

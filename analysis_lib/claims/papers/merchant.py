@@ -351,8 +351,7 @@ def frozen_by_seed(frozen: pd.DataFrame | None) -> dict[tuple[str, int], dict[in
     (:class:`~.claim.NotMeasured`)."""
     if frozen is not None and len(frozen) and not (frozen.k > 0).any():
         raise NotMeasured("not measured: this build trained no partly frozen runs (its "
-                          "freeze_ks is empty, as in the default profile, whose 30-minute "
-                          "budget leaves them out); the larger profile trains them "
+                          "freeze_ks is empty); the default and larger profiles train them "
                           "(freeze_ks [3])")
     if frozen is not None and "did_not_train" in frozen:
         failed = frozen[frozen.did_not_train != ""]

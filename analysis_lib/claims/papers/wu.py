@@ -754,6 +754,11 @@ def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
 def freeze_order(frozen: pd.DataFrame | None) -> list[Evidence]:
     """Bottom-k minus top-k frozen accuracy, per k, paired by fine-tuning seed."""
     by_seed = frozen_by_seed(frozen)
+    if by_seed and not any(end == "top" for end, _ in by_seed):
+        raise NotMeasured("not measured: this build froze only the bottom layers (its "
+                          "freeze_ends is [bottom], as in the default profile, whose "
+                          "30-minute budget leaves the top-frozen runs out); the larger "
+                          "profile trains both (freeze_ends [bottom, top])")
     return [Evidence.from_paired(f"k = {k}", by_seed[("bottom", k)], by_seed[("top", k)])
             for k in sorted({k for _, k in by_seed} - {0})
             if ("bottom", k) in by_seed and ("top", k) in by_seed]
@@ -781,9 +786,9 @@ def freeze_saves(backward: pd.DataFrame | None) -> list[Evidence]:
     measures is this machine's and moves from run to run, so no verdict reads it."""
     if backward is None or not len(backward):
         raise NotMeasured("not measured: this build timed no backward pass with frozen layers "
-                          "(it is measured beside the partly frozen runs, and freeze_ks is "
-                          "empty, as in the default profile, whose 30-minute budget leaves "
-                          "them out); the larger profile measures it (freeze_ks [3])")
+                          "(it is measured beside the bottom-frozen runs, and freeze_ks is "
+                          "empty, or freeze_ends lacks bottom); the default and larger "
+                          "profiles measure it (freeze_ks [3])")
     return [Evidence.from_values(f"bottom {k} frozen, share of backward operations saved",
                                  group.saved) for k, group in backward.groupby("k")]
 
