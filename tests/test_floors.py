@@ -119,7 +119,20 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     assert few.reason.startswith("undecided: too few units in 1 of 1 units (")
     # one value: no spread at all
     one = _cause(Evidence.from_values("u", [0.05]))
-    assert one.units.cause.iloc[0].startswith("too few units: no spread from 1 values")
+    assert one.units.cause.iloc[0].startswith("too few units: no spread from one value")
+    # an error of its own (a bootstrap over sentences), not over counted values
+    own = _cause(Evidence("u", 0.033, 0.021))
+    assert own.units.cause.iloc[0].startswith(
+        "too few units: a one-sided bound of 0.035 from its own standard error")
+    assert "(its own standard error)" in own.reason and "0 values" not in own.reason
+    # values that agree to a step coarser than the smallest effect (ranks among 7 layers):
+    # their lack of spread is the scale's, so more of them would not show "no change"
+    ranks = _cause(Evidence.from_values("u", [0.0, 0.0, 0.0]).in_steps(1 / 6))
+    assert ranks.units.cause.iloc[0] == ("too coarse: its values move in steps of 0.167, "
+                                         "larger than the smallest effect 0.02; estimate "
+                                         "+0.000, one-sided bound 0.000")
+    assert "whose values move in steps of 0.167, larger than the smallest effect" in \
+        ranks.reason
     # a narrow interval that straddles the smallest effect: more units would decide it, but
     # the interval is not what is short
     near = _cause(Evidence("u", 0.021, 0.002, 30.0, 31))
@@ -156,7 +169,7 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     for same_side in ({"a": 0.05, "b": 0.20, "c": 0.03}, {"a": 0.01, "b": -0.08, "c": 0.0}):
         v = decide(_claim(), Evidence.from_named("3 models", same_side))
         assert not v.units.cause.iloc[0].startswith("its objects part"), same_side
-    for v in (few, one, near, room, low, both, parted, drawn, down):
+    for v in (few, one, own, ranks, near, room, low, both, parted, drawn, down):
         assert v.units.cause.iloc[0].split(":")[0] in UNDECIDED_CAUSES
 
 
@@ -324,3 +337,38 @@ def test_the_seed_interval_covers_a_second_draw_where_a_t_over_pairs_does_not():
     spread = np.std(estimates)
     assert 0.8 < np.sqrt(np.mean(np.square(over_seeds))) / spread < 1.25
     assert np.sqrt(np.mean(np.square(over_pairs))) / spread < 0.5
+
+
+def test_values_in_steps_coarser_than_the_smallest_effect_never_read_equivalent():
+    """Three seeds whose top layer keeps its rank read exactly 0 with no spread: on a
+    continuous scale that would be "equivalent", but a rank among seven layers moves by
+    1/6, so a change eight times the smallest effect could hide between two steps."""
+    zeros = Evidence.from_values("ranks", [0.0, 0.0, 0.0])
+    assert decide(_claim(), zeros).outcome == "equivalent"
+    assert decide(_claim(), zeros.in_steps(1 / 6)).outcome == "inconclusive"
+    assert decide(_claim(), zeros.in_steps(0.01)).outcome == "equivalent"  # finer than 0.02
+    assert decide(_claim("none"), zeros.in_steps(1 / 6)).outcome == "inconclusive"
+    # a step every seed takes the claim's way is still a change in that direction
+    down = Evidence.from_values("ranks", [1 / 6, 1 / 6, 2 / 6]).in_steps(1 / 6)
+    assert decide(_claim(), down).outcome == "holds"
+    # a coarse unit beside a decided continuous one leaves the claim undecided, not mixed
+    plain = Evidence.from_values("plain", [0.07, 0.06, 0.08])
+    v = decide(_claim(), [plain, zeros.in_steps(1 / 6)])
+    assert v.outcome == "inconclusive" and v.units.outcome.tolist() == ["holds",
+                                                                       "inconclusive"]
+    assert decide(_claim(), [plain, zeros]).outcome == "mixed"
+    # the interval form of the rule agrees, unit by unit
+    for direction in ("greater", "less", "none", "at_most"):
+        for est in (-0.3, -0.01, 0.0, 0.01, 0.3):
+            for se in (0.0, 0.005, 0.2):
+                for step in (0.0, 0.01, 1 / 6):
+                    e = Evidence("u", est, se, 2.0, 3).in_steps(step)
+                    assert decide(_claim(direction), e).outcome == \
+                        verdicts.reference_decide(direction, est, se, 0.02, df=2.0,
+                                                  step=step), (direction, est, se, step)
+
+
+@pytest.mark.parametrize("step", [-0.1, float("nan"), float("inf"), "1/6", True])
+def test_a_step_that_no_scale_has_is_refused(step):
+    with pytest.raises(ValueError, match="step must be a finite number >= 0"):
+        Evidence("u", 0.0, 0.0, step=step)

@@ -270,7 +270,10 @@ class Evidence:
     ``levels``: the variables the statistic reads beside their floors or ceilings
     (:class:`Level`; add them with :meth:`reading`); ``named``: the values of distinct
     objects (models, pairs of models) the estimate is the mean of, by name
-    (:meth:`from_named`), so that an undecided unit can say which of them carry it.
+    (:meth:`from_named`), so that an undecided unit can say which of them carry it;
+    ``step``: the smallest change one of its values can show (0 for a statistic on a
+    continuous scale; add it with :meth:`in_steps`), so that values alike because their
+    scale cannot tell them apart are not read as evidence of no difference.
     """
 
     unit: str
@@ -281,6 +284,7 @@ class Evidence:
     note: str = ""
     levels: tuple[Level, ...] = ()
     named: tuple[tuple[str, float], ...] = ()
+    step: float = 0.0
 
     def __post_init__(self) -> None:
         # evidence no estimate can give is refused where it is made, so that the verdict
@@ -291,11 +295,23 @@ class Evidence:
                              f"got {self.n!r}")
         if not all(isinstance(level, Level) for level in self.levels):
             raise TypeError(f"evidence {self.unit!r}: levels must be Level records")
+        if isinstance(self.step, (bool, str)) or not (
+                isinstance(self.step, (int, float, np.number)) and 0 <= self.step < np.inf):
+            raise ValueError(f"evidence {self.unit!r}: step must be a finite number >= 0 (0 for "
+                             f"a statistic on a continuous scale), got {self.step!r}")
 
     def reading(self, *levels: Level) -> Evidence:
         """This evidence, with the variables its statistic reads beside their floors or
         ceilings (:class:`Level`), for the verdict rule's floor check."""
         return replace(self, levels=(*self.levels, *levels))
+
+    def in_steps(self, step: float) -> Evidence:
+        """This evidence, whose values move only in steps of ``step`` (a rank among L layers,
+        scaled to [0, 1], moves by 1/(L-1)). Seeds that all read the same step agree with no
+        spread, yet a change smaller than a step would read the same: where the step is
+        larger than the claim's smallest effect, the verdict rule does not read such a unit
+        as showing no difference (:func:`~analysis_lib.claims.verdicts.decide`)."""
+        return replace(self, step=float(step))
 
     def interval(self, alpha: float = 0.05) -> tuple[float, float]:
         """The two-sided ``1 - alpha`` interval ``estimate +- q se``, ``q`` the quantile of

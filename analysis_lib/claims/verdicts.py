@@ -29,7 +29,9 @@ whose runs did not train
 before the tests, each naming what it left out: the floor rule (a statistic read on a
 variable at its floor) and the adequacy rule (a unit that reads a fine-tuned model no better
 than the head on its frozen encoder: :func:`with_adequacy`); a claim left with no unit reads
-``not measured`` with their reasons.
+``not measured`` with their reasons. A unit whose values move in steps larger than the
+smallest effect (ranks among a few layers: :meth:`Evidence.in_steps`) is never read as
+``equivalent``: values that agree to such a step are no evidence of no difference.
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
 one unit at a time (no adjustment); tests hold the two together. :func:`judge` draws a
@@ -161,6 +163,10 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
                        np.where(p_opposite < alpha, "opposite",
                                 np.where(p_equiv < alpha, "equivalent", "inconclusive")))
     outcome = np.where(np.isfinite(se), outcome, "inconclusive")
+    # values that move in steps larger than the smallest effect agree to the step, not to
+    # within it: no spread among them is no evidence of no difference
+    coarse = np.array([e.step > delta for e in evidence], dtype=bool)
+    outcome = np.where(coarse & (outcome == "equivalent"), "inconclusive", outcome)
     raw = np.array([e.estimate for e in evidence])
     bounds = np.array([e.interval(alpha) for e in evidence], dtype=np.float64)
     reach = _reach(se, df, alpha)
@@ -197,16 +203,29 @@ def _undecided_reason(claim: Claim, reason: str, evidence: list[Evidence], cause
     if short.any():
         # what the interval is over (seeds, models, pairs, folds) is the unit's own: name
         # its count, never assume seeds
-        counts = ", ".join(dict.fromkeys(
-            "one value" if e.n == 1 else f"{e.n} values" if e.n else "no spread"
-            for e, out in zip(evidence, short) if out))
+        counts = ", ".join(dict.fromkeys(_over(e) for e, out in zip(evidence, short) if out))
         what = "a cost below it" if claim.direction == "at_most" else "equivalence"
         reason += (f"; {what} is out of reach in {int(short.sum())} of {len(evidence)} "
                    f"units: their one-sided bound (at least {np.nanmin(reach):.3f}) is not "
                    f"inside the smallest effect {delta:.3g} with the values their intervals "
                    f"are over ({counts}); more of those (as each unit says: seeds, models, "
                    "pairs or folds) would be needed to show no difference")
+    coarse = [e for e, cause in zip(evidence, causes) if cause.startswith("too coarse")]
+    if coarse:
+        steps = ", ".join(dict.fromkeys(f"{e.step:.3g}" for e in coarse))
+        reason += (f"; equivalence is out of reach in {len(coarse)} of {len(evidence)} units "
+                   f"whose values move in steps of {steps}, larger than the smallest effect "
+                   f"{delta:.3g}: no number of such values can show a change smaller than "
+                   "a step")
     return reason
+
+
+def _over(evidence: Evidence) -> str:
+    """What a unit's interval is over, in words: its count of values, or its own standard
+    error where it names none (a bootstrap over sentences, a binomial error)."""
+    if evidence.n is None:
+        return "its own standard error" if np.isfinite(evidence.se) else "no count of values"
+    return {0: "no values", 1: "one value"}.get(evidence.n, f"{evidence.n} values")
 
 
 #: why a unit stays undecided, in the order :func:`undecided_cause` tries them (a claim
@@ -221,6 +240,9 @@ UNDECIDED_CAUSES = {
                         "some clear the smallest effect the paper's way and others sit "
                         "within it of zero or run against it: the claim shows for some of "
                         "them and not for others, which more of the same would not change",
+    "too coarse": "the unit's values move in steps larger than the smallest effect (ranks "
+                  "among a few layers), so values that agree to the step could still differ "
+                  "by as much as the effect: they cannot show that there is no difference",
     "too few units": "the interval is wider than the smallest effect: with more of the values "
                      "it is over (seeds, models, pairs, folds) it could be decided",
     "near the smallest effect": "the interval is narrower than the smallest effect, but the "
@@ -291,10 +313,14 @@ def undecided_cause(evidence: Evidence, reach: float, delta: float,
     parted = _parted(evidence, delta, direction) if not reach < delta else ""
     if parted:
         return f"its objects part: {parted}"
+    if evidence.step > delta and reach < delta and direction != "at_most":
+        return (f"too coarse: its values move in steps of {evidence.step:.3g}, larger than "
+                f"the smallest effect {delta:.3g}; estimate {evidence.estimate:+.3f}, "
+                f"one-sided bound {reach:.3f}")
     if not reach < delta:
         spread = "no spread" if not np.isfinite(reach) else f"a one-sided bound of {reach:.3f}"
-        return (f"too few units: {spread} from {evidence.n or 0} values, not inside the "
-                f"smallest effect {delta:.3g}")
+        return (f"too few units: {spread} from {_over(evidence)}, not inside the smallest "
+                f"effect {delta:.3g}")
     return (f"near the smallest effect: {evidence.estimate:+.3f}, one-sided bound {reach:.3f}, "
             f"smallest effect {delta:.3g}")
 
@@ -460,12 +486,13 @@ def _empty_units() -> pd.DataFrame:
 
 
 def reference_decide(direction: str, estimate: float, se: float, delta: float,
-                     alpha: float = ALPHA, df: float | None = None) -> str:
+                     alpha: float = ALPHA, df: float | None = None, step: float = 0.0) -> str:
     """One unit, read from intervals: the one-sided ``1 - alpha`` bounds against the
     smallest effect for ``holds`` and ``opposite``, the ``1 - 2 alpha`` two-sided interval
     inside ``+-delta`` for ``equivalent`` (a claim of no difference is ``opposite`` when
-    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``). It refuses the
-    same impossible numbers as :func:`decide`."""
+    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``), unless the values
+    move in steps (``step``) larger than ``delta``. It refuses the same impossible numbers
+    as :func:`decide`."""
     check_unit("reference", estimate, se, df)
     delta = _check_smallest_effect(delta)
     if not 0 < alpha < 0.5:
@@ -487,7 +514,7 @@ def reference_decide(direction: str, estimate: float, se: float, delta: float,
         return "holds"
     elif x + q1 * se < -delta:
         return "opposite"
-    if -delta < x - q1 * se and x + q1 * se < delta:
+    if -delta < x - q1 * se and x + q1 * se < delta and not step > delta:
         return "equivalent"
     return "inconclusive"
 

@@ -721,7 +721,10 @@ def ft_top_change(change: pd.DataFrame | None) -> list[Evidence]:
 def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
     """Per (model, task): the pretrained model's localization at the top layer minus each
     fine-tuned seed's (Wu et al. Fig. 7), one value per seed; a second unit reads the score
-    on ranks among each model's own layers, where ``change`` has it."""
+    on ranks among each model's own layers, where ``change`` has it. A rank among L layers
+    moves in steps of 1/(L-1), far coarser than the smallest effect: seeds whose top layer
+    keeps its place under both measures read exactly 0, which the verdict rule does not
+    take for "no change" (:meth:`~analysis_lib.claims.claim.Evidence.in_steps`)."""
     if change is None or "localization_ft" not in change:
         return []
     out = []
@@ -731,9 +734,12 @@ def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
         out.append(Evidence.from_values(f"{model}, {task}, localization at {where}",
                                         top.localization_base - top.localization_ft))
         if "ranked_localization_ft" in top:
+            layers = group.layer.nunique()
             out.append(Evidence.from_values(
                 f"{model}, {task}, localization on ranks at {where}",
-                top.ranked_localization_base - top.ranked_localization_ft))
+                top.ranked_localization_base - top.ranked_localization_ft,
+                note=f"ranks among {layers} layers: steps of {1 / (layers - 1):.3f}",
+            ).in_steps(1 / (layers - 1)))
     return out
 
 
