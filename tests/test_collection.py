@@ -617,6 +617,10 @@ def test_attention_claim_compares_each_method_with_itself():
     found = _attention({**heads, **dist}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] == "holds"
     assert found.loc["wu-attention-heads", "control"].startswith("condition:")
+    # each pair of models is a distinct object: its value is printed by name, so that an
+    # undecided verdict can say which pairs carry it
+    shows = found.loc["wu-attention-heads", "what this run shows"]
+    assert "per value: a - b +0." in shows and "b - c +0." in shows
     # near-uniform heads: raw values high across models (0.72), yet below every
     # within-model cell (0.9), while the distributed cells overlap: the claim turns around
     uniform = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}

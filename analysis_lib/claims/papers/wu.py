@@ -674,7 +674,7 @@ def attention_heads(methods: Mapping[str, np.ndarray] | None,
     names = trained if len(trained) >= 2 else list(dict.fromkeys(frame.model))
     head = [m for m in HEAD_LEVEL if m in methods]
     dist = [m for m in DISTRIBUTED if m in methods]
-    values: list[float] = []
+    values: dict[str, float] = {}
     every: list[float] = []
     if head and dist:
         for i, a in enumerate(names):
@@ -682,12 +682,12 @@ def attention_heads(methods: Mapping[str, np.ndarray] | None,
                 pair = {m: pair_overlap(methods[m], collection.table, a, b)
                         for m in head + dist}
                 every.extend(pair.values())
-                values.append(np.mean([pair[m] for m in head])
-                              - np.mean([pair[m] for m in dist]))
+                values[f"{a} - {b}"] = float(np.mean([pair[m] for m in head])
+                                             - np.mean([pair[m] for m in dist]))
     if _at_bound(*every):
         raise NotMeasured(_AT_BOUND.replace("both measures", "every method"))
-    return [Evidence.from_values(f"{len(values)} pairs of models, rank overlap", values,
-                                 note="the pairs share models")] if values else []
+    return [Evidence.from_named(f"{len(values)} pairs of models, rank overlap", values,
+                                note="the pairs share models")] if values else []
 
 
 @WU.claim("wu-ft-top-change", "§6, Fig. 5-6",
