@@ -125,6 +125,9 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     assert own.units.cause.iloc[0].startswith(
         "too few units: a one-sided bound of 0.035 from its own standard error")
     assert "(its own standard error)" in own.reason and "0 values" not in own.reason
+    single = _cause(Evidence("u", 0.05, float("nan")))  # one number, no error and no count
+    assert single.units.cause.iloc[0].startswith("too few units: no spread from a single "
+                                                 "estimate")
     # values that agree to a step coarser than the smallest effect (ranks among 7 layers):
     # their lack of spread is the scale's, so more of them would not show "no change"
     ranks = _cause(Evidence.from_values("u", [0.0, 0.0, 0.0]).in_steps(1 / 6))
@@ -169,7 +172,7 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     for same_side in ({"a": 0.05, "b": 0.20, "c": 0.03}, {"a": 0.01, "b": -0.08, "c": 0.0}):
         v = decide(_claim(), Evidence.from_named("3 models", same_side))
         assert not v.units.cause.iloc[0].startswith("its objects part"), same_side
-    for v in (few, one, own, ranks, near, room, low, both, parted, drawn, down):
+    for v in (few, one, own, single, ranks, near, room, low, both, parted, drawn, down):
         assert v.units.cause.iloc[0].split(":")[0] in UNDECIDED_CAUSES
 
 

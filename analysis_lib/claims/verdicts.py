@@ -224,7 +224,7 @@ def _over(evidence: Evidence) -> str:
     """What a unit's interval is over, in words: its count of values, or its own standard
     error where it names none (a bootstrap over sentences, a binomial error)."""
     if evidence.n is None:
-        return "its own standard error" if np.isfinite(evidence.se) else "no count of values"
+        return "its own standard error" if np.isfinite(evidence.se) else "a single estimate"
     return {0: "no values", 1: "one value"}.get(evidence.n, f"{evidence.n} values")
 
 
