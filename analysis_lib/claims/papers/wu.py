@@ -735,11 +735,12 @@ def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
                                         top.localization_base - top.localization_ft))
         if "ranked_localization_ft" in top:
             layers = group.layer.nunique()
+            step = 1 / (layers - 1)  # one place in a ranking of the model's layers
             out.append(Evidence.from_values(
                 f"{model}, {task}, localization on ranks at {where}",
                 top.ranked_localization_base - top.ranked_localization_ft,
-                note=f"ranks among {layers} layers: steps of {1 / (layers - 1):.3f}",
-            ).in_steps(1 / (layers - 1)))
+                note=f"ranks among {layers} layers: steps of {step:.3f}",
+            ).in_steps(step))
     return out
 
 
