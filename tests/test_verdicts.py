@@ -586,6 +586,44 @@ def test_judge_reads_each_claims_results_by_name_and_stops_it_where_it_cannot_be
         paper.claim("t-ok", "here", "c", "yes", "s", "greater", 0.1, "w", **fields())(ok)
 
 
+def test_a_claim_whose_factor_is_not_controlled_reads_not_measured_with_what_it_would_read():
+    """An evidence function that cannot separate its claim's factor from another without a
+    control condition raises Uncontrolled with the units it could read: the claim reads not
+    measured whatever they show (a clear effect, none, the opposite), and its reason gives
+    the confound and what the units alone would read, by the same rule as any verdict; a
+    claim of the same paper with its control reads its verdict as usual."""
+    paper = records.Paper("Wu")
+
+    def fields():
+        return dict(chapter="seeds", gates=(), control=("condition", "a control run"),
+                    paper_effect="none reported")
+
+    @paper.claim("t-ctl", "here", "c", "yes", "s", "greater", 0.1, "w", **fields())
+    def factor(values, control):
+        units = [Evidence.from_values("against the plain condition", values)]
+        if control is None:
+            raise records.Uncontrolled("not measured: the two conditions differ twice over",
+                                       units)
+        return units + [Evidence.from_values("against the control", control)]
+
+    assert issubclass(records.Uncontrolled, records.NotMeasured)
+    for values, alone in (([0.5, 0.6, 0.55], "holds"), ([-0.5, -0.6, -0.55], "opposite"),
+                          ([0.001, -0.002, 0.0005], "equivalent")):
+        found = verdicts.judge(paper.claims, {"values": values, "control": None})
+        assert found.loc["t-ctl", "verdict"] == "not measured"
+        shown = found.loc["t-ctl", "what this run shows"]
+        assert shown.startswith("not measured: the two conditions differ twice over; "
+                                "without that control, this claim's statistic would read "
+                                f"{alone}, against the plain condition: ")
+        expected = decide(paper.claims[0], [Evidence.from_values(
+            "against the plain condition", values)])
+        assert shown.endswith(expected.shown)
+    controlled = verdicts.judge(paper.claims, {"values": [0.5, 0.6, 0.55],
+                                               "control": [0.4, 0.45, 0.5]})
+    assert controlled.loc["t-ctl", "verdict"] == "holds"
+    assert "would read" not in controlled.loc["t-ctl", "what this run shows"]
+
+
 def test_a_correlation_claim_compares_fisher_z_with_the_atanh_of_its_smallest_effect():
     z = records.Claim("t-z", "Wu", "here", "c", "yes", "s", "greater", 0.5, "w",
                       ("baseline", "zero"), "none", fisher_z=True)

@@ -13,8 +13,10 @@ A claim also names the chapter whose results test it and its ``evidence``: the o
 that turns those results into :class:`Evidence`, one record per unit (a task, a model, a
 measure, a pair of seeds). The function's parameters name the results it reads
 (:attr:`Claim.reads`); it raises :class:`NotMeasured` or :class:`DidNotTrain` when those
-results cannot test the claim. :func:`analysis_lib.claims.verdicts.judge` calls it and draws
-the verdict by the book's one rule, :func:`analysis_lib.claims.verdicts.decide`.
+results cannot test the claim, and :class:`Uncontrolled` when they cannot separate the
+claim's factor from another without a control condition they lack.
+:func:`analysis_lib.claims.verdicts.judge` calls it and draws the verdict by the book's one
+rule, :func:`analysis_lib.claims.verdicts.decide`.
 
 A statistic is always oriented so that the claim reads as one of four statements:
 
@@ -550,6 +552,19 @@ class NoVerdict(Exception):
 class NotMeasured(NoVerdict):
     """The results cannot test the claim (a section that did not run, a design that cannot
     separate the claim's factor from another); the message says why."""
+
+
+class Uncontrolled(NotMeasured):
+    """The results cannot separate the factor the claim names from another that differs
+    with it, because the control condition that tells them apart was not run (a tagging
+    task is syntactic and labels every token; only a token-level task without syntax
+    separates the two). ``units`` are what the statistic reads without that control: the
+    verdict shows what they would read beside the reason, and never judges the claim by
+    them."""
+
+    def __init__(self, why: str, units: Sequence[Evidence]):
+        self.units = list(units)
+        super().__init__(why)
 
 
 class DidNotTrain(NoVerdict):

@@ -29,9 +29,12 @@ whose runs did not train
 before the tests, each naming what it left out: the floor rule (a statistic read on a
 variable at its floor) and the adequacy rule (a unit that reads a fine-tuned model no better
 than the head on its frozen encoder: :func:`with_adequacy`); a claim left with no unit reads
-``not measured`` with their reasons. A unit whose values move in steps larger than the
-smallest effect (ranks among a few layers: :meth:`Evidence.in_steps`) is never read as
-``equivalent``: values that agree to such a step are no evidence of no difference.
+``not measured`` with their reasons. A claim whose factor cannot be told from another
+without a control condition the results lack reads ``not measured`` too, with what its
+statistic would read without the control beside the reason. A unit whose values move in
+steps larger than the smallest effect (ranks among a few layers: :meth:`Evidence.in_steps`)
+is never read as ``equivalent``: values that agree to such a step are no evidence of no
+difference.
 
 :func:`reference_decide` is the same rule written out with intervals instead of p-values,
 one unit at a time (no adjustment); tests hold the two together. :func:`judge` draws a
@@ -64,6 +67,7 @@ from .claim import (
     DidNotTrain,
     Evidence,
     NotMeasured,
+    Uncontrolled,
     Verdict,
     check_unit,
 )
@@ -392,13 +396,15 @@ def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float =
     results its parameters name (one the chapter did not compute reads ``None``) and
     :func:`decide` draws the verdict, or the function says why there is none
     (:class:`~analysis_lib.claims.claim.NotMeasured`,
-    :class:`~analysis_lib.claims.claim.DidNotTrain`). A claim that presupposes another
-    (:attr:`~analysis_lib.claims.claim.Claim.requires`) keeps its verdict only where every
-    claim down its chain of preconditions holds on the same results (:func:`conditional`,
-    the first that does not is named); a chain that cycles or names no claim is a
-    ``ValueError`` (:func:`~analysis_lib.claims.preconditions`; ids are looked up
-    among ``claims`` first). A result that no claim reads is an error: a misspelt name would
-    otherwise leave its claim "not measured"."""
+    :class:`~analysis_lib.claims.claim.DidNotTrain`; with
+    :class:`~analysis_lib.claims.claim.Uncontrolled`, the claim reads ``not measured`` and
+    its reason adds what the units it could read would read). A claim that presupposes
+    another (:attr:`~analysis_lib.claims.claim.Claim.requires`) keeps its verdict only
+    where every claim down its chain of preconditions holds on the same results
+    (:func:`conditional`, the first that does not is named); a chain that cycles or names
+    no claim is a ``ValueError`` (:func:`~analysis_lib.claims.preconditions`; ids are
+    looked up among ``claims`` first). A result that no claim reads is an error: a
+    misspelt name would otherwise leave its claim "not measured"."""
     claims = list(claims)
     chains = {id(claim): preconditions(claim, claims) for claim in claims}
     known = {name for claim in claims for name in results_read(claim, claims)}
@@ -436,8 +442,19 @@ def _judge_one(claim: Claim, results: Mapping[str, Any], alpha: float) -> Verdic
         units = claim.evidence(**{name: results.get(name) for name in claim.reads})
     except DidNotTrain as stop:
         return untrained(claim, stop.problems)
+    except Uncontrolled as stop:
+        alone = _decided(claim, stop.units, results, alpha)
+        return not_measured(claim, f"{stop}; without that control, this claim's statistic "
+                                   f"would read {alone.outcome}, {alone.shown}")
     except NotMeasured as stop:
         return not_measured(claim, str(stop))
+    return _decided(claim, units, results, alpha)
+
+
+def _decided(claim: Claim, units: Sequence[Evidence], results: Mapping[str, Any],
+             alpha: float) -> Verdict:
+    """:func:`decide` on a claim's units, after the adequacy rule where the claim reads the
+    fine-tuning grid."""
     if GRID in claim.gates:
         units = with_adequacy(units, results.get(ADEQUACY))
     return decide(claim, units, alpha=alpha)

@@ -24,7 +24,6 @@ seeds. Claims read from runs that failed the training gate get no verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -39,6 +38,7 @@ from ..claim import (
     Level,
     NotMeasured,
     Paper,
+    Uncontrolled,
     claim_of,
     figure,
 )
@@ -121,11 +121,13 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
     the control task ``"<task>:control"``, every word tagged by its type) separates them: a
     second unit, the control model's RSA minus the tagging model's, asks whether the syntax
     reaches deeper than token-level supervision alone. Without trained control runs
-    (none, or ``untrained_control`` names why they did not train) every unit names the
-    confound instead."""
+    (none, or ``untrained_control`` names why they did not train) the claim's factor, the
+    syntax, is not told apart from the supervision of every token: it reads not measured
+    (:class:`~analysis_lib.claims.claim.Uncontrolled`), naming the confound and what the
+    sentence-level units alone would read."""
     if change is None or tagging is None or not len(tagging) or "rsa" not in change:
         return []
-    out = []
+    out, uncontrolled = [], []
     for (model, tag_task), tagged in tagging.groupby(["model", "task"], sort=False):
         task = tag_task.removesuffix(TAGGING)
         own = change[(change.model == model) & (change.task == task)]
@@ -141,11 +143,13 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
             why = ("its control runs did not train: " + "; ".join(untrained_control.values())
                    if untrained_control else "none was trained here (tagging_control; the "
                                              "larger profile trains it)")
-            units = [replace(u, note=f"{u.note}; {confound(why)}") for u in units]
+            uncontrolled.append(why)
         else:
             units.append(_parted(control, tagged, top,
                                  f"{model}, {task + CONTROL} against {tag_task}"))
         out += units
+    if uncontrolled:
+        raise Uncontrolled(confound("; ".join(dict.fromkeys(uncontrolled))), out)
     return out
 
 
@@ -160,11 +164,12 @@ def _parted(shallow: pd.DataFrame, deep: pd.DataFrame, top: int, name: str) -> E
 
 
 def confound(why: str) -> str:
-    """What a tagging-against-sentence unit cannot tell apart without the control task."""
-    return ("confounded: the tagging task is syntactic and labels every token, the "
-            "sentence-level task neither, so the depth may come from token-level supervision "
-            "as much as from syntax; the control task (a random tag per word type) tells "
-            f"them apart, and {why}")
+    """Why a tagging-against-sentence unit cannot judge the claim without the control
+    task."""
+    return ("not measured: the tagging model differs from the sentence-level one twice over "
+            "(its task is syntactic, and it labels every token), so the depth may come from "
+            "token-level supervision as much as from syntax; the control task (a random tag "
+            f"per word type) tells them apart, and {why}")
 
 
 def crossed(sources: Mapping[str, Mapping[str, str]]) -> bool:
