@@ -590,8 +590,8 @@ def test_a_claim_whose_factor_is_not_controlled_reads_not_measured_with_what_it_
     """An evidence function that cannot separate its claim's factor from another without a
     control condition raises Uncontrolled with the units it could read: the claim reads not
     measured whatever they show (a clear effect, none, the opposite), and its reason gives
-    the confound and what the units alone would read, by the same rule as any verdict; a
-    claim of the same paper with its control reads its verdict as usual."""
+    the confound and what the units alone would read, by the same rule as any verdict; the
+    same claim given its control reads its verdict as usual."""
     paper = records.Paper("Wu")
 
     def fields():
