@@ -659,7 +659,8 @@ def test_task_depth_reads_the_tagging_model_against_the_sentence_model_of_each_s
     """Planted: the sentence-level model keeps RSA to the base near 1 below the top, the
     tagging model of the same seed falls from the middle layers, and a control model (a tag
     per word type) moves like the sentence model: the claim holds; tagging runs that move
-    like the sentence ones give no difference; no tagging runs, no verdict."""
+    like the sentence ones give no difference; no tagging runs: not measured, naming the
+    profile that trains them."""
     rng = np.random.default_rng(21)
     change = _change(0.01, rng, tasks=("t1", "t2"))
     tagged = _change(0.01, rng, tasks=("t1:pos",))
@@ -681,7 +682,12 @@ def test_task_depth_reads_the_tagging_model_against_the_sentence_model_of_each_s
     top_only = tagged.assign(rsa=np.where(tagged.layer == 6, tagged.rsa - 0.5, tagged.rsa))
     assert judged(top_only)["verdict"] in ("equivalent", "inconclusive")
     assert judged(tagged)["verdict"] in ("equivalent", "inconclusive")
-    assert judged(None)["verdict"] == "not measured"
+    for none in (None, tagged.iloc[:0]):  # a build without tagging runs (the default's)
+        absent = judged(none)
+        assert absent["verdict"] == "not measured"
+        assert absent["what this run shows"].startswith(
+            "not measured: this build trained no tagging runs (its tagging is none")
+        assert "the larger profile trains both" in absent["what this run shows"]
     stopped = judged(deeper, untrained_tagging={"m, t1:pos, seed 0": "it did not learn"})
     assert stopped["verdict"] == "not measured" and "t1:pos" in stopped["what this run shows"]
     alone = tagged.assign(task="t3:pos")  # no sentence-level runs of t3 to compare with

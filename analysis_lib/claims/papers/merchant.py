@@ -114,7 +114,8 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
     model's RSA to the base minus the tagging model's (``tagging``: the rows of
     :func:`~analysis_lib.collect.change_frame` for tasks ``"<task>:pos"``; the
     sentence-level rows of ``<task>`` are in ``change``). The note names the layer where the
-    two part most.
+    two part most. A build without tagging runs reads not measured, naming the profile that
+    trains them.
 
     The two models differ in two ways: the tagging task is syntactic, and it labels every
     token where the sentence-level task labels the input. ``tagging_control`` (the rows of
@@ -125,8 +126,13 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
     syntax, is not told apart from the supervision of every token: it reads not measured
     (:class:`~analysis_lib.claims.claim.Uncontrolled`), naming the confound and what the
     sentence-level units alone would read."""
-    if change is None or tagging is None or not len(tagging) or "rsa" not in change:
+    if change is None or "rsa" not in change:
         return []
+    if tagging is None or not len(tagging):
+        raise NotMeasured("not measured: this build trained no tagging runs (its tagging is "
+                          "none, as in the default profile, whose 30-minute budget leaves "
+                          "out the tagging task and its control); the larger profile trains "
+                          "both (tagging: controlled)")
     out, uncontrolled = [], []
     for (model, tag_task), tagged in tagging.groupby(["model", "task"], sort=False):
         task = tag_task.removesuffix(TAGGING)
@@ -141,8 +147,9 @@ def task_depth(change: pd.DataFrame | None, tagging: pd.DataFrame | None,
                                    & (tagging_control.task == task + CONTROL)])
         if untrained_control or control is None or not len(control):
             why = ("its control runs did not train: " + "; ".join(untrained_control.values())
-                   if untrained_control else "none was trained here (tagging_control; the "
-                                             "larger profile trains it)")
+                   if untrained_control else "none was trained here (its tagging is task; "
+                                             "the larger profile trains it: tagging: "
+                                             "controlled)")
             uncontrolled.append(why)
         else:
             units.append(_parted(control, tagged, top,
