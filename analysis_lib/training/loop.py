@@ -99,8 +99,9 @@ def run(model: torch.nn.Module, epoch_batches: Callable[[], Iterable[Mapping[str
     precision : {'float32', 'bfloat16'}
         What the forward pass and the loss compute in: ``"bfloat16"`` autocasts them (the
         products run in bfloat16, the weights, gradients and optimizer stay in float32); the
-        backward pass follows the forward pass's types. ``on_epoch`` runs outside it, in
-        float32.
+        backward pass follows the forward pass's types. ``on_epoch`` runs outside it, in the
+        precision it sets itself (fine-tuning's learning curve autocasts its evaluation to
+        the run's precision).
 
     Returns
     -------
