@@ -24,7 +24,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side b
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
-    os.environ.setdefault("ANALYSIS_LIB_WORKERS", str(share))  # no pools beside the workers
 
 import labtools  # noqa: E402
 import numpy as np  # noqa: E402 (after the OpenMP settings, which torch reads once)

@@ -145,7 +145,6 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     calls = []
     real = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setenv("ANALYSIS_LIB_WORKERS", "1")  # every run trains here, where it is counted
     grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
                             "seeds": [0, 1], "n_train": 48, "epochs": 0.5}, options)
     assert cached_grid(grid) is None and not calls
@@ -190,45 +189,6 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert task.train.texts == first.task("tweets-sentiment").train.texts
 
 
-@pytest.mark.slow
-def test_a_grid_trains_side_by_side_the_weights_it_trains_one_at_a_time(tmp_path, monkeypatch):
-    """On the CPU :func:`run_grid` trains the runs the cache lacks in worker processes,
-    each on ``GRID_THREADS`` threads: the same keys, records and weights as one run after
-    another in this process, whatever thread count the process has, and nothing is trained
-    again when the runs are read back."""
-    import torch
-
-    from analysis_lib.training import grid as grid_module
-
-    options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
-    grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
-                            "seeds": [0, 1], "n_train": 48, "epochs": 0.5}, options)
-    found = {}
-    before = torch.get_num_threads()
-    try:
-        for workers, threads in ((2, 2), (1, 1)):  # side by side; then in this process
-            monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(tmp_path / str(workers)))
-            torch.set_num_threads(threads)
-            found[workers] = run_grid(grid, progress=False, workers=workers)
-            assert torch.get_num_threads() == threads
-    finally:
-        torch.set_num_threads(before)
-    apart, here = found[2], found[1]
-    assert apart.frame.from_cache.all() and not here.frame.from_cache.any()
-    for run in grid.runs():
-        a, b = apart.get(*run), here.get(*run)
-        assert a.path.name == b.path.name  # one key
-        assert a.record["cpu_threads"] == b.record["cpu_threads"] == grid_module.GRID_THREADS
-        assert a.metrics == b.metrics and a.record["history"] == b.record["history"]
-        for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
-            assert torch.equal(p, q), name
-    # read back: every run from the cache, no worker needed
-    calls = []
-    monkeypatch.setattr(grid_module, "map_jobs", lambda *a, **k: calls.append(a))
-    again = run_grid(grid, progress=False, workers=2)
-    assert not calls and again.frame.from_cache.all()
-
-
 def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     """Model by model, task by task, seed by seed: :meth:`FinetuneGrid.runs` is the order
     in which a grid is trained, cached runs are found, and :meth:`Runs.each` and
@@ -245,7 +205,6 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
         record = {"train_seconds": 1.0, "config": {"precision": "float32"}}
 
     monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
-    monkeypatch.setattr(FinetuneGrid, "saved", lambda self, *run, **k: True)
     monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
                         or Run())
     runs = run_grid(grid, progress=False)
@@ -313,7 +272,6 @@ def test_a_run_still_learning_when_its_schedule_ends_is_trained_again_for_longer
     monkeypatch.setattr(grid_module, "finetune", fake_finetune)
     monkeypatch.setattr(grid_module, "lookup", lambda model, task, config, **k:
                         stored.get((config.seed, config.epochs)))
-    monkeypatch.setenv("ANALYSIS_LIB_WORKERS", "1")  # the runs train here, with the fake
     monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
     monkeypatch.setattr(FinetuneGrid, "task", lambda self, name: None)
     grid = FinetuneGrid.of({"models": ["minilm"], "tasks": ["tweets-sentiment"],
@@ -928,7 +886,7 @@ def test_freezing_runs_train_each_setting_and_seed_and_gate_them(monkeypatch):
     def fake_run_grid(grid, *, progress=True, store="full", **changes):
         calls.append((grid.models, grid.tasks, grid.seeds, store, changes))
         accuracy = 0.5 if changes.get("freeze_top") == 2 else 0.8
-        found = {(grid.models[0], grid.tasks[0], s): Run(accuracy) for s in grid.seeds}
+        found = {(grid.models[0], grid.tasks[0], grid.seeds[0]): Run(accuracy)}
         return type("R", (), {"get": lambda self, m, t, s: found[(m, t, s)],
                               "task": lambda self, name: type("T", (), {"test": [0] * 7})()})()
 
@@ -936,13 +894,12 @@ def test_freezing_runs_train_each_setting_and_seed_and_gate_them(monkeypatch):
     grid = FinetuneGrid(models=("a", "b"), tasks=("x", "y"), seeds=(3, 4))
     frame, found = freezing.freezing_runs(
         grid, [1, 2], gate=lambda record: "flat" if record["accuracy"] < 0.6 else "")
-    # one call per setting, every seed in it (its runs train side by side)
-    assert {c[:3] for c in calls} == {(("a",), ("x",), (3, 4))} and len(calls) == 5
+    assert {c[:3] for c in calls} == {(("a",), ("x",), (3,)), (("a",), ("x",), (4,))}
     assert len(frame) == 2 * 5 and set(found) == set(zip(frame.frozen, frame.k, frame.seed))
-    settings = {(c[3], tuple(sorted(c[4].items()))) for c in calls}
-    assert ("full", ()) in settings
-    assert ("trainable", (("freeze_bottom", 1), ("freeze_embeddings", True))) in settings
-    assert ("trainable", (("freeze_top", 2),)) in settings
+    settings = {(c[2][0], c[3], tuple(sorted(c[4].items()))) for c in calls}
+    assert (3, "full", ()) in settings
+    assert (3, "trainable", (("freeze_bottom", 1), ("freeze_embeddings", True))) in settings
+    assert (4, "trainable", (("freeze_top", 2),)) in settings
     assert frame.did_not_train[frame.k == 2].tolist().count("flat") == 2  # top 2, per seed
     assert (frame.n_test == 7).all()
     no_gate, _ = freezing.freezing_runs(grid, [1], progress=False)

@@ -108,23 +108,6 @@ def step(kind: str, name: str, **fields: Any) -> Iterator[None]:
             f.write(line)
 
 
-def depth() -> int:
-    """The depth of the step this code runs in (0 outside any)."""
-    return _DEPTH.get()
-
-
-@contextlib.contextmanager
-def at_depth(outer: int) -> Iterator[None]:
-    """Record the enclosed steps as if inside a step of depth ``outer``: a worker process's
-    job, sent from within that step (:func:`analysis_lib.runtime.workers.map_jobs`), whose
-    steps the sender's step already counts."""
-    token = _DEPTH.set(outer)
-    try:
-        yield
-    finally:
-        _DEPTH.reset(token)
-
-
 def read(path: str | os.PathLike) -> pd.DataFrame:
     """The records of one profile file as a table (empty when the file is missing); a line
     that is not a JSON object (a write cut short) is skipped, not fatal."""

@@ -32,7 +32,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from . import profile
 from .machine import cores
 
 #: environment variable: how many worker processes :func:`map_jobs` uses (1: none)
@@ -80,7 +79,7 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
     futures: list[Future] = []
     try:
         with _main_left_out():  # the workers start on these submissions
-            futures += [pool.submit(_timed, profile.depth(), function, *job) for job in jobs]
+            futures += [pool.submit(_timed, function, *job) for job in jobs]
         results = []
         for future in futures:
             result, seconds = future.result()
@@ -107,12 +106,10 @@ def cpu_seconds() -> float:
     return _cpu_seconds[0]
 
 
-def _timed(depth: int, function: Callable[..., Any], *job: Any) -> tuple[Any, float]:
-    """A job run in a worker, with the CPU time it took there. The steps it records
-    (:mod:`analysis_lib.runtime.profile`) sit inside the step that sent it, at ``depth``."""
+def _timed(function: Callable[..., Any], *job: Any) -> tuple[Any, float]:
+    """A job run in a worker, with the CPU time it took there."""
     start = time.process_time()
-    with profile.at_depth(depth):
-        result = function(*job)
+    result = function(*job)
     return result, time.process_time() - start
 
 

@@ -11,9 +11,9 @@ asking again, from any study, loads it. The saved folder is a normal model folde
 model. A run with frozen layers can keep only the weights it trained (``store="trainable"``:
 about a quarter of a MiniLM run with its bottom half frozen); its folder is then read back
 through :func:`finetune`, which has the base model the frozen weights come from, and
-``result.load()`` gives its encoder. On the CPU a model trains and is evaluated at a fixed
-number of torch threads whatever the machine has (its settings' ``cpu_threads``, by default
-:data:`CPU_THREADS`), so that the same key gives the same weights on every machine.
+``result.load()`` gives its encoder. On the CPU a model trains and is evaluated at
+:data:`CPU_THREADS` torch threads whatever the machine has, so that the same key gives the
+same weights on every machine.
 
 :func:`predict` runs a task model with layers removed (:mod:`analysis_lib.training.surgery`):
 ``layer=l`` keeps transformer layers ``1..l`` and feeds layer ``l`` through the model's own
@@ -75,13 +75,10 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------- settings
 
-#: torch threads a model fine-tunes with on the CPU unless its settings say otherwise
-#: (``FinetuneConfig.cpu_threads``, part of the cache key). A product's result depends on
-#: how it is split between threads, so at a free count a machine with more cores would
-#: train other weights under the same key. Two: one run alone on the 2-core machines the
-#: book is built on. A grid of runs trains each on one thread, as many side by side as
-#: the machine has cores (:func:`analysis_lib.training.grid.run_grid`): the book's small
-#: products keep one thread busier than two.
+#: torch threads a model fine-tunes with on the CPU (part of the cache key). A product's
+#: result depends on how it is split between threads, so at a free count a machine with
+#: more cores would train other weights under the same key. Two: the speed of the 2-core
+#: machines the book is built on; a larger machine can train several models at once.
 CPU_THREADS = 2
 
 
@@ -110,10 +107,6 @@ class FinetuneConfig:
         and the learning rate decays over that whole length, as early stopping does. The
         run keeps the weights of its best epoch (:func:`kept_epoch`; the record's
         ``kept_epoch``). A regression task has no accuracy and trains its whole schedule.
-    cpu_threads : int
-        Torch threads the run trains and is evaluated with on the CPU (a GPU ignores it:
-        the key and record of a GPU run hold None). Part of the key, as the thread count
-        changes a product's rounding.
     precision : {'float32', 'bfloat16', 'auto'}
         What the training steps' forward pass and loss compute in
         (:func:`~analysis_lib.runtime.device.training_precision`: ``"auto"`` is bfloat16
@@ -145,7 +138,6 @@ class FinetuneConfig:
     eval_batch_size: int = 64
     until_plateau: bool = False
     precision: str = "float32"
-    cpu_threads: int | None = CPU_THREADS
 
 
 #: The papers' settings, and a small one for this book's CPU runs.
@@ -182,8 +174,7 @@ def frozen_layers(config: FinetuneConfig, n: int) -> set[int]:
 def check_config(config: FinetuneConfig) -> FinetuneConfig:
     """``config`` if its schedule is possible, else a ``ValueError`` naming the field."""
     positive = {"batch_size": config.batch_size, "eval_batch_size": config.eval_batch_size,
-                "max_length": config.max_length, "bucket_factor": config.bucket_factor,
-                "cpu_threads": config.cpu_threads}
+                "max_length": config.max_length, "bucket_factor": config.bucket_factor}
     for name, value in positive.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"FinetuneConfig.{name} must be a positive integer, got {value!r}")
@@ -523,11 +514,11 @@ def _train_run(base: LoadedModel, task: Task, config: FinetuneConfig, dev: torch
     """Train one run of :func:`finetune` and, with ``cache``, save it at ``path``."""
     settings = asdict(config)
     where = device_key(dev)
-    threads = config.cpu_threads  # None on a GPU (:func:`_arguments`)
+    on_cpu = dev.type == "cpu"
     net = task_model(base, task.num_labels, task.regression, config.seed, task.word_level)
     frozen = frozen_parameters(net,
                                frozen_layers(config, n_transformer_layers(net)))
-    with torch_threads(threads) if threads else contextlib.nullcontext():
+    with torch_threads(CPU_THREADS) if on_cpu else contextlib.nullcontext():
         with fork_rng(dev):
             torch.manual_seed(config.seed)
             start = time.perf_counter()
@@ -554,7 +545,7 @@ def _train_run(base: LoadedModel, task: Task, config: FinetuneConfig, dev: torch
               "loss_curve": loop.loss_curve(losses),
               "metrics": metrics, "train_seconds": seconds,
               "train_examples": len(task.train), "device": where,
-              "cpu_threads": config.cpu_threads,
+              "cpu_threads": CPU_THREADS if on_cpu else None,
               "library_version": __version__,
               "torch_version": torch.__version__}
     if cache:
@@ -575,17 +566,6 @@ def lookup(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *
     return None if found is None else _placed(found, dev)
 
 
-def saved(model: str, task: Task | str, config: FinetuneConfig | str = "cpu", *,
-          cache_dir: str | os.PathLike | None = None, device: DeviceLike = None,
-          store: str = "full", **load_options: Any) -> bool:
-    """Whether the cache holds a run of :func:`finetune` with the same arguments: its folder
-    with a record (the weights are neither read nor checked; :func:`finetune` trains a
-    damaged run again)."""
-    config, task, base, dev = _arguments(model, task, config, device, store, cache_dir,
-                                         load_options)
-    return (_run_path(base, task, config, dev, store, cache_dir) / "record.json").is_file()
-
-
 def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, device: DeviceLike,
                store: str, cache_dir: str | os.PathLike | None, load_options: dict[str, Any]
                ) -> tuple[FinetuneConfig, Task, LoadedModel, torch.device]:
@@ -597,11 +577,9 @@ def _arguments(model: str, task: Task | str, config: FinetuneConfig | str, devic
     if isinstance(task, str):
         task = load_task(task)
     dev = resolve(device)
-    # "auto" becomes the precision this machine trains in, which the key and record hold;
-    # a GPU run's CPU thread count is None (it trains the same at any)
+    # "auto" becomes the precision this machine trains in, which the key and record hold
     config = replace(config, precision=training_precision(config.precision, dev,
-                                                          base.info.hidden_size),
-                     cpu_threads=config.cpu_threads if dev.type == "cpu" else None)
+                                                          base.info.hidden_size))
     return config, task, base, dev
 
 
@@ -614,6 +592,7 @@ def _run_path(base: LoadedModel, task: Task, config: FinetuneConfig, dev, store:
                    weights=weights_digest(base.model), task=task.name,
                    code=code_digest(__name__),
                    task_data=task.fingerprint(), config=asdict(config),
+                   cpu_threads=CPU_THREADS if dev.type == "cpu" else None,
                    **key_parts(dev), **({} if store == "full" else {"store": store}))
     return default_root(cache_dir) / "finetune" / key
 

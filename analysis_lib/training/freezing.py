@@ -45,23 +45,21 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, ends: Sequence[str] 
     model, task = one.models[0], one.tasks[0]
     rows, found = [], {}
     configs = [("none", 0)] + [(m, k) for m in ENDS if m in ends for k in ks if k > 0]
-    by_setting = {}
-    for mode, k in configs:  # every seed of a setting at once: they train side by side
+    for (mode, k), seed in itertools.product(configs, one.seeds):
         changes: dict[str, Any] = {}
         if mode == "bottom":
             changes = bottom_frozen(k)
         elif mode == "top":
             changes = dict(freeze_top=k)
         # a frozen run keeps only what it trained (its frozen weights are the base's)
-        by_setting[(mode, k)] = run_grid(
-            one, progress=progress, store="full" if mode == "none" else "trainable", **changes)
-    for (mode, k), seed in itertools.product(configs, one.seeds):
-        result = by_setting[(mode, k)].get(model, task, seed)
+        runs = run_grid(one.only(seeds=(seed,)), progress=progress,
+                        store="full" if mode == "none" else "trainable", **changes)
+        result = runs.get(model, task, seed)
         found[(mode, k, seed)] = result
         test = result.metrics["test"]
         rows.append({"frozen": mode, "k": k, "seed": seed, "accuracy": test["accuracy"],
                      "macro_f1": test["macro_f1"], "majority": test["majority_baseline"],
-                     "n_test": len(by_setting[(mode, k)].task(task).test),
+                     "n_test": len(runs.task(task).test),
                      **({"did_not_train": gate(result.record)} if gate else {})})
     return pd.DataFrame(rows), found
 

@@ -3,8 +3,7 @@ run trained once and found in the cache by the next chapter that asks.
 
 :class:`FinetuneGrid` declares the grid's settings with their rules (a notebook's
 ``finetune`` parameter is checked against them), :func:`task_for` the book's split of a
-task, :func:`run_grid` trains (or loads) every run into :class:`Runs` (on the CPU, the
-runs not cached yet side by side, one per core, each on one thread), :func:`cached_grid`
+task, :func:`run_grid` trains (or loads) every run into :class:`Runs`, :func:`cached_grid`
 reads the runs another profile trained without training any, :func:`rate_table`
 compares learning rates, and :func:`learning_curves` and :func:`loss_curves` read each
 run's curves from its record.
@@ -25,24 +24,14 @@ from ..data.labels import silver_task
 from ..data.tasks import Task, load_task
 from ..models import random_options, zoo
 from ..rules import Parameter, validate
-from ..runtime import profile
-from ..runtime.cache import default_root
-from ..runtime.device import BF16_MIN_WIDTH, TRAINING_PRECISIONS, resolve
-from ..runtime.workers import default_workers, map_jobs
+from ..runtime.device import BF16_MIN_WIDTH, TRAINING_PRECISIONS
 from . import zoo as zoo_training
-from .finetune import FinetuneConfig, FineTuned, finetune, lookup, saved
+from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
 from .learning import still_learning
 
 #: validation and test examples per task unless a study asks for other sizes
 HELD_OUT = 500
-#: torch threads each run of a grid trains with on the CPU (its settings' ``cpu_threads``,
-#: part of its key). One: :func:`run_grid` trains as many runs side by side as the machine
-#: has cores, and a run's small products (MiniLM: 16 sentences of about 40 tokens, 384 wide)
-#: keep one thread busier than two: on a 2-core AMD EPYC, two MiniLM steps side by side on
-#: one thread each took 367 ms, one step on two threads 235 ms (book/running.md). The count
-#: is fixed, so a run's weights do not depend on how many ran beside it.
-GRID_THREADS = 1
 
 
 def task_for(name: str, n_train: int, n_heldout: int = HELD_OUT) -> Task:
@@ -210,19 +199,10 @@ class FinetuneGrid:
         return task_for(name, self.n_train, self.n_heldout)
 
     def settings(self, seed: int, **changes: Any) -> FinetuneConfig:
-        """The fine-tuning settings of one run of the grid, with ``changes`` (freezing):
-        the grid's recipe, each run on :data:`GRID_THREADS` CPU threads."""
+        """The fine-tuning settings of one run of the grid, with ``changes`` (freezing)."""
         return preset_config(self.preset, epochs=float(self.epochs), seed=int(seed),
                              until_plateau=bool(self.until_plateau),
-                             precision=str(self.precision), cpu_threads=GRID_THREADS,
-                             **changes)
-
-    def saved(self, model: str, task: str, seed: int, **changes: Any) -> bool:
-        """Whether the cache holds the run :meth:`train` trains first (nothing is loaded
-        but the base model; a run trained again for being still rising is not looked
-        for)."""
-        return saved(model, self.task(task), self.settings(seed, **changes),
-                     **self.options(model))
+                             precision=str(self.precision), **changes)
 
     def options(self, model: str) -> dict[str, Any]:
         """The loading options of ``model`` (``model_options`` for a ``random:`` model)."""
@@ -283,38 +263,18 @@ class Runs:
 
 
 def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
-             workers: int | None = None, **changes: Any) -> Runs:
+             **changes: Any) -> Runs:
     """Fine-tune every model of ``grid`` on every task with every seed (or load each from
     the cache), in the grid's order (:meth:`FinetuneGrid.runs`).
 
     ``changes`` apply to the settings (freezing); ``store`` is what the cache keeps of each
-    run (:func:`~analysis_lib.training.finetune.finetune`). On the CPU the runs the cache
-    does not hold yet train side by side in ``workers`` worker processes (default: one per
-    core, :func:`~analysis_lib.runtime.workers.default_workers`), each on
-    :data:`GRID_THREADS` threads, then every run is read from the cache; 1 trains them one
-    after another in this process. The weights are the same either way.
+    run (:func:`~analysis_lib.training.finetune.finetune`).
     """
     if not grid.models or not grid.tasks or not grid.seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
     zoo_training.ensure(grid.models)
-    count = workers or default_workers()
-    if count > 1 and resolve(None).type == "cpu":
-        todo = [run for run in grid.runs() if not grid.saved(*run, **changes)]
-        count = min(len(todo), count)  # a worker without a job would only import the library
-        if count > 1:
-            with profile.step("finetune", f"{len(todo)} runs side by side"):
-                root = str(default_root())  # a worker may have started under another
-                map_jobs(_train_run, [(grid, run, store, root, changes) for run in todo],
-                         workers=count)
     return Runs.of({run: grid.train(*run, progress=progress, store=store, **changes)
                     for run in grid.runs()}, grid)
-
-
-def _train_run(grid: FinetuneGrid, run: tuple[str, str, int], store: str, cache_dir: str,
-               changes: Mapping[str, Any]) -> None:
-    """One run of :func:`run_grid`, trained into the cache at ``cache_dir`` (in a worker
-    process: the caller reads it from there)."""
-    grid.train(*run, progress=False, store=store, cache_dir=cache_dir, **changes)
 
 
 def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Runs | None:
