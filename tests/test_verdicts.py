@@ -280,6 +280,26 @@ def test_paired_evidence_takes_the_differences_of_shared_keys():
     assert pairs.n == 2 and pairs.estimate == pytest.approx((0.05 + 0.04) / 2)
     assert pairs.se == pytest.approx(0.005) and pairs.df == 1
     assert np.isnan(Evidence.from_paired("one", {0: 0.8}, {0: 0.7}).se)
+    # the note prints each seed's difference, so that one run carrying the mean shows
+    assert pairs.note == "per seed: 0 +0.050, 1 +0.040"
+    noted = Evidence.from_paired("gap", {0: 0.8, 1: 0.5}, {0: 0.7, 1: 0.6}, "1 run failed")
+    assert noted.note == "1 run failed; per seed: 0 +0.100, 1 -0.100"
+
+
+def test_evidence_over_seeds_names_each_seeds_value():
+    """A unit over seeds is :meth:`Evidence.from_values` of its values (the same mean,
+    error and degrees of freedom), with each seed's value in the note; a seed that was not
+    measured is named as such and left out of the mean."""
+    values = {2: 0.12, 0: -0.03, 5: 0.07}
+    found = Evidence.from_seeds("u", values, "context")
+    plain = Evidence.from_values("u", list(values.values()))
+    assert (found.estimate, found.se, found.df, found.n) == (plain.estimate, plain.se,
+                                                             plain.df, plain.n)
+    assert found.note == "context; per seed: 2 +0.120, 0 -0.030, 5 +0.070"
+    missing = Evidence.from_seeds("u", {0: 0.1, 1: float("nan"), 2: 0.3})
+    assert missing.n == 2 and missing.estimate == pytest.approx(0.2)
+    assert missing.note.startswith("per seed: 0 +0.100, 1 not measured, 2 +0.300")
+    assert "1 of 3 values not measured" in missing.note
 
 
 def test_permutation_floor_is_below_the_adjusted_level():

@@ -371,13 +371,23 @@ class Evidence:
         return replace(found, named=named)
 
     @classmethod
+    def from_seeds(cls, unit: str, values: Mapping[Any, float], note: str = "") -> Evidence:
+        """:meth:`from_values` of one value per fine-tuning seed, by seed: the note prints
+        them one by one (``per seed: 0 +0.012, 1 +0.034``), so that a reader sees whether
+        one run carries the mean or widens the interval (a run stopped early, a seed at
+        chance)."""
+        shown = per_value(values, "per seed")
+        return cls.from_values(unit, list(values.values()),
+                               f"{note}; {shown}" if note else shown)
+
+    @classmethod
     def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
                     note: str = "") -> Evidence:
         """``first - second`` paired by key (a fine-tuning seed: the two runs of one seed
         share the head's initialisation and the batch order), over the keys both hold, as
-        :meth:`from_values`."""
-        return cls.from_values(unit, [first[k] - second[k] for k in first if k in second],
-                               note)
+        :meth:`from_seeds`."""
+        return cls.from_seeds(unit, {k: first[k] - second[k] for k in first if k in second},
+                              note)
 
     @classmethod
     def from_jackknife(cls, unit: str, estimate: float, replicates: Sequence[float],
@@ -472,11 +482,13 @@ class Evidence:
         return cls(unit, float(estimate), float(s.std(ddof=1)), None, int(s.size), note)
 
 
-def per_value(values: Mapping[str, float]) -> str:
-    """A collection unit's values one by one, for its note (``per value: minilm - mpnet
-    +0.110, minilm - smollm2 +0.004``), so that a reader sees which models, pairs or seeds
-    carry its mean."""
-    return "per value: " + ", ".join(f"{name} {value:+.3f}" for name, value in values.items())
+def per_value(values: Mapping[Any, float], label: str = "per value") -> str:
+    """A unit's values one by one, for its note (``per value: minilm - mpnet +0.110,
+    minilm - smollm2 +0.004``; ``label`` "per seed" for a unit over seeds), so that a reader
+    sees which models, pairs or seeds carry its mean."""
+    return f"{label}: " + ", ".join(
+        f"{name} {value:+.3f}" if np.isfinite(value) else f"{name} not measured"
+        for name, value in values.items())
 
 
 def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:

@@ -56,10 +56,10 @@ def depth_drop(change: pd.DataFrame | None, measure: str) -> list[Evidence]:
     for (model, task), group in change.groupby(["model", "task"], sort=False):
         top = int(group.layer.max())
         by_seed = group.set_index(["seed", "layer"])[measure]
-        values = [by_seed.get((seed, 1), np.nan) - by_seed.get((seed, top), np.nan)
-                  for seed in group.seed.unique()]
-        out.append(Evidence.from_values(f"{model}, {task}, {measure} (L1 - L{top})",
-                                        values))
+        values = {seed: by_seed.get((seed, 1), np.nan) - by_seed.get((seed, top), np.nan)
+                  for seed in group.seed.unique()}
+        out.append(Evidence.from_seeds(f"{model}, {task}, {measure} (L1 - L{top})",
+                                       values))
     return out
 
 
@@ -288,8 +288,8 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                                               for name, drop in drops.mean().items())
                 + f"; at the top layer L{top}: "
                 + ", ".join(f"{name} {drop:+.3f}" for name, drop in at_top.items()))
-        evidence = Evidence.from_values(f"{model}, {task}, best layer (base - tuned)",
-                                        drops.mean(axis=1).tolist(), note)
+        evidence = Evidence.from_seeds(f"{model}, {task}, best layer (base - tuned)",
+                                       dict(zip(tuned, drops.mean(axis=1))), note)
         for level, what in (("majority", "the majority class"),
                             ("lexical", "the embedding layer's probe")):
             if level in base:

@@ -119,8 +119,8 @@ def per_seed(scores: pd.DataFrame | None, statistic: Callable[[pd.DataFrame], fl
     out = []
     for (model, task), group in ([] if scores is None else
                                  scores.groupby(["model", "task"], sort=False)):
-        values = [statistic(seed_rows) for _, seed_rows in group.groupby("seed")]
-        evidence = Evidence.from_values(f"{model}, {task}, {label}", values)
+        values = {seed: statistic(seed_rows) for seed, seed_rows in group.groupby("seed")}
+        evidence = Evidence.from_seeds(f"{model}, {task}, {label}", values)
         found = level(group) if level is not None else None
         out.append(evidence.reading(found) if found is not None else evidence)
     return out

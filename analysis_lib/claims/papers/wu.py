@@ -840,9 +840,9 @@ def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None,
         across, seeds = _bottom_minus_top(frame, top), _bottom_minus_top(control, top)
         paired = across.index.intersection(seeds.index)
         if len(paired):
-            out.append(Evidence.from_values(
+            out.append(Evidence.from_seeds(
                 f"{model}, {task} and {other} models on {task}'s words minus two {task} "
-                f"seeds (L1 - L{top})", across[paired] - seeds[paired]))
+                f"seeds (L1 - L{top})", dict((across[paired] - seeds[paired]).items())))
     return out
 
 
