@@ -296,10 +296,15 @@ def test_evidence_over_seeds_names_each_seeds_value():
     assert (found.estimate, found.se, found.df, found.n) == (plain.estimate, plain.se,
                                                              plain.df, plain.n)
     assert found.note == "context; per seed: 2 +0.120, 0 -0.030, 5 +0.070"
-    missing = Evidence.from_seeds("u", {0: 0.1, 1: float("nan"), 2: 0.3})
+    missing = Evidence.from_seeds("u", {0: 0.1, 1: float("nan"), 2: None, 3: 0.3})
     assert missing.n == 2 and missing.estimate == pytest.approx(0.2)
-    assert missing.note.startswith("per seed: 0 +0.100, 1 not measured, 2 +0.300")
-    assert "1 of 3 values not measured" in missing.note
+    assert missing.note == ("2 of 4 values not measured (NaN); per seed: 0 +0.100, "
+                            "1 not measured, 2 not measured, 3 +0.300")
+    with pytest.raises(TypeError, match="values must be numbers"):
+        Evidence.from_seeds("u", {0: "0.1", 1: 0.2})
+    named = Evidence.from_named("m", {"a": 0.1, "b": None, "c": 0.3})
+    assert named.named == (("a", 0.1), ("c", 0.3))
+    assert named.note.endswith("per value: a +0.100, b not measured, c +0.300")
 
 
 def test_permutation_floor_is_below_the_adjusted_level():

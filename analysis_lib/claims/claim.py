@@ -364,11 +364,10 @@ class Evidence:
         (:func:`per_value`) and the unit keeps them (``named``), so that a unit left
         undecided because its objects part (some clear the smallest effect, others sit at
         chance) says so instead of asking for more of them."""
-        shown = per_value(values)
-        found = cls.from_values(unit, list(values.values()),
-                                f"{note}; {shown}" if note else shown)
-        named = tuple((str(k), float(v)) for k, v in values.items() if np.isfinite(v))
-        return replace(found, named=named)
+        found = cls.from_values(unit, list(values.values()), note)  # the values checked
+        named = tuple((str(k), float(v)) for k, v in values.items()
+                      if v is not None and np.isfinite(v))
+        return replace(found, named=named, note=_noted(found.note, per_value(values)))
 
     @classmethod
     def from_seeds(cls, unit: str, values: Mapping[Any, float], note: str = "") -> Evidence:
@@ -376,9 +375,8 @@ class Evidence:
         them one by one (``per seed: 0 +0.012, 1 +0.034``), so that a reader sees whether
         one run carries the mean or widens the interval (a run stopped early, a seed at
         chance)."""
-        shown = per_value(values, "per seed")
-        return cls.from_values(unit, list(values.values()),
-                               f"{note}; {shown}" if note else shown)
+        found = cls.from_values(unit, list(values.values()), note)  # the values checked
+        return replace(found, note=_noted(found.note, per_value(values, "per seed")))
 
     @classmethod
     def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
@@ -487,8 +485,13 @@ def per_value(values: Mapping[Any, float], label: str = "per value") -> str:
     minilm - smollm2 +0.004``; ``label`` "per seed" for a unit over seeds), so that a reader
     sees which models, pairs or seeds carry its mean."""
     return f"{label}: " + ", ".join(
-        f"{name} {value:+.3f}" if np.isfinite(value) else f"{name} not measured"
-        for name, value in values.items())
+        f"{name} {value:+.3f}" if value is not None and np.isfinite(value)
+        else f"{name} not measured" for name, value in values.items())
+
+
+def _noted(note: str, more: str) -> str:
+    """``note`` with ``more`` after it."""
+    return f"{note}; {more}" if note else more
 
 
 def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
