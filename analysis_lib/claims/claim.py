@@ -364,10 +364,10 @@ class Evidence:
         (:func:`per_value`) and the unit keeps them (``named``), so that a unit left
         undecided because its objects part (some clear the smallest effect, others sit at
         chance) says so instead of asking for more of them."""
-        found = cls.from_values(unit, list(values.values()), note)  # the values checked
+        found = cls._listed(unit, values, note, "per value")
         named = tuple((str(k), float(v)) for k, v in values.items()
                       if v is not None and np.isfinite(v))
-        return replace(found, named=named, note=_noted(found.note, per_value(values)))
+        return replace(found, named=named)
 
     @classmethod
     def from_seeds(cls, unit: str, values: Mapping[Any, float], note: str = "") -> Evidence:
@@ -375,8 +375,16 @@ class Evidence:
         them one by one (``per seed: 0 +0.012, 1 +0.034``), so that a reader sees whether
         one run carries the mean or widens the interval (a run stopped early, a seed at
         chance)."""
-        found = cls.from_values(unit, list(values.values()), note)  # the values checked
-        return replace(found, note=_noted(found.note, per_value(values, "per seed")))
+        return cls._listed(unit, values, note, "per seed")
+
+    @classmethod
+    def _listed(cls, unit: str, values: Mapping[Any, float], note: str, label: str
+                ) -> Evidence:
+        """:meth:`from_values` of ``values`` (checked there first), its note ending with
+        them one by one (:func:`per_value`)."""
+        found = cls.from_values(unit, list(values.values()), note)
+        shown = per_value(values, label)
+        return replace(found, note=f"{found.note}; {shown}" if found.note else shown)
 
     @classmethod
     def from_paired(cls, unit: str, first: Mapping[Any, float], second: Mapping[Any, float],
@@ -487,11 +495,6 @@ def per_value(values: Mapping[Any, float], label: str = "per value") -> str:
     return f"{label}: " + ", ".join(
         f"{name} {value:+.3f}" if value is not None and np.isfinite(value)
         else f"{name} not measured" for name, value in values.items())
-
-
-def _noted(note: str, more: str) -> str:
-    """``note`` with ``more`` after it."""
-    return f"{note}; {more}" if note else more
 
 
 def check_unit(unit: str, estimate: float, se: float, df: float | None) -> None:
