@@ -362,9 +362,13 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
             with _quiet_env({profile.ENV: str(steps), render.PAGE_ENV: "1",
                              times.PROFILE_ENV: times_profile or profile_name or "",
                              **(env or {})}):
+                # written once, when the notebook ends or fails: a save after every cell
+                # (papermill's default) writes the whole page again each time, a third of a
+                # second per cell once a page holds its charts
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
-                                           report_mode=False, execution_timeout=cell_timeout)
+                                           report_mode=False, execution_timeout=cell_timeout,
+                                           request_save_on_cell_execute=False)
             break
         except papermill.PapermillExecutionError as error:
             raise BuildError(_describe_failure(tmp, path, error)) from error
