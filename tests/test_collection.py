@@ -589,6 +589,21 @@ def test_jackknife_replicates_give_the_intervals(coll):
         np.testing.assert_array_equal(iv[key], bounds)  # NaN where a cell is empty
 
 
+def test_jackknives_of_several_measures_are_each_measures_own(coll):
+    """summary_jackknives computes several measures in one pass on the same folds: each
+    measure's estimate and replicates are exactly what summary_jackknife gives it alone."""
+    c, _ = coll
+    both = wu.summary_jackknives(["neuronsim", "CKA"], c, n_folds=4, seed=2)
+    assert list(both) == ["neuronsim", "linear_cka"]
+    for name, jk in both.items():
+        alone = wu.summary_jackknife(name, c, n_folds=4, seed=2)
+        assert jk.estimate.keys() == alone.estimate.keys()
+        np.testing.assert_array_equal(list(jk.estimate.values()),
+                                      list(alone.estimate.values()))
+        pd.testing.assert_frame_equal(jk.replicates, alone.replicates, check_exact=True)
+    assert not both["neuronsim"].replicates.equals(both["linear_cka"].replicates)
+
+
 def test_corpus_claim_reads_fisher_z():
     high = _corpus({"linear_cka": 0.95}, n_layers=40)
     assert high.loc["wu-other-corpus", "verdict"] == "holds"

@@ -354,6 +354,35 @@ def test_leave_out_matrices_from_moments_equal_recomputing_each_subset(case, dty
     assert max(np.abs(a - fast[0]).max() for a in fast[1:]) > 10 * tol
 
 
+def test_leave_out_suite_gives_each_measure_exactly_its_own_matrices():
+    """Several measures from one pass over shared per-group moments: each measure's
+    matrices are exactly (to the bit) those it gets alone, options reach only the measures
+    that take them, a measure moments cannot serve (svcca) takes its plain path beside the
+    others, and the result is keyed by canonical name in the order asked."""
+    from analysis_lib.similarity.leave_out import leave_out_matrices, leave_out_suite
+
+    X, Y = regime("offset")
+    rng = np.random.default_rng(3)
+    layers = [X, Y, np.column_stack([X[:, :5], Y[:, :4] ** 2])]
+    groups = rng.choice(4, size=len(X))
+    suite = leave_out_suite(layers, groups, ["NeuronSim", "linear_cka", "svcca"], top_k=3)
+    assert list(suite) == ["neuronsim", "linear_cka", "svcca"]
+    alone = {"neuronsim": leave_out_matrices(layers, groups, "neuronsim", top_k=3),
+             "linear_cka": leave_out_matrices(layers, groups, "linear_cka"),
+             "svcca": leave_out_matrices(layers, groups, "svcca", top_k=3)}
+    for name, matrices in alone.items():
+        assert len(suite[name]) == 4
+        for a, b in zip(suite[name], matrices):
+            np.testing.assert_array_equal(a, b)
+    # top_k changes neuronsim's numbers, so it did reach it (linear CKA takes no top_k)
+    assert not np.array_equal(suite["neuronsim"][0],
+                              leave_out_matrices(layers, groups, "neuronsim")[0])
+    with pytest.raises(TypeError, match="not taken by"):
+        leave_out_suite(layers, groups, ["linear_cka"], top_k=3)
+    with pytest.raises(ValueError, match="measures is empty"):
+        leave_out_suite(layers, groups, [])
+
+
 def test_leave_out_matrices_take_the_plain_path_where_moments_cannot_decide():
     """A neuron constant outside one group (it varies only inside it) is zeroed by the plain
     path's rounding rule on those rows; the moment path hands such layers to the plain path,

@@ -36,7 +36,7 @@ from .core import LayerStats, rounding, work_dtype
 from .pairwise import _layer_list, pairwise
 from .registry import FROM_MOMENTS, REGISTRY, canonical, check_options, options_of
 
-__all__ = ["leave_out_matrices", "leave_out_matrices_plain"]
+__all__ = ["leave_out_matrices", "leave_out_matrices_plain", "leave_out_suite"]
 
 
 class _Moments:
@@ -85,23 +85,50 @@ def leave_out_matrices(layers: Sequence, groups: ArrayLike | None, measure: str 
         least two groups, each leaving at least 2 rows outside it
     measure, **options : as for :func:`~.pairwise.pairwise`
     """
-    name = canonical(measure)
-    check_options([name], options)
+    return leave_out_suite(layers, groups, [measure], **options)[canonical(measure)]
+
+
+def leave_out_suite(layers: Sequence, groups: ArrayLike | None, measures: Sequence[str],
+                    **options: Any) -> dict[str, list[np.ndarray]]:
+    """:func:`leave_out_matrices` of several measures from one pass: ``{canonical name:
+    matrices}``. The measures read from moments share each pair's leave-out cross-products,
+    so each gives exactly the numbers it gives alone; options go to the measures that take
+    them (as for :func:`~.pairwise.pairwise_suite`)."""
+    if isinstance(measures, str):
+        measures = [measures]
+    names = list(dict.fromkeys(canonical(m) for m in measures))
+    if not names:
+        raise ValueError("measures is empty: name at least one measure")
+    check_options(names, options)
     layers, groups, labels = _checked(layers, groups)
-    if name not in FROM_MOMENTS or options.get("debiased") or options.get("dtype"):
-        return leave_out_matrices_plain(layers, groups, name, **options)
-    moments = _LayerMoments.of(layers, groups, labels)
-    if moments is None:
-        return leave_out_matrices_plain(layers, groups, name, **options)
-    L = len(layers)
-    kernel = REGISTRY[name].kernel
-    taken = {**options_of(name, options), "form": "feature"}  # moments: the feature form
-    out = [np.eye(L) for _ in labels]  # every measure here is 1 for a layer with itself
+    given = {name: {o: v for o, v in options.items() if o in REGISTRY[name].options}
+             for name in names}
+    fast = [name for name in names if name in FROM_MOMENTS
+            and not given[name].get("debiased") and not given[name].get("dtype")]
+    moments = _LayerMoments.of(layers, groups, labels) if fast else None
+    out = {} if moments is None else _from_moments(moments, fast, options, len(labels))
+    for name in names:
+        if name not in out:
+            out[name] = leave_out_matrices_plain(layers, groups, name, **given[name])
+    return {name: out[name] for name in names}
+
+
+def _from_moments(moments: list[_LayerMoments], names: list[str], options: dict[str, Any],
+                  n_groups: int) -> dict[str, list[np.ndarray]]:
+    """The leave-out matrices of the measures ``names`` from the layers' moments, each
+    pair's cross-products computed once for all of them."""
+    L = len(moments)
+    kernels = {name: (REGISTRY[name].kernel, {**options_of(name, options), "form": "feature"})
+               for name in names}  # moments: the feature form
+    # every measure here is 1 for a layer with itself
+    out = {name: [np.eye(L) for _ in range(n_groups)] for name in names}
     for i in range(L):
         for j in range(i + 1, L):
             for k, C in enumerate(moments[i].cross_leave_outs(moments[j])):
                 a, b = moments[i].stats[k], moments[j].stats[k]
-                out[k][i, j], out[k][j, i] = kernel(a, b, _MomentPair(C), taken, (True, True))
+                for name, (kernel, taken) in kernels.items():
+                    out[name][k][i, j], out[name][k][j, i] = kernel(
+                        a, b, _MomentPair(C), taken, (True, True))
     return out
 
 

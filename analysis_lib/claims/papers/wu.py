@@ -38,8 +38,9 @@ from ...collection import RANKED, Collection, regress_out, subset
 from ...data.corpora import SAME_TEXT
 from ...layers import LayerCollection, LayerTable
 from ...runtime.profile import profiled
-from ...similarity import pairwise
-from ...similarity.leave_out import leave_out_matrices
+from ...similarity import pairwise_suite
+from ...similarity.leave_out import leave_out_suite
+from ...similarity.registry import canonical
 from ...similarity.structure import rank_overlap
 from ..claim import SIM, Evidence, NotMeasured, Paper, figure, per_value
 from .merchant import depth_drop, frozen_by_seed
@@ -903,7 +904,6 @@ def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
     return pd.DataFrame(out).rename_axis("models")
 
 
-@profiled("resampling", lambda measure, *a, **k: f"jackknife {measure}")
 def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
                       seed: int = 0, controlled: bool = False,
                       models: Sequence[str] | None = None) -> Jackknife:
@@ -913,7 +913,7 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
     (:func:`~analysis_lib.similarity.leave_out_matrices`: for CKA and neuronsim
     from per-fold moments in about the time of one matrix). Two measures jackknifed with the
     same ``seed`` and ``n_folds`` on the same collection share their folds, so a contrast of
-    the two has replicates too.
+    the two has replicates too (:func:`summary_jackknives` computes several in one pass).
 
     Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
     raise the chance level of CKA-like measures, so the resampled values are shifted
@@ -923,6 +923,19 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
     ``models``: numbers of ``summary(..., models=models)``, computed on those models'
     layers only.
     """
+    return summary_jackknives([measure], collection, n_folds=n_folds, seed=seed,
+                              controlled=controlled, models=models)[canonical(measure)]
+
+
+@profiled("resampling", lambda measures, *a, **k: f"jackknife {', '.join(measures)}")
+def summary_jackknives(measures: Sequence[str], collection: Collection, *, n_folds: int = 10,
+                       seed: int = 0, controlled: bool = False,
+                       models: Sequence[str] | None = None) -> dict[str, Jackknife]:
+    """:func:`summary_jackknife` of several measures on the same folds, ``{canonical name:
+    Jackknife}``, from one pass: the estimates from one suite
+    (:func:`~analysis_lib.similarity.pairwise_suite`) and the left-out matrices from shared
+    per-fold moments (:func:`~analysis_lib.similarity.leave_out.leave_out_suite`). Each
+    measure's numbers are exactly those it gets alone."""
     if models is not None:
         collection = subset(collection, models)
     if n_folds < 2:
@@ -935,9 +948,11 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
     fold_of = dict(zip(np.random.default_rng(seed).permutation(sentences),
                        np.arange(len(sentences)) % n_folds))
     fold = np.array([fold_of[s] for s in collection.sentence])
-    estimate = summary(pairwise(layers, measure=measure, progress=False), collection)
-    leave_out = [summary(M, collection) for M in leave_out_matrices(layers, fold, measure)]
-    return Jackknife(estimate, pd.DataFrame(leave_out))
+    estimates = pairwise_suite(layers, measures=measures, progress=False)
+    left_out = leave_out_suite(layers, fold, measures)
+    return {name: Jackknife(summary(M, collection),
+                            pd.DataFrame([summary(K, collection) for K in left_out[name]]))
+            for name, M in estimates.items()}
 
 
 def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
