@@ -709,6 +709,34 @@ def test_prepared_weighted_rsa_serves_many_resamples_with_the_same_values():
         prepared(np.ones(39, dtype=np.int64))
 
 
+def test_a_prepared_side_shared_by_several_pairs_gives_each_pair_its_own_values():
+    """A WeightedSide prepared once and paired with several Y gives, for every resample and
+    for the plain RSA (no weights), exactly what a WeightedRSA prepared from the arrays
+    gives; the plain call is the RSA of every stimulus once. Sides of another kernel or of
+    another number of rows are refused by name."""
+    from analysis_lib.similarity.rsa import WeightedSide
+
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((50, 6)) + 3.0
+    side = WeightedSide(X)
+    for k in range(3):
+        Y = X @ rng.standard_normal((6, 8)) + (k + 1) * rng.standard_normal((50, 8))
+        shared, own = sim.WeightedRSA(side, Y), sim.WeightedRSA(X, Y)
+        assert shared() == own()
+        assert shared() == pytest.approx(reference.rsa(X, Y), abs=1e-10)
+        w = rng.multinomial(50, np.full(50, 1 / 50))
+        assert shared(w) == own(w)
+    with pytest.raises(ValueError, match="prepared with the cosine kernel"):
+        sim.WeightedRSA(side, X, kernel="correlation")
+    with pytest.raises(ValueError, match="rows"):
+        sim.WeightedRSA(side, X[:40])
+    with pytest.raises(ValueError, match="cosine or correlation kernel"):
+        WeightedSide(X, kernel="euclidean")
+    flat = np.tile(X[:1], (50, 1))
+    with pytest.raises(ConstantSimilarity):
+        sim.WeightedRSA(flat, X)()  # every stimulus alike: undefined, as rsa() says
+
+
 @pytest.mark.parametrize("scale", [1e20, 1e-25])
 def test_extreme_magnitudes_in_float32_give_the_same_numbers(scale):
     rng = np.random.default_rng(0)

@@ -26,7 +26,7 @@ from ..runtime import checks
 from ..runtime.profile import profiled
 from . import stats
 from .measures import linear_cka, rsa
-from .rsa import ConstantSimilarity, WeightedRSA
+from .rsa import ConstantSimilarity, WeightedRSA, WeightedSide
 
 #: the two sets of stimuli :func:`permutation_difference` and :func:`mixture_curve` compare:
 #: inputs from a fine-tuning task's own domain and from another
@@ -44,8 +44,10 @@ def rsa_by_layer(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray],
     return resampled_rsa(resamplers(base, tuned), weights)
 
 
-def resamplers(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray]) -> list[WeightedRSA]:
-    """Every layer's pair, base against fine-tuned, prepared once for many resamples."""
+def resamplers(base: Sequence[np.ndarray | WeightedSide], tuned: Sequence[np.ndarray]
+               ) -> list[WeightedRSA]:
+    """Every layer's pair, base against fine-tuned, prepared once for many resamples
+    (``base`` may hold sides already prepared, :class:`~.rsa.WeightedSide`)."""
     return [WeightedRSA(X, Y) for X, Y in zip(base, tuned)]
 
 
@@ -78,8 +80,9 @@ def bootstrap_rsa(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.nd
     if len(np.unique(sentence)) < 2:
         raise ValueError("the stimuli come from a single sentence; a bootstrap over sentences "
                          "needs at least two (use more sentences)")
-    estimate = np.mean([rsa_by_layer(base, tuned[s]) for s in seeds], axis=0)
-    prepared = {s: resamplers(base, tuned[s]) for s in seeds}
+    sides = [WeightedSide(X) for X in base]  # the base model's layers, prepared once
+    prepared = {s: resamplers(sides, tuned[s]) for s in seeds}
+    estimate = np.mean([[pair() for pair in prepared[s]] for s in seeds], axis=0)
 
     def resampled(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # a resample of sentences, then a fine-tuning seed: a two-level bootstrap

@@ -29,7 +29,7 @@ from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from ..errors import UndefinedMeasure
-from .core import as_matrix, check_pair, digest, in_range
+from .core import as_matrix, digest, in_range, same_rows
 
 KERNELS = ("cosine", "correlation", "euclidean")
 
@@ -174,26 +174,57 @@ def rsa_pair(a: PreparedStimuli, b: PreparedStimuli, pair, options, directions):
     return value, value
 
 
+class WeightedSide:
+    """One side of :class:`WeightedRSA`, prepared once: the unit rows of X (n, d) and their
+    :class:`Stimuli`. A curve that compares one base model's layer with several fine-tuned
+    ones prepares the base side once and pairs it with each (``WeightedRSA(side, Y)``)."""
+
+    def __init__(self, X: ArrayLike, kernel: str = "cosine", name: str = "X"):
+        check_kernel_compare(kernel, "pearson")
+        if kernel == "euclidean":
+            raise ValueError("weights need the cosine or correlation kernel with Pearson "
+                             "comparison (the fast path); resample the rows instead")
+        self.kernel, self.name = kernel, name
+        self.rows = _unit_rows(as_matrix(X, name, 3), kernel, name)
+        self.stimuli = Stimuli(self.rows)
+
+    @property
+    def n(self) -> int:
+        return self.rows.shape[0]
+
+
 class WeightedRSA:
     """RSA between X and Y ((n, d1) and (n, d2)) on many multisets of their stimuli, as
     a bootstrap or a permutation test draws them: the rows are normalised once, and each call
     takes one multiset's ``weights`` (n non-negative integers, stimulus i taken ``weights[i]``
     times; pairs of two copies of one stimulus left out). Cosine or correlation kernel with
     Pearson comparison (the fast path). A multiset whose similarity matrix is constant
-    raises ``ConstantSimilarity`` (a ValueError)."""
+    raises ``ConstantSimilarity`` (a ValueError). X or Y may be a :class:`WeightedSide`
+    prepared with the same kernel (a side shared by several pairs)."""
 
-    def __init__(self, X: ArrayLike, Y: ArrayLike, kernel: str = "cosine",
-                 compare: str = "pearson"):
+    def __init__(self, X: ArrayLike | WeightedSide, Y: ArrayLike | WeightedSide,
+                 kernel: str = "cosine", compare: str = "pearson"):
         check_kernel_compare(kernel, compare)
-        X, Y = check_pair(X, Y, 3)
         if kernel == "euclidean" or compare != "pearson":
             raise ValueError("weights need the cosine or correlation kernel with Pearson "
                              "comparison (the fast path); resample the rows instead")
-        self.n = X.shape[0]
-        self.rows = [_unit_rows(X, kernel, "X"), _unit_rows(Y, kernel, "Y")]
-        self.x, self.y = (Stimuli(A) for A in self.rows)
+        sides = [s if isinstance(s, WeightedSide) else WeightedSide(s, kernel, name)
+                 for s, name in ((X, "X"), (Y, "Y"))]
+        for side in sides:
+            if side.kernel != kernel:
+                raise ValueError(f"side {side.name} was prepared with the {side.kernel} kernel, "
+                                 f"not {kernel}; prepare it again with kernel={kernel!r}")
+        same_rows({"X": sides[0].n, "Y": sides[1].n})
+        self.n = sides[0].n
+        self.rows = [side.rows for side in sides]
+        self.x, self.y = (side.stimuli for side in sides)
 
-    def __call__(self, weights: ArrayLike) -> float:
+    def __call__(self, weights: ArrayLike | None = None) -> float:
+        """RSA on the multiset ``weights`` (default: every stimulus once, the plain RSA)."""
+        if weights is None:
+            for A, name in zip(self.rows, "XY"):
+                _check_spread(A, name)
+            return pearson_of_upper(self.x, self.y)
         w = np.asarray(weights)
         if w.shape != (self.n,) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
             raise ValueError(f"weights must be {self.n} non-negative integers (one count per "
