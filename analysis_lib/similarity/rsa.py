@@ -176,8 +176,9 @@ def rsa_pair(a: PreparedStimuli, b: PreparedStimuli, pair, options, directions):
 
 class WeightedSide:
     """One side of :class:`WeightedRSA`, prepared once: the unit rows of X (n, d) and the
-    moments the fast path reads from them (``Stimuli``). A curve that compares one base model's layer with several fine-tuned
-    ones prepares the base side once and pairs it with each (``WeightedRSA(side, Y)``)."""
+    moments the fast path reads from them (``Stimuli``). A curve that compares one base
+    model's layer with several fine-tuned ones prepares the base side once and pairs it
+    with each (``WeightedRSA(side, Y)``)."""
 
     def __init__(self, X: ArrayLike, kernel: str = "cosine", name: str = "X"):
         check_kernel_compare(kernel, "pearson")
