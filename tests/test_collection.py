@@ -602,6 +602,8 @@ def test_jackknives_of_several_measures_are_each_measures_own(coll):
                                       list(alone.estimate.values()))
         pd.testing.assert_frame_equal(jk.replicates, alone.replicates, check_exact=True)
     assert not both["neuronsim"].replicates.equals(both["linear_cka"].replicates)
+    one = wu.summary_jackknives("linear_cka", c, n_folds=4, seed=2)  # one name, as a str
+    pd.testing.assert_frame_equal(one["linear_cka"].replicates, both["linear_cka"].replicates)
 
 
 def test_corpus_claim_reads_fisher_z():

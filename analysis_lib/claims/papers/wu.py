@@ -927,7 +927,8 @@ def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10
                               controlled=controlled, models=models)[canonical(measure)]
 
 
-@profiled("resampling", lambda measures, *a, **k: f"jackknife {', '.join(measures)}")
+@profiled("resampling", lambda measures, *a, **k:
+          f"jackknife {measures if isinstance(measures, str) else ', '.join(measures)}")
 def summary_jackknives(measures: Sequence[str], collection: Collection, *, n_folds: int = 10,
                        seed: int = 0, controlled: bool = False,
                        models: Sequence[str] | None = None) -> dict[str, Jackknife]:
