@@ -306,12 +306,16 @@ def test_cpu_pretraining_does_not_depend_on_the_thread_count(tmp_path):
 
 @pytest.mark.slow
 def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path):
-    configs = {"a": TINY, "b": replace(TINY, seed=1, checkpoints=())}
+    # five models on two workers: a worker trains several in a row (after a model of the
+    # other objective, other data, another seed), each as if it were its first
+    configs = {"a": TINY, "b": replace(TINY, seed=1, checkpoints=()),
+               "c": replace(TINY, objective="mlm", checkpoints=()),
+               "d": replace(TINY, data="bbc", checkpoints=()), "e": replace(TINY, seed=2)}
     apart = {n: pt.pretrain(c, cache_dir=tmp_path / "apart", progress=False, device="cpu")
-             for n, c in configs.items()}
+             for n, c in reversed(configs.items())}  # here, in the other order
     together = pt.pretrain_many(configs, cache_dir=tmp_path / "together", progress=False,
                                 device="cpu", workers=2)
-    assert set(together) == {"a", "b"}
+    assert set(together) == set(configs)
     for name in configs:
         assert together[name].from_cache  # trained by a worker, read back here
         assert together[name].record["checksums"] == apart[name].record["checksums"]
@@ -320,9 +324,11 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path):
 
 
 def test_a_failing_worker_is_reported_with_its_error(tmp_path, monkeypatch):
-    # the worker reads its settings from the command line; a wrong one fails in the worker
+    # the worker reads its settings from its input; a wrong one fails in the worker, and the
+    # first worker to fail is named with its own error
     monkeypatch.setattr(pt, "asdict", lambda config: {"layers": 0})
-    with pytest.raises(RuntimeError, match=r"pretraining 'a' failed in its worker process"):
+    with pytest.raises(RuntimeError, match=r"(?s)pretraining '[ab]' failed in its worker "
+                                           r"process \(exit 1\).*layers=0 \(a positive"):
         pt.pretrain_many({"a": TINY, "b": replace(TINY, seed=1)}, cache_dir=tmp_path,
                          progress=False, device="cpu", workers=2)
 

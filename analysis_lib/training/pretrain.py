@@ -38,9 +38,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -277,52 +278,68 @@ def pretrain_many(configs: dict[str, PretrainConfig], *, cache_dir: str | os.Pat
         for size in {c.vocab_size for c in configs.values()}:
             tokenizer(size, root)  # once, before the workers read it
         # each worker is a fresh interpreter that imports only the library (never the
-        # caller's script or notebook) and trains one model into the cache; it ends when
-        # this process does
-        commands = {n: [sys.executable, "-m", "analysis_lib.training._pretrain_worker",
-                        json.dumps({"name": n, "config": asdict(configs[n])}), root]
-                    for n in todo}
-        _run_workers(commands, workers, progress)
+        # caller's script or notebook) and trains the models it is sent into the cache, one
+        # after another; it ends when this process does
+        _run_workers({n: json.dumps({"name": n, "config": asdict(configs[n])}) for n in todo},
+                     root, workers, progress)
     return {n: pretrain(c, cache_dir=root, progress=progress, name=n, device=dev)
             for n, c in configs.items()}
 
 
-
-def _run_workers(commands: dict[str, list[str]], workers: int, progress: bool) -> None:
-    """Run each named worker command, ``workers`` at a time; the first failure is an error
-    that stops the others, and so is an interrupt. Each worker knows this process's id, so it
-    ends when this process does (even killed)."""
+def _run_workers(specs: dict[str, str], root: str, workers: int, progress: bool) -> None:
+    """Train each named model (its settings as one line of JSON) in ``workers`` worker
+    processes, each sent the next model when it has finished one, so that the models are
+    shared out as they finish. The first failure is an error that stops the others, and so
+    is an interrupt. Each worker knows this process's id, so it ends when this process does
+    (even killed)."""
+    waiting = list(specs)[::-1]  # popped from the end: the models in their order
+    lock = threading.Lock()
     started: list[subprocess.Popen] = []
     stopping = threading.Event()
+    bar = tqdm(total=len(specs), desc="pretrain", unit="model", disable=not progress)
 
-    def run(command: list[str]) -> tuple[int, str]:
-        if stopping.is_set():
-            return 1, "stopped"
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
-        started.append(process)
-        if stopping.is_set():
-            process.terminate()
-        errors = process.communicate()[1]
-        return process.returncode, errors
+    def next_model() -> str | None:
+        with lock:
+            return waiting.pop() if waiting and not stopping.is_set() else None
+
+    def serve() -> None:  # one worker: models in, their names back when trained
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "analysis_lib.training._pretrain_worker", root],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
+                env={**os.environ, WORKER_PARENT_ENV: str(os.getpid())})
+            started.append(process)
+            sent, replies = process.stdin, process.stdout
+            assert sent is not None and replies is not None
+            try:
+                while (name := next_model()) is not None:
+                    with contextlib.suppress(BrokenPipeError):  # a worker that has failed
+                        sent.write(specs[name] + "\n")
+                        sent.flush()
+                    if replies.readline().strip() != name:  # it ended without the model
+                        code = process.wait()
+                        errors.seek(0)
+                        raise RuntimeError(f"pretraining {name!r} failed in its worker "
+                                           f"process (exit {code}):\n{errors.read()[-3000:]}")
+                    bar.update()
+            finally:  # the end of its input ends the worker
+                with contextlib.suppress(BrokenPipeError):
+                    sent.close()
+                process.wait()
+                replies.close()
 
     with ThreadPoolExecutor(workers) as pool:
-        runs = {n: pool.submit(run, cmd) for n, cmd in commands.items()}
+        runs = [pool.submit(serve) for _ in range(workers)]
         try:
-            for n, future in tqdm(runs.items(), desc="pretrain", unit="model",
-                                  disable=not progress):
-                code, errors = future.result()
-                if code:
-                    raise RuntimeError(f"pretraining {n!r} failed in its worker process "
-                                       f"(exit {code}):\n{errors[-3000:]}")
+            finished, _ = wait(runs, return_when=FIRST_EXCEPTION)  # all, unless one failed
+            for future in finished:
+                future.result()  # a worker's error is raised here
         finally:  # an error or an interrupt here stops the other workers too
             stopping.set()
-            for future in runs.values():
-                future.cancel()
             for process in started:
                 if process.poll() is None:
                     process.terminate()
+            bar.close()
 
 
 def _train(config: PretrainConfig, cache_dir, progress: bool, name: str, dev, path: Path
