@@ -323,6 +323,45 @@ def test_models_trained_side_by_side_equal_those_trained_one_by_one(tmp_path):
     assert together["a"].record["checksums"] != together["b"].record["checksums"]
 
 
+#: the pretraining worker, with a training function that also writes to standard output
+#: (from Python and below it), as a library might
+NOISY_WORKER = """
+import os, runpy, sys
+from analysis_lib.training import pretrain
+
+trained = pretrain.pretrain
+
+def noisy(*args, **kwargs):
+    print("stray from Python")
+    os.write(1, b"stray from C\\n")
+    return trained(*args, **kwargs)
+
+pretrain.pretrain = noisy
+sys.argv[0] = "worker"
+runpy.run_module("analysis_lib.training._pretrain_worker", run_name="__main__")
+"""
+
+
+def test_a_worker_answers_each_model_with_its_name_alone(tmp_path):
+    """The worker's protocol: one model's settings per input line, its name alone on the
+    output once trained; whatever else the worker prints goes to its error stream, and a
+    model it cannot train ends it with that model's error, after the names of those before."""
+    pt.tokenizer(TINY.vocab_size, tmp_path)  # as pretrain_many does before the workers
+    specs = [json.dumps({"name": n, "config": pt.asdict(c)})
+             for n, c in (("a", TINY), ("b", replace(TINY, seed=3, checkpoints=())))]
+    bad = json.dumps({"name": "c", "config": {**pt.asdict(TINY), "layers": 0}})
+    command = [sys.executable, "-c", NOISY_WORKER, str(tmp_path)]
+    done = subprocess.run(command, input="\n".join([*specs, bad]) + "\n",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert done.stdout == "a\nb\n"
+    assert done.stderr.count("stray from Python") == 2
+    assert done.stderr.count("stray from C") == 2
+    assert "layers=0 (a positive integer)" in done.stderr
+    assert all(pt.cached(c, str(tmp_path), torch.device("cpu")) is not None
+               for c in (TINY, replace(TINY, seed=3, checkpoints=())))
+
+
 def test_a_failing_worker_is_reported_with_its_error(tmp_path, monkeypatch):
     # the worker reads its settings from its input; a wrong one fails in the worker, and the
     # first worker to fail is named with its own error
