@@ -10,7 +10,7 @@ worker writes its name on a line of its standard output and reads the next line;
 the end of its input. A model that fails ends the worker with its error on standard error.
 
 One worker trains many models so that it imports the library and tokenizes the training text
-once, not once per model (about 7 s of a 2-core machine per model): the weights are the same,
+once, not once per model (about 7 s a model on a 2-core AMD EPYC): the weights are the same,
 since each model is trained from its own seeds (:func:`~analysis_lib.training.pretrain.pretrain`).
 """
 
