@@ -180,7 +180,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(linea
         assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
                                                     "needs 26 rows to fit, this split has 16")
     assert np.isfinite(table.loc["procrustes", "test"]) and table.loc["procrustes", "note"] == ""
-    assert ren.inn_real(long, None, None) == []
+    assert ren.inn_real(long, None, None, None) == []
     feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
                     "test": rng.standard_normal((10, 24)).astype(np.float32)}
              for name in ("a", "b")}
@@ -189,7 +189,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(linea
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
     assert injected[injected.method == "procrustes"].accuracy.notna().all()
-    assert ren.injection(injected, None, None) == []  # the proposed map (INN) is absent
+    assert ren.injection(injected, None, None, None) == []  # the proposed map (INN) is absent
 
 
 @pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
@@ -283,6 +283,30 @@ def test_seed_findings_follow_planted_distances():
                            untrained_pretraining={"zoo:mlm on t": "loss did not fall"})
     assert gated.loc["ren-finetune-apart", "verdict"] == "not measured"
     assert "zoo:mlm on t" in gated.loc["ren-finetune-apart", "what this run shows"]
+    # a pretraining seed model that did not learn its language model: every claim read
+    # from the seed models gets no verdict and names it; the fine-tuning seeds' claims and
+    # their units stand, the pretraining seeds' units of Tables 4-5 are left out
+    why = "its held-out perplexity is 0.93 of the unigram baseline's"
+    unlearnt = _ren(synthetic, methods, injected, pretraining_maps=maps,
+                    pretraining_attention=same, pretraining_finetuned=drifted,
+                    pretraining_within=within, finetuned_attention=same,
+                    initial_attention=initial, finetuned_before=_pairs(rising),
+                    finetuned_initial_attention=initial, pretraining_methods=methods,
+                    pretraining_injected=injected,
+                    unlearned_pretraining={"zoo:mlm-seed-3": why})
+    on_seed_models = {"ren-depth", "ren-attention", "ren-finetune-apart",
+                      "ren-finetune-attention", "ren-layer-gradient"}
+    for claim_id in unlearnt.index:
+        shown = unlearnt.loc[claim_id, "what this run shows"]
+        if claim_id in on_seed_models:
+            assert unlearnt.loc[claim_id, "verdict"] == "not measured", claim_id
+            assert "zoo:mlm-seed-3" in shown and why in shown, claim_id
+        else:
+            assert unlearnt.loc[claim_id, "verdict"] == "holds", claim_id
+    for claim_id in ("ren-inn-real", "ren-injection"):
+        shown = unlearnt.loc[claim_id, "what this run shows"]
+        assert "pretraining seeds," not in shown, claim_id
+        assert "pretraining seeds left out: zoo:mlm-seed-3 did not learn" in shown, claim_id
     # flat pretraining seeds: no depth effect; without them, not measured
     level = _pairs({k: 0.3 for k in range(5)}, noise=0.0005)
     flat = _ren(synthetic, methods, injected,

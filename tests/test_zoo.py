@@ -201,6 +201,8 @@ def test_zoo_models_load_by_name_and_read_left_to_right(tmp_path, monkeypatch, t
     learned = bool(frame.learned.iloc[0])
     assert zoo.not_learned(["zoo:base"], cache_dir=tmp_path) == ([] if learned else
                                                                    ["zoo:base"])
+    assert list(zoo.learning_problems(["zoo:base"], cache_dir=tmp_path)) == \
+        zoo.not_learned(["zoo:base"], cache_dir=tmp_path)
     monkeypatch.setitem(zoo.ZOO, "mlm", replace(TINY, objective="mlm", checkpoints=()))
     with pytest.raises(zoo.NotTrainedError):
         zoo.not_learned(["zoo:mlm"], cache_dir=tmp_path)
@@ -414,3 +416,25 @@ def test_masked_only_training_loss_is_the_models_own():
     for name, grad in want.items():
         torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad,
                                    atol=1e-6, rtol=1e-5)
+
+
+def test_learning_problems_name_the_ratio_against_the_target(monkeypatch):
+    """A zoo model counts as having learnt at a held-out perplexity of at most
+    LEARNED_RATIO of the unigram baseline's; one that misses it is named with its figures,
+    the reason a claim read from it gives for having no verdict."""
+    from types import SimpleNamespace
+
+    evaluations = {
+        "mlm": {"perplexity": 21.0, "unigram_perplexity": 40.0, "ratio": 0.525,
+                "learned": True},
+        "mlm-seed-1": {"perplexity": 34.0, "unigram_perplexity": 40.0, "ratio": 0.85,
+                       "learned": False}}
+    monkeypatch.setattr(zoo, "trained", lambda name, cache_dir=None: SimpleNamespace(
+        record={"evaluation": evaluations[name]}))
+    found = zoo.learning_problems(["zoo:mlm", "zoo:mlm-seed-1"])
+    assert list(found) == ["zoo:mlm-seed-1"]
+    assert "34.0" in found["zoo:mlm-seed-1"] and "0.85" in found["zoo:mlm-seed-1"]
+    assert f"above the {zoo.LEARNED_RATIO}" in found["zoo:mlm-seed-1"]
+    assert zoo.not_learned(["zoo:mlm", "zoo:mlm-seed-1"]) == ["zoo:mlm-seed-1"]
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        zoo.learning_problems(["zoo:mlm@400"])

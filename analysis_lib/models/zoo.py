@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .zoo_store import PretrainConfig, Pretrained, cached
+from .zoo_store import LEARNED_RATIO, PretrainConfig, Pretrained, cached
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,13 +208,26 @@ def not_learned(names: Sequence[str], *, cache_dir: str | os.PathLike | None = N
     """Those of the trained zoo models ``names`` (``"zoo:mlm"``, no checkpoints) that did
     not beat the unigram baseline clearly (:func:`table`'s ``learned``): the chapters leave
     them out of a comparison and say so. A model not trained yet is an error."""
-    out = []
+    return list(learning_problems(names, cache_dir=cache_dir))
+
+
+def learning_problems(names: Sequence[str], *, cache_dir: str | os.PathLike | None = None
+                      ) -> dict[str, str]:
+    """:func:`not_learned` with the reason, by name: the held-out perplexity as a share of
+    the unigram baseline's, against :data:`~.zoo_store.LEARNED_RATIO`. A claim read from
+    these models gets no verdict when one of them is here (a claim's ``gates``), as one read
+    from a fine-tuned run that failed the training gate does."""
+    out = {}
     for name in names:
         model, step = parse(name.removeprefix("zoo:"))
         if step is not None:
             raise ValueError(f"{name}: give the model, not a checkpoint")
-        if not trained(model, cache_dir=cache_dir).record["evaluation"]["learned"]:
-            out.append(name)
+        found = trained(model, cache_dir=cache_dir).record["evaluation"]
+        if not found["learned"]:
+            out[name] = (f"its held-out perplexity, {found['perplexity']:.1f}, is "
+                         f"{found['ratio']:.2f} of the unigram baseline's "
+                         f"({found['unigram_perplexity']:.1f}), above the {LEARNED_RATIO} a "
+                         "zoo model must reach to count as having learnt")
     return out
 
 

@@ -23,7 +23,10 @@ All of them are tested by the seeds chapter, whose results the functions read by
 ``injected``               :func:`~analysis_lib.training.heads.injection`;
 ``untrained``              the fine-tuning seeds' training problems
                            (:func:`~analysis_lib.claims.training_gate.training_problems`);
-``untrained_pretraining``  those of the fine-tuned pretraining seeds.
+``untrained_pretraining``  those of the fine-tuned pretraining seeds;
+``unlearned_pretraining``  the pretraining seed models that did not learn their language
+                           model (:func:`analysis_lib.models.zoo.learning_problems`; model
+                           -> why): every claim read from those models gets no verdict.
 ``finetuned_attention``    attention and hidden-state distances of the fine-tuned
                            pretraining seeds on the same sentences (as
                            ``pretraining_attention``), of the task they were fine-tuned on;
@@ -61,6 +64,9 @@ PROPOSED_MAP = "inn"
 #: layers, so beating it says little)
 SIMPLE_MAP = "ridge"
 _SHARE = "as for depth: a 1% change of the unexplained share"
+#: the gate of every claim read from the pretraining seed models: those that did not learn
+#: their language model (model -> why), which leave such a claim without a verdict
+_LEARNT = "unlearned_pretraining"
 
 
 def _by_pair(values: pd.Series) -> dict[tuple[str, str], float]:
@@ -116,7 +122,7 @@ def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
     "unit; one unit per map (the page's depth_maps and figure_method, by default Procrustes "
     "with its best scale and ridge), so that no choice of map decides the verdict",
     "less", 0.01, "0.01 of the relative distance is a 1% change of the unexplained share",
-    chapter="seeds",
+    chapter="seeds", gates=(_LEARNT,),
     control=("condition", "the top layer of the same seed pairs, under the same map"),
     paper_effect=("Fig. 2: L2 distance about 0.02 in layers 1-6 and over 0.06 at the top: "
                   "about -0.04 (raw L2; this page's distance is relative)"),
@@ -157,7 +163,7 @@ _NULL = ("null", "the same layers, seed pairs and sentences at the seeds' initia
     "page's figure_method map, held out), minus the same gap at the two seeds' initial "
     "weights; median over layers, over pairs of pretraining seeds (masked LMs), all read on "
     "the same sentences",
-    "less", 0.01, _SHARE, chapter="seeds", control=_NULL,
+    "less", 0.01, _SHARE, chapter="seeds", gates=(_LEARNT,), control=_NULL,
     paper_effect=("Fig. 4: attention 0.0002-0.0004 against hidden states 0.02 to over 0.06 "
                   "(raw L2; at least -0.02), with no untrained seeds beside them"))
 def attention(pretraining_attention: pd.DataFrame | None,
@@ -219,7 +225,7 @@ def _attention_gaps(same: pd.DataFrame) -> dict[str, pd.DataFrame]:
     "held-out alignment distance (the page's figure_method map) at the top layer, each "
     "pretraining seed fine-tuned once on the same data, minus the same pair's distance "
     "before fine-tuning, over pairs of pretraining seeds (masked LMs)",
-    "greater", 0.01, _SHARE, chapter="seeds", gates=("untrained_pretraining",),
+    "greater", 0.01, _SHARE, chapter="seeds", gates=(_LEARNT, "untrained_pretraining"),
     control=("condition", "the same pairs of seeds before fine-tuning, on the same "
                           "sentences"),
     paper_effect=("Figs. 5a and 2: the deep layers' largest distance doubles, 0.06 to 0.12: "
@@ -249,7 +255,8 @@ def finetune_apart(finetuned_before: pd.DataFrame | None,
     "as ren-attention, on the pretraining seeds each fine-tuned once on the same data: per "
     "matched transformer layer, attention distance minus hidden-state distance, minus the "
     "same gap at the seeds' initial weights; median over layers, over pairs of seeds",
-    "less", 0.01, _SHARE, chapter="seeds", gates=("untrained_pretraining",), control=_NULL,
+    "less", 0.01, _SHARE, chapter="seeds", gates=(_LEARNT, "untrained_pretraining"),
+    control=_NULL,
     paper_effect=("Fig. 5: attention 0.0002-0.0004 against hidden states 0.02 to 0.12 (raw "
                   "L2; at least -0.02), with no untrained seeds beside them"))
 def finetune_attention(finetuned_attention: pd.DataFrame | None,
@@ -266,7 +273,7 @@ def finetune_attention(finetuned_attention: pd.DataFrame | None,
     "per pretraining seed model (masked LMs): mean held-out distance (the page's "
     "figure_method map, layer i aligned to layer j, both directions) between transformer "
     "layers two or more apart minus between adjacent ones, over the seed models",
-    "greater", 0.01, _SHARE, chapter="seeds",
+    "greater", 0.01, _SHARE, chapter="seeds", gates=(_LEARNT,),
     control=("condition", "adjacent layers of the same model"),
     paper_effect=figure("Fig. 3"))
 def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
@@ -282,20 +289,24 @@ def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
 
 
 def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str, str] | None,
-                units: Callable[[pd.DataFrame, str], list[Evidence]]) -> list[Evidence]:
+                units: Callable[[pd.DataFrame, str], list[Evidence]],
+                unlearned: Mapping[str, str] | None = None) -> list[Evidence]:
     """``units(frame, kind)`` of each kind of seed pair that was measured (``found``: kind
     -> its table): the Table 4 and 5 claims read seeds of fine-tuning one pretrained model,
     and pretraining seed models each fine-tuned once (Ren et al.'s MultiBERTs, fine-tuned).
-    The pretraining seeds' units are left out when one of their fine-tuned runs failed the
-    training gate (``problems``), and the other units' notes say so."""
+    The pretraining seeds' units are left out when one of the seed models did not learn its
+    language model (``unlearned``) or one of their fine-tuned runs failed the training gate
+    (``problems``), and the other units' notes say which."""
     out: list[Evidence] = []
     left_out = ""
     for kind, frame in found.items():
         if frame is None or not len(frame):
             continue
-        if kind == "pretraining seeds" and problems:
-            left_out = (f"pretraining seeds left out: {len(problems)} of their fine-tuned "
-                        "runs failed the training gate")
+        if kind == "pretraining seeds" and (unlearned or problems):
+            left_out = "pretraining seeds left out: " + (
+                f"{', '.join(unlearned)} did not learn (their language model)" if unlearned
+                else f"{len(problems or {})} of their fine-tuned runs failed the training "
+                     "gate")
             continue
         out += units(frame, kind)
     if left_out:
@@ -317,7 +328,8 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
                   "(SST-2) and 0.033 (MRPC) (raw L2, against linreg; the paper has no ridge)"),
     paper_value=0.033)
 def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | None,
-             untrained_pretraining: Mapping[str, str] | None) -> list[Evidence]:
+             untrained_pretraining: Mapping[str, str] | None,
+             unlearned_pretraining: Mapping[str, str] | None) -> list[Evidence]:
     """:data:`SIMPLE_MAP` minus :data:`PROPOSED_MAP`, per seed pair and layer, for each kind
     of seed pair (:func:`_seed_units`; Ren et al.'s Table 4 reads fine-tuned MultiBERTs,
     which differ in their pretraining seed)."""
@@ -331,7 +343,7 @@ def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | N
             _by_pair(per_pair), note="each pair's mean over its layers")]
     return _seed_units({"fine-tuning seeds": methods,
                         "pretraining seeds": pretraining_methods},
-                       untrained_pretraining, units)
+                       untrained_pretraining, units, unlearned_pretraining)
 
 
 @REN.claim(
@@ -348,7 +360,8 @@ def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | N
                   "0.33 (MRPC) accuracy (the paper has no identity control)"),
     paper_value=0.098)
 def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame | None,
-              untrained_pretraining: Mapping[str, str] | None) -> list[Evidence]:
+              untrained_pretraining: Mapping[str, str] | None,
+              unlearned_pretraining: Mapping[str, str] | None) -> list[Evidence]:
     """The proposed map's accuracy minus each control's (no map at all, and the best simple
     map), one difference per ordered pair of seeds: two units per kind of seed pair
     (:func:`_seed_units`)."""
@@ -374,7 +387,7 @@ def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame 
         return out
     return _seed_units({"fine-tuning seeds": injected,
                         "pretraining seeds": pretraining_injected},
-                       untrained_pretraining, units)
+                       untrained_pretraining, units, unlearned_pretraining)
 
 
 #: the paper's claims, in the order above
