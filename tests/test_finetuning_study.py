@@ -113,6 +113,18 @@ def test_comparisons_shapes_and_known_cells():
     # self comparison and the cross comparison multiply the same numbers in another order)
     np.testing.assert_allclose(views["FT-ORIG"][0], views["ORIG-ORIG"][0], atol=1e-6)
     assert views["FT-ORIG"][2][3, 3] < views["FT-ORIG"][1][3, 3] < 1
+    # the per-seed lists follow the seeds in sorted order, which the views carry: the
+    # claims on them name each seed's value by its seed (here seeds 7, 11 and 13)
+    renamed = structure.phang_views(base, {13: tuned[2], 7: tuned[0], 11: tuned[1]})
+    assert renamed.seeds == (7, 11, 13)
+    np.testing.assert_array_equal(renamed["FT-ORIG"][2], views["FT-ORIG"][2])
+    from analysis_lib.claims.papers import phang
+
+    [unit] = phang.ft_orig({("m", "t", "first"): renamed})
+    assert unit.note.startswith("per seed: 7 ") and ", 11 " in unit.note
+    assert ", 13 " in unit.note
+    [plain] = phang.ft_orig({("m", "t", "first"): dict(renamed)})  # no seeds: no names
+    assert plain.estimate == unit.estimate and "per seed" not in plain.note
 
 
 def test_seed_interval_is_a_t_interval():
@@ -608,8 +620,10 @@ def test_localization_claim_reads_the_top_layer_before_and_after_fine_tuning():
                             + 0.002 * rng.standard_normal(len(change)))
     found = _findings(planted, {})
     assert found.loc["wu-localization-ft", "verdict"] == "holds"
-    assert "localization at L6 (base - tuned)" in found.loc["wu-localization-ft",
-                                                          "what this run shows"]
+    shown = found.loc["wu-localization-ft", "what this run shows"]
+    assert "localization at L6 (base - tuned)" in shown
+    # each seed's value, by seed: 0.30 - 0.10 in every seed of both tasks
+    assert shown.count("per seed: 0 +0.2") == change.task.nunique()
     same = planted.assign(localization_ft=0.30 + 0.0005 * rng.standard_normal(len(change)))
     assert _findings(same, {}).loc["wu-localization-ft", "verdict"] == "equivalent"
     assert _findings(change, {}).loc["wu-localization-ft", "verdict"] == "not measured"
@@ -678,6 +692,7 @@ def test_task_depth_reads_the_tagging_model_against_the_sentence_model_of_each_s
     # layers 3..5 of 1..5 are 0.2 lower: a mean gap of 0.12 over seeds
     assert "m, t1 against t1:pos, L1-L5: +0.12" in holds["what this run shows"]
     assert "part most at L" in holds["what this run shows"]
+    assert "per seed: 0 +0.1" in holds["what this run shows"]
     # the top layer is not read: a gap there alone changes nothing
     top_only = tagged.assign(rsa=np.where(tagged.layer == 6, tagged.rsa - 0.5, tagged.rsa))
     assert judged(top_only)["verdict"] in ("equivalent", "inconclusive")

@@ -499,6 +499,8 @@ def test_skip_bottom_reads_upper_layers_below_the_top_and_never_the_top_one():
     [unit] = phang.skip_bottom(six)
     assert unit.unit == "t: skip L4-L5 (mean) - skip L1"
     assert unit.estimate == pytest.approx(0.3 - 0.001, abs=1e-9)
+    # each seed's value in the note, by seed: whether one run carries the mean
+    assert unit.note == "per seed: 0 +0.300, 1 +0.299, 2 +0.298"
     three = phang.skip_bottom({("t", 0): frame([0.5, 0.8, 0.1])})
     assert three[0].unit == "t: skip L2 (mean) - skip L1"
     with pytest.raises(NotMeasured, match="fewer than three transformer layers"):

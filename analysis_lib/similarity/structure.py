@@ -172,20 +172,30 @@ def cka_matrix(A: Sequence[np.ndarray], B: Sequence[np.ndarray] | None = None) -
     return pairwise(A, B, measure="linear_cka", progress=False, undefined="nan")
 
 
+class SeedViews(dict):
+    """Phang et al.'s views (:func:`phang_views`: view -> list of matrices), and ``seeds``,
+    the fine-tuning seeds that the per-seed lists follow, in their order (the per-pair list
+    follows their pairs in ``itertools.combinations`` order)."""
+
+    def __init__(self, views: Mapping[str, list[np.ndarray]], seeds: Sequence[int]):
+        super().__init__(views)
+        self.seeds = tuple(seeds)
+
+
 def phang_views(base: Sequence[np.ndarray], tuned: Mapping[int, Sequence[np.ndarray]]
-                ) -> dict[str, list[np.ndarray]]:
+                ) -> SeedViews:
     """Phang et al.'s four views, each a list of layer x layer CKA matrices (one per seed, or
     per pair of seeds): ``ORIG-ORIG`` (the base model with itself), ``FT-ORIG`` (rows: the
     fine-tuned model's layers, columns: the base model's), ``FT-FT`` and ``FT[1]-FT[2]``
-    (two fine-tuning seeds; rows the first)."""
+    (two fine-tuning seeds; rows the first). The seeds in sorted order, as ``seeds``."""
     seeds = sorted(tuned)
-    return {
+    return SeedViews({
         "ORIG-ORIG": [cka_matrix(base)],
         "FT-ORIG": [cka_matrix(tuned[s], base) for s in seeds],
         "FT-FT": [cka_matrix(tuned[s]) for s in seeds],
         "FT[1]-FT[2]": [cka_matrix(tuned[a], tuned[b])
                         for a, b in itertools.combinations(seeds, 2)],
-    }
+    }, seeds)
 
 
 def mean_views(views: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:

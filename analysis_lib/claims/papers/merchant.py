@@ -165,9 +165,9 @@ def _parted(shallow: pd.DataFrame, deep: pd.DataFrame, top: int, name: str) -> E
     per seed (paired), noting the layer where the two part most."""
     gap = (_rsa_below(shallow, top) - _rsa_below(deep, top)).dropna(axis=1, how="all")
     widest = int(gap.mean(axis=1).idxmax())
-    return Evidence.from_values(f"{name}, L1-L{top - 1}", gap.mean(axis=0).tolist(),
-                                note=f"the two part most at L{widest} "
-                                     f"({gap.mean(axis=1).max():+.3f})")
+    return Evidence.from_seeds(f"{name}, L1-L{top - 1}", gap.mean(axis=0).to_dict(),
+                               note=f"the two part most at L{widest} "
+                                    f"({gap.mean(axis=1).max():+.3f})")
 
 
 def confound(why: str) -> str:
@@ -337,12 +337,12 @@ def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
         for probe, base in _by_probe(base_all):
             tuned = [dict(_by_probe(frame))[probe] for frame in tuned_all.values()]
             best = base.spearman.max()
-            drops = [best - frame.spearman.max() for frame in tuned]
+            drops = dict(zip(tuned_all, (best - frame.spearman.max() for frame in tuned)))
             layers = ", ".join(str(int(frame.layer[frame.spearman.idxmax()]))
                                for frame in tuned)
             note = (f"base {best:.3f} at layer {int(base.layer[base.spearman.idxmax()])}; "
                     f"fine-tuned seeds' best layers {layers}")
-            out.append(Evidence.from_values(
+            out.append(Evidence.from_seeds(
                 f"{model}, {task}, {probe} probe, best layer (base - tuned)", drops, note))
     return out
 

@@ -52,10 +52,21 @@ def blocks(views: Views | None) -> list[Evidence]:
         if pooling != "first" or not {"FT-FT", "ORIG-ORIG"} <= set(matrices):
             continue
         control = block_gain(matrices["ORIG-ORIG"][0])
-        out.append(Evidence.from_values(
-            f"{model}, {task}, FT-FT CLS - ORIG-ORIG ({control:+.3f})",
-            [block_gain(M) - control for M in matrices["FT-FT"]]))
+        out.append(_over_seeds(f"{model}, {task}, FT-FT CLS - ORIG-ORIG ({control:+.3f})",
+                               matrices, [block_gain(M) - control
+                                          for M in matrices["FT-FT"]]))
     return out
+
+
+def _over_seeds(unit: str, matrices: Mapping[str, Sequence[np.ndarray]],
+                values: Sequence[float]) -> Evidence:
+    """One value per fine-tuning seed, named by seed where the views carry their seeds
+    (:class:`~analysis_lib.similarity.structure.SeedViews`), so that the note shows which
+    run carries the mean."""
+    seeds = getattr(matrices, "seeds", None)
+    if seeds is None or len(seeds) != len(values):
+        return Evidence.from_values(unit, values)
+    return Evidence.from_seeds(unit, dict(zip(seeds, values)))
 
 
 @PHANG.claim("phang-ft-orig", "§3, Fig. 5",
@@ -72,9 +83,9 @@ def ft_orig(views: Views | None) -> list[Evidence]:
     out = []
     for (model, task, pooling), matrices in (views or {}).items():
         if pooling == "first" and "FT-ORIG" in matrices:
-            out.append(Evidence.from_values(f"{model}, {task}, FT-ORIG CLS (L1 - top)",
-                                            [float(M[1, 1] - M[-1, -1])
-                                             for M in matrices["FT-ORIG"]]))
+            out.append(_over_seeds(f"{model}, {task}, FT-ORIG CLS (L1 - top)", matrices,
+                                   [float(M[1, 1] - M[-1, -1])
+                                    for M in matrices["FT-ORIG"]]))
     return out
 
 
@@ -293,22 +304,22 @@ def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Ev
     skipping the top layer hands the head the layer below it, which is UNTUNED one layer
     down (``phang-untuned``), not a skipped layer inside the model. A model of fewer than
     three transformer layers has no such layer, and the claim is not measured."""
-    values: dict[str, list[float]] = {}
+    values: dict[str, dict[int, float]] = {}
     labels: dict[str, str] = {}
-    for (task, _seed), frame in (skips or {}).items():
+    for (task, seed), frame in (skips or {}).items():
         single = frame[frame.single].set_index("first").accuracy
         top, bottom = int(single.index.max()), int(single.index.min())
         upper = [k for k in single.index if top / 2 < k < top]
         if not upper or bottom in upper:
             continue
-        values.setdefault(task, []).append(float(single[upper].mean() - single[bottom]))
+        values.setdefault(task, {})[seed] = float(single[upper].mean() - single[bottom])
         labels[task] = (f"{task}: skip L{min(upper)}" + (f"-L{max(upper)}" if len(upper) > 1
                         else "") + f" (mean) - skip L{bottom}")
     if skips and not values:
         raise NotMeasured("no model has an upper layer below its top one to skip (fewer "
                           "than three transformer layers): skipping the top layer is "
                           "UNTUNED one layer down, phang-untuned's computation")
-    return [Evidence.from_values(labels[task], v) for task, v in values.items()]
+    return [Evidence.from_seeds(labels[task], v) for task, v in values.items()]
 
 
 #: the paper's claims, in the order above

@@ -732,14 +732,15 @@ def localization_ft(change: pd.DataFrame | None) -> list[Evidence]:
     for (model, task), group in change.groupby(["model", "task"], sort=False):
         top = group[group.layer == group.layer.max()]
         where = f"L{int(top.layer.iloc[0])} (base - tuned)"
-        out.append(Evidence.from_values(f"{model}, {task}, localization at {where}",
-                                        top.localization_base - top.localization_ft))
+        out.append(Evidence.from_seeds(
+            f"{model}, {task}, localization at {where}",
+            dict(zip(top.seed, top.localization_base - top.localization_ft))))
         if "ranked_localization_ft" in top:
             layers = group.layer.nunique()
             step = 1 / (layers - 1)  # one place in a ranking of the model's layers
-            out.append(Evidence.from_values(
+            out.append(Evidence.from_seeds(
                 f"{model}, {task}, localization on ranks at {where}",
-                top.ranked_localization_base - top.ranked_localization_ft,
+                dict(zip(top.seed, top.ranked_localization_base - top.ranked_localization_ft)),
                 note=f"ranks among {layers} layers: steps of {step:.3f}",
             ).in_steps(step))
     return out
