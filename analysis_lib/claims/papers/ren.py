@@ -304,7 +304,8 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
             continue
         if kind == "pretraining seeds" and (unlearned or problems):
             left_out = "pretraining seeds left out: " + (
-                f"{', '.join(unlearned)} did not learn (their language model)" if unlearned
+                f"{', '.join(unlearned)} did not learn, by the zoo's perplexity target"
+                if unlearned
                 else f"{len(problems or {})} of their fine-tuned runs failed the training "
                      "gate")
             continue
