@@ -478,6 +478,10 @@ def test_objective_claim_cancels_the_seed():
     assert same.loc["wu-objective", "verdict"] != "holds"
     gated = _objective(values(0.5), seeds, controls, not_learned=["c1"])
     assert gated.loc["wu-objective", "verdict"] == "not measured"
+    # a seed model that did not learn stops the claim too, named: never left out quietly
+    unlearnt = _objective(values(0.5), seeds, controls, not_learned=[seeds[2]])
+    assert unlearnt.loc["wu-objective", "verdict"] == "not measured"
+    assert f"{seeds[2]} did not learn" in unlearnt.loc["wu-objective", "what this run shows"]
     one = _objective(values(0.5), seeds, ["c0"])
     assert one.loc["wu-objective", "verdict"] == "not measured"
     assert "one draw" in one.loc["wu-objective", "what this run shows"]
