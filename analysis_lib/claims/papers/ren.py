@@ -303,11 +303,10 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
         if frame is None or not len(frame):
             continue
         if kind == "pretraining seeds" and (unlearned or problems):
-            left_out = "pretraining seeds left out: " + (
-                f"{', '.join(unlearned)} did not learn, by the zoo's perplexity target"
-                if unlearned
-                else f"{len(problems or {})} of their fine-tuned runs failed the training "
-                     "gate")
+            why = (f"{', '.join(unlearned)} did not learn, by the zoo's perplexity target"
+                   if unlearned else
+                   f"{len(problems or {})} of their fine-tuned runs failed the training gate")
+            left_out = f"pretraining seeds left out: {why}"
             continue
         out += units(frame, kind)
     if left_out:
