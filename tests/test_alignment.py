@@ -274,6 +274,10 @@ def test_seed_findings_follow_planted_distances():
         assert found.loc[claim_id, "verdict"] == "holds", claim_id
     assert "L4, fine-tuned - pretrained, 3 pairs: +0.30" in found.loc[
         "ren-finetune-apart", "what this run shows"]
+    # each data seed's value and each seed model's mean over its pairs are printed
+    assert "per seed: 0 +0.270, 1 +0.270, 2 +0.270" in found.loc[
+        "ren-inn-synthetic", "what this run shows"]
+    assert "per seed, the mean of its pairs: " in found.loc["ren-depth", "what this run shows"]
     # no drift: not "holds"; a fine-tuned seed that did not train: no verdict
     still = _ren(synthetic, finetuned_before=_pairs(rising),
                            pretraining_finetuned=_pairs(rising, seed=2))

@@ -125,6 +125,12 @@ def test_comparisons_shapes_and_known_cells():
     assert ", 13 " in unit.note
     [plain] = phang.ft_orig({("m", "t", "first"): dict(renamed)})  # no seeds: no names
     assert plain.estimate == unit.estimate and "per seed" not in plain.note
+    # the restarts' pairs name their seeds too, each with the mean of its two pairs
+    [pairs] = phang.restarts({("m", "t", "first"): renamed})
+    assert "per seed, the mean of its pairs: 7 " in pairs.note and ", 13 " in pairs.note
+    [placed] = phang.restarts({("m", "t", "first"): dict(renamed)})  # no seeds: places
+    assert (placed.estimate, placed.se) == (pairs.estimate, pairs.se)
+    assert "pairs: 0 " in placed.note and ", 2 " in placed.note
 
 
 def test_seed_interval_is_a_t_interval():

@@ -323,6 +323,23 @@ def test_seed_pairs_take_the_seed_as_the_unit_and_agree_with_the_written_out_jac
         Evidence.from_seed_pairs("u", {(0, 0): 0.3})
 
 
+def test_seed_pairs_print_each_seed_mean_over_its_pairs():
+    """The note names each seed with the mean of the pairs it is in: a planted seed c far
+    from the others (its pairs 0.9, the third pair 0.1) reads as the seed that carries the
+    mean; ordered pairs count each unordered pair twice and give the same means."""
+    values = {("a", "b"): 0.1, ("a", "c"): 0.9, ("b", "c"): 0.9}
+    e = Evidence.from_seed_pairs("u", values)
+    assert e.note == ("3 pairs of 3 seeds, the seed the unit; per seed, the mean of its "
+                      "pairs: a +0.500, b +0.500, c +0.900")
+    both = {**values, **{(b, a): v for (a, b), v in values.items()}}
+    assert Evidence.from_seed_pairs("u", both).note.endswith("a +0.500, b +0.500, c +0.900")
+    # a NaN pair is left out of its seeds' means; two seeds print no means (one pair)
+    four = {**values, ("a", "d"): 0.5, ("b", "d"): 0.5, ("c", "d"): 0.2}
+    with_nan = Evidence.from_seed_pairs("u", {**four, ("a", "b"): float("nan")})
+    assert with_nan.note.endswith("a +0.700, c +0.667, b +0.700, d +0.400")  # pairs' order
+    assert "per seed" not in Evidence.from_seed_pairs("u", {(0, 1): 0.3}).note
+
+
 def test_the_seed_interval_covers_a_second_draw_where_a_t_over_pairs_does_not():
     """Pairs of 6 seeds with a seed effect: a t interval over the 15 pairs counts them as
     independent and is far too narrow; the jackknife over seeds matches the spread of the

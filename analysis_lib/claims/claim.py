@@ -422,7 +422,10 @@ class Evidence:
         6 seeds as 15 independent values and be too narrow to cover another draw of the
         seeds. ``values`` maps ``(seed a, seed b)`` to the pair's value (ordered pairs
         allowed); NaN values are left out. Fewer than three seeds leave no replicate with a
-        pair: no spread to judge by."""
+        pair: no spread to judge by. With three or more, the note ends with each seed's mean
+        over the pairs it is in, the pairs each jackknife replicate leaves out (``per seed,
+        the mean of its pairs: 0 +0.551, ...``, the seeds in the order the pairs first name
+        them), so that a reader sees whether one seed carries the mean."""
         given = {pair: float(v) for pair, v in values.items() if np.isfinite(v)}
         for pair in given:
             if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] != pair[1]):
@@ -439,6 +442,9 @@ class Evidence:
         if len(replicates) < 3 or len(replicates) != len(seeds):
             return cls(unit, estimate, float("nan"), None, len(seeds),
                        f"{note}; fewer than three seeds: no spread to judge by")
+        each = {seed: float(np.mean([v for pair, v in given.items() if seed in pair]))
+                for seed in seeds}
+        note = f"{note}; {per_value(each, 'per seed, the mean of its pairs')}"
         return replace(cls.from_jackknife(unit, estimate, replicates, note), n=len(seeds))
 
     @classmethod

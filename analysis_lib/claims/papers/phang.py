@@ -107,14 +107,18 @@ def restarts(views: Views | None) -> list[Evidence]:
     :func:`~analysis_lib.similarity.structure.phang_views`), FT[1]-FT[2] at the top layer
     minus the mean of the two seeds' FT-ORIG there; the estimate is the mean over pairs,
     its standard error a jackknife that leaves out one seed (and every pair with it):
-    :meth:`~analysis_lib.claims.claim.Evidence.from_seed_pairs`."""
+    :meth:`~analysis_lib.claims.claim.Evidence.from_seed_pairs`, whose note names the seeds
+    where the views carry them (:class:`~analysis_lib.similarity.structure.SeedViews`)."""
     out = []
     for (model, task, pooling), matrices in (views or {}).items():
         if pooling != "first" or not {"FT[1]-FT[2]", "FT-ORIG"} <= set(matrices):
             continue
         to_base = [float(M[-1, -1]) for M in matrices["FT-ORIG"]]
+        seeds = getattr(matrices, "seeds", None)
+        if seeds is None or len(seeds) != len(to_base):
+            seeds = range(len(to_base))  # no seeds carried: the runs' places stand for them
         pairs = list(itertools.combinations(range(len(to_base)), 2))
-        gaps = {(a, b): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
+        gaps = {(seeds[a], seeds[b]): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
                 for (a, b), M in zip(pairs, matrices["FT[1]-FT[2]"])}
         out.append(Evidence.from_seed_pairs(
             f"{model}, {task}, FT[1]-FT[2] - FT-ORIG at the top (CLS)", gaps))

@@ -106,11 +106,13 @@ def _largest(synthetic: pd.DataFrame | None, g: str) -> tuple[pd.DataFrame, int]
                   "+1.08"),
     paper_value=1.082)
 def inn_synthetic(synthetic: pd.DataFrame | None) -> list[Evidence]:
-    """linreg minus INN on the flow at the largest size, one value per data seed."""
+    """linreg minus INN on the flow at the largest size, one value per data seed (named by
+    seed in the note)."""
     flow, rows = _largest(synthetic, "flow")
     if not {"inn", "linreg"} <= set(flow.columns):
         return []
-    return [Evidence.from_values(f"flow, {rows} rows", flow["linreg"] - flow["inn"])]
+    return [Evidence.from_seeds(f"flow, {rows} rows",
+                                (flow["linreg"] - flow["inn"]).to_dict())]
 
 
 @REN.claim(
