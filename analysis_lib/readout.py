@@ -203,7 +203,9 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None, *,
     transformer layers skipped (no retraining); every span but the one removing all layers.
     ``single`` marks the single-layer skips (the diagonal); ``single_only`` scores those
     alone (what the claims read, in a fraction of the time). ``n_test``: score on the first
-    ``n_test`` test examples only (each span is a forward pass over them)."""
+    ``n_test`` test examples only (each span is a forward pass over them). ``majority``:
+    the majority baseline on the examples scored, the floor a skipped model's accuracy is
+    read beside."""
     config: Any = result.model.config  # a transformers configuration
     n = config.num_hidden_layers
     if n_test is not None:
@@ -211,6 +213,7 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None, *,
                     task.test.subset(range(min(n_test, len(task.test)))), task.label_names,
                     task.regression, task.meta)
     rows = []
+    majority = task.majority_baseline("test")
     for first in range(1, n + 1):
         for last in range(first, n + 1):
             if (first == 1 and last == n) or (single_only and first != last):
@@ -220,7 +223,7 @@ def skip_scores(result: ft.FineTuned, task: Task, n_test: int | None = None, *,
                                 skip=(first, last))
             rows.append({"first": first, "last": last, "single": first == last,
                          "accuracy": _accuracy(logits, task.test.labels),
-                         "n_test": len(task.test)})
+                         "n_test": len(task.test), "majority": majority})
     return pd.DataFrame(rows)
 
 

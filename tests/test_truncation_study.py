@@ -156,6 +156,12 @@ def test_skip_grid_is_the_upper_triangle(task):
     assert singles.single.all() and len(singles) == n
     diagonal = grid[grid.single].reset_index(drop=True)
     pd.testing.assert_frame_equal(singles.reset_index(drop=True), diagonal)
+    # the floor each skip is read beside: the majority baseline on the examples scored
+    assert (grid.majority == task.majority_baseline("test")).all()
+    few = readout.skip_scores(result, task, n_test=7, single_only=True)
+    labels = task.test.labels[:7]
+    trained_majority = np.bincount(task.train.labels.astype(int)).argmax()
+    assert (few.majority == np.mean(labels == trained_majority)).all()
 
 
 def test_truncated_copy_keeps_the_bottom_layers_exactly(tmp_path):
@@ -506,6 +512,32 @@ def test_skip_bottom_reads_upper_layers_below_the_top_and_never_the_top_one():
     with pytest.raises(NotMeasured, match="fewer than three transformer layers"):
         phang.skip_bottom({("t", 0): frame([0.5, 0.8])})
     assert phang.skip_bottom({}) == []
+
+
+def test_skip_bottom_is_not_read_where_the_upper_skips_sit_at_the_majority_class():
+    """A model that falls to the majority class (0.45) whichever single layer is skipped
+    costs the same at both ends: the difference, about zero, would read as skipping the
+    first layer costing no more than an upper one. Planted so, the claim gets no verdict
+    and names the floor; the first layer's skip alone at the floor is the claim's own
+    effect and is read."""
+    def frame(accuracies, seed):
+        layers = list(range(1, len(accuracies) + 1))
+        return pd.DataFrame({"first": layers, "last": layers, "single": True,
+                             "accuracy": [a + 0.001 * seed for a in accuracies],
+                             "n_test": 200, "majority": 0.45})
+
+    broken = {("t", s): frame([0.45, 0.455, 0.45, 0.452, 0.451, 0.45], s) for s in range(3)}
+    row = _findings(None, skips=broken).loc["phang-skip-bottom"]
+    assert row["verdict"] == "not measured"
+    assert "the accuracy with one upper layer skipped (t, per seed)" in row[
+        "what this run shows"] and "floor" in row["what this run shows"]
+    # two of three seeds at the floor: still refused (most seeds must lie clear)
+    mixed = {**broken, ("t", 0): frame([0.45, 0.7, 0.75, 0.8, 0.8, 0.4], 0)}
+    assert _findings(None, skips=mixed).loc["phang-skip-bottom", "verdict"] == \
+        "not measured"
+    # the first layer's skip at the floor, the upper ones clear of it: the claim holds
+    costly = {("t", s): frame([0.45, 0.7, 0.75, 0.8, 0.8, 0.4], s) for s in range(3)}
+    assert _findings(None, skips=costly).loc["phang-skip-bottom", "verdict"] == "holds"
 
 
 def test_cut_runs_train_on_their_own_schedule_when_given_one(monkeypatch):

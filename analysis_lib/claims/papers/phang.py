@@ -307,9 +307,17 @@ def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Ev
     ``(task, seed)``). The upper layers are those of the upper half below the top one:
     skipping the top layer hands the head the layer below it, which is UNTUNED one layer
     down (``phang-untuned``), not a skipped layer inside the model. A model of fewer than
-    three transformer layers has no such layer, and the claim is not measured."""
+    three transformer layers has no such layer, and the claim is not measured.
+
+    The upper skips' accuracy is read beside its floor, the majority baseline (where the
+    frames hold it, :func:`~analysis_lib.readout.skip_scores`' ``majority``): a model that
+    falls to the majority class whichever single layer is skipped costs the same at both
+    ends, and a difference read there measures that, not which layers matter. The unit
+    is refused unless most seeds' upper skips lie clear of it; the first layer's skip may
+    sit at the floor, which is the effect the claim predicts."""
     values: dict[str, dict[int, float]] = {}
     labels: dict[str, str] = {}
+    upper_means: dict[str, list[tuple[float, float]]] = {}
     for (task, seed), frame in (skips or {}).items():
         single = frame[frame.single].set_index("first").accuracy
         top, bottom = int(single.index.max()), int(single.index.min())
@@ -319,11 +327,24 @@ def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Ev
         values.setdefault(task, {})[seed] = float(single[upper].mean() - single[bottom])
         labels[task] = (f"{task}: skip L{min(upper)}" + (f"-L{max(upper)}" if len(upper) > 1
                         else "") + f" (mean) - skip L{bottom}")
+        if "majority" in frame:
+            upper_means.setdefault(task, []).append(
+                (float(single[upper].mean()), float(frame.majority.iloc[0])))
     if skips and not values:
         raise NotMeasured("no model has an upper layer below its top one to skip (fewer "
                           "than three transformer layers): skipping the top layer is "
                           "UNTUNED one layer down, phang-untuned's computation")
-    return [Evidence.from_seeds(labels[task], v) for task, v in values.items()]
+    out = []
+    for task, by_seed in values.items():
+        evidence = Evidence.from_seeds(labels[task], by_seed)
+        read = upper_means.get(task, [])
+        if len(read) == len(by_seed):
+            accuracies, majorities = zip(*read)
+            evidence = evidence.reading(Level.accuracy(
+                f"the accuracy with one upper layer skipped ({task}, per seed)", accuracies,
+                majorities, needed=len(read) // 2 + 1))
+        out.append(evidence)
+    return out
 
 
 #: the paper's claims, in the order above
