@@ -338,6 +338,11 @@ def test_seed_pairs_print_each_seed_mean_over_its_pairs():
     with_nan = Evidence.from_seed_pairs("u", {**four, ("a", "b"): float("nan")})
     assert with_nan.note.endswith("a +0.700, c +0.667, b +0.700, d +0.400")  # pairs' order
     assert "per seed" not in Evidence.from_seed_pairs("u", {(0, 1): 0.3}).note
+    # three seeds whose third pair was not measured: no replicate without seed c
+    lost = Evidence.from_seed_pairs("u", {**values, ("a", "b"): float("nan")})
+    assert np.isnan(lost.se) and lost.n == 3
+    assert lost.note.endswith("every pair measured holds c, so leaving it out leaves none: "
+                              "no spread to judge by")
 
 
 def test_the_seed_interval_covers_a_second_draw_where_a_t_over_pairs_does_not():

@@ -440,8 +440,11 @@ class Evidence:
         replicates = [float(np.mean(kept)) for seed in seeds
                       if (kept := [v for pair, v in given.items() if seed not in pair])]
         if len(replicates) < 3 or len(replicates) != len(seeds):
+            alone = [seed for seed in seeds if all(seed in pair for pair in given)]
+            why = ("fewer than three seeds" if len(seeds) < 3 else
+                   f"every pair measured holds {alone[0]}, so leaving it out leaves none")
             return cls(unit, estimate, float("nan"), None, len(seeds),
-                       f"{note}; fewer than three seeds: no spread to judge by")
+                       f"{note}; {why}: no spread to judge by")
         each = {seed: float(np.mean([v for pair, v in given.items() if seed in pair]))
                 for seed in seeds}
         note = f"{note}; {per_value(each, 'per seed, the mean of its pairs')}"
