@@ -538,6 +538,12 @@ def test_skip_bottom_is_not_read_where_the_upper_skips_sit_at_the_majority_class
     # the first layer's skip at the floor, the upper ones clear of it: the claim holds
     costly = {("t", s): frame([0.45, 0.7, 0.75, 0.8, 0.8, 0.4], s) for s in range(3)}
     assert _findings(None, skips=costly).loc["phang-skip-bottom", "verdict"] == "holds"
+    # no majority class (a regression task's NaN baseline): nothing to read it beside
+    unknown = {k: v.assign(majority=float("nan")) for k, v in broken.items()}
+    from analysis_lib.claims.papers import phang
+
+    [unit] = phang.skip_bottom(unknown)
+    assert unit.levels == () and abs(unit.estimate) < 0.01
 
 
 def test_cut_runs_train_on_their_own_schedule_when_given_one(monkeypatch):

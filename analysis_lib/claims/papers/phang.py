@@ -327,7 +327,7 @@ def skip_bottom(skips: Mapping[tuple[str, int], pd.DataFrame] | None) -> list[Ev
         values.setdefault(task, {})[seed] = float(single[upper].mean() - single[bottom])
         labels[task] = (f"{task}: skip L{min(upper)}" + (f"-L{max(upper)}" if len(upper) > 1
                         else "") + f" (mean) - skip L{bottom}")
-        if "majority" in frame:
+        if "majority" in frame and np.isfinite(frame.majority.iloc[0]):  # NaN: regression
             upper_means.setdefault(task, []).append(
                 (float(single[upper].mean()), float(frame.majority.iloc[0])))
     if skips and not values:
