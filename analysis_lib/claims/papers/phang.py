@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,10 +64,19 @@ def _over_seeds(unit: str, matrices: Mapping[str, Sequence[np.ndarray]],
     """One value per fine-tuning seed, named by seed where the views carry their seeds
     (:class:`~analysis_lib.similarity.structure.SeedViews`), so that the note shows which
     run carries the mean."""
-    seeds = getattr(matrices, "seeds", None)
-    if seeds is None or len(seeds) != len(values):
+    seeds = _seeds_of(matrices, len(values))
+    if seeds is None:
         return Evidence.from_values(unit, values)
     return Evidence.from_seeds(unit, dict(zip(seeds, values)))
+
+
+def _seeds_of(matrices: Mapping[str, Sequence[np.ndarray]], count: int
+              ) -> tuple[Any, ...] | None:
+    """The fine-tuning seeds the views' per-seed lists follow
+    (:class:`~analysis_lib.similarity.structure.SeedViews`), or None where the views carry
+    none or not ``count`` of them."""
+    seeds = getattr(matrices, "seeds", None)
+    return tuple(seeds) if seeds is not None and len(seeds) == count else None
 
 
 @PHANG.claim("phang-ft-orig", "§3, Fig. 5",
@@ -114,9 +124,8 @@ def restarts(views: Views | None) -> list[Evidence]:
         if pooling != "first" or not {"FT[1]-FT[2]", "FT-ORIG"} <= set(matrices):
             continue
         to_base = [float(M[-1, -1]) for M in matrices["FT-ORIG"]]
-        seeds = getattr(matrices, "seeds", None)
-        if seeds is None or len(seeds) != len(to_base):
-            seeds = range(len(to_base))  # no seeds carried: the runs' places stand for them
+        # no seeds carried: the runs' places stand for them
+        seeds = _seeds_of(matrices, len(to_base)) or tuple(range(len(to_base)))
         pairs = list(itertools.combinations(range(len(to_base)), 2))
         gaps = {(seeds[a], seeds[b]): float(M[-1, -1]) - (to_base[a] + to_base[b]) / 2
                 for (a, b), M in zip(pairs, matrices["FT[1]-FT[2]"])}
