@@ -283,6 +283,12 @@ def test_forgetting_probes_read_planted_labels_and_compare_best_transformer_laye
     shown = found.loc["merchant-no-forgetting", "what this run shows"]
     assert "per label set: dep +0." in shown and ", pos +0." in shown
     assert "; at the top layer L3: dep +0." in shown
+    # the room to forget: the base model's best probe beside the levels below it
+    best = base.loc[base[base["labels"] == "dep"].accuracy.idxmax()]
+    lexical = float(base[base["labels"] == "dep"].lexical.iloc[0])
+    majority = float(base[base["labels"] == "dep"].majority.iloc[0])
+    assert (f"the base model's best: dep {best.accuracy:.3f} at L{int(best.layer)} "
+            f"(embedding layer {lexical:.3f}, majority class {majority:.3f}), pos ") in shown
     # a base model whose best layer reads no more than its embedding layer (the word's
     # identity) has nothing contextual to forget: the floor rule refuses the unit
     lexical = probing.label_probes(layers(3.0, embedding=3.0), labels, sentence, seed=0)

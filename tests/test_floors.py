@@ -264,6 +264,10 @@ def test_probes_at_their_majority_class_leave_nothing_to_forget():
     [evidence] = merchant.no_forgetting(probes)
     assert ("the base model's best probe accuracy (t, per label set) against the majority "
             "class at its floor") in verdicts.at_floor(evidence)
+    # the note shows the floor it sits on (a table without the embedding layer's probe
+    # names the majority class alone)
+    assert ("the base model's best: dep 0.310 at L1 (majority class 0.300), pos 0.300 at L1 "
+            "(majority class 0.300)") in evidence.note
     learnt = {("m", "t"): (frame(0.80, 0.70), {s: frame(0.79, 0.70) for s in range(3)})}
     assert not verdicts.at_floor(merchant.no_forgetting(learnt)[0])
 

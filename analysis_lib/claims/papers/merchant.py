@@ -270,7 +270,9 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                   ) -> list[Evidence]:
     """Per (model, task): the base model's best-layer probe accuracy minus each fine-tuned
     seed's, mean over the label sets, one value per seed; the note gives each label set's
-    mean drop, and the same at the top layer, which the best layers leave out.
+    mean drop, the same at the top layer, which the best layers leave out, and the base
+    model's best probe and its layer beside the embedding layer's probe and the majority
+    class (how much there is to forget).
 
     Two floors: a probe at the majority class has nothing to forget, and a best layer no
     better than the embedding layer's probe (``lexical``: the word's identity, no context)
@@ -287,7 +289,8 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
         note = ("per label set: " + ", ".join(f"{name} {drop:+.3f}"
                                               for name, drop in drops.mean().items())
                 + f"; at the top layer L{top}: "
-                + ", ".join(f"{name} {drop:+.3f}" for name, drop in at_top.items()))
+                + ", ".join(f"{name} {drop:+.3f}" for name, drop in at_top.items())
+                + "; " + _headroom(base))
         evidence = Evidence.from_seeds(f"{model}, {task}, best layer (base - tuned)",
                                        dict(zip(tuned, drops.mean(axis=1))), note)
         for level, what in (("majority", "the majority class"),
@@ -299,6 +302,21 @@ def no_forgetting(probes: Mapping[tuple[str, str], tuple[pd.DataFrame,
                     needed=len(best)))
         out.append(evidence)
     return out
+
+
+def _headroom(base: pd.DataFrame) -> str:
+    """The base model's best probe per label set, its layer, and the levels a probe that
+    reads nothing (the majority class) or the word alone (the embedding layer) reaches:
+    the room there is to forget."""
+    parts = []
+    for name, rows in base.groupby("labels", sort=True):
+        best = rows.loc[rows.accuracy.idxmax()]
+        levels = [f"{what} {float(rows[level].iloc[0]):.3f}"
+                  for level, what in (("lexical", "embedding layer"),
+                                      ("majority", "majority class")) if level in rows]
+        parts.append(f"{name} {best.accuracy:.3f} at L{int(best.layer)}"
+                     + (f" ({', '.join(levels)})" if levels else ""))
+    return "the base model's best: " + ", ".join(parts)
 
 
 def _at_layer(frame: pd.DataFrame, layer: int) -> pd.Series:
