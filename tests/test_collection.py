@@ -424,7 +424,7 @@ def _three_models(within):
         mine = owners == m
         M[np.ix_(mine, mine)] = within[m]
     np.fill_diagonal(M, 1.0)
-    return M, SimpleNamespace(table=SimpleNamespace(frame=frame)), names
+    return M, SimpleNamespace(table=SimpleNamespace(frame=frame, owners=list(owners))), names
 
 
 def test_contrasts_get_a_unit_over_models():
@@ -451,6 +451,33 @@ def test_contrasts_get_a_unit_over_models():
     alone = _findings({"linear_cka": cka}, jk, ["linear_cka"],
                                 matrices={"linear_cka": M}, collection=fake, models=names[:2])
     assert "models" not in alone.loc["wu-within-model", "what this run shows"]
+
+
+def test_neurons_claim_prints_each_pair_of_models():
+    """Known answer: the CKA cells across a and b lie above every within-model cell, the
+    other pairs' below; neuronsim's lie below everywhere. Per pair, the overlap is read on
+    the two models alone, as the whole collection's would be with only them in it."""
+    M, fake, names = _three_models({"a": 0.8, "b": 0.7, "c": 0.75})
+    owners = fake.table.frame["model"].to_numpy()
+    M[np.ix_(owners == "a", owners == "b")] = M[np.ix_(owners == "b", owners == "a")] = 0.9
+    N, _, _ = _three_models({"a": 0.5, "b": 0.5, "c": 0.5})
+    table = fake.table
+    assert [wu.pair_overlap(M, table, a, b) for a, b in ("ab", "ac", "bc")] == [1, 0, 0]
+    for a, b in ("ab", "ca", "bc"):
+        assert wu.summary(M, fake, [a, b])["overlap"] == wu.pair_overlap(M, table, a, b)
+    summaries = {"linear_cka": wu.summary(M, fake), "neuronsim": wu.summary(N, fake)}
+    assert summaries["linear_cka"]["overlap"] == pytest.approx(1 / 3)
+    jk = {m: _jackknife(v, 0.004) for m, v in summaries.items()}
+    shown = _findings(summaries, jk, ["neuronsim", "linear_cka"],
+                      matrices={"linear_cka": M, "neuronsim": N}, collection=fake,
+                      models=names).loc["wu-neurons-differ", "what this run shows"]
+    assert "per pair of models: a - b +1.000, a - c +0.000, b - c +0.000" in shown
+    # without neuronsim's matrix, or with two models, no pairs are printed
+    for kwargs in ({"matrices": {"linear_cka": M}, "models": names},
+                   {"matrices": {"linear_cka": M, "neuronsim": N}, "models": names[:2]}):
+        shown = _findings(summaries, jk, ["neuronsim", "linear_cka"], collection=fake,
+                          **kwargs).loc["wu-neurons-differ", "what this run shows"]
+        assert "per pair" not in shown
 
 
 def test_objective_claim_cancels_the_seed():

@@ -303,12 +303,16 @@ def within_model(summaries: Summaries | None, jackknives: Mapping[str, Jackknife
     paper_effect=figure("Figs. 1-2"),
     chapter="representation")
 def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | None,
-                   measures: Sequence[str] | None) -> list[Evidence]:
+                   measures: Sequence[str] | None, matrices: Mapping[str, np.ndarray] | None,
+                   collection: LayerCollection | None, models: Sequence[str] | None
+                   ) -> list[Evidence]:
     """The representation-level measure's ``overlap`` (:func:`rank_overlap` of the
     across-model cells with the within-model ones) minus neuronsim's: how much closer the
     models' layers come to each other's than to their own under the one measure than under
     the other. Read through ranks only, so neither measure's scale nor its chance level can
-    set the sign; with replicates when both measures were jackknifed on the same folds."""
+    set the sign; with replicates when both measures were jackknifed on the same folds.
+    Given both measures' ``matrices``, the note gives the same difference per pair of
+    models (:func:`pair_overlap`), so that a reader sees whether one pair carries it."""
     if summaries is None or not measures:
         return []
     rep = _rep(measures)
@@ -321,12 +325,20 @@ def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackkni
     if _at_bound(summaries[rep]["overlap"], summaries[neuron]["overlap"]):
         raise NotMeasured(_AT_BOUND)
     estimate = summaries[rep]["overlap"] - summaries[neuron]["overlap"]
+    note = ""
+    if matrices is not None and collection is not None and models is not None \
+            and len(models) >= 3 and rep in matrices and neuron in matrices:
+        note = per_value({f"{a} - {b}": pair_overlap(matrices[rep], collection.table, a, b)
+                          - pair_overlap(matrices[neuron], collection.table, a, b)
+                          for i, a in enumerate(models) for b in models[i + 1:]},
+                         "per pair of models")
     if rep not in jackknives or neuron not in jackknives or \
             len(jackknives[rep].replicates) != len(jackknives[neuron].replicates):
-        return [Evidence(unit, estimate, np.nan, note="no jackknife of both measures")]
+        return [Evidence(unit, estimate, np.nan,
+                         note="; ".join(filter(None, ["no jackknife of both measures", note])))]
     reps = (jackknives[rep].replicates["overlap"].to_numpy()
             - jackknives[neuron].replicates["overlap"].to_numpy())
-    return [Evidence.from_jackknife(unit, estimate, reps)]
+    return [Evidence.from_jackknife(unit, estimate, reps, note)]
 
 
 @WU.claim("wu-lower-layers", "§5.1, Fig. 1",
