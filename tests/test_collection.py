@@ -480,6 +480,26 @@ def test_neurons_claim_prints_each_pair_of_models():
         assert "per pair" not in shown
 
 
+def test_family_claim_prints_the_pairs_its_groups_are_made_of():
+    M, fake, names = _three_models({"a": 0.8, "b": 0.7, "c": 0.75})
+    owners = fake.table.frame["model"].to_numpy()
+    M[np.ix_(owners == "a", owners == "b")] = M[np.ix_(owners == "b", owners == "a")] = 0.9
+    fake.table.frame["family"] = np.where(owners == "c", "llama", "bert")  # c: a decoder
+
+    def shown(summary):
+        return verdicts.judge([claims.get("wu-family")], {
+            "summaries": {"linear_cka": summary},
+            "jackknives": {"linear_cka": _jackknife(summary, 0.004)},
+            "measures": ["linear_cka"], "without_outliers": None, "models": names,
+        }).loc["wu-family", "what this run shows"]
+
+    cka = wu.summary(M, fake)
+    assert shown(cka).startswith("linear_cka: +0.600")  # the a - b pair against a - c, b - c
+    assert ("mean across each pair of models: a - b 0.900, a - c 0.300, b - c 0.300"
+            in shown(cka))
+    assert "each pair" not in shown(wu.named(cka))  # no per-pair entries, nothing to print
+
+
 def test_objective_claim_cancels_the_seed():
     """Each seed's mean similarity to the other seeds minus to the other objective's models:
     holds when the seeds are closer to each other, not when the other objective is as

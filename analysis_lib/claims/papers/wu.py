@@ -470,21 +470,38 @@ def family(summaries: Summaries | None, jackknives: Mapping[str, Jackknife] | No
            measures: Sequence[str] | None, without_outliers: Mapping[str, Any] | None,
            models: Sequence[str] | None) -> list[Evidence]:
     """Across two encoders minus across an encoder and a decoder, over sentences; a second
-    unit reads the same without the models' outlier neurons, when some have them. Where
+    unit reads the same without the models' outlier neurons, when some have them. The note
+    gives the mean across each pair of models, the groups' members. Where
     two of ``models`` share a training stage besides their architecture and objective
     (:data:`SHARED_STAGES`), every unit names it: the contrast cannot tell the two
     apart."""
-    units = _contrast_units("encoders_across", "encoder_decoder", summaries, jackknives,
-                            measures)
+    units = _with_pairs(_contrast_units("encoders_across", "encoder_decoder", summaries,
+                                        jackknives, measures), summaries, measures)
     trimmed = _trimmed(without_outliers, "summaries")
     if units and trimmed is not None:
-        units += _relabel(_contrast_units("encoders_across", "encoder_decoder", trimmed,
-                                          _trimmed(without_outliers, "jackknives"),
-                                          measures), WITHOUT)
+        units += _relabel(_with_pairs(
+            _contrast_units("encoders_across", "encoder_decoder", trimmed,
+                            _trimmed(without_outliers, "jackknives"), measures),
+            trimmed, measures), WITHOUT)
     shared = shared_stages(models or ())
     if shared:
         units = [replace(u, note="; ".join(filter(None, [u.note, shared]))) for u in units]
     return units
+
+
+def _with_pairs(units: list[Evidence], summaries: Summaries | None,
+                measures: Sequence[str] | None) -> list[Evidence]:
+    """The units with the measure's mean across each pair of models in their note (the
+    cells the contrast's two groups are made of), so that a reader sees how many pairs of
+    models each side rests on."""
+    if not units or summaries is None or not measures:
+        return units
+    pairs = pair_entries(summaries.get(_rep(measures), {}))
+    if not pairs:
+        return units
+    text = "mean across each pair of models: " + ", ".join(
+        f"{key.a} - {key.b} {value:.3f}" for key, value in pairs.items())
+    return [replace(u, note="; ".join(filter(None, [u.note, text]))) for u in units]
 
 
 #: training stages that two of the book's models share beyond their architecture and
