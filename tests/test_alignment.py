@@ -180,7 +180,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(linea
         assert table.loc[method, "note"].startswith(f"not fitted: {method} at 24 columns "
                                                     "needs 26 rows to fit, this split has 16")
     assert np.isfinite(table.loc["procrustes", "test"]) and table.loc["procrustes", "note"] == ""
-    assert ren.inn_real(long, None, None, None) == []
+    assert ren.inn_real(long, None, None, None, None) == []
     feats = {name: {"train": rng.standard_normal((20, 24)).astype(np.float32),
                     "test": rng.standard_normal((10, 24)).astype(np.float32)}
              for name in ("a", "b")}
@@ -189,7 +189,7 @@ def test_methods_that_cannot_be_fitted_on_few_rows_are_reported_not_raised(linea
     linreg = injected[injected.method == "linreg"]
     assert linreg.accuracy.isna().all() and linreg.note.str.startswith("not fitted").all()
     assert injected[injected.method == "procrustes"].accuracy.notna().all()
-    assert ren.injection(injected, None, None, None) == []  # the proposed map (INN) is absent
+    assert ren.injection(injected, None, None, None, None) == []  # no INN, the proposed map
 
 
 @pytest.mark.parametrize("method, variance", [("cca", None), ("svcca", 0.99), ("pwcca", 0.9)])
@@ -226,6 +226,81 @@ def _ren(synthetic=None, methods=None, injected=None, **results):
     """The seeds chapter's findings: Ren et al.'s claims judged on these results."""
     return verdicts.judge(claims.of_chapter("seeds"), {
         "synthetic": synthetic, "methods": methods, "injected": injected, **results})
+
+
+def _lines(accuracies, frozen, task="t"):
+    """Adequacy lines (``tables.adequacy_lines``) of one run per model: its test accuracy
+    against the head on its frozen encoder."""
+    import pandas as pd
+
+    return tables.adequacy_lines(pd.DataFrame({
+        "model": list(accuracies), "task": task, "mean": list(accuracies.values()), "n": 1,
+        "frozen_head": [frozen[name] for name in accuracies]}))
+
+
+def test_seed_claims_read_the_adequacy_of_the_runs_they_read():
+    """A fine-tuned run no better than the head on its frozen encoder was not trained enough
+    for a claim about what fine-tuning does: a unit over the fine-tuned pretraining seeds
+    reads every one's line, a unit over fine-tuning seeds the grid's line of the model and
+    task its table names; a planted short run refuses that unit, naming the run, and
+    leaves the others."""
+    import pandas as pd
+
+    # every claim read from the fine-tuned pretraining seeds reads their lines, and no other
+    for claim in claims.CLAIMS.values():
+        reads = claims.results_read(claim)
+        assert ("untrained_pretraining" in reads) == ("adequacy_pretraining" in reads), claim.id
+    rising = {k: 0.1 + 0.1 * k for k in range(5)}
+    drifted = _pairs({**rising, 4: rising[4] + 0.3}, seed=1)
+    seeds = ("zoo:mlm", "zoo:mlm-seed-1", "zoo:mlm-seed-2")
+    clear = _lines(dict.fromkeys(seeds, 0.45), dict.fromkeys(seeds, 0.35))
+    short = _lines({**dict.fromkeys(seeds, 0.45), "zoo:mlm-seed-2": 0.36},
+                   dict.fromkeys(seeds, 0.35))
+    assert "(test accuracy, one run, against" in short["zoo:mlm-seed-2, t"].variable
+    apart = {"finetuned_before": _pairs(rising), "pretraining_finetuned": drifted}
+    assert _ren(**apart, adequacy_pretraining=clear).loc[
+        "ren-finetune-apart", "verdict"] == "holds"
+    refused = _ren(**apart, adequacy_pretraining=short).loc["ren-finetune-apart"]
+    assert refused["verdict"] == "not measured"
+    assert "the adequacy rule" in refused["what this run shows"]
+    assert "zoo:mlm-seed-2 fine-tuned on t" in refused["what this run shows"]
+    assert "zoo:mlm fine-tuned" not in refused["what this run shows"]  # only the short one
+    same = pd.concat([_pairs(rising, task="t", kind="hidden states"),
+                      _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention")],
+                     ignore_index=True)
+    initial = pd.concat([_pairs({k: 0.6 for k in range(5)}, task="t", kind="hidden states",
+                                seed=4),
+                         _pairs({k: 0.6 for k in range(1, 5)}, task="t", kind="attention",
+                                seed=5)], ignore_index=True)
+    attention = {"finetuned_attention": same, "finetuned_initial_attention": initial}
+    assert _ren(**attention, adequacy_pretraining=clear).loc[
+        "ren-finetune-attention", "verdict"] == "holds"
+    assert _ren(**attention, adequacy_pretraining=short).loc[
+        "ren-finetune-attention", "verdict"] == "not measured"
+    # the pretrained seeds' attention claim reads no fine-tuned run: no line reaches it
+    assert _ren(pretraining_attention=same, initial_attention=initial,
+                adequacy_pretraining=short).loc["ren-attention", "verdict"] == "holds"
+    # Table 4: the fine-tuning seeds' table names its run; each unit reads its own lines
+    methods = pd.concat([_pairs({3: 0.5}, method="ridge"), _pairs({3: 0.3}, method="inn")])
+    named = methods.assign(model="m", task="t")
+    tables4 = {"methods": named, "pretraining_methods": methods}
+    grid_clear, grid_short = _lines({"m": 0.70}, {"m": 0.60}), _lines({"m": 0.61}, {"m": 0.60})
+    both = _ren(**tables4, adequacy=grid_clear, adequacy_pretraining=clear).loc["ren-inn-real"]
+    assert both["verdict"] == "holds"
+    assert "fine-tuning seeds of m on t, ridge - inn" in both["what this run shows"]
+    assert "pretraining seeds, ridge - inn" in both["what this run shows"]
+    for lines, kept, gone in (({"adequacy": grid_short, "adequacy_pretraining": clear},
+                               "pretraining seeds, ridge", "m fine-tuned on t"),
+                              ({"adequacy": grid_clear, "adequacy_pretraining": short},
+                               "fine-tuning seeds of m on t, ridge",
+                               "zoo:mlm-seed-2 fine-tuned on t")):
+        row = _ren(**tables4, **lines).loc["ren-inn-real"]
+        assert row["verdict"] == "holds"  # read on the unit whose runs were trained enough
+        assert kept in row["what this run shows"]
+        assert "the adequacy rule leaves out 1 unit" in row["how"] and gone in row["how"]
+    # a fine-tuning seeds' table that names no run is not matched to any line
+    assert "m fine-tuned" not in _ren(methods=methods, adequacy=grid_short).loc[
+        "ren-inn-real", "how"]
 
 
 def test_seed_findings_follow_planted_distances():

@@ -278,7 +278,7 @@ def test_injection_names_a_control_at_the_target_seeds_own_accuracy_as_no_headro
         for method, acc in (("own", 0.669), ("identity", 0.660), ("inn", 0.662),
                             ("ridge", 0.60)):
             rows.append({"from": a, "to": b, "method": method, "accuracy": acc})
-    units = ren.injection(pd.DataFrame(rows), None, None, None)
+    units = ren.injection(pd.DataFrame(rows), None, None, None, None)
     identity = next(u for u in units if "identity" in u.unit)
     ridge = next(u for u in units if "ridge" in u.unit)
     assert identity.levels[0].kind == "ceiling" and identity.levels[0].stuck

@@ -202,8 +202,9 @@ def adequacy_lines(scores: pd.DataFrame) -> dict[str, Level]:
         raise ValueError(f"adequacy reads an accuracy table (accuracy_table(runs, heads)); "
                          f"this one lacks the columns {sorted(missing)}")
     return {f"{row.model}, {row.task}": Level(
-                f"{row.model} fine-tuned on {row.task} (test accuracy, mean over {row.n} "
-                "seeds, against the head on its frozen encoder)",
+                f"{row.model} fine-tuned on {row.task} (test accuracy, "
+                + (f"mean over {row.n} seeds" if row.n > 1 else "one run")
+                + ", against the head on its frozen encoder)",
                 [row.mean], row.frozen_head, ABOVE_FROZEN_HEAD, kind="adequacy")
             for row in scores.itertuples()}
 

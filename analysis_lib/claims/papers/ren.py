@@ -24,6 +24,15 @@ All of them are tested by the seeds chapter, whose results the functions read by
 ``untrained``              the fine-tuning seeds' training problems
                            (:func:`~analysis_lib.claims.training_gate.training_problems`);
 ``untrained_pretraining``  those of the fine-tuned pretraining seeds;
+``adequacy_pretraining``   the adequacy line of each fine-tuned pretraining seed (``"model,
+                           task"`` -> :class:`~analysis_lib.claims.claim.Level`, from
+                           :func:`~analysis_lib.claims.tables.adequacy`: its test accuracy
+                           against the head on its own frozen encoder): every unit read from
+                           those runs reads them all, and the adequacy rule refuses a unit
+                           where one was not trained enough;
+``adequacy``               the fine-tuning seeds' lines, from the same function (read by the
+                           rule on the units that name the model and task their table came
+                           from, a ``model`` and a ``task`` column);
 ``unlearned_pretraining``  the pretraining seed models that did not learn their language
                            model (:func:`analysis_lib.models.zoo.learning_problems`; model
                            -> why): every claim read from those models gets no verdict.
@@ -234,9 +243,11 @@ def _attention_gaps(same: pd.DataFrame) -> dict[str, pd.DataFrame]:
                   "+0.06 (raw L2)"),
     paper_value=0.06)
 def finetune_apart(finetuned_before: pd.DataFrame | None,
-                   pretraining_finetuned: pd.DataFrame | None) -> list[Evidence]:
+                   pretraining_finetuned: pd.DataFrame | None,
+                   adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
-    before (the same models on the same sentences, of the task they were fine-tuned on)."""
+    before (the same models on the same sentences, of the task they were fine-tuned on),
+    read where each fine-tuned seed clears its frozen-encoder head (:func:`_adequate`)."""
     before, after = finetuned_before, pretraining_finetuned
     if before is None or after is None or not len(before) or not len(after):
         return []
@@ -244,9 +255,21 @@ def finetune_apart(finetuned_before: pd.DataFrame | None,
     was = before[before.layer == top].set_index("pair").test
     now = after[after.layer == top].set_index("pair").test
     shared_pairs = was.index.intersection(now.index)
-    return [Evidence.from_seed_pairs(
+    return _adequate([Evidence.from_seed_pairs(
         f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
-        _by_pair(now[shared_pairs] - was[shared_pairs]))]
+        _by_pair(now[shared_pairs] - was[shared_pairs]))], adequacy_pretraining)
+
+
+def _adequate(units: list[Evidence], lines: Mapping[str, Level] | None) -> list[Evidence]:
+    """``units`` with the adequacy lines of the fine-tuned pretraining seeds
+    (``adequacy_pretraining``): a unit over pairs of those seeds reads every one of them,
+    so the adequacy rule (:func:`~analysis_lib.claims.verdicts.inadequate`) refuses it
+    where one did not clear the head on its own frozen encoder: a seed model fine-tuning
+    did not take beyond what its pretrained layers already give says little about what
+    fine-tuning does to them."""
+    if not lines:
+        return units
+    return [unit.reading(*lines.values()) for unit in units]
 
 
 @REN.claim(
@@ -262,10 +285,13 @@ def finetune_apart(finetuned_before: pd.DataFrame | None,
     paper_effect=("Fig. 5: attention 0.0002-0.0004 against hidden states 0.02 to 0.12 (raw "
                   "L2; at least -0.02), with no untrained seeds beside them"))
 def finetune_attention(finetuned_attention: pd.DataFrame | None,
-                       finetuned_initial_attention: pd.DataFrame | None) -> list[Evidence]:
+                       finetuned_initial_attention: pd.DataFrame | None,
+                       adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """:func:`attention`'s statistic on the fine-tuned pretraining seeds, against the same
-    seeds' initial weights on the same sentences."""
-    return attention(finetuned_attention, finetuned_initial_attention)
+    seeds' initial weights on the same sentences, read where each fine-tuned seed clears
+    its frozen-encoder head (:func:`_adequate`)."""
+    return _adequate(attention(finetuned_attention, finetuned_initial_attention),
+                     adequacy_pretraining)
 
 
 @REN.claim(
@@ -292,13 +318,17 @@ def layer_distance_gradient(pretraining_within: Mapping[str, np.ndarray] | None
 
 def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str, str] | None,
                 units: Callable[[pd.DataFrame, str], list[Evidence]],
-                unlearned: Mapping[str, str] | None = None) -> list[Evidence]:
+                unlearned: Mapping[str, str] | None = None,
+                adequate: Mapping[str, Level] | None = None) -> list[Evidence]:
     """``units(frame, kind)`` of each kind of seed pair that was measured (``found``: kind
     -> its table): the Table 4 and 5 claims read seeds of fine-tuning one pretrained model,
     and pretraining seed models each fine-tuned once (Ren et al.'s MultiBERTs, fine-tuned).
     The pretraining seeds' units are left out when one of the seed models did not learn its
     language model (``unlearned``) or one of their fine-tuned runs failed the training gate
-    (``problems``), and the other units' notes say which."""
+    (``problems``), and the other units' notes say which; they read the fine-tuned seeds'
+    adequacy lines (``adequate``, :func:`_adequate`). A fine-tuning seeds' table with a
+    ``model`` and a ``task`` column names them in its units' labels, where the grid's
+    adequacy rule finds them (:func:`_kind_label`)."""
     out: list[Evidence] = []
     left_out = ""
     for kind, frame in found.items():
@@ -310,10 +340,22 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
                    f"{len(problems or {})} of their fine-tuned runs failed the training gate")
             left_out = f"pretraining seeds left out: {why}"
             continue
-        out += units(frame, kind)
+        found_units = units(frame, kind)
+        out += _adequate(found_units, adequate) if kind == "pretraining seeds" else found_units
     if left_out:
         out = [replace(e, note="; ".join(filter(None, (e.note, left_out)))) for e in out]
     return out
+
+
+def _kind_label(frame: pd.DataFrame, kind: str) -> str:
+    """A unit's kind of seed pair, with the fine-tuned model and task its table was read
+    from where the table has one of each (``model`` and ``task`` columns): ``"fine-tuning
+    seeds of minilm on tweets-sentiment"``. The label is where the grid's adequacy rule
+    (:func:`~analysis_lib.claims.verdicts.with_adequacy`) finds the runs a unit reads."""
+    if {"model", "task"} <= set(frame.columns) and frame.model.nunique() == 1 \
+            and frame.task.nunique() == 1:
+        return f"{kind} of {frame.model.iloc[0]} on {frame.task.iloc[0]}"
+    return kind
 
 
 @REN.claim(
@@ -331,7 +373,8 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
     paper_value=0.033)
 def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | None,
              untrained_pretraining: Mapping[str, str] | None,
-             unlearned_pretraining: Mapping[str, str] | None) -> list[Evidence]:
+             unlearned_pretraining: Mapping[str, str] | None,
+             adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """:data:`SIMPLE_MAP` minus :data:`PROPOSED_MAP`, per seed pair and layer, for each kind
     of seed pair (:func:`_seed_units`; Ren et al.'s Table 4 reads fine-tuned MultiBERTs,
     which differ in their pretraining seed)."""
@@ -341,11 +384,12 @@ def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | N
         wide = frame.pivot_table(index=["pair", "layer"], columns="method", values="test")
         per_pair = (wide[SIMPLE_MAP] - wide[PROPOSED_MAP]).groupby(level="pair").mean()
         return [Evidence.from_seed_pairs(
-            f"{kind}, {SIMPLE_MAP} - {PROPOSED_MAP} over {len(wide)} pair-layers",
-            _by_pair(per_pair), note="each pair's mean over its layers")]
+            f"{_kind_label(frame, kind)}, {SIMPLE_MAP} - {PROPOSED_MAP} over {len(wide)} "
+            "pair-layers", _by_pair(per_pair), note="each pair's mean over its layers")]
     return _seed_units({"fine-tuning seeds": methods,
                         "pretraining seeds": pretraining_methods},
-                       untrained_pretraining, units, unlearned_pretraining)
+                       untrained_pretraining, units, unlearned_pretraining,
+                       adequacy_pretraining)
 
 
 @REN.claim(
@@ -363,7 +407,8 @@ def inn_real(methods: pd.DataFrame | None, pretraining_methods: pd.DataFrame | N
     paper_value=0.098)
 def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame | None,
               untrained_pretraining: Mapping[str, str] | None,
-              unlearned_pretraining: Mapping[str, str] | None) -> list[Evidence]:
+              unlearned_pretraining: Mapping[str, str] | None,
+              adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """The proposed map's accuracy minus each control's (no map at all, and the best simple
     map), one difference per ordered pair of seeds: two units per kind of seed pair
     (:func:`_seed_units`)."""
@@ -377,7 +422,8 @@ def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame 
                 continue
             gaps = (wide[PROPOSED_MAP] - wide[control]).dropna()
             evidence = Evidence.from_seed_pairs(
-                f"{kind}, {PROPOSED_MAP} - {control}, {len(wide)} ordered pairs",
+                f"{_kind_label(frame, kind)}, {PROPOSED_MAP} - {control}, {len(wide)} "
+                "ordered pairs",
                 {(str(a), str(b)): float(v) for (a, b), v in gaps.items()})
             both = wide[[control, "own"]].dropna() if "own" in wide else wide.iloc[:0]
             if len(both):  # the target seed on its own vectors: no map can do better
@@ -389,7 +435,8 @@ def injection(injected: pd.DataFrame | None, pretraining_injected: pd.DataFrame 
         return out
     return _seed_units({"fine-tuning seeds": injected,
                         "pretraining seeds": pretraining_injected},
-                       untrained_pretraining, units, unlearned_pretraining)
+                       untrained_pretraining, units, unlearned_pretraining,
+                       adequacy_pretraining)
 
 
 #: the paper's claims, in the order above
