@@ -240,64 +240,93 @@ def _lines(accuracies, frozen, task="t"):
 
 def test_seed_claims_read_the_adequacy_of_the_runs_they_read():
     """A fine-tuned run no better than the head on its frozen encoder was not trained enough
-    for a claim about what fine-tuning does: a unit over the fine-tuned pretraining seeds
-    reads every one's line, a unit over fine-tuning seeds the grid's line of the model and
-    task its table names; a planted short run refuses that unit, naming the run, and
-    leaves the others."""
+    for a claim about what fine-tuning does. The claims over pairs of fine-tuned pretraining
+    seeds leave out the pairs of such a seed model, naming it with its figures, and read
+    the others (three seeds at least); a unit over fine-tuning seeds reads the grid's line
+    of the model and task its table names, and the adequacy rule sets it aside."""
     import pandas as pd
 
     # every claim read from the fine-tuned pretraining seeds reads their lines, and no other
     for claim in claims.CLAIMS.values():
         reads = claims.results_read(claim)
         assert ("untrained_pretraining" in reads) == ("adequacy_pretraining" in reads), claim.id
+    four = ("a", "b", "c", "d")
+    pairs4 = tuple(f"{x} / {y}" for x, y in itertools.combinations(four, 2))
     rising = {k: 0.1 + 0.1 * k for k in range(5)}
-    drifted = _pairs({**rising, 4: rising[4] + 0.3}, seed=1)
-    seeds = ("zoo:mlm", "zoo:mlm-seed-1", "zoo:mlm-seed-2")
-    clear = _lines(dict.fromkeys(seeds, 0.45), dict.fromkeys(seeds, 0.35))
-    short = _lines({**dict.fromkeys(seeds, 0.45), "zoo:mlm-seed-2": 0.36},
-                   dict.fromkeys(seeds, 0.35))
-    assert "(test accuracy, one run, against" in short["zoo:mlm-seed-2, t"].variable
-    apart = {"finetuned_before": _pairs(rising), "pretraining_finetuned": drifted}
-    assert _ren(**apart, adequacy_pretraining=clear).loc[
-        "ren-finetune-apart", "verdict"] == "holds"
-    refused = _ren(**apart, adequacy_pretraining=short).loc["ren-finetune-apart"]
+    clear = _lines(dict.fromkeys(four, 0.45), dict.fromkeys(four, 0.35))
+    short = _lines({**dict.fromkeys(four, 0.45), "c": 0.36}, dict.fromkeys(four, 0.35))
+    assert "(test accuracy, one run, against" in short["c, t"].variable
+    # fine-tuning drifts every pair apart but c's, whose fine-tuning did not take
+    before = _pairs(rising, pairs=pairs4)
+    drifted = pd.concat([_pairs({**rising, 4: rising[4] + (0.0 if "c" in p else 0.3)},
+                                pairs=(p,), seed=k) for k, p in enumerate(pairs4)])
+    apart = {"finetuned_before": before, "pretraining_finetuned": drifted}
+    with_c = _ren(**apart, adequacy_pretraining=clear).loc["ren-finetune-apart"]
+    assert with_c["verdict"] != "holds" and "6 pairs" in with_c["what this run shows"]
+    read = _ren(**apart, adequacy_pretraining=short).loc["ren-finetune-apart"]
+    assert read["verdict"] == "holds"  # the seeds fine-tuning took
+    shown = read["what this run shows"]
+    assert "L4, fine-tuned - pretrained, 3 pairs" in shown
+    assert ("c left out, fine-tuned no better than the head on the frozen encoder (c "
+            "fine-tuned on t (test accuracy, one run, against the head on its frozen "
+            "encoder): 0.360, not above 0.350") in shown
+    assert "3 of 4 seeds read" in shown and "a fine-tuned" not in shown
+    # a seed model the pairs do not hold is not read, however short its run
+    other = {**clear, **_lines({"e": 0.30}, {"e": 0.35})}
+    assert "6 pairs" in _ren(**apart, adequacy_pretraining=other).loc[
+        "ren-finetune-apart", "what this run shows"]
+    # fewer than three seeds left: not measured, with the reason
+    three = {"finetuned_before": _pairs(rising),
+             "pretraining_finetuned": _pairs({**rising, 4: rising[4] + 0.3}, seed=1)}
+    refused = _ren(**three, adequacy_pretraining=short).loc["ren-finetune-apart"]
     assert refused["verdict"] == "not measured"
-    assert "the adequacy rule" in refused["what this run shows"]
-    assert "zoo:mlm-seed-2 fine-tuned on t" in refused["what this run shows"]
-    assert "zoo:mlm fine-tuned" not in refused["what this run shows"]  # only the short one
-    same = pd.concat([_pairs(rising, task="t", kind="hidden states"),
-                      _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention")],
-                     ignore_index=True)
+    assert ("2 of 3 fine-tuned seed models cleared the head on their frozen encoder, fewer "
+            "than the 3 an interval over seeds needs") in refused["what this run shows"]
+    same = pd.concat([_pairs(rising, task="t", kind="hidden states", pairs=pairs4),
+                      _pairs({k: 0.01 for k in range(1, 5)}, task="t", kind="attention",
+                             pairs=pairs4)], ignore_index=True)
     initial = pd.concat([_pairs({k: 0.6 for k in range(5)}, task="t", kind="hidden states",
-                                seed=4),
+                                seed=4, pairs=pairs4),
                          _pairs({k: 0.6 for k in range(1, 5)}, task="t", kind="attention",
-                                seed=5)], ignore_index=True)
+                                seed=5, pairs=pairs4)], ignore_index=True)
     attention = {"finetuned_attention": same, "finetuned_initial_attention": initial}
-    assert _ren(**attention, adequacy_pretraining=clear).loc[
-        "ren-finetune-attention", "verdict"] == "holds"
-    assert _ren(**attention, adequacy_pretraining=short).loc[
-        "ren-finetune-attention", "verdict"] == "not measured"
+    assert "6 pairs of 4 seeds" in _ren(**attention, adequacy_pretraining=clear).loc[
+        "ren-finetune-attention", "what this run shows"]
+    kept = _ren(**attention, adequacy_pretraining=short).loc["ren-finetune-attention"]
+    assert kept["verdict"] == "holds" and "3 pairs of 3 seeds" in kept["what this run shows"]
+    assert "c left out" in kept["what this run shows"]
     # the pretrained seeds' attention claim reads no fine-tuned run: no line reaches it
-    assert _ren(pretraining_attention=same, initial_attention=initial,
-                adequacy_pretraining=short).loc["ren-attention", "verdict"] == "holds"
-    # Table 4: the fine-tuning seeds' table names its run; each unit reads its own lines
+    assert "left out" not in _ren(pretraining_attention=same, initial_attention=initial,
+                                  adequacy_pretraining=short).loc[
+        "ren-attention", "what this run shows"]
+    # Table 4: the fine-tuning seeds' table names its run and reads the grid's line; the
+    # pretraining seeds' unit reads its seeds' lines (three seeds: one short leaves it out)
     methods = pd.concat([_pairs({3: 0.5}, method="ridge"), _pairs({3: 0.3}, method="inn")])
-    named = methods.assign(model="m", task="t")
-    tables4 = {"methods": named, "pretraining_methods": methods}
+    tables4 = {"methods": methods.assign(model="m", task="t"), "pretraining_methods": methods}
     grid_clear, grid_short = _lines({"m": 0.70}, {"m": 0.60}), _lines({"m": 0.61}, {"m": 0.60})
     both = _ren(**tables4, adequacy=grid_clear, adequacy_pretraining=clear).loc["ren-inn-real"]
     assert both["verdict"] == "holds"
     assert "fine-tuning seeds of m on t, ridge - inn" in both["what this run shows"]
     assert "pretraining seeds, ridge - inn" in both["what this run shows"]
-    for lines, kept, gone in (({"adequacy": grid_short, "adequacy_pretraining": clear},
-                               "pretraining seeds, ridge", "m fine-tuned on t"),
-                              ({"adequacy": grid_clear, "adequacy_pretraining": short},
-                               "fine-tuning seeds of m on t, ridge",
-                               "zoo:mlm-seed-2 fine-tuned on t")):
-        row = _ren(**tables4, **lines).loc["ren-inn-real"]
-        assert row["verdict"] == "holds"  # read on the unit whose runs were trained enough
-        assert kept in row["what this run shows"]
-        assert "the adequacy rule leaves out 1 unit" in row["how"] and gone in row["how"]
+    row = _ren(**tables4, adequacy=grid_short, adequacy_pretraining=clear).loc["ren-inn-real"]
+    assert row["verdict"] == "holds" and "pretraining seeds, ridge" in row["what this run shows"]
+    assert "the adequacy rule leaves out 1 unit" in row["how"] and "m fine-tuned on t" in row[
+        "how"]
+    row = _ren(**tables4, adequacy=grid_clear, adequacy_pretraining=short).loc["ren-inn-real"]
+    assert row["verdict"] == "holds" and "pretraining seeds, ridge" not in row[
+        "what this run shows"]
+    assert "pretraining seeds left out: 2 of 3 fine-tuned seed models" in row[
+        "what this run shows"]
+    # Table 5: an injection table holds its seeds in its from and to columns
+    injected = pd.DataFrame([
+        {"from": x, "to": y, "method": m, "accuracy": acc + 0.002 * i}
+        for i, (x, y) in enumerate(itertools.permutations(four, 2))
+        for m, acc in (("own", 0.8), ("identity", 0.6), ("ridge", 0.6), ("inn", 0.75))])
+    row = _ren(injected=injected.assign(model="m", task="t"), pretraining_injected=injected,
+               adequacy=grid_clear, adequacy_pretraining=short).loc["ren-injection"]
+    assert "fine-tuning seeds of m on t, inn - identity" in row["what this run shows"]
+    assert "pretraining seeds, inn - identity, 6 ordered pairs" in row["what this run shows"]
+    assert "c left out" in row["what this run shows"]
     # a fine-tuning seeds' table that names no run is not matched to any line
     assert "m fine-tuned" not in _ren(methods=methods, adequacy=grid_short).loc[
         "ren-inn-real", "how"]

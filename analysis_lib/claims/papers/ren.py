@@ -247,29 +247,66 @@ def finetune_apart(finetuned_before: pd.DataFrame | None,
                    adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """Per pair of pretraining seeds: the top layer's distance after fine-tuning minus
     before (the same models on the same sentences, of the task they were fine-tuned on),
-    read where each fine-tuned seed clears its frozen-encoder head (:func:`_adequate`)."""
+    over the seeds whose fine-tuning cleared their frozen-encoder head (:func:`_trained`)."""
     before, after = finetuned_before, pretraining_finetuned
     if before is None or after is None or not len(before) or not len(after):
         return []
+    after, left_out = _trained(after, adequacy_pretraining)
     top = int(min(before.layer.max(), after.layer.max()))
     was = before[before.layer == top].set_index("pair").test
     now = after[after.layer == top].set_index("pair").test
     shared_pairs = was.index.intersection(now.index)
-    return _adequate([Evidence.from_seed_pairs(
+    return [Evidence.from_seed_pairs(
         f"L{top}, fine-tuned - pretrained, {len(shared_pairs)} pairs",
-        _by_pair(now[shared_pairs] - was[shared_pairs]))], adequacy_pretraining)
+        _by_pair(now[shared_pairs] - was[shared_pairs]), note=left_out)]
 
 
-def _adequate(units: list[Evidence], lines: Mapping[str, Level] | None) -> list[Evidence]:
-    """``units`` with the adequacy lines of the fine-tuned pretraining seeds
-    (``adequacy_pretraining``): a unit over pairs of those seeds reads every one of them,
-    so the adequacy rule (:func:`~analysis_lib.claims.verdicts.inadequate`) refuses it
-    where one did not clear the head on its own frozen encoder: a seed model fine-tuning
-    did not take beyond what its pretrained layers already give says little about what
-    fine-tuning does to them."""
-    if not lines:
-        return units
-    return [unit.reading(*lines.values()) for unit in units]
+#: the fewest seeds a claim over pairs of seeds is read on: the grouped jackknife over
+#: seeds needs three
+MIN_SEEDS = 3
+
+
+def _trained(frame: pd.DataFrame, lines: Mapping[str, Level] | None
+             ) -> tuple[pd.DataFrame, str]:
+    """``frame``, a table of pairs of fine-tuned pretraining seeds, without the pairs of a
+    seed whose fine-tuning did not clear the head on its own frozen encoder (its adequacy
+    line in ``lines``, ``adequacy_pretraining``, by ``"model, task"``), and a note naming
+    those seeds with their figures ("" when none is left out). A seed model that
+    fine-tuning did not take beyond what its pretrained layers already give is not an
+    instance of a fine-tuned model, so its pairs say nothing about what fine-tuning does;
+    the claim is read on the others, as on a grid whose failed runs are set aside. Fewer
+    than :data:`MIN_SEEDS` seeds left: :class:`~analysis_lib.claims.claim.NotMeasured`,
+    with the reason."""
+    seeds = _seeds_in(frame)
+    short = {key.split(", ", 1)[0]: level for key, level in (lines or {}).items()
+             if level.stuck and key.split(", ", 1)[0] in seeds}
+    if not short:
+        return frame, ""
+    figures = "; ".join(level.describe() for level in short.values())
+    kept = len(seeds) - len(short)
+    if kept < MIN_SEEDS:
+        raise NotMeasured(f"not measured: {kept} of {len(seeds)} fine-tuned seed models "
+                          "cleared the head on their frozen encoder, fewer than the "
+                          f"{MIN_SEEDS} an interval over seeds needs ({figures})")
+    return frame[~_holds_any(frame, set(short))], (
+        f"{', '.join(short)} left out, fine-tuned no better than the head on the frozen "
+        f"encoder ({figures}): {kept} of {len(seeds)} seeds read")
+
+
+def _holds_any(frame: pd.DataFrame, seeds: set[str]) -> pd.Series:
+    """Whether each row of a table of seed pairs (:func:`_seeds_in`) holds one of
+    ``seeds``."""
+    if "pair" in frame:
+        return frame["pair"].astype(str).map(lambda p: bool(set(p.split(" / ")) & seeds))
+    return frame["from"].astype(str).isin(seeds) | frame["to"].astype(str).isin(seeds)
+
+
+def _seeds_in(frame: pd.DataFrame) -> set[str]:
+    """The seeds a table of seed pairs holds: both sides of its ``pair`` labels
+    (``"a / b"``) or its ``from`` and ``to`` columns."""
+    if "pair" in frame:
+        return {seed for label in frame["pair"].astype(str) for seed in label.split(" / ")}
+    return {str(seed) for column in ("from", "to") if column in frame for seed in frame[column]}
 
 
 @REN.claim(
@@ -288,10 +325,13 @@ def finetune_attention(finetuned_attention: pd.DataFrame | None,
                        finetuned_initial_attention: pd.DataFrame | None,
                        adequacy_pretraining: Mapping[str, Level] | None) -> list[Evidence]:
     """:func:`attention`'s statistic on the fine-tuned pretraining seeds, against the same
-    seeds' initial weights on the same sentences, read where each fine-tuned seed clears
-    its frozen-encoder head (:func:`_adequate`)."""
-    return _adequate(attention(finetuned_attention, finetuned_initial_attention),
-                     adequacy_pretraining)
+    seeds' initial weights on the same sentences, over the seeds whose fine-tuning cleared
+    their frozen-encoder head (:func:`_trained`)."""
+    if finetuned_attention is None:
+        return attention(None, finetuned_initial_attention)
+    trained, left_out = _trained(finetuned_attention, adequacy_pretraining)
+    return [replace(unit, note="; ".join(filter(None, (unit.note, left_out))))
+            for unit in attention(trained, finetuned_initial_attention)]
 
 
 @REN.claim(
@@ -325,8 +365,10 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
     and pretraining seed models each fine-tuned once (Ren et al.'s MultiBERTs, fine-tuned).
     The pretraining seeds' units are left out when one of the seed models did not learn its
     language model (``unlearned``) or one of their fine-tuned runs failed the training gate
-    (``problems``), and the other units' notes say which; they read the fine-tuned seeds'
-    adequacy lines (``adequate``, :func:`_adequate`). A fine-tuning seeds' table with a
+    (``problems``), and the other units' notes say which; their pairs of a seed whose
+    fine-tuning did not clear its frozen head are left out (``adequate``, the fine-tuned
+    seeds' adequacy lines: :func:`_trained`), and the unit with them where fewer than
+    :data:`MIN_SEEDS` seeds are left. A fine-tuning seeds' table with a
     ``model`` and a ``task`` column names them in its units' labels, where the grid's
     adequacy rule finds them (:func:`_kind_label`)."""
     out: list[Evidence] = []
@@ -340,8 +382,16 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
                    f"{len(problems or {})} of their fine-tuned runs failed the training gate")
             left_out = f"pretraining seeds left out: {why}"
             continue
-        found_units = units(frame, kind)
-        out += _adequate(found_units, adequate) if kind == "pretraining seeds" else found_units
+        note = ""
+        if kind == "pretraining seeds":
+            try:
+                frame, note = _trained(frame, adequate)
+            except NotMeasured as why:
+                left_out = ("pretraining seeds left out: "
+                            + str(why).removeprefix("not measured: "))
+                continue
+        out += [replace(unit, note="; ".join(filter(None, (unit.note, note))))
+                for unit in units(frame, kind)]
     if left_out:
         out = [replace(e, note="; ".join(filter(None, (e.note, left_out)))) for e in out]
     return out
