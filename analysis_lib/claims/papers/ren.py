@@ -27,9 +27,9 @@ All of them are tested by the seeds chapter, whose results the functions read by
 ``adequacy_pretraining``   the adequacy line of each fine-tuned pretraining seed (``"model,
                            task"`` -> :class:`~analysis_lib.claims.claim.Level`, from
                            :func:`~analysis_lib.claims.tables.adequacy`: its test accuracy
-                           against the head on its own frozen encoder): every unit read from
-                           those runs reads them all, and the adequacy rule refuses a unit
-                           where one was not trained enough;
+                           against the head on its own frozen encoder): the claims read from
+                           those runs leave out the pairs of a seed model below its line,
+                           naming it (:func:`_trained`);
 ``adequacy``               the fine-tuning seeds' lines, from the same function (read by the
                            rule on the units that name the model and task their table came
                            from, a ``model`` and a ``task`` column);
@@ -367,10 +367,10 @@ def _seed_units(found: Mapping[str, pd.DataFrame | None], problems: Mapping[str,
     language model (``unlearned``) or one of their fine-tuned runs failed the training gate
     (``problems``), and the other units' notes say which; their pairs of a seed whose
     fine-tuning did not clear its frozen head are left out (``adequate``, the fine-tuned
-    seeds' adequacy lines: :func:`_trained`), and the unit with them where fewer than
-    :data:`MIN_SEEDS` seeds are left. A fine-tuning seeds' table with a
-    ``model`` and a ``task`` column names them in its units' labels, where the grid's
-    adequacy rule finds them (:func:`_kind_label`)."""
+    seeds' adequacy lines: :func:`_trained`), the whole unit where fewer than
+    :data:`MIN_SEEDS` seeds are left. A fine-tuning seeds' table with a ``model`` and a
+    ``task`` column names them in its units' labels, where the grid's adequacy rule finds
+    them (:func:`_kind_label`)."""
     out: list[Evidence] = []
     left_out = ""
     for kind, frame in found.items():
