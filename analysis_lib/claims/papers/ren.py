@@ -278,8 +278,8 @@ def _trained(frame: pd.DataFrame, lines: Mapping[str, Level] | None
     than :data:`MIN_SEEDS` seeds left: :class:`~analysis_lib.claims.claim.NotMeasured`,
     with the reason."""
     seeds = _seeds_in(frame)
-    short = {key.split(", ", 1)[0]: level for key, level in (lines or {}).items()
-             if level.stuck and key.split(", ", 1)[0] in seeds}
+    short = {model: level for key, level in (lines or {}).items()
+             if level.stuck and (model := key.split(", ", 1)[0]) in seeds}
     if not short:
         return frame, ""
     figures = "; ".join(level.describe() for level in short.values())
@@ -293,20 +293,23 @@ def _trained(frame: pd.DataFrame, lines: Mapping[str, Level] | None
         f"encoder ({figures}): {kept} of {len(seeds)} seeds read")
 
 
-def _holds_any(frame: pd.DataFrame, seeds: set[str]) -> pd.Series:
-    """Whether each row of a table of seed pairs (:func:`_seeds_in`) holds one of
-    ``seeds``."""
+def _row_seeds(frame: pd.DataFrame) -> pd.Series:
+    """The two seeds of each row of a table of seed pairs: both sides of its ``pair`` label
+    (``"a / b"``), or its ``from`` and ``to`` columns."""
     if "pair" in frame:
-        return frame["pair"].astype(str).map(lambda p: bool(set(p.split(" / ")) & seeds))
-    return frame["from"].astype(str).isin(seeds) | frame["to"].astype(str).isin(seeds)
+        return frame["pair"].astype(str).map(lambda label: frozenset(label.split(" / ")))
+    return pd.Series([frozenset({str(a), str(b)}) for a, b in zip(frame["from"], frame["to"])],
+                     index=frame.index, dtype=object)
+
+
+def _holds_any(frame: pd.DataFrame, seeds: set[str]) -> pd.Series:
+    """Whether each row of a table of seed pairs holds one of ``seeds``."""
+    return _row_seeds(frame).map(lambda pair: bool(pair & seeds))
 
 
 def _seeds_in(frame: pd.DataFrame) -> set[str]:
-    """The seeds a table of seed pairs holds: both sides of its ``pair`` labels
-    (``"a / b"``) or its ``from`` and ``to`` columns."""
-    if "pair" in frame:
-        return {seed for label in frame["pair"].astype(str) for seed in label.split(" / ")}
-    return {str(seed) for column in ("from", "to") if column in frame for seed in frame[column]}
+    """The seeds a table of seed pairs holds (:func:`_row_seeds`)."""
+    return set().union(*_row_seeds(frame))
 
 
 @REN.claim(
