@@ -177,10 +177,10 @@ def backends(layers: list[np.ndarray], repeats: int = 3) -> None:
     a call's fixed cost dominates). The paths are timed in turn, best of ``repeats``; the
     default's first call, which calibrates its choice, is timed apart."""
     from analysis_lib.runtime import device as devices
-    from analysis_lib.runtime.machine import cpu_name
+    from analysis_lib.runtime.machine import cpu_kind
 
     paths = ["auto", "numpy"] + (["torch"] if devices.torch_available() else [])
-    print(f"\nbackends on {cpu_name()} (default 'auto' against each explicit path; "
+    print(f"\nbackends on {cpu_kind()} (default 'auto' against each explicit path; "
           f"best of {repeats}):")
     print(f"  {'measure':<11}{'calibrate s':>12}" + "".join(f"{p + ' s':>10}" for p in paths)
           + f"{'default/faster':>16}")

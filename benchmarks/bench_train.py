@@ -58,7 +58,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from analysis_lib.runtime.device import NATIVE_BF16_FLAGS
-from analysis_lib.runtime.machine import cores, cpu_flags, cpu_name
+from analysis_lib.runtime.machine import cores, cpu_flags, cpu_kind
 from analysis_lib.runtime.threads import torch_threads
 from analysis_lib.training import finetune, loop
 
@@ -330,12 +330,12 @@ def main() -> None:
     DEVICE, MODEL = resolve(args.device), MODELS[args.model]
     if on_gpu():
         bf16 = "bfloat16" if native_bf16(DEVICE) else ""
-        print(f"{torch.cuda.get_device_name(DEVICE)} beside {cpu_name()}, torch "
+        print(f"{torch.cuda.get_device_name(DEVICE)} beside {cpu_kind()}, torch "
               f"{torch.__version__}; native bfloat16: {bf16 or 'none'}")
         thread_counts = [0]
     else:
         bf16 = native_bf16_flag()
-        print(f"{cpu_name()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
+        print(f"{cpu_kind()}, {cores()} cores, torch {torch.__version__}; native bfloat16: "
               f"{bf16 or 'none'}")
         thread_counts = sorted({1, finetune.CPU_THREADS})
     dtypes = [torch.float32] + ([torch.bfloat16] if bf16 else [])

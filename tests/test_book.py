@@ -431,7 +431,7 @@ def test_build_keeps_a_profile_beside_the_executed_notebooks(built_book):
     assert any(line.startswith("profile") for line in (m.strip() for m in second))
     assert any("cache:" in m for m in second)
     # the rebuild announced each notebook with the last build's time
-    assert any(m.startswith("[1/") and " s before)" in m for m in second)
+    assert any(m.startswith("[1/") and " s expected)" in m for m in second)
 
 
 def test_a_build_names_its_machine_and_its_record_states_times_for_any_cpu(built_book,

@@ -76,17 +76,64 @@ def test_the_build_writes_a_profile_table_and_prints_a_summary(tmp_path, monkeyp
     seconds = builder.expected_seconds(before, "no-such-profile")
     assert seconds == {"first": 12.5}  # a reused notebook's 0 s says nothing
     text = builder._estimate(seconds, Path("first.ipynb"))
-    assert "about 12 s before" in text  # banker's rounding of 12.5
+    assert "about 12 s expected" in text  # banker's rounding of 12.5
     assert builder._estimate({}, Path("first.ipynb")) == ""
 
 
-def test_a_cold_build_is_ordered_by_the_recorded_cold_times(tmp_path):
-    seconds = builder.expected_seconds(builder.last_profile(tmp_path), "default")
-    recorded = times.read()
-    cold = recorded[(recorded.profile == "default") & (recorded.cache == "cold")]
-    assert set(seconds) == set(cold.notebook) and seconds
-    assert seconds["finetuning"] == pytest.approx(
-        cold[cold.notebook == "finetuning"].seconds.mean())
+RECORDED = """notebook,profile,cache,seconds,cpu,cores,speed,build,cache_gb,measured
+first,default,cold,100.0,AMD EPYC (AVX512-BF16),2,200.0,2026-12-05 aaaaaa,4.2,2026-12-05
+second,default,cold,500.0,AMD EPYC (AVX512-BF16),2,200.0,2026-12-05 aaaaaa,4.2,2026-12-05
+first,default,cold,300.0,AMD EPYC (AVX2),2,60.0,2026-12-06 bbbbbb,4.2,2026-12-06
+second,default,cold,1800.0,AMD EPYC (AVX2),2,60.0,2026-12-06 bbbbbb,4.2,2026-12-06
+first,default,warm,30.0,AMD EPYC (AVX2),2,60.0,2026-12-06 bbbbbb,4.2,2026-12-06
+"""
+
+
+def test_a_first_build_expects_its_own_kinds_times_else_the_nearest_speeds_scaled(
+        tmp_path, monkeypatch):
+    """Before a build with no earlier build in its folder, each notebook's expected time
+    is its cold time on this kind of CPU (scaled where this machine's speed differs), else
+    on the recorded CPU nearest in speed, scaled by the ratio of the speeds; the build's
+    first line says how long that comes to and where it comes from."""
+    path = tmp_path / "run_times.csv"
+    path.write_text(RECORDED)
+    read = times.read
+    monkeypatch.setattr(times, "read", lambda: read(path))
+    none = builder.last_profile(tmp_path)
+    avx2, slow_avx2 = (times.Machine("AMD EPYC (AVX2)", 2, s) for s in (60.0, 30.0))
+    arm = times.Machine("Ampere Altra", 2, 100.0)
+    assert builder.expected_seconds(none, "default", avx2) == {"first": 300, "second": 1800}
+    assert builder.expected_seconds(none, "default", slow_avx2) == {"first": 600,
+                                                                    "second": 3600}
+    # another CPU: the AVX2 record (60 GFLOP/s) is nearer in speed than the other (200)
+    assert builder.expected_seconds(none, "default", arm) == pytest.approx(
+        {"first": 180, "second": 1080})
+    # this folder's last build comes first
+    before = pd.DataFrame({"notebook": ["first"], "kind": ["notebook"], "wall_s": [10.0]})
+    assert builder.expected_seconds(before, "default", avx2) == {"first": 10,
+                                                                 "second": 1800}
+    said = builder.first_build_estimate("default", avx2)
+    assert said == ("expected here (AMD EPYC (AVX2), 2 cores, 60 GFLOP/s): about 35 min of "
+                    "notebooks on an empty cache, from the cold build on AMD EPYC (AVX2), "
+                    "2 cores, 60 GFLOP/s, 2026-12-06")
+    said = builder.first_build_estimate("default", arm)
+    assert "about 21 min of notebooks" in said and \
+        "which computes 0.60 times as fast as this machine" in said
+    assert "about 1 h 10 min" in builder.first_build_estimate("default", slow_avx2)
+    assert builder.first_build_estimate("larger", avx2) == ""
+    assert builder.expected_seconds(none, "larger", avx2) == {}
+
+
+def test_a_cold_build_is_ordered_by_the_book_s_recorded_cold_times(tmp_path):
+    """With the book's own records, a first build expects each page's time of one recorded
+    build, scaled to this machine."""
+    here = times.Machine.here()
+    seconds = builder.expected_seconds(builder.last_profile(tmp_path), "default", here)
+    found = [b for b in times.builds(times.read()) if b.profile == "default" and b.cold]
+    build, _ = times.nearest(found, here)
+    scale = times.ratio(build.machine, here)
+    assert set(seconds) == set(build.cold) and seconds
+    assert seconds["finetuning"] == pytest.approx(build.cold["finetuning"] * scale)
 
 
 def test_the_longest_chain_of_notebooks_starts_first():

@@ -30,6 +30,45 @@ def test_machine_names_a_cpu_and_counts_cores():
     assert isinstance(cores, int) and cores >= 1
 
 
+@pytest.mark.parametrize("flags, kind", [
+    ({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}, "Xeon 9 (AMX)"),
+    ({"avx2", "avx512f", "avx512_bf16"}, "Xeon 9 (AVX512-BF16)"),
+    ({"avx2", "avx512f"}, "Xeon 9 (AVX-512)"), ({"sse4_2", "avx2", "fma"}, "Xeon 9 (AVX2)"),
+    ({"sse4_2"}, "Xeon 9"), (set(), "Xeon 9")])
+def test_a_cpu_kind_is_its_model_name_and_its_widest_vector_arithmetic(flags, kind,
+                                                                        monkeypatch):
+    """One model name covers machines that train in other precisions and at other speeds
+    (a virtual machine's "AMD EPYC" with AVX2 only or with AVX512-BF16): the kind tells
+    them apart by the strongest of the flags that decide it, and is the name alone where
+    none is found."""
+    from analysis_lib.runtime import machine
+
+    monkeypatch.setattr(machine, "cpu_name", lambda: "Xeon 9")
+    monkeypatch.setattr(machine, "cpu_flags", lambda: frozenset(flags))
+    machine.cpu_kind.cache_clear()
+    try:
+        assert machine.cpu_kind() == kind
+        assert times.Machine.here().cpu == kind and times.machine()[0] == kind
+    finally:
+        machine.cpu_kind.cache_clear()
+
+
+def test_two_kinds_of_one_model_name_keep_their_own_times(tmp_path):
+    """A cold build on the AVX2 kind of a model name replaces its own kind's times only,
+    and a page on either kind states its own."""
+    path = tmp_path / "run_times.csv"
+    for kind, seconds in (("AMD EPYC (AVX512-BF16)", 200.0), ("AMD EPYC (AVX2)", 300.0)):
+        times.record("default", "cold", _machine_build(
+            tmp_path / kind, [("seeds", seconds, False)], kind, 100.0), path, today=DAY)
+    table = times.read(path)
+    assert sorted(zip(table.cpu, table.seconds)) == [("AMD EPYC (AVX2)", 300.0),
+                                                     ("AMD EPYC (AVX512-BF16)", 200.0)]
+    for kind, said in (("AMD EPYC (AVX2)", "5 min cold"),
+                       ("AMD EPYC (AVX512-BF16)", "3 min 20 s cold")):
+        assert f"{said} (on this kind of CPU: {kind}, 2 cores" in times.sentence(
+            "seeds", path, here=times.Machine(kind, 2, 100.0))
+
+
 @pytest.mark.parametrize("seconds, shown", [(0.4, "0 s"), (48.6, "49 s"), (60, "1 min"),
                                             (250, "4 min 10 s"), (3600, "1 h"),
                                             (4330, "1 h 12 min")])

@@ -733,23 +733,55 @@ def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, f
     return [results[name] for name in names]
 
 
-def expected_seconds(before, profile_label: str) -> dict[str, float]:
-    """Each notebook's expected time: its last build's (``before``, the notebook rows of
-    :func:`last_profile`), else the mean of its recorded cold runs under the profile
-    (``book/run_times.csv``), for ordering a build (:func:`critical_paths`)."""
-    seconds = {}
+def _recorded(profile_label: str, here: times.Machine):
+    """The recorded cold build of the profile (``book/run_times.csv``) whose times hold best
+    here (:func:`analysis_lib.book.times.nearest`: this kind of CPU, else the one nearest in
+    speed), whether it is this kind of CPU, and how many times as long it takes here (the
+    ratio of the machines' speeds, 1 where either is unknown); None where none is kept."""
     with contextlib.suppress(OSError, ValueError, KeyError):
-        recorded = times.read()
-        cold = recorded[(recorded.profile == profile_label) & (recorded.cache == "cold")]
-        seconds = cold.groupby("notebook").seconds.mean().to_dict()
+        found = [b for b in times.builds(times.read())
+                 if b.profile == profile_label and b.cold]
+        if found:
+            build, own = times.nearest(found, here)
+            ratio = times.ratio(build.machine, here)
+            return build, own, ratio if ratio == ratio else 1.0
+    return None
+
+
+def expected_seconds(before, profile_label: str, here: times.Machine | None = None
+                     ) -> dict[str, float]:
+    """Each notebook's expected time on this machine (``here``, by default measured now):
+    its last build's in this folder (``before``, the notebook rows of :func:`last_profile`),
+    else its time in the recorded cold build that holds best here, scaled to this machine's
+    speed (:func:`_recorded`). For ordering a build (:func:`critical_paths`) and telling a
+    reader how long a first build will take (:func:`first_build_estimate`)."""
+    recorded = _recorded(profile_label, here or times.Machine.here())
+    seconds = {name: s * recorded[2] for name, s in recorded[0].cold.items()} \
+        if recorded else {}
     seconds.update({k: v for k, v in zip(before.notebook, before.wall_s) if v > 0})
     return seconds
 
 
+def first_build_estimate(profile_label: str, here: times.Machine) -> str:
+    """The line a build with no earlier build in its folder starts with: how long its
+    notebooks take here on an empty cache, projected from the recorded cold build that holds
+    best here (:func:`_recorded`), named; ``""`` where none is recorded. A build that finds
+    its models in the cache takes less."""
+    recorded = _recorded(profile_label, here)
+    if recorded is None:
+        return ""
+    build, own, scale = recorded
+    same = own and 1 / times.SAME_SPEED <= scale <= times.SAME_SPEED
+    said = "" if same else f", which computes {scale:.2f} times as fast as this machine"
+    return (f"expected here ({here.label()}): about "
+            f"{times.duration(sum(build.cold.values()) * scale)} of notebooks on an empty "
+            f"cache, from the cold build on {build.machine.label()}, {build.measured}{said}")
+
+
 def _estimate(seconds: dict[str, float], path: Path) -> str:
-    """``" (about 120 s before)"`` from the expected times (:func:`expected_seconds`), or
+    """``" (about 120 s expected)"`` from the expected times (:func:`expected_seconds`), or
     ``""``."""
-    return f" (about {seconds[path.stem]:.0f} s before)" if path.stem in seconds else ""
+    return f" (about {seconds[path.stem]:.0f} s expected)" if path.stem in seconds else ""
 
 
 def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None = None):
@@ -844,12 +876,15 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     jobs = checks.integer(jobs, "jobs", low=1)
     with build_lock(out_dir, echo):
         before = last_profile(out_dir)
+        seconds = expected_seconds(before, label, on)
+        if before.empty and (estimate := first_build_estimate(label, on)):
+            echo(estimate)
         run = functools.partial(_execute_chosen, chosen=chosen, out_dir=out_dir,
                                 options=dict(force=force, cell_timeout=cell_timeout,
                                              profile_name=title, times_profile=label,
                                              env=kernel_threads(jobs)))
         runs = run_notebooks(notebooks, run, jobs=jobs, echo=echo,
-                             seconds=expected_seconds(before, label))
+                             seconds=seconds)
         table = write_profile(out_dir, runs, on)
         for line in profile_summary(table) + shape_projection(label, table, out_dir, root):
             echo(line)

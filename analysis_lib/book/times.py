@@ -1,8 +1,9 @@
 """How long each page takes to run, as measured, and on what machine: the times pages state.
 
 Every build writes its profile beside the executed notebooks (``profile.csv``: each
-notebook's wall time, and the machine it ran on: its CPU's model name, its cores and its
-speed, :func:`analysis_lib.runtime.machine.speed`). :func:`record` keeps one build's times in
+notebook's wall time, and the machine it ran on: its kind of CPU (model name and widest
+vector arithmetic, :func:`analysis_lib.runtime.machine.cpu_kind`), its cores and its speed,
+:func:`analysis_lib.runtime.machine.speed`). :func:`record` keeps one build's times in
 ``book/run_times.csv`` as *cold* (the build started with an empty cache, so it converted the
 models, extracted every layer and trained every fine-tuned run) or *warm* (a rerun with
 ``--force`` that found all of it in the cache). A warm record belongs to the cold record of
@@ -54,14 +55,16 @@ SAME_SPEED = 1.25
 
 
 def machine() -> tuple[str, int]:
-    """This machine's CPU model name (as ``lscpu`` names it) and the number of cores this
-    process may use (:mod:`analysis_lib.runtime.machine`)."""
-    return _machine.cpu_name(), _machine.cores()
+    """This machine's kind of CPU (its model name as ``lscpu`` names it and its widest
+    vector arithmetic, :func:`analysis_lib.runtime.machine.cpu_kind`) and the number of
+    cores this process may use."""
+    return _machine.cpu_kind(), _machine.cores()
 
 
 @dataclass(frozen=True)
 class Machine:
-    """A machine as the run times name it: CPU model name, cores, speed (GFLOP/s of
+    """A machine as the run times name it: kind of CPU
+    (:func:`analysis_lib.runtime.machine.cpu_kind`), cores, speed (GFLOP/s of
     :func:`analysis_lib.runtime.machine.speed`; NaN where unknown)."""
 
     cpu: str
@@ -71,7 +74,7 @@ class Machine:
     @classmethod
     def here(cls) -> Machine:
         """This machine (measures its speed once per process, about 0.1 s)."""
-        return cls(_machine.cpu_name(), _machine.cores(), round(_machine.speed(), 1))
+        return cls(_machine.cpu_kind(), _machine.cores(), round(_machine.speed(), 1))
 
     def label(self) -> str:
         speed = f", {self.speed:.0f} GFLOP/s" if self.speed == self.speed else ""

@@ -3,7 +3,11 @@ cores this process uses.
 
 Timings and speed choices are only comparable within one kind of CPU, so everything that
 records a time or keeps a choice made by timing (the book's run times, the measures'
-backend calibration) names the CPU with :func:`cpu_name`.
+backend calibration) names the CPU with :func:`cpu_kind`: its model name and the widest
+vector arithmetic it has. The model name alone does not tell two kinds apart: a virtual
+machine's CPU is often named by its family only ("AMD EPYC"), for cores with AVX2 only and
+for cores with AVX-512 and native bfloat16, which train the book's models in different
+precisions and at different speeds.
 """
 
 from __future__ import annotations
@@ -28,6 +32,25 @@ def cpu_name() -> str:
         pass
     name = " ".join((name or platform.processor() or platform.machine() or "").split())
     return name or "unknown CPU"
+
+
+#: the CPU flags that set a CPU's kind beyond its model name, strongest first, each with the
+#: words :func:`cpu_kind` names it by: whether bfloat16 products run natively (what the
+#: book's ``auto`` precision trains in, :mod:`analysis_lib.runtime.device`) and how wide
+#: the float32 vector units are (how fast everything else runs)
+VECTOR_KINDS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
+                ("avx2", "AVX2"))
+
+
+@lru_cache(maxsize=1)
+def cpu_kind() -> str:
+    """This CPU as the book's timings tell CPUs apart: :func:`cpu_name` and, in brackets,
+    the first of :data:`VECTOR_KINDS` its flags hold, e.g. ``"AMD EPYC (AVX2)"`` or
+    ``"AMD EPYC (AVX512-BF16)"``; the model name alone where none is found (flags that
+    cannot be read, another architecture)."""
+    flags = cpu_flags()
+    vector = next((words for flag, words in VECTOR_KINDS if flag in flags), None)
+    return f"{cpu_name()} ({vector})" if vector else cpu_name()
 
 
 @lru_cache(maxsize=1)

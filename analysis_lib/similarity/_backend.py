@@ -9,20 +9,21 @@ PyTorch is not installed: the library's core does not need it) and :class:`Torch
 made). Inputs are NumPy arrays (or anything :func:`numpy.asarray` reads) and results come
 back as NumPy arrays and floats: the device only matters inside.
 
-:func:`get` picks the backend of a call. Its ``"auto"`` rule, the default, takes the path that
-is fastest on the machine that runs it, by measurement rather than by the CPU's vendor: torch
-on a GPU; on the CPU, whichever of NumPy and torch computes the call's measures faster on
-layers of the call's shape class (:class:`Work`), timed once on a small synthetic pair
-(:func:`calibrate`) and kept on disk under a key that holds the CPU's model name, the thread
-counts and the NumPy, PyTorch and library versions, so a choice never outlives a change of
-any of them. Without PyTorch, or for a call whose shape is not known, it is NumPy. The
-two paths agree to float32 rounding (the tests hold both to :mod:`.reference`), so the
-choice moves speed, not results. :func:`backend_info` shows what was chosen and why;
-``backend="numpy"`` or ``"torch"`` (or the environment variable ``ANALYSIS_LIB_BACKEND``)
-overrides it. On the CPUs measured so far NumPy won nearly everywhere (at 2 threads: all-pairs
-linear CKA of 9 float32 layers of 2,000 x 768 in 3.2 s against 4.4 s on torch on an Intel
-Xeon with AMX, 0.74 s against 1.34 s on an AMD EPYC with AVX-512), but not on every shape:
-``benchmarks/bench_similarity.py`` prints the default against both paths per measure.
+:func:`get` picks the backend of a call. Its ``"auto"`` rule, the default, takes the path
+that is fastest on the machine that runs it, by measurement rather than by the CPU's vendor:
+torch on a GPU; on the CPU, whichever of NumPy and torch computes the call's measures faster
+on layers of the call's shape class (:class:`Work`), timed once on a small synthetic pair
+(:func:`calibrate`) and kept on disk under a key that holds the kind of CPU (model name and
+vector arithmetic), the thread counts and the NumPy, PyTorch and library versions, so a
+choice never outlives a change of any of them. Without PyTorch, or for a call whose shape is
+not known, it is NumPy. The two paths agree to float32 rounding (the tests hold both to
+:mod:`.reference`), so the choice moves speed, not results. :func:`backend_info` shows what
+was chosen and why; ``backend="numpy"`` or ``"torch"`` (or the environment variable
+``ANALYSIS_LIB_BACKEND``) overrides it. On the CPUs measured so far NumPy won nearly
+everywhere (at 2 threads: all-pairs linear CKA of 9 float32 layers of 2,000 x 768 in 3.2 s
+against 4.4 s on torch on an Intel Xeon with AMX, 0.74 s against 1.34 s on an AMD EPYC with
+AVX-512), but not on every shape: ``benchmarks/bench_similarity.py`` prints the default
+against both paths per measure.
 
 Small host-side decisions (how many principal directions to keep, which canonical
 correlations tie) read short vectors copied to the host, so a GPU run never stalls on
@@ -512,7 +513,7 @@ def _machine_key(work: Work) -> dict[str, Any]:
     metadata, and its thread count, until it is imported, is the count it starts with."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..runtime.machine import cores, cpu_name
+    from ..runtime.machine import cores, cpu_kind
 
     torch = sys.modules.get("torch")
     torch_threads = (torch.get_num_threads() if torch is not None
@@ -521,7 +522,7 @@ def _machine_key(work: Work) -> dict[str, Any]:
         torch_version = version("torch")
     except PackageNotFoundError:  # a build without package metadata
         torch_version = getattr(torch, "__version__", "unknown")
-    return {"cpu": cpu_name(), "numpy": np.__version__, "torch": torch_version,
+    return {"cpu": cpu_kind(), "numpy": np.__version__, "torch": torch_version,
             "numpy_threads": NUMPY.threads(), "torch_threads": torch_threads,
             "measures": list(work.measures), "rows": work.rows, "columns": work.columns,
             "dtype": work.dtype}
@@ -537,7 +538,7 @@ def calibrate(work: Work, engine: Engine, *, refresh: bool = False) -> dict[str,
     :data:`CALIBRATION_MARGIN` of NumPy's time. It costs from milliseconds (small layers) to
     about half a second (the largest class), once per machine. The result is kept in this
     process and in the on-disk cache (``<cache>/backend/<key>.json``) under a key holding the
-    CPU's model name, both thread counts and the NumPy, PyTorch and library versions; a
+    kind of CPU, both thread counts and the NumPy, PyTorch and library versions; a
     damaged file is measured again, and a cache that cannot be written only costs the next
     process a calibration.
 
