@@ -689,17 +689,26 @@ def test_a_calibration_is_kept_on_disk_and_never_survives_a_change_of_machine(
     _backend._calibrations.clear()
     assert _backend.calibrate(work, timing_engine)["source"] == "measured"
     assert len(asked) == 2
-    for change in ("cpu", "version", "threads"):
+    # another model name, the same model name with other vector units (a kind of CPU,
+    # machine.cpu_kind), another version or thread count: measured again
+    other = {"avx2"} if machine.cpu_kind().endswith("(AMX)") else {"amx_bf16"}
+    for change in ("cpu", "vector", "version", "threads"):
         _backend._calibrations.clear()
         with monkeypatch.context() as m:
             if change == "cpu":
                 m.setattr(machine, "cpu_name", lambda: "Another CPU 9000")
+            elif change == "vector":
+                m.setattr(machine, "cpu_flags", lambda: frozenset(other))
             elif change == "version":
                 m.setattr(np, "__version__", "0.0.1")
             else:
                 m.setattr(_backend.NumpyBackend, "threads", lambda self: 64)
-            assert _backend.calibrate(work, timing_engine)["source"] == "measured", change
-    assert len(asked) == 5
+            machine.cpu_kind.cache_clear()
+            try:
+                assert _backend.calibrate(work, timing_engine)["source"] == "measured", change
+            finally:
+                machine.cpu_kind.cache_clear()
+    assert len(asked) == 6
 
 
 def test_the_environment_fixes_what_auto_means(monkeypatch, fresh_choices):
