@@ -733,7 +733,8 @@ def run_notebooks(notebooks: list[Path], run, *, jobs: int, seconds: dict[str, f
     return [results[name] for name in names]
 
 
-def _recorded(profile_label: str, here: times.Machine):
+def _recorded(profile_label: str, here: times.Machine
+              ) -> tuple[times.Build, bool, float] | None:
     """The recorded cold build of the profile (``book/run_times.csv``) whose times hold best
     here (:func:`analysis_lib.book.times.nearest`: this kind of CPU, else the one nearest in
     speed), whether it is this kind of CPU, and how many times as long it takes here (the
