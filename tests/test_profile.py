@@ -121,6 +121,13 @@ def test_a_first_build_expects_its_own_kinds_times_else_the_nearest_speeds_scale
         "which computes 0.60 times as fast as this machine" in said
     assert "about 1 h 10 min" in builder.first_build_estimate("default", slow_avx2)
     assert builder.first_build_estimate("larger", avx2) == ""
+    # a machine whose speed is unknown: the recorded times as measured, and it says so
+    unknown = times.Machine("AMD EPYC (AVX2)", 2)
+    assert builder.expected_seconds(none, "default", unknown) == {"first": 300,
+                                                                  "second": 1800}
+    assert "about 35 min" in builder.first_build_estimate("default", unknown) and \
+        "speed against this machine's is not known" in builder.first_build_estimate(
+            "default", unknown)
     assert builder.expected_seconds(none, "larger", avx2) == {}
 
 

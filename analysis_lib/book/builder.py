@@ -738,14 +738,13 @@ def _recorded(profile_label: str, here: times.Machine
     """The recorded cold build of the profile (``book/run_times.csv``) whose times hold best
     here (:func:`analysis_lib.book.times.nearest`: this kind of CPU, else the one nearest in
     speed), whether it is this kind of CPU, and how many times as long it takes here (the
-    ratio of the machines' speeds, 1 where either is unknown); None where none is kept."""
+    ratio of the machines' speeds, NaN where either is unknown); None where none is kept."""
     with contextlib.suppress(OSError, ValueError, KeyError):
         found = [b for b in times.builds(times.read())
                  if b.profile == profile_label and b.cold]
         if found:
             build, own = times.nearest(found, here)
-            ratio = times.ratio(build.machine, here)
-            return build, own, ratio if ratio == ratio else 1.0
+            return build, own, times.ratio(build.machine, here)
     return None
 
 
@@ -756,9 +755,11 @@ def expected_seconds(before, profile_label: str, here: times.Machine | None = No
     else its time in the recorded cold build that holds best here, scaled to this machine's
     speed (:func:`_recorded`). For ordering a build (:func:`critical_paths`) and telling a
     reader how long a first build will take (:func:`first_build_estimate`)."""
-    recorded = _recorded(profile_label, here or times.Machine.here())
-    seconds = {name: s * recorded[2] for name, s in recorded[0].cold.items()} \
-        if recorded else {}
+    seconds = {}
+    if recorded := _recorded(profile_label, here or times.Machine.here()):
+        build, _, ratio = recorded
+        seconds = {name: s * (ratio if ratio == ratio else 1.0)
+                   for name, s in build.cold.items()}
     seconds.update({k: v for k, v in zip(before.notebook, before.wall_s) if v > 0})
     return seconds
 
@@ -771,11 +772,15 @@ def first_build_estimate(profile_label: str, here: times.Machine) -> str:
     recorded = _recorded(profile_label, here)
     if recorded is None:
         return ""
-    build, own, scale = recorded
-    same = own and 1 / times.SAME_SPEED <= scale <= times.SAME_SPEED
-    said = "" if same else f", which computes {scale:.2f} times as fast as this machine"
+    build, own, ratio = recorded
+    if ratio != ratio:  # a speed not recorded: the times as measured
+        ratio, said = 1.0, ", whose speed against this machine's is not known"
+    elif own and 1 / times.SAME_SPEED <= ratio <= times.SAME_SPEED:
+        said = ""
+    else:
+        said = f", which computes {ratio:.2f} times as fast as this machine"
     return (f"expected here ({here.label()}): about "
-            f"{times.duration(sum(build.cold.values()) * scale)} of notebooks on an empty "
+            f"{times.duration(sum(build.cold.values()) * ratio)} of notebooks on an empty "
             f"cache, from the cold build on {build.machine.label()}, {build.measured}{said}")
 
 
