@@ -81,6 +81,19 @@ def _private_cache(tmp_path_factory):
         os.environ["ANALYSIS_LIB_CACHE"] = old
 
 
+def session_inputs(folder: Path) -> Path:
+    """``folder`` made a cache that holds no model, but reads the session's tokenizers and
+    parsed corpora (a fresh process given it skips training the tokenizers, 7 s a process
+    on a slow CPU; that a fresh process with an empty cache trains the same tokenizers is
+    ``tests/test_models.py``'s check)."""
+    session = Path(os.environ["ANALYSIS_LIB_CACHE"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizers", "corpora"):
+        (session / name).mkdir(exist_ok=True)
+        (folder / name).symlink_to(session / name, target_is_directory=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_models():
     """One tiny randomly initialised model per family, loaded once."""

@@ -10,7 +10,7 @@ from analysis_lib import models
 from analysis_lib.data import corpora, tasks
 from analysis_lib.errors import OfflineError
 from analysis_lib.training import finetune, loop, probes, surgery
-from tests.conftest import TINY
+from tests.conftest import TINY, session_inputs
 
 POS = ["good", "great", "excellent", "nice", "lovely"]
 NEG = ["bad", "awful", "terrible", "poor", "dreadful"]
@@ -693,7 +693,7 @@ _FRESH_RUN = """
 import hashlib
 from dataclasses import replace
 from analysis_lib.training import finetune
-from tests.conftest import TINY
+from tests.conftest import TINY, session_inputs
 from tests.test_finetune import FAST, keyword_task
 for precision in ("float32", "bfloat16"):
     result = finetune.finetune("random:bert", keyword_task(), replace(
@@ -706,7 +706,7 @@ for precision in ("float32", "bfloat16"):
 
 
 def test_the_same_seed_trains_the_same_weights_in_a_fresh_process(tmp_path):
-    """Two fresh processes (nothing cached, nothing warmed up) train bit-identical weights
+    """Two fresh processes (no model cached, nothing warmed up) train bit-identical weights
     for the same seed, in either precision, and the two precisions train other weights."""
     import os
     import subprocess
@@ -714,7 +714,7 @@ def test_the_same_seed_trains_the_same_weights_in_a_fresh_process(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "ANALYSIS_LIB_CACHE": str(tmp_path),
+    env = {**os.environ, "ANALYSIS_LIB_CACHE": str(session_inputs(tmp_path / "cache")),
            "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
     runs = [subprocess.run([sys.executable, "-c", _FRESH_RUN], cwd=root, env=env,
                            capture_output=True, text=True, check=True).stdout.split()[-4:]

@@ -92,8 +92,11 @@ print(json.dumps({"digest": _digest(result.path), "eval": result.record["evaluat
 
 @pytest.mark.slow
 def test_fresh_processes_train_bit_identical_weights(tmp_path):
-    # fresh interpreters side by side, each with its own empty cache
-    started = [subprocess.Popen([sys.executable, "-c", _TRAIN, str(tmp_path / f"c{k}"), "0"],
+    from tests.conftest import session_inputs  # (here: _TRAIN imports this module alone)
+
+    # fresh interpreters side by side, each with a cache of its own that holds no model
+    started = [subprocess.Popen([sys.executable, "-c", _TRAIN,
+                                 str(session_inputs(tmp_path / f"c{k}")), "0"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for k in range(2)]
     other = pt.pretrain(replace(TINY, seed=1), progress=False)  # (the session's cache)
