@@ -80,6 +80,27 @@ def test_the_build_writes_a_profile_table_and_prints_a_summary(tmp_path, monkeyp
     assert builder._estimate({}, Path("first.ipynb")) == ""
 
 
+def test_a_rebuild_states_its_folder_s_machine_while_the_speed_stays_one_speed(tmp_path):
+    """A build on the machine of its folder's last build states that build's speed while
+    the two are one speed (within times.SAME_SPEED): a speed measured anew differs in its
+    last digits, and the pages stating it would be written and read again each time."""
+    runs = [builder.Executed("first", Path("first.ipynb"), 12.5, False, 20.0)]
+    last = times.Machine("AMD EPYC (AVX2)", 2, 70.4)
+    builder.write_profile(tmp_path, runs, last)
+    before = times.built_on(builder.last_profile(tmp_path))
+    assert before == last
+    for speed in (70.4, 69.1, 70.4 * 1.2, 70.4 / 1.2):  # the same machine, measured again
+        assert times.Machine("AMD EPYC (AVX2)", 2, speed).as_before(before) == last
+    for now in (times.Machine("AMD EPYC (AVX2)", 2, 70.4 * 1.3),  # faster than one speed
+                times.Machine("AMD EPYC (AVX2)", 2, 70.4 / 1.3),
+                times.Machine("AMD EPYC (AVX2)", 1, 70.4),  # other cores
+                times.Machine("AMD EPYC (AVX512-BF16)", 2, 70.4),  # another kind of CPU
+                times.Machine("AMD EPYC (AVX2)", 2, float("nan"))):  # speed unknown
+        assert now.as_before(before) == now
+    unknown = times.Machine("AMD EPYC (AVX2)", 2, float("nan"))
+    assert last.as_before(unknown) == last  # a folder whose speed was not known
+
+
 RECORDED = """notebook,profile,cache,seconds,cpu,cores,speed,build,cache_gb,measured
 first,default,cold,100.0,AMD EPYC (AVX512-BF16),2,200.0,2026-12-05 aaaaaa,4.2,2026-12-05
 second,default,cold,500.0,AMD EPYC (AVX512-BF16),2,200.0,2026-12-05 aaaaaa,4.2,2026-12-05

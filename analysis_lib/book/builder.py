@@ -882,6 +882,8 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
     jobs = checks.integer(jobs, "jobs", low=1)
     with build_lock(out_dir, echo):
         before = last_profile(out_dir)
+        if not before.empty:
+            on = on.as_before(times.built_on(before))
         seconds = expected_seconds(before, label, on)
         if before.empty and (estimate := first_build_estimate(label, on)):
             echo(estimate)

@@ -80,6 +80,16 @@ class Machine:
         speed = f", {self.speed:.0f} GFLOP/s" if self.speed == self.speed else ""
         return f"{self.cpu}, {self.cores} cores{speed}"
 
+    def as_before(self, before: Machine) -> Machine:
+        """``before`` where it is this machine at one speed (the same kind of CPU and cores,
+        speeds within :data:`SAME_SPEED` of each other), else this machine. A build states
+        the machine of the last build in its folder while the machine stays the same: the
+        pages that state the speed stay the same, and a rebuild with nothing new writes no
+        page again (a speed measured anew differs from build to build in its last digits)."""
+        same = (self.cpu == before.cpu and self.cores == before.cores and before.speed > 0
+                and 1 / SAME_SPEED <= self.speed / before.speed <= SAME_SPEED)
+        return before if same else self
+
 
 def read(path: str | os.PathLike = TIMES) -> pd.DataFrame:
     """The measured times (an empty table where none are kept yet). Records kept before
@@ -104,7 +114,7 @@ def read(path: str | os.PathLike = TIMES) -> pd.DataFrame:
     return table[COLUMNS]
 
 
-def _built_on(built: pd.DataFrame) -> Machine:
+def built_on(built: pd.DataFrame) -> Machine:
     """The machine a build's ``profile.csv`` names (this machine for builds that named
     none)."""
     rows = built.dropna(subset=["cpu"]) if "cpu" in built.columns else built.iloc[:0]
@@ -139,7 +149,7 @@ def record(profile: str, cache: str, executed: str | os.PathLike | None = None,
     if ran.empty:
         raise ValueError(f"the last build in {folder} ran no notebook (all were reused): "
                          f"rebuild with --force to measure them")
-    on = _built_on(ran)
+    on = built_on(ran)
     old = read(path)
     same = (old.profile == profile) & (old.cpu == on.cpu) & (old.cores == on.cores)
     day = (today or datetime.date.today()).isoformat()
