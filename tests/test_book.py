@@ -418,6 +418,18 @@ def test_rebuild_reuses_executed_notebooks(built_book):
     assert all(m.split()[-1] == "reused" for m in per_notebook), per_notebook
 
 
+def test_a_rebuild_with_nothing_new_writes_no_page_again(built_book):
+    """The second build wrote no HTML page: every page it stages holds what the first build
+    staged (the machine's speed as the first build stated it, ``Machine.as_before``), so
+    Jupyter Book reads and writes nothing again. The second build wrote ``profile.csv``
+    before it ran Jupyter Book."""
+    index, _, root = built_book
+    rebuilt = (root / "_build" / "executed" / "smoke" / "profile.csv").stat().st_mtime_ns
+    written = sorted(str(p.relative_to(index.parent)) for p in index.parent.rglob("*.html")
+                     if p.stat().st_mtime_ns > rebuilt)
+    assert not written, written
+
+
 def test_build_keeps_a_profile_beside_the_executed_notebooks(built_book):
     import pandas as pd
 
