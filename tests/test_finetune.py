@@ -693,7 +693,7 @@ _FRESH_RUN = """
 import hashlib
 from dataclasses import replace
 from analysis_lib.training import finetune
-from tests.conftest import TINY, session_inputs
+from tests.conftest import TINY
 from tests.test_finetune import FAST, keyword_task
 for precision in ("float32", "bfloat16"):
     result = finetune.finetune("random:bert", keyword_task(), replace(
