@@ -24,18 +24,15 @@ def smollm2_and_gguf():
     """SmolLM2 converted into the session's empty cache, and the model the conversion read
     from the GGUF file (reading it takes half a minute on a slow CPU: the comparison of the
     two reuses the conversion's read instead of a second one)."""
-    read = []
+    load_gguf, read = packaged.load_gguf, []
 
     def recorded(path):
         read.append(load_gguf(path))
         return read[-1]
 
-    load_gguf = packaged.load_gguf
-    packaged.load_gguf = recorded
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(packaged, "load_gguf", recorded)
         converted = models.load("smollm2")
-    finally:
-        packaged.load_gguf = load_gguf
     if not read:  # converted before, in a cache of another session: read the file now
         read.append(load_gguf(packaged._packaged_file(packaged.SMOLLM2_DIST, ".gguf")))
     return converted, read[-1][0]
