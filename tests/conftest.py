@@ -10,6 +10,12 @@ number depends on the share), and an OpenMP thread waiting for work sleeps inste
 spinning (``OMP_WAIT_POLICY=PASSIVE``): two processes training on two threads each, side by
 side on two cores, ran three times slower with their waiting threads spinning than
 sleeping. Both are set before torch is first imported, which is when OpenMP reads them.
+The same share bounds the pools of worker processes the library starts for independent
+jobs (``ANALYSIS_LIB_WORKERS``, :mod:`analysis_lib.runtime.workers`): with every core
+already busy with a test, a pool only adds processes that each import torch anew (about
+5 s of CPU each on a slow CPU; the seeds chapter's smoke run used 17 s more CPU with its
+pool than without). The jobs compute the same numbers in or out of a pool
+(``tests/test_workers.py``, whose tests name their pools' sizes, checks it).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side b
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
+    os.environ.setdefault("ANALYSIS_LIB_WORKERS", str(share))
 
 import labtools  # noqa: E402
 import numpy as np  # noqa: E402 (after the OpenMP settings, which torch reads once)
