@@ -173,19 +173,18 @@ def gguf_read_once() -> Iterator[None]:
     every call, and the model is the same. Outside the block ``gguf`` is as it was."""
     import gguf
 
-    make_reader = gguf.GGUFReader
+    # the names transformers imports from gguf each time it reads a file
+    made = {name: getattr(gguf, name) for name in ("GGUFReader", "get_tensor_name_map")}
     readers: dict[tuple[str, str], Any] = {}
 
     def reader(path: str | os.PathLike, mode: Any = "r") -> Any:
         key = (os.path.realpath(path), mode)
         if key not in readers:
-            readers[key] = make_reader(path, mode)
+            readers[key] = made["GGUFReader"](path, mode)
         return readers[key]
 
-    # the names transformers imports from gguf each time it reads a file
     once = {"GGUFReader": reader,
-            "get_tensor_name_map": functools.lru_cache(maxsize=None)(gguf.get_tensor_name_map)}
-    made = {name: getattr(gguf, name) for name in once}
+            "get_tensor_name_map": functools.lru_cache(maxsize=None)(made["get_tensor_name_map"])}
     for name, function in once.items():
         setattr(gguf, name, function)
     try:
