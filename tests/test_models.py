@@ -357,3 +357,42 @@ def test_a_damaged_weights_file_is_named_with_the_fix(tmp_path, tiny_models):
     weights.write_bytes(weights.read_bytes()[:500])
     with pytest.raises(ValueError, match="weights file .* cannot be read .* save the model"):
         models.load(str(folder))
+
+
+class _Buffers(torch.nn.Module):
+    """A module with the kinds of state a digest meets: a matrix, a bfloat16 vector and a
+    zero-dimensional integer buffer (as BatchNorm's step count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.arange(12, dtype=torch.float32).reshape(3, 4))
+        self.register_buffer("scale", torch.linspace(-1, 1, 5).to(torch.bfloat16))
+        self.register_buffer("steps", torch.tensor(7))
+
+
+def test_the_weights_digest_reads_every_bit_name_shape_and_type():
+    m = _Buffers()
+    first = models.weights_digest(m)
+    assert first == models.weights_digest(_Buffers()), "the same weights, the same digest"
+    assert len(first) == 32 and int(first, 16) >= 0
+    with torch.no_grad():  # one bit of one weight
+        m.weight.view(torch.int32)[1, 2] ^= 1
+    assert models.weights_digest(m) != first
+    m = _Buffers()
+    m.steps += 1  # the zero-dimensional buffer is read
+    assert models.weights_digest(m) != first
+    m = _Buffers()  # the same bytes under another shape
+    m.weight = torch.nn.Parameter(m.weight.detach().reshape(4, 3))
+    assert models.weights_digest(m) != first
+    m = _Buffers()  # the same bytes as another type
+    m.weight = torch.nn.Parameter(m.weight.detach().view(torch.int32), requires_grad=False)
+    assert models.weights_digest(m) != first
+
+
+def test_the_weights_digest_of_a_strided_tensor_is_that_of_its_copy():
+    a, b = _Buffers(), _Buffers()
+    with torch.no_grad():
+        a.weight = torch.nn.Parameter(torch.randn(4, 3).t())  # not contiguous
+        b.weight = torch.nn.Parameter(a.weight.detach().contiguous().clone())
+    assert not a.weight.is_contiguous()
+    assert models.weights_digest(a) == models.weights_digest(b)

@@ -79,6 +79,31 @@ def test_unigram_loss_is_the_entropy_of_a_known_distribution(tok):
     assert pt.unigram_loss(train, held, 10, config, tok) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+def test_held_out_loss_is_the_whole_models_loss_at_the_predicted_tokens(tok, objective):
+    """held_out_loss computes the output layer at the predicted positions only; the plain
+    way computes the whole model's scores everywhere and reads the same positions."""
+    config = replace(TINY, objective=objective, checkpoints=())
+    torch.manual_seed(3)
+    model = pt._model(config, tok).eval()
+    held = pt._data_blocks(config.vocab_size, str(pt.default_root(None)), config.data,
+                           config.block)[1][:70]  # two batches, the second short
+    generator = torch.Generator().manual_seed(12345)  # the masks the function draws
+    total, count = 0.0, 0
+    with torch.inference_mode():
+        for start in (0, 64):
+            batch = pt._batch(held[start:start + 64], config, tok, generator)
+            logits, labels = model(input_ids=batch["input_ids"]).logits, batch["labels"]
+            if objective == "clm":
+                logits, labels = logits[:, :-1], labels[:, 1:]
+            keep = labels != -100
+            total += float(torch.nn.functional.cross_entropy(
+                logits[keep].double(), labels[keep], reduction="sum"))
+            count += int(keep.sum())
+    assert count < held.size if objective == "mlm" else count == 70 * (config.block - 1)
+    assert pt.held_out_loss(model, held, config, tok) == pytest.approx(total / count,
+                                                                       rel=1e-6)
+
 _TRAIN = """
 import json, sys
 from dataclasses import replace

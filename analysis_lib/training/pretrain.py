@@ -190,21 +190,25 @@ def held_out_loss(model: torch.nn.Module, blocks: np.ndarray, config: PretrainCo
                   tok: PreTrainedTokenizerBase,
                   batch_size: int = 64) -> float:
     """Mean loss (nats) per predicted held-out token; the masks are drawn from a fixed seed,
-    the same for every model."""
+    the same for every model. As in training (:class:`MaskedOnly`), the output layer is
+    computed at the predicted positions only: a masked model predicts ``mask_rate`` of
+    them, and the vocabulary's scores at the others would be computed to be thrown away."""
     generator = torch.Generator().manual_seed(12345)
     total, count = 0.0, 0
     dev = model_device(model)
-    model.eval()
+    lm: Any = model.eval()  # a BertForMaskedLM or BertLMHeadModel: its encoder and head
     with torch.inference_mode():
         for start in range(0, len(blocks), batch_size):
             batch = _batch(blocks[start:start + batch_size], config, tok, generator)
-            logits = model(input_ids=batch["input_ids"].to(dev)).logits
+            # no cache of keys and values: nothing is generated
+            hidden = lm.bert(input_ids=batch["input_ids"].to(dev),
+                                use_cache=False).last_hidden_state
             labels = batch["labels"].to(dev)
-            if config.objective == "clm":
-                logits, labels = logits[:, :-1], labels[:, 1:]
+            if config.objective == "clm":  # each position predicts the next token
+                hidden, labels = hidden[:, :-1], labels[:, 1:]
             keep = labels != -100
-            loss = torch.nn.functional.cross_entropy(logits[keep].float(), labels[keep],
-                                                     reduction="sum")
+            loss = torch.nn.functional.cross_entropy(lm.cls(hidden[keep]).float(),
+                                                     labels[keep], reduction="sum")
             total += float(loss)
             count += int(keep.sum())
     return total / max(count, 1)
