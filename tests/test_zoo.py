@@ -104,6 +104,7 @@ def test_held_out_loss_is_the_whole_models_loss_at_the_predicted_tokens(tok, obj
     assert pt.held_out_loss(model, held, config, tok) == pytest.approx(total / count,
                                                                        rel=1e-6)
 
+
 _TRAIN = """
 import json, sys
 from dataclasses import replace

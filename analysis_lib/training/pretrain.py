@@ -202,7 +202,7 @@ def held_out_loss(model: torch.nn.Module, blocks: np.ndarray, config: PretrainCo
             batch = _batch(blocks[start:start + batch_size], config, tok, generator)
             # no cache of keys and values: nothing is generated
             hidden = lm.bert(input_ids=batch["input_ids"].to(dev),
-                                use_cache=False).last_hidden_state
+                             use_cache=False).last_hidden_state
             labels = batch["labels"].to(dev)
             if config.objective == "clm":  # each position predicts the next token
                 hidden, labels = hidden[:, :-1], labels[:, 1:]
