@@ -17,7 +17,10 @@ on layers of the call's shape class (:class:`Work`), timed once on a small synth
 vector arithmetic), the thread counts and the NumPy, PyTorch and library versions, so a
 choice never outlives a change of any of them. Without PyTorch, or for a call whose shape is
 not known, it is NumPy. The two paths agree to float32 rounding (the tests hold both to
-:mod:`.reference`), so the choice moves speed, not results. :func:`backend_info` shows what
+:mod:`.reference`), so the choice moves speed, and results only in their last bits: two
+calls of different shape classes (a suite of measures, and one of them alone) may be timed
+to different paths and then agree to rounding, not to the bit; one path (``backend=`` or
+the environment variable) makes them agree exactly. :func:`backend_info` shows what
 was chosen and why; ``backend="numpy"`` or ``"torch"`` (or the environment variable
 ``ANALYSIS_LIB_BACKEND``) overrides it. On the CPUs measured so far NumPy won nearly
 everywhere (at 2 threads: all-pairs linear CKA of 9 float32 layers of 2,000 x 768 in 3.2 s

@@ -966,7 +966,9 @@ def summary_jackknives(measures: Sequence[str], collection: Collection, *, n_fol
     Jackknife}``, from one pass: the estimates from one suite
     (:func:`~analysis_lib.similarity.pairwise_suite`) and the left-out matrices from shared
     per-fold moments (:func:`~analysis_lib.similarity.leave_out.leave_out_suite`). Each
-    measure's numbers are exactly those it gets alone."""
+    measure's numbers are exactly those it gets alone on the same path (NumPy or torch;
+    the ``auto`` rule may time the set and a measure alone to different paths, which agree
+    to rounding)."""
     if models is not None:
         collection = subset(collection, models)
     if n_folds < 2:
