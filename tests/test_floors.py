@@ -123,7 +123,7 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     # an error of its own (a bootstrap over sentences), not over counted values
     own = _cause(Evidence("u", 0.033, 0.021))
     assert own.units.cause.iloc[0].startswith(
-        "too few units: a one-sided bound of 0.035 from its own standard error")
+        "too few units: a one-sided bound of 0.041 from its own standard error")
     assert "(its own standard error)" in own.reason and "0 values" not in own.reason
     single = _cause(Evidence("u", 0.05, float("nan")))  # one number, no error and no count
     assert single.units.cause.iloc[0].startswith("too few units: no spread from a single "
@@ -378,7 +378,7 @@ def test_values_in_steps_coarser_than_the_smallest_effect_never_read_equivalent(
     assert decide(_claim(), zeros.in_steps(0.01)).outcome == "equivalent"  # finer than 0.02
     assert decide(_claim("none"), zeros.in_steps(1 / 6)).outcome == "inconclusive"
     # a step every seed takes the claim's way is still a change in that direction
-    down = Evidence.from_values("ranks", [1 / 6, 1 / 6, 2 / 6]).in_steps(1 / 6)
+    down = Evidence.from_values("ranks", [2 / 6, 2 / 6, 3 / 6]).in_steps(1 / 6)
     assert decide(_claim(), down).outcome == "holds"
     # a coarse unit beside a decided continuous one leaves the claim undecided, not mixed
     plain = Evidence.from_values("plain", [0.07, 0.06, 0.08])

@@ -127,13 +127,45 @@ def test_holm_adjustment_has_known_values_and_matters():
     adj = verdicts.holm(p)
     np.testing.assert_allclose(adj[[4, 0, 2, 1]], [0.02, 0.03, 0.06, 0.06])
     assert np.isnan(adj[3])
-    # one unit at p ~ 0.03 holds alone; five such units do not all survive Holm
-    z = 1.88  # one-sided p = 0.030
+    # one unit at p ~ 0.015 holds alone; five such units do not all survive Holm
+    z = 2.17  # one-sided p = 0.015
     one = decide(_claim("greater", 0.0), [Evidence("u", z, 1.0)])
     assert one.outcome == "holds"
     five = decide(_claim("greater", 0.0), [Evidence(f"u{k}", z, 1.0) for k in range(5)])
     assert five.outcome == "inconclusive"
-    assert (five.units.p_holds > 0.05).all()
+    assert (five.units.p_holds > 0.025).all()
+
+
+@pytest.mark.parametrize("direction", ["greater", "less", "at_most", "none"])
+def test_a_unit_decides_exactly_where_its_printed_interval_clears_the_smallest_effect(
+        direction):
+    # each one-sided test is at alpha / 2: a lone unit is decided exactly where its printed
+    # 95% interval lies wholly beyond (or, for equivalence, wholly inside) the smallest
+    # effect, so a reader can check any verdict against the interval beside it
+    delta = 0.02
+    sign = -1.0 if direction == "less" else 1.0
+    rng = np.random.default_rng(7)
+    for est, se, df in zip(rng.normal(0.0, 0.05, 400), rng.uniform(0.001, 0.03, 400),
+                           rng.choice([2.0, 4.0, np.nan], 400)):
+        unit = Evidence("u", float(est), float(se), df=None if np.isnan(df) else df)
+        row = decide(_claim(direction, delta), [unit]).units.iloc[0]
+        low, high = sorted((sign * row.low, sign * row.high))
+        if direction == "at_most":
+            expected = ("holds" if high < delta else "opposite" if low > delta
+                        else "inconclusive")
+        elif direction == "none":
+            expected = ("opposite" if low > delta or high < -delta else "equivalent"
+                        if -delta < low and high < delta else "inconclusive")
+        else:
+            expected = ("holds" if low > delta else "opposite" if high < -delta
+                        else "equivalent" if -delta < low and high < delta
+                        else "inconclusive")
+        assert row.outcome == expected, (direction, est, se, df, row.low, row.high)
+    # a one-sided p of 0.03 decided under a one-sided 5% test, whose 95% interval reaches
+    # across zero: it is not decided
+    z = 1.88
+    assert decide(_claim("greater", 0.0), [Evidence("u", z, 1.0)]).outcome == "inconclusive"
+    assert Evidence("u", z, 1.0).interval()[0] < 0
 
 
 @pytest.mark.parametrize("estimates, outcome", [
@@ -537,20 +569,22 @@ def test_the_gate_stops_exactly_the_claims_read_from_runs_that_did_not_train():
 
 
 def test_an_undecided_claim_says_when_equivalence_was_out_of_reach():
-    """Known values: with three seeds (2 degrees of freedom) t(0.95) = 2.920, so an error
-    of 0.01 gives a bound of 0.0292, outside a smallest effect of 0.02: no estimate could
-    have shown equivalence. With an error of 0.005 the bound (0.0146) fits."""
-    wide = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.01, df=2)])
+    """Known values: with three seeds (2 degrees of freedom) t(0.975) = 4.303, so an error
+    of 0.005 gives a bound of 0.0215, outside a smallest effect of 0.02: no estimate could
+    have shown equivalence. With an error of 0.004 the bound (0.0172) fits."""
+    wide = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.005, df=2)])
     assert wide.outcome == "inconclusive"
-    assert wide.units.reach.iloc[0] == pytest.approx(2.920 * 0.01, rel=1e-3)
+    assert wide.units.reach.iloc[0] == pytest.approx(4.303 * 0.005, rel=1e-3)
+    assert wide.units.reach.iloc[0] == pytest.approx(wide.units.high.iloc[0], rel=1e-12)
     assert "equivalence is out of reach in 1 of 1 units" in wide.reason
-    tight = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.005, df=2)])
+    tight = decide(_claim("none", 0.02), [Evidence("u", 0.0, 0.004, df=2)])
     assert tight.outcome == "equivalent" and "out of reach" not in tight.reason
-    # the bound is the best case (Holm's last step, at alpha itself): 0.0285 is out of reach
-    # for any number of units, and a unit inside the bound may still fail Holm's earlier steps
-    two = decide(_claim("none", 0.02), [Evidence(f"u{k}", 0.0, 0.0065, df=2) for k in (0, 1)])
-    assert two.units.reach.iloc[0] == pytest.approx(2.920 * 0.0065, rel=1e-3)
-    assert "out of reach" not in two.reason
+    # the bound is the best case (Holm's last step, at alpha / 2 itself): 0.0215 is out of
+    # reach for any number of units, and a unit inside the bound may still fail Holm's
+    # earlier steps (here the first, at alpha / 4: t(0.9875) = 6.21, 0.0248)
+    two = decide(_claim("none", 0.02), [Evidence(f"u{k}", 0.0, 0.004, df=2) for k in (0, 1)])
+    assert two.units.reach.iloc[0] == pytest.approx(4.303 * 0.004, rel=1e-3)
+    assert "out of reach" not in two.reason and two.outcome == "inconclusive"
     one_seed = decide(_claim("none", 0.02), [Evidence("u", 0.0, float("nan"))])
     assert np.isinf(one_seed.units.reach.iloc[0]) and "out of reach" in one_seed.reason
     # the reason names how many values an interval is over, never assuming they are seeds

@@ -329,7 +329,10 @@ def page(table: pd.DataFrame, profile: str) -> str:
             "divided by the claim's smallest effect and turned so that the paper's direction "
             "points right: past the dashed line at 1 the effect matters the paper's way, past "
             "-1 it matters the other way, between them it is too small to matter. The bar is "
-            "the 95% interval; hover for the numbers, click for the chapter.", "",
+            "the 95% interval, and the verdict reads it: a unit is decided only where its "
+            "whole bar lies on one side of the dashed line at 1 or at -1 (Holm's adjustment "
+            "over a claim's units can leave undecided a unit whose bar does). Hover for the "
+            "numbers, click for the chapter.", "",
             "```{raw} html", chart_html(shown.to_dict()), "```", ""]
     lines += ["| claim | verdict | this run | chapter |", "|---|---|---|---|"]
     for row in table.to_dict(orient="records"):

@@ -16,15 +16,19 @@ the degrees of freedom of a t reference. :func:`decide` turns them into one verd
 * ``inconclusive``: none of these at the chosen level, or no spread to judge by (one
   seed).
 
-With several units, each family of p-values (holds, opposite, equivalent) is Holm-adjusted
-over the units before it is compared with ``alpha``. The claim's verdict is the units'
-common outcome when they all agree; ``mixed`` (with the counts) when they reach different
-decided outcomes or some of them the opposite of the claim, so that a contradiction is never
-hidden as "inconclusive"; and ``inconclusive`` when some units are undecided and none
-contradicts the others. An undecided or mixed claim's reason counts the estimates that run
-against the paper (the other side of zero; for a claim of no difference, beyond the smallest
-effect), significant or not. A claim with nothing to judge reads ``not measured``, as does one
-whose runs did not train
+Every one-sided test is at ``alpha / 2``, so that a unit decides exactly where its printed
+two-sided ``1 - alpha`` interval (95%) lies wholly beyond the smallest effect, or wholly
+inside it for equivalence: a reader checks any verdict against the interval beside it (the
+convention of ICH E9 for directional and equivalence claims alike). With several units, each
+family of p-values (holds, opposite, equivalent) is Holm-adjusted over the units before it
+is compared with ``alpha / 2``, which only makes a unit harder to decide. The claim's
+verdict is the units' common outcome when they all agree; ``mixed`` (with the counts) when
+they reach different decided outcomes or some of them the opposite of the claim, so that a
+contradiction is never hidden as "inconclusive"; and ``inconclusive`` when some units are
+undecided and none contradicts the others. An undecided or mixed claim's reason counts the
+estimates that run against the paper (the other side of zero; for a claim of no difference,
+beyond the smallest effect), significant or not. A claim with nothing to judge reads ``not
+measured``, as does one whose runs did not train
 (:func:`~analysis_lib.claims.training_gate.training_problem`). Two rules set units aside
 before the tests, each naming what it left out: the floor rule (a statistic read on a
 variable at its floor) and the adequacy rule (a unit that reads a fine-tuned model no better
@@ -118,9 +122,10 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
 
     The units are compared with the claim's smallest effect on their own scale
     (:attr:`~analysis_lib.claims.claim.Claim.delta`: Fisher's z of a correlation claim's).
-    ``units`` of the result holds, per unit, the estimate, its 95% interval, the
-    Holm-adjusted p-values of the three questions, ``reach`` (the one-sided bound that must
-    fit inside the smallest effect for equivalence: :func:`_reach`) and the unit's outcome.
+    ``units`` of the result holds, per unit, the estimate, its ``1 - alpha`` interval (95%),
+    the Holm-adjusted one-sided p-values of the three questions (each decides below
+    ``alpha / 2``), ``reach`` (the interval's half-width, the one-sided bound that must fit
+    inside the smallest effect for equivalence: :func:`_reach`) and the unit's outcome.
     An undecided claim says in its reason when equivalence was out of reach at these sample
     sizes (three seeds give a t reference with two degrees of freedom).
     """
@@ -158,14 +163,15 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
     up, down, inside, below = _one_sided(est, se, df, delta)
     p_holds, p_opposite, p_equiv = holm(up), holm(down), holm(inside)
     if claim.direction == "none":  # a claim of no difference: the two sides are "opposite"
-        p_opposite = holm(np.minimum(up, down) * 2)
+        p_opposite = holm(np.minimum(up, down))
         p_holds = np.full_like(p_holds, np.nan)
     if claim.direction == "at_most":  # a cost claim: it holds when the cost is below +delta
         p_holds, p_opposite = holm(below), holm(up)
         p_equiv = np.full_like(p_equiv, np.nan)
-    outcome = np.where(p_holds < alpha, "holds",
-                       np.where(p_opposite < alpha, "opposite",
-                                np.where(p_equiv < alpha, "equivalent", "inconclusive")))
+    level = alpha / 2  # each side of the printed 1 - alpha interval
+    outcome = np.where(p_holds < level, "holds",
+                       np.where(p_opposite < level, "opposite",
+                                np.where(p_equiv < level, "equivalent", "inconclusive")))
     outcome = np.where(np.isfinite(se), outcome, "inconclusive")
     # values that move in steps larger than the smallest effect agree to the step, not to
     # within it: no spread among them is no evidence of no difference
@@ -173,7 +179,7 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
     outcome = np.where(coarse & (outcome == "equivalent"), "inconclusive", outcome)
     raw = np.array([e.estimate for e in evidence])
     bounds = np.array([e.interval(alpha) for e in evidence], dtype=np.float64)
-    reach = _reach(se, df, alpha)
+    reach = _reach(se, df, level)
     units = pd.DataFrame({
         "unit": [e.unit for e in evidence], "estimate": raw,
         "low": bounds[:, 0], "high": bounds[:, 1], "se": se,
@@ -359,7 +365,8 @@ def _cause_summary(causes: list[str]) -> str:
 
 
 def _reach(se: np.ndarray, df: np.ndarray, level: float) -> np.ndarray:
-    """Per unit, the one-sided bound ``t(1 - level) se`` (normal where ``df`` is NaN). Even
+    """Per unit, the one-sided bound ``t(1 - level) se`` (normal where ``df`` is NaN; at
+    :func:`decide`'s ``level``, ``alpha / 2``, the printed interval's half-width). Even
     the best case for equivalence (an estimate of exactly 0, and the last and most lenient
     step of Holm's adjustment) is decided only when this bound lies inside the smallest
     effect, so a unit whose bound does not is out of reach at its sample size. Infinite
@@ -504,12 +511,12 @@ def _empty_units() -> pd.DataFrame:
 
 def reference_decide(direction: str, estimate: float, se: float, delta: float,
                      alpha: float = ALPHA, df: float | None = None, step: float = 0.0) -> str:
-    """One unit, read from intervals: the one-sided ``1 - alpha`` bounds against the
-    smallest effect for ``holds`` and ``opposite``, the ``1 - 2 alpha`` two-sided interval
-    inside ``+-delta`` for ``equivalent`` (a claim of no difference is ``opposite`` when
-    the ``1 - alpha`` two-sided interval lies wholly beyond ``+-delta``), unless the values
-    move in steps (``step``) larger than ``delta``. It refuses the same impossible numbers
-    as :func:`decide`."""
+    """One unit, read from its printed two-sided ``1 - alpha`` interval: wholly beyond the
+    smallest effect the claim's way, ``holds``; wholly beyond it the other way (for a claim
+    of no difference, beyond ``+-delta`` either way), ``opposite``; wholly inside
+    ``+-delta``, ``equivalent``, unless the values move in steps (``step``) larger than
+    ``delta``. For a cost (``at_most``) the interval below ``+delta`` holds and above it is
+    the opposite. It refuses the same impossible numbers as :func:`decide`."""
     check_unit("reference", estimate, se, df)
     delta = _check_smallest_effect(delta)
     if not 0 < alpha < 0.5:
@@ -518,20 +525,19 @@ def reference_decide(direction: str, estimate: float, se: float, delta: float,
         return NOT_MEASURED
     if not np.isfinite(se):
         return "inconclusive"
-    q1 = stats.norm.ppf(1 - alpha) if df is None else stats.t.ppf(1 - alpha, df)
-    q2 = stats.norm.ppf(1 - alpha / 2) if df is None else stats.t.ppf(1 - alpha / 2, df)
+    q = stats.norm.ppf(1 - alpha / 2) if df is None else stats.t.ppf(1 - alpha / 2, df)
     x = -estimate if direction == "less" else estimate
+    low, high = x - q * se, x + q * se
     if direction == "at_most":  # a cost: below +delta holds, above it is the opposite
-        return ("holds" if x + q1 * se < delta else "opposite" if x - q1 * se > delta
-                else "inconclusive")
+        return "holds" if high < delta else "opposite" if low > delta else "inconclusive"
     if direction == "none":
-        if x - q2 * se > delta or x + q2 * se < -delta:
+        if low > delta or high < -delta:
             return "opposite"
-    elif x - q1 * se > delta:
+    elif low > delta:
         return "holds"
-    elif x + q1 * se < -delta:
+    elif high < -delta:
         return "opposite"
-    if -delta < x - q1 * se and x + q1 * se < delta and not step > delta:
+    if -delta < low and high < delta and not step > delta:
         return "equivalent"
     return "inconclusive"
 
