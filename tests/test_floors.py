@@ -233,6 +233,15 @@ def test_tunedorig_at_the_majority_baseline_refuses_the_tuned_orig_claim():
     assert unit.estimate == pytest.approx(0.1, abs=0.005)
     assert "6 of 18 TUNEDORIG heads at the majority class left out of the mean" in unit.note
     assert _truncation(partial).loc["phang-tuned-orig", "verdict"] == "holds"
+    # the unit reads the heads it keeps, all clear of the floor: where it stays undecided
+    # (seeds far apart), the floor it set aside is not named as the cause
+    assert unit.levels[0].values and unit.levels[0].at_level == 0
+    assert len(unit.levels[0].values) == 12
+    spread = partial.copy()
+    spread.loc[(spread.config == "TUNED") & (spread.seed == 0), "accuracy"] += 0.15
+    row = _truncation(spread).loc["phang-tuned-orig"]
+    assert row["verdict"] == "inconclusive"
+    assert "too few units" in row["how"] and "at its floor" not in row["how"]
     # a scores table without the baseline reads as before
     assert _truncation(_scores(orig=0.5).drop(columns="majority")).loc[
         "phang-tuned-orig", "verdict"] == "holds"

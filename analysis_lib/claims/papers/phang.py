@@ -217,14 +217,19 @@ def tuned_orig(scores: pd.DataFrame | None) -> list[Evidence]:
     accuracy is read beside its floor, the majority baseline: a head on a pretrained layer
     that stayed at the majority class did not learn, and a difference read there measures
     the head's failure, not the features, so such layers are left out of the mean (the
-    unit names how many) and the unit is refused when no head learnt."""
+    unit names how many, and reads the level of the heads it keeps, all clear of the floor,
+    so that the floor is not named as the cause of an undecided verdict it did not touch)
+    and the unit is refused when no head learnt."""
     out = []
     for evidence in per_seed(scores, _tuned_gain, "TUNED - TUNEDORIG", _orig_floor):
         level = evidence.levels[0] if evidence.levels else None
         if level is not None and level.at_level and not level.stuck:
+            kept = level.is_clear
             evidence = replace(evidence, note="; ".join(filter(None, (
                 evidence.note, f"{level.at_level} of {len(level.values)} TUNEDORIG heads at "
-                "the majority class left out of the mean"))))
+                "the majority class left out of the mean"))), levels=(Level.accuracy(
+                    level.variable, np.compress(kept, level.values),
+                    np.compress(kept, level.bound)),))
         out.append(evidence)
     return out
 
