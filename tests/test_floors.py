@@ -172,7 +172,24 @@ def test_each_cause_of_an_undecided_verdict_is_found_in_a_planted_case():
     for same_side in ({"a": 0.05, "b": 0.20, "c": 0.03}, {"a": 0.01, "b": -0.08, "c": 0.0}):
         v = decide(_claim(), Evidence.from_named("3 models", same_side))
         assert not v.units.cause.iloc[0].startswith("its objects part"), same_side
-    for v in (few, one, own, single, ranks, near, room, low, both, parted, drawn, down):
+    # two units whose own intervals each clear the smallest effect (one-sided p 0.018 each),
+    # which Holm's adjustment over the two leaves undecided: the adjustment is the cause,
+    # not the sample or the nearness of the effect
+    pair = decide(_claim(), [Evidence(f"u{k}", 0.062, 0.02) for k in (0, 1)])
+    assert pair.outcome == "inconclusive" and (pair.units.low > 0.02).all()
+    assert pair.units.cause.iloc[0] == ("held back by the adjustment: its 95% interval "
+                                        "[+0.023, +0.101] alone reads holds, and Holm's "
+                                        "adjustment over the claim's units asks more of it")
+    assert pair.reason.startswith("undecided: held back by the adjustment in 2 of 2 units")
+    # alone, the same unit holds; with a stricter unit beside it, Holm's first step passes
+    assert decide(_claim(), pair_unit := Evidence("u", 0.062, 0.02)).outcome == "holds"
+    assert decide(_claim(), [pair_unit, Evidence("v", 0.2, 0.02)]).outcome == "holds"
+    # a cost whose interval ends below the smallest effect in both units: the same cause
+    costs = decide(_claim("at_most"), [Evidence(f"u{k}", -0.022, 0.02) for k in (0, 1)])
+    assert costs.outcome == "inconclusive"
+    assert costs.units.cause.iloc[0].startswith("held back by the adjustment")
+    for v in (few, one, own, single, ranks, near, room, low, both, parted, drawn, down, pair,
+              costs):
         assert v.units.cause.iloc[0].split(":")[0] in UNDECIDED_CAUSES
 
 

@@ -187,7 +187,8 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
         "p_holds": p_holds, "p_opposite": p_opposite, "p_equivalent": p_equiv,
         "reach": reach, "outcome": outcome, "note": [e.note for e in evidence]})
     combined = _combine(list(outcome))
-    causes = [undecided_cause(e, r, delta, claim.direction) if out == "inconclusive" else ""
+    causes = [undecided_cause(e, r, delta, claim.direction, alpha) if out == "inconclusive"
+              else ""
               for e, r, out in zip(evidence, reach, outcome)]
     units["cause"] = causes
     reason = _reason(list(outcome), len(evidence))
@@ -253,6 +254,11 @@ UNDECIDED_CAUSES = {
     "too coarse": "the unit's values move in steps larger than the smallest effect (ranks "
                   "among a few layers), so values that agree to the step could still differ "
                   "by as much as the effect: they cannot show that there is no difference",
+    "held back by the adjustment": "the unit's own interval decides it (wholly beyond the "
+                                   "smallest effect, or wholly inside it), but Holm's "
+                                   "adjustment over the claim's units, which keeps the chance "
+                                   "that any of them is decided wrongly at the level, asks "
+                                   "more of it",
     "too few units": "the interval is wider than the smallest effect: with more of the values "
                      "it is over (seeds, models, pairs, folds) it could be decided",
     "near the smallest effect": "the interval is narrower than the smallest effect, but the "
@@ -310,10 +316,11 @@ def at_floor(evidence: Evidence) -> str:
 
 
 def undecided_cause(evidence: Evidence, reach: float, delta: float,
-                    direction: str = "greater") -> str:
+                    direction: str = "greater", alpha: float = ALPHA) -> str:
     """Why an undecided unit is undecided: the first key of :data:`UNDECIDED_CAUSES` that
     applies, with its numbers. ``reach`` is the unit's one-sided bound (:func:`_reach`),
-    ``delta`` the claim's smallest effect on the units' scale, ``direction`` the claim's."""
+    ``delta`` the claim's smallest effect on the units' scale, ``direction`` the claim's,
+    ``alpha`` the level of :func:`decide` (the unit's interval is its ``1 - alpha`` one)."""
     floors = [level for level in evidence.levels if level.kind == "floor" and level.at_level]
     if floors:
         return "at its floor: " + "; ".join(level.describe() for level in floors)
@@ -327,12 +334,30 @@ def undecided_cause(evidence: Evidence, reach: float, delta: float,
         return (f"too coarse: its values move in steps of {evidence.step:.3g}, larger than "
                 f"the smallest effect {delta:.3g}; estimate {evidence.estimate:+.3f}, "
                 f"one-sided bound {reach:.3f}")
+    held = _held_back(evidence, delta, direction, alpha)
+    if held:
+        return f"held back by the adjustment: {held}"
     if not reach < delta:
         spread = "no spread" if not np.isfinite(reach) else f"a one-sided bound of {reach:.3f}"
         return (f"too few units: {spread} from {_over(evidence)}, not inside the smallest "
                 f"effect {delta:.3g}")
     return (f"near the smallest effect: {evidence.estimate:+.3f}, one-sided bound {reach:.3f}, "
             f"smallest effect {delta:.3g}")
+
+
+def _held_back(evidence: Evidence, delta: float, direction: str, alpha: float) -> str:
+    """Where the unit's own interval decides it (:func:`reference_decide`), what it reads
+    alone, in words; "" where it does not. Holm's adjustment over a claim's units is then
+    the only thing that left it undecided."""
+    if not np.isfinite(evidence.se):
+        return ""
+    alone = reference_decide(direction, evidence.estimate, evidence.se, delta, alpha,
+                             evidence.df, evidence.step)
+    if alone not in ("holds", "opposite", "equivalent"):
+        return ""
+    low, high = evidence.interval(alpha)
+    return (f"its {1 - alpha:.0%} interval [{low:+.3f}, {high:+.3f}] alone reads {alone}, "
+            f"and Holm's adjustment over the claim's units asks more of it")
 
 
 def _parted(evidence: Evidence, delta: float, direction: str) -> str:
