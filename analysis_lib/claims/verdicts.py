@@ -247,6 +247,11 @@ UNDECIDED_CAUSES = {
                     "(chance, the majority baseline): the statistic reads the floor there",
     "no headroom": "the control already sits within the smallest effect of its ceiling: the "
                    "effect the claim predicts has no room to show",
+    "held back by the adjustment": "the unit's own interval decides it (wholly beyond the "
+                                   "smallest effect, or wholly inside it), but Holm's "
+                                   "adjustment over the claim's units, which keeps the chance "
+                                   "that any of them is decided wrongly at the level, asks "
+                                   "more of it",
     "its objects part": "of the distinct objects the unit is over (models, pairs of models), "
                         "some clear the smallest effect the paper's way and others sit "
                         "within it of zero or run against it: the claim shows for some of "
@@ -254,11 +259,6 @@ UNDECIDED_CAUSES = {
     "too coarse": "the unit's values move in steps larger than the smallest effect (ranks "
                   "among a few layers), so values that agree to the step could still differ "
                   "by as much as the effect: they cannot show that there is no difference",
-    "held back by the adjustment": "the unit's own interval decides it (wholly beyond the "
-                                   "smallest effect, or wholly inside it), but Holm's "
-                                   "adjustment over the claim's units, which keeps the chance "
-                                   "that any of them is decided wrongly at the level, asks "
-                                   "more of it",
     "too few units": "the interval is wider than the smallest effect: with more of the values "
                      "it is over (seeds, models, pairs, folds) it could be decided",
     "near the smallest effect": "the interval is narrower than the smallest effect, but the "
@@ -327,6 +327,9 @@ def undecided_cause(evidence: Evidence, reach: float, delta: float,
     ceilings = [level for level in evidence.levels if level.kind == "ceiling" and level.stuck]
     if ceilings:
         return "no headroom: " + "; ".join(level.describe() for level in ceilings)
+    held = _held_back(evidence, delta, direction, alpha)
+    if held:
+        return f"held back by the adjustment: {held}"
     parted = _parted(evidence, delta, direction) if not reach < delta else ""
     if parted:
         return f"its objects part: {parted}"
@@ -334,9 +337,6 @@ def undecided_cause(evidence: Evidence, reach: float, delta: float,
         return (f"too coarse: its values move in steps of {evidence.step:.3g}, larger than "
                 f"the smallest effect {delta:.3g}; estimate {evidence.estimate:+.3f}, "
                 f"one-sided bound {reach:.3f}")
-    held = _held_back(evidence, delta, direction, alpha)
-    if held:
-        return f"held back by the adjustment: {held}"
     if not reach < delta:
         spread = "no spread" if not np.isfinite(reach) else f"a one-sided bound of {reach:.3f}"
         return (f"too few units: {spread} from {_over(evidence)}, not inside the smallest "
