@@ -721,3 +721,27 @@ def test_describe_names_every_run_that_failed_the_gate_and_why():
     assert said == "did not train (a, seed 0: loss rose; b, seed 1: no curve)"
     verdict = verdicts.untrained("phang-untuned", {"a, seed 0": "loss rose"})
     assert verdict.reason == "did not train (a, seed 0: loss rose)"
+
+
+def test_the_bound_an_out_of_reach_reason_quotes_is_that_of_the_units_it_counts():
+    """"Out of reach in k units: their one-sided bound (at least b)" names the smallest bound
+    among those k units, never a unit whose bound is inside the smallest effect (a unit
+    whose seeds agree exactly has a bound of zero, and a reason that quoted it would say
+    that 0.000 is not inside 0.02)."""
+    # a cost claim: one unit decided (narrow), one undecided and out of reach (wide)
+    narrow = Evidence.from_values("narrow", [-0.001, -0.001, 0.003])
+    wide = Evidence.from_values("wide", [0.012, 0.002, 0.019])
+    v = decide(_claim("at_most", 0.02), [narrow, wide])
+    assert v.outcome == "inconclusive"
+    reach = dict(zip(v.units.unit, v.units.reach))
+    assert reach["narrow"] < 0.02 <= reach["wide"]
+    assert (f"a cost below it is out of reach in 1 of 2 units: their one-sided bound (at "
+            f"least {reach['wide']:.3f})") in v.reason
+    # a directional claim with a unit whose values are all equal (no spread: a bound of 0)
+    same = Evidence.from_values("same", [0.0, 0.0, 0.0])
+    spread = Evidence.from_values("spread", [0.05, -0.02, 0.01])
+    v = decide(_claim("greater", 0.02), [same, spread])
+    reach = dict(zip(v.units.unit, v.units.reach))
+    assert reach["same"] == 0 and reach["spread"] >= 0.02
+    assert f"(at least {reach['spread']:.3f})" in v.reason
+    assert "(at least 0.000)" not in v.reason

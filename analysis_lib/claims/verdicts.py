@@ -217,7 +217,7 @@ def _undecided_reason(claim: Claim, reason: str, evidence: list[Evidence], cause
         counts = ", ".join(dict.fromkeys(_over(e) for e, out in zip(evidence, short) if out))
         what = "a cost below it" if claim.direction == "at_most" else "equivalence"
         reason += (f"; {what} is out of reach in {int(short.sum())} of {len(evidence)} "
-                   f"units: their one-sided bound (at least {np.nanmin(reach):.3f}) is not "
+                   f"units: their one-sided bound (at least {np.nanmin(reach[short]):.3f}) is not "
                    f"inside the smallest effect {delta:.3g} with the values their intervals "
                    f"are over ({counts}); more of those (as each unit says: seeds, models, "
                    "pairs or folds) would be needed to show no difference")
