@@ -745,3 +745,23 @@ def test_the_bound_an_out_of_reach_reason_quotes_is_that_of_the_units_it_counts(
     assert reach["same"] == 0 and reach["spread"] >= 0.02
     assert f"(at least {reach['spread']:.3f})" in v.reason
     assert "(at least 0.000)" not in v.reason
+
+
+def test_an_out_of_reach_reason_counts_only_the_units_left_undecided():
+    """A unit that holds (or reads opposite) is decided: whether it could have shown no
+    difference is no part of why the claim is undecided, so the reason's "out of reach"
+    count names the undecided units alone, and says nothing when every undecided unit
+    could have been decided."""
+    holds = Evidence.from_values("holds", [0.13, 0.12, 0.11])  # wide, but wholly above
+    undecided = Evidence.from_values("undecided", [0.13, 0.07, -0.02])
+    v = decide(_claim("greater", 0.02), [holds, undecided])
+    outcome = dict(zip(v.units.unit, v.units.outcome))
+    reach = dict(zip(v.units.unit, v.units.reach))
+    assert outcome == {"holds": "holds", "undecided": "inconclusive"}
+    assert reach["holds"] >= 0.02 and reach["undecided"] >= 0.02
+    assert (f"equivalence is out of reach in 1 of 2 units: their one-sided bound (at least "
+            f"{reach['undecided']:.3f})") in v.reason
+    # an undecided unit whose bound is inside the smallest effect: nothing out of reach
+    tight = Evidence.from_values("tight", [0.021, 0.022, 0.020])
+    v = decide(_claim("greater", 0.02), [holds, tight])
+    assert v.outcome == "inconclusive" and "out of reach" not in v.reason

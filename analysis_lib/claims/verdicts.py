@@ -193,15 +193,18 @@ def decide(claim: Claim | str, evidence: Iterable[Evidence] | Evidence, *,
     units["cause"] = causes
     reason = _reason(list(outcome), len(evidence))
     if combined in ("inconclusive", MIXED):
-        reason = _undecided_reason(claim, reason, evidence, causes, est, reach, delta)
+        reason = _undecided_reason(claim, reason, evidence, causes, est, reach, delta,
+                                   outcome == "inconclusive")
     return Verdict(claim, combined, units, alpha, reason + floor_note)
 
 
 def _undecided_reason(claim: Claim, reason: str, evidence: list[Evidence], causes: list[str],
-                      est: np.ndarray, reach: np.ndarray, delta: float) -> str:
+                      est: np.ndarray, reach: np.ndarray, delta: float,
+                      undecided: np.ndarray) -> str:
     """An undecided or mixed claim's reason: the undecided units' causes first, then where
     its estimates point (the paper's way or against it) and whether equivalence (or a cost
-    below the smallest effect) was in reach."""
+    below the smallest effect) was in reach in the ``undecided`` units (a decided unit
+    needs no other outcome)."""
     if any(causes):
         reason = f"undecided: {_cause_summary(causes)}; {reason}"
     beyond = {"none": np.abs(est) > delta, "at_most": est > delta}
@@ -210,7 +213,7 @@ def _undecided_reason(claim: Claim, reason: str, evidence: list[Evidence], cause
         reason += (f"; {against} of {len(evidence)} estimates run against the paper "
                    + ("(beyond the smallest effect)" if claim.direction in beyond else
                       "(on the other side of zero)"))
-    short = ~(reach < delta)
+    short = ~(reach < delta) & undecided
     if short.any():
         # what the interval is over (seeds, models, pairs, folds) is the unit's own: name
         # its count, never assume seeds
