@@ -765,3 +765,63 @@ def test_an_out_of_reach_reason_counts_only_the_units_left_undecided():
     tight = Evidence.from_values("tight", [0.021, 0.022, 0.020])
     v = decide(_claim("greater", 0.02), [holds, tight])
     assert v.outcome == "inconclusive" and "out of reach" not in v.reason
+
+
+def test_a_measured_claim_reads_its_verdict_at_half_and_twice_its_smallest_effect():
+    """The findings' reason of a measured claim ends with what the same rule reads with the
+    smallest effect halved and doubled: "the same" where neither moves it, else both
+    readings, each equal to decide() on the claim with that smallest effect."""
+    steady = [Evidence.from_values("u", [0.50, 0.52, 0.51])]  # far beyond 0.05, 0.1 and 0.2
+    assert verdicts.at_other_effects(_claim("greater", 0.1), steady) == (
+        "; the same at half and at twice the smallest effect")
+    near = [Evidence.from_values("u", [0.15, 0.16, 0.14])]  # beyond 0.1, inside 0.2
+    assert decide(_claim("greater", 0.1), near).outcome == "holds"
+    assert decide(_claim("greater", 0.2), near).outcome == "equivalent"
+    assert verdicts.at_other_effects(_claim("greater", 0.1), near) == (
+        "; half the smallest effect (0.05) reads holds, twice the smallest effect (0.2) "
+        "reads equivalent")
+    # a correlation claim is scaled on Fisher's z: half of r = 0.5 is 0.268, twice 0.8
+    z = records.Claim("t-z", "Wu", "here", "c", "yes", "s", "greater", 0.5, "w",
+                      ("baseline", "zero"), "none", fisher_z=True)
+    unit = [Evidence.from_correlation("u", 0.6, 400)]
+    assert decide(z, unit).outcome == "holds"
+    assert verdicts.at_other_effects(z, unit) == (
+        "; half the smallest effect (0.268) reads holds, twice the smallest effect (0.8) "
+        "reads equivalent")
+    # judge ends each measured claim's reason with it, and leaves a claim it cannot
+    # measure without it
+    paper = records.Paper("Wu")
+    fields = dict(chapter="seeds", control=("baseline", "zero"), paper_effect="none reported")
+
+    @paper.claim("t-near", "here", "c", "yes", "s", "greater", 0.1, "w", **fields)
+    def close(values):
+        return [Evidence.from_values("u", values)]
+
+    @paper.claim("t-none", "here", "c", "yes", "s", "greater", 0.1, "w", **fields)
+    def nothing(other):
+        raise records.NotMeasured("not measured: the section did not run")
+
+    found = verdicts.judge(paper.claims, {"values": [0.15, 0.16, 0.14], "other": 1})
+    assert found.loc["t-near", "how"].endswith("twice the smallest effect (0.2) reads "
+                                               "equivalent")
+    assert "smallest effect" not in found.loc["t-none", "how"]
+
+
+@pytest.mark.parametrize("direction", ["greater", "less", "none", "at_most"])
+def test_a_verdict_moves_with_its_smallest_effect_only_the_way_the_rule_allows(direction):
+    """Halving the smallest effect can only help a verdict that needs its units beyond it
+    (holds for a directional claim, opposite), doubling it only one that needs them inside
+    it (equivalent, a cost that holds): drawn units, one and three per claim."""
+    rng = np.random.default_rng(7)
+    beyond = {"holds"} if direction in ("greater", "less") else set()
+    beyond |= {"opposite"}
+    inside = {"equivalent"} | ({"holds"} if direction == "at_most" else set())
+    claims_at = {f: _claim(direction, 0.1 * f) for f in (0.5, 1.0, 2.0)}
+    for _ in range(100):
+        units = [Evidence.from_values(f"u{k}", rng.normal(rng.normal(0, 0.2), 0.05, 3))
+                 for k in range(rng.choice([1, 3]))]
+        read = {f: decide(c, units).outcome for f, c in claims_at.items()}
+        if read[1.0] in beyond:
+            assert read[0.5] == read[1.0], (read, [u.estimate for u in units])
+        if read[1.0] in inside:
+            assert read[2.0] == read[1.0], (read, [u.estimate for u in units])

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -439,7 +440,9 @@ def judge(claims: Sequence[Claim], results: Mapping[str, Any], *, alpha: float =
     (:func:`conditional`, the first that does not is named); a chain that cycles or names
     no claim is a ``ValueError`` (:func:`~analysis_lib.claims.preconditions`; ids are
     looked up among ``claims`` first). A result that no claim reads is an error: a
-    misspelt name would otherwise leave its claim "not measured"."""
+    misspelt name would otherwise leave its claim "not measured". A measured claim's reason
+    ends with what the rule reads at half and at twice its smallest effect
+    (:func:`at_other_effects`)."""
     claims = list(claims)
     chains = {id(claim): preconditions(claim, claims) for claim in claims}
     known = {name for claim in claims for name in results_read(claim, claims)}
@@ -492,7 +495,48 @@ def _decided(claim: Claim, units: Sequence[Evidence], results: Mapping[str, Any]
     fine-tuning grid."""
     if GRID in claim.gates:
         units = with_adequacy(units, results.get(ADEQUACY))
-    return decide(claim, units, alpha=alpha)
+    units = list(units)
+    verdict = decide(claim, units, alpha=alpha)
+    if verdict.outcome == NOT_MEASURED:
+        return verdict
+    return replace(verdict, reason=verdict.reason + at_other_effects(claim, units, alpha,
+                                                                      verdict.outcome))
+
+
+#: the multiples of a claim's smallest effect at which :func:`judge` reads its verdict too
+OTHER_EFFECTS = (0.5, 2.0)
+
+
+def at_other_effects(claim: Claim, evidence: Sequence[Evidence], alpha: float = ALPHA,
+                     outcome: str | None = None) -> str:
+    """The clause a measured claim's reason ends with in the findings (:func:`judge`): what
+    :func:`decide` reads on the same ``evidence`` with the claim's smallest effect halved
+    and doubled (:data:`OTHER_EFFECTS`; for a correlation claim, on Fisher's z). The
+    smallest effect is a choice, argued claim by claim but a choice, and the clause shows
+    whether the verdict rests on where that line was drawn. A verdict that needs its units
+    beyond the line (holds for a directional claim, opposite) reads the same at half of it,
+    and one that needs them inside it (equivalent, a cost that holds) the same at twice it;
+    the clause says which reading would change, and to what."""
+    outcome = outcome or decide(claim, evidence, alpha=alpha).outcome
+    scaled = {factor: _scaled(claim, factor) for factor in OTHER_EFFECTS}
+    read = {factor: decide(other, evidence, alpha=alpha).outcome
+            for factor, other in scaled.items()}
+    if all(found == outcome for found in read.values()):
+        return "; the same at half and at twice the smallest effect"
+    named = {0.5: "half", 2.0: "twice"}
+    return "; " + ", ".join(
+        f"{named.get(factor, f'{factor:g} times')} the smallest effect "
+        f"({scaled[factor].smallest_effect:.3g}) reads {found}"
+        for factor, found in read.items())
+
+
+def _scaled(claim: Claim, factor: float) -> Claim:
+    """``claim`` with its smallest effect ``factor`` times as large on the scale its units
+    are compared on (:attr:`~analysis_lib.claims.claim.Claim.delta`): for a correlation
+    claim, Fisher's z, so that twice a correlation of 0.5 is 0.8, not 1."""
+    if claim.fisher_z:
+        return replace(claim, smallest_effect=math.tanh(factor * claim.delta))
+    return replace(claim, smallest_effect=factor * claim.smallest_effect)
 
 
 def conditional(verdict: Verdict, precondition: Verdict) -> Verdict:
