@@ -122,9 +122,16 @@ def test_an_undecided_verdict_on_the_page_says_how_it_was_reached(tmp_path):
     # how it was reached is with the claim in full, under the table's fold
     full = next(x for x in text.splitlines() if x.startswith("- `phang-skip-bottom`"))
     assert "Verdict inconclusive: " in full and "run against the paper" in full
-    # a decided verdict stands alone
-    decided = findings.page(table.assign(verdict="holds"), "default")
-    assert "Verdict holds" not in decided
+    # a decided verdict shows only what it reads at half and at twice its smallest effect
+    clause = ("half the smallest effect (0.01) reads holds, twice the smallest effect "
+              "(0.04) reads inconclusive")
+    decided = findings.page(table.assign(verdict="holds", how=f"Holm over 2 units; {clause}"),
+                            "default")
+    full = next(x for x in decided.splitlines() if x.startswith("- `phang-skip-bottom`"))
+    assert f"Verdict holds: {clause}." in full and "Holm" not in full
+    assert "Verdict holds" not in findings.page(table.assign(verdict="holds"), "default")
+    assert "Verdict not measured" not in findings.page(
+        table.assign(verdict="not measured", how=f"x; {clause}"), "default")
 
 
 def test_the_front_page_answer_states_every_claim_in_words_with_its_verdict(tmp_path):

@@ -825,3 +825,17 @@ def test_a_verdict_moves_with_its_smallest_effect_only_the_way_the_rule_allows(d
             assert read[0.5] == read[1.0], (read, [u.estimate for u in units])
         if read[1.0] in inside:
             assert read[2.0] == read[1.0], (read, [u.estimate for u in units])
+
+
+def test_the_clause_at_half_and_twice_is_found_again_in_a_reason():
+    """The findings page shows a decided verdict's readings at half and at twice its smallest
+    effect by finding the clause at_other_effects wrote at the end of its reason."""
+    near = [Evidence.from_values("u", [0.15, 0.16, 0.14])]
+    for units in (near, [Evidence.from_values("u", [0.50, 0.52, 0.51])]):
+        clause = verdicts.at_other_effects(_claim("greater", 0.1), units)
+        assert verdicts.other_effects_clause("Holm over 2 units" + clause) == clause[2:]
+        assert verdicts.other_effects_clause(clause[2:]) == clause[2:]  # the reason alone
+    assert verdicts.other_effects_clause("Holm over 2 units") == ""
+    assert verdicts.other_effects_clause("half the smallest effect (0.05) reads holds") == ""
+    assert verdicts.other_effects_clause("x; the same at half and at twice the smallest "
+                                         "effect; more") == ""

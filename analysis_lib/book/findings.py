@@ -235,9 +235,16 @@ def _cell(text: object) -> str:
 
 def _how(row: dict) -> str:
     """How an undecided or mixed verdict was reached (which units disagree, which estimates
-    run against the paper, whether equivalence was in reach), or ``""``."""
+    run against the paper, whether equivalence was in reach); for a decided one, what it
+    reads at half and at twice its smallest effect
+    (:func:`~analysis_lib.claims.verdicts.other_effects_clause`); ``""`` for a claim not
+    measured."""
+    from ..claims.verdicts import other_effects_clause
+
     how = str(row.get("how", "") or "").removeprefix("one unit").removeprefix("; ")
-    return how if row["verdict"] in ("inconclusive", "mixed") else ""
+    if row["verdict"] in ("inconclusive", "mixed"):
+        return how
+    return other_effects_clause(how) if row["verdict"] != "not measured" else ""
 
 
 #: each verdict's colour in the findings chart
@@ -342,8 +349,9 @@ def page(table: pd.DataFrame, profile: str) -> str:
                  row["what this run shows"])
         lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {link} |")
     lines += ["", "```{admonition} Each claim in full: what the paper reports, its effect, "
-                  "the smallest effect read here, the control, and how an undecided verdict "
-                  "was reached", ":class: dropdown", ""]
+                  "the smallest effect read here, the control, how an undecided verdict was "
+                  "reached, and what each verdict reads at half and at twice its smallest "
+                  "effect", ":class: dropdown", ""]
     for row in table.to_dict(orient="records"):
         effect = _cell(row["the paper's effect"])
         how = f" Verdict {row['verdict']}: {_cell(_how(row))}." if _how(row) else ""

@@ -530,6 +530,20 @@ def at_other_effects(claim: Claim, evidence: Sequence[Evidence], alpha: float = 
         for factor, found in read.items())
 
 
+#: how the clause of :func:`at_other_effects` opens, in either of its forms
+_OTHER_EFFECTS_CLAUSE = re.compile(
+    r"(?:^|; )(the same at half and at twice the smallest effect|half the smallest effect "
+    r"\([^)]*\) reads \w+, twice the smallest effect \([^)]*\) reads \w+)$")
+
+
+def other_effects_clause(reason: str) -> str:
+    """The clause :func:`at_other_effects` ended ``reason`` with (without its ``"; "``; the
+    whole of a reason that is that clause alone), or ``""`` where it ends with none (a
+    claim not measured, a reason from :func:`decide` alone)."""
+    found = _OTHER_EFFECTS_CLAUSE.search(reason)
+    return found.group(1) if found else ""
+
+
 def _scaled(claim: Claim, factor: float) -> Claim:
     """``claim`` with its smallest effect ``factor`` times as large on the scale its units
     are compared on (:attr:`~analysis_lib.claims.claim.Claim.delta`): for a correlation
