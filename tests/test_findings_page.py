@@ -396,3 +396,25 @@ def test_no_book_page_types_a_claims_estimate():
              for line in page.read_text().splitlines()
              if signed.search(line) and any(cid in line for cid in claims.CLAIMS)]
     assert not typed, typed
+
+
+def test_the_page_counts_the_verdicts_that_read_the_same_at_half_and_twice_their_line():
+    """The page says how many measured verdicts read the same with each claim's smallest
+    effect halved and doubled, counted from the clause each reason ends with; a table
+    whose reasons hold no such clause (an older build's) gets no such sentence."""
+    from analysis_lib.claims import claim as records
+
+    line = records.Claim("t", "Wu", "", "", "", "", "greater", 0.1, "w", ("baseline", "zero"),
+                         "none")
+    near = [Evidence.from_values("u", [0.15, 0.16, 0.14])]  # equivalent at twice the line
+    far = [Evidence.from_values("u", [0.50, 0.52, 0.51])]
+    hows = ["one unit" + verdicts.at_other_effects(line, units) for units in (near, far, far)]
+    table = pd.DataFrame({"claim id": ["a", "b", "c", "d"],
+                          "verdict": ["holds", "holds", "holds", "not measured"],
+                          "how": [*hows, "not measured: no runs"]})
+    table = table.assign(**{c: "" for c in findings.COLUMNS if c not in table.columns})
+    assert findings._steady(table) == (2, 3)
+    assert "2 of the 3 measured verdicts read the same" in findings.page(table, "default")
+    older = table.assign(how="one unit")
+    assert findings._steady(older) is None
+    assert "measured verdicts read the same" not in findings.page(older, "default")

@@ -329,6 +329,11 @@ def page(table: pd.DataFrame, profile: str) -> str:
         "prints the same table, and `findings.csv` beside the executed notebooks holds it.",
         "",
     ]
+    steady = _steady(table)
+    if steady:
+        lines += [f"{steady[0]} of the {steady[1]} measured verdicts read the same with each "
+                  "claim's smallest effect halved and doubled; each of the others says, with "
+                  "the claim in full below, what it reads there.", ""]
     shown = chart(table)
     if shown is not None:
         lines += [
@@ -362,6 +367,21 @@ def page(table: pd.DataFrame, profile: str) -> str:
                   f"{how}"]
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def _steady(table: pd.DataFrame) -> tuple[int, int] | None:
+    """(verdicts that read the same at half and at twice their smallest effect, measured
+    verdicts that say what they read there), or None where none says
+    (:func:`~analysis_lib.claims.verdicts.other_effects_clause`)."""
+    from ..claims.verdicts import other_effects_clause
+
+    clauses = [other_effects_clause(str(how)) for how, verdict in zip(table["how"],
+                                                                      table["verdict"])
+               if verdict != "not measured"]
+    said = [c for c in clauses if c]
+    if not said:
+        return None
+    return sum(c.startswith("the same") for c in said), len(said)
 
 
 #: the line of the front page that the build replaces with :func:`answer`
