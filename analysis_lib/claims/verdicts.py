@@ -524,13 +524,12 @@ def at_other_effects(claim: Claim, evidence: Sequence[Evidence], alpha: float = 
     if all(found == outcome for found in read.values()):
         return "; the same at half and at twice the smallest effect"
     named = {0.5: "half", 2.0: "twice"}
-    return "; " + ", ".join(
-        f"{named.get(factor, f'{factor:g} times')} the smallest effect "
-        f"({scaled[factor].smallest_effect:.3g}) reads {found}"
-        for factor, found in read.items())
+    return "; " + ", ".join(f"{named[factor]} the smallest effect "
+                            f"({scaled[factor].smallest_effect:.3g}) reads {found}"
+                            for factor, found in read.items())
 
 
-#: how the clause of :func:`at_other_effects` opens, in either of its forms
+#: the clause :func:`at_other_effects` writes, in either of its forms, at a reason's end
 _OTHER_EFFECTS_CLAUSE = re.compile(
     r"(?:^|; )(the same at half and at twice the smallest effect|half the smallest effect "
     r"\([^)]*\) reads \w+, twice the smallest effect \([^)]*\) reads \w+)$")
