@@ -161,7 +161,7 @@ def depth_loss(b: np.ndarray, Z: np.ndarray, depth: np.ndarray, rank: int
     and returned in float64."""
     B = b.reshape(rank, Z.shape[1]).astype(Z.dtype)
     P = Z @ B.T
-    residual = np.einsum("ij,ij->i", P, P) - depth
+    residual = np.einsum("ij,ij->i", P, P) - depth.astype(Z.dtype, copy=False)
     gradient = (4.0 / len(Z)) * (P * residual[:, None]).T @ Z
     return float(np.mean(residual.astype(np.float64) ** 2)), gradient.astype(np.float64).ravel()
 
@@ -176,8 +176,15 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     ``||(x / scale) @ B.T||^2``. The scaled features are of order one and the fit runs in
     float32, a third of float64's time; ``max_iter`` stops it early (on MiniLM's third
     layer and 4,000 tweet words, the held-out correlation after 100 iterations, 0.499,
-    is that after 300, 0.501)."""
+    is that after 300, 0.501).
+
+    The fit runs on one BLAS thread. SciPy's L-BFGS-B and NumPy's products each bring their
+    own OpenBLAS, whose idle threads keep spinning for a while after a call; alternating
+    the two on a machine with few cores, each library's threads wait for cores the other's
+    hold, and the fit ran seven times slower on two threads than on one
+    (``benchmarks/bench_probe.py``)."""
     from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
 
     X = np.asarray(X, dtype=np.float64)
     depth = np.asarray(depth, dtype=np.float64)
@@ -188,8 +195,9 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     start = rng.standard_normal((rank, Z.shape[1])) / np.sqrt(Z.shape[1])
     typical = np.mean(np.einsum("ij,ij->i", Z @ start.T, Z @ start.T))
     start *= np.sqrt(max(np.mean(depth), 1.0) / typical)  # start at the depths' size
-    found = minimize(depth_loss, start.ravel(), args=(Z, depth, rank), jac=True,
-                     method="L-BFGS-B", options={"maxiter": max_iter})
+    with threadpool_limits(limits=1, user_api="blas"):
+        found = minimize(depth_loss, start.ravel(), args=(Z, depth, rank), jac=True,
+                         method="L-BFGS-B", options={"maxiter": max_iter})
     return found.x.reshape(rank, Z.shape[1]), scale
 
 

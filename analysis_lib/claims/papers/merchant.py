@@ -348,8 +348,8 @@ def structural(structural: Mapping[tuple[str, str], tuple[pd.DataFrame,
     probe's), one value per seed; the note gives the best layers."""
     if not structural:
         raise NotMeasured("not measured: this build ran no structural probe (its "
-                          "structural_rank is 0, as in the default profile, whose budget "
-                          "leaves it out); the larger profile runs it (structural_rank 32)")
+                          "structural_rank is 0); the default and larger profiles run it "
+                          "(structural_rank 32)")
     out = []
     for (model, task), (base_all, tuned_all) in structural.items():
         for probe, base in _by_probe(base_all):
