@@ -550,6 +550,34 @@ def test_tree_distances_agree_with_shortest_paths_on_random_trees():
     assert np.array_equal(found.distance, paths[found["first"], found["second"]])
 
 
+def test_row_spearman_is_spearmanr_of_each_rows_known_entries():
+    """The fast path against its reference, row by row: scipy's spearmanr of the entries
+    whose silver value is known, with ties in both (a rounded prediction, integer tree
+    distances), missing pairs and a row of equal distances (NaN, as spearmanr's)."""
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(5)
+    for n in [2, 3, 5, 8, 13] * 8:
+        predicted = np.round(rng.standard_normal((n, n)) * 1e3, rng.integers(-3, 1)) + 1e6
+        silver = rng.integers(1, 5, (n, n)).astype(float)
+        silver[rng.random((n, n)) < 0.25] = np.nan
+        np.fill_diagonal(silver, np.nan)
+        silver[np.arange(n), (np.arange(n) + 1) % n] = 1.0  # every row knows one entry
+        silver[0, np.isfinite(silver[0])] = 2.0  # a row of equal distances
+        found = probing.row_spearman(predicted, silver)
+        for row, known in enumerate(np.isfinite(silver)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # spearmanr warns of constant input
+                expected = spearmanr(predicted[row][known], silver[row][known]).statistic
+            if np.isnan(expected):
+                assert np.isnan(found[row])
+            else:
+                assert found[row] == pytest.approx(expected, abs=1e-12)
+    assert np.isnan(found[0])
+
+
 def test_distance_probe_recovers_planted_distances_and_not_noise():
     """Synthetic ground truth: pair distances that are a low-rank map's squared distances
     give a held-out Spearman near one, noise one near zero; the same seed, the same

@@ -253,7 +253,6 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
     predicted and silver distances to the sentence's other words, mean over its words and
     then over the sentences (their "DSpr."); ``n_sentences`` counts them. The held-out
     sentences are :func:`depth_probe`'s; the embedding layer is left out, as there."""
-    from scipy.stats import spearmanr
 
     sentence = np.asarray(sentence)
     test = held_out_words(sentence, held_out, seed)
@@ -282,14 +281,31 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
             P = (X[members] / scale) @ B.T
             norms = np.einsum("ij,ij->i", P, P)
             predicted = norms[:, None] + norms[None, :] - 2 * P @ P.T
-            rho = [spearmanr(predicted[w][known], silver[w][known]).statistic
-                   for w, known in enumerate(np.isfinite(silver))
-                   if np.ptp(silver[w][known]) > 0]
-            if rho:
-                per_sentence.append(np.mean(rho))
+            rho = row_spearman(predicted, silver)
+            varies = np.nanmax(silver, axis=1) > np.nanmin(silver, axis=1)
+            if varies.any():
+                per_sentence.append(np.mean(rho[varies]))
         rows.append({"layer": layer, "spearman": float(np.mean(per_sentence)),
                      "n_sentences": len(per_sentence)})
     return pd.DataFrame(rows)
+
+
+def row_spearman(predicted: np.ndarray, silver: np.ndarray) -> np.ndarray:
+    """Each row's Spearman correlation between ``predicted`` and ``silver`` over the entries
+    where ``silver`` is finite: Pearson's correlation of the row's ranks, ties at their mean
+    rank, as :func:`scipy.stats.spearmanr` of each row's known entries gives it (the
+    reference the tests hold it to), in one pass over all rows. A row whose known silver
+    values are all equal gives NaN; every row needs one known entry."""
+    from scipy.stats import rankdata
+
+    known = np.isfinite(silver)
+    p, s = (rankdata(np.where(known, values, np.nan), axis=1, nan_policy="omit")
+            for values in (predicted, silver))
+    p -= np.nanmean(p, axis=1, keepdims=True)
+    s -= np.nanmean(s, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nansum(p * s, axis=1) / np.sqrt(np.nansum(p * p, axis=1)
+                                                  * np.nansum(s * s, axis=1))
 
 
 def _sentence_distances(first: np.ndarray, second: np.ndarray, gold: np.ndarray,
