@@ -293,7 +293,7 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
 def row_spearman(predicted: np.ndarray, silver: np.ndarray) -> np.ndarray:
     """Each row's Spearman correlation between ``predicted`` and ``silver`` over the entries
     where ``silver`` is finite: Pearson's correlation of the row's ranks, ties at their mean
-    rank, as :func:`scipy.stats.spearmanr` of each row's known entries gives it (the
+    rank, as ``scipy.stats.spearmanr`` of each row's known entries gives it (the
     reference the tests hold it to), in one pass over all rows. A row whose known silver
     values are all equal gives NaN; every row needs one known entry."""
     from scipy.stats import rankdata
