@@ -29,6 +29,33 @@ def test_results_come_back_in_the_jobs_order_from_other_processes():
     assert here not in away and 1 <= len(set(away)) <= 2
 
 
+def test_side_by_side_threads_give_the_bits_of_one_thread_and_set_blas_back():
+    """Fits of many BLAS calls (the structural probe's L-BFGS-B, an eigendecomposition) in
+    a pool of threads, each on one BLAS thread: the same bits as one after another, in the
+    items' order, and the BLAS libraries back on their own thread counts afterwards."""
+    from analysis_lib.training import probes
+
+    rng = np.random.default_rng(0)
+    rows = [rng.standard_normal((300, 24)) * rng.uniform(0.5, 3.0, 24) for _ in range(4)]
+    depth = rng.integers(0, 6, 300).astype(float)
+
+    def fit(X):
+        B, scale = probes.depth_probe_fit(X, depth, rank=4, max_iter=30)
+        return B, scale, np.linalg.eigh(X.T @ X)[0]
+
+    before = [lib["num_threads"] for lib in workers.blas().info()]
+    alone = workers.side_by_side(fit, rows, threads=1)
+    together = workers.side_by_side(fit, rows, threads=3)
+    assert [lib["num_threads"] for lib in workers.blas().info()] == before
+    assert len(together) == 4
+    for one, other in zip(alone, together):
+        assert all(np.array_equal(a, b) for a, b in zip(one, other))
+    assert not np.array_equal(alone[0][0], alone[1][0])  # each item its own fit, in order
+    assert workers.side_by_side(fit, [], threads=2) == []
+    with pytest.raises(ValueError, match="math domain error"):
+        workers.side_by_side(math.sqrt, [4.0, -1.0], threads=2)
+
+
 def test_a_jobs_error_is_raised_as_it_was_raised():
     with pytest.raises(ValueError, match="math domain error"):
         workers.map_jobs(math.sqrt, [(4.0,), (-1.0,)], workers=2)

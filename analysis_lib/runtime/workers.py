@@ -28,8 +28,9 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import lru_cache
 from typing import Any
 
 from .machine import cores
@@ -96,6 +97,31 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
         raise RuntimeError(
             f"a worker process of analysis_lib ended before its job did (out of memory, or "
             f"killed): {error}. Set {ENV}=1 to compute every job in this process") from error
+
+
+@lru_cache(maxsize=1)
+def blas() -> Any:
+    """The threadpoolctl controller of the BLAS libraries loaded in this process."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def side_by_side(function: Callable[[Any], Any], items: Sequence[Any], *,
+                 threads: int | None = None) -> list[Any]:
+    """``[function(x) for x in items]`` on a pool of ``threads`` threads (default: one per
+    core; at most one per item), with every BLAS library on one thread meanwhile. For work
+    that spends its time in NumPy's and SciPy's BLAS and LAPACK calls, which release the
+    interpreter lock, so the threads compute at once: a factorisation, or a small fit of
+    many products. Each item then computes on one BLAS thread however many run beside it,
+    so its numbers do not depend on the pool's size (``tests/test_workers.py`` compares
+    them bit for bit with one thread)."""
+    count = max(1, min(len(items), cores() if threads is None else int(threads)))
+    with blas().limit(limits=1, user_api="blas"):
+        if count == 1:
+            return [function(x) for x in items]
+        with ThreadPoolExecutor(count) as pool:
+            return list(pool.map(function, items))
 
 
 def cpu_seconds() -> float:

@@ -20,6 +20,7 @@ from ..data.tasks import Split, Task, split_corpus
 from ..layers import check_layer
 from ..models import LoadedModel, load
 from ..runtime.profile import profiled
+from ..runtime.workers import blas, side_by_side
 
 if TYPE_CHECKING:
     import sklearn.linear_model
@@ -184,7 +185,6 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     hold, and the fit ran seven times slower on two threads than on one
     (``benchmarks/bench_probe.py``)."""
     from scipy.optimize import minimize
-    from threadpoolctl import threadpool_limits
 
     X = np.asarray(X, dtype=np.float64)
     depth = np.asarray(depth, dtype=np.float64)
@@ -195,7 +195,7 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     start = rng.standard_normal((rank, Z.shape[1])) / np.sqrt(Z.shape[1])
     typical = np.mean(np.einsum("ij,ij->i", Z @ start.T, Z @ start.T))
     start *= np.sqrt(max(np.mean(depth), 1.0) / typical)  # start at the depths' size
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas().limit(limits=1, user_api="blas"):
         found = minimize(depth_loss, start.ravel(), args=(Z, depth, rank), jac=True,
                          method="L-BFGS-B", options={"maxiter": max_iter})
     return found.x.reshape(rank, Z.shape[1]), scale
@@ -213,7 +213,9 @@ def depth_probe(layers: Sequence[np.ndarray], depth: np.ndarray, sentence: np.nd
     over those sentences (Hewitt and Manning's "NSpr.", who average over sentence lengths 5
     to 50); ``n_sentences`` counts them. The held-out sentences are
     :func:`label_probes`'s for the same ``seed`` and ``held_out``; the embedding layer is
-    left out, as there."""
+    left out, as there. The layers' fits run side by side, one per core, each on one BLAS
+    thread (:func:`~analysis_lib.runtime.workers.side_by_side`): the same numbers as one
+    after another."""
     from scipy.stats import spearmanr
 
     sentence = np.asarray(sentence)
@@ -224,14 +226,16 @@ def depth_probe(layers: Sequence[np.ndarray], depth: np.ndarray, sentence: np.nd
     if not scored:
         raise ValueError(f"no held-out sentence has {min_words} or more word rows of more "
                          "than one depth: give more rows per sentence or a smaller min_words")
-    rows = []
     for layer, X in enumerate(layers[1:], start=1):
-        X = np.asarray(X, dtype=np.float64)
         if len(X) != len(depth) or len(X) != len(sentence):
             raise ValueError(f"layer {layer} has {len(X)} rows, the depths {len(depth)} and "
                              f"the sentence index {len(sentence)}: give one per word row")
-        B, scale = depth_probe_fit(X[~test], depth[~test], rank=rank, seed=seed)
-        P = (X / scale) @ B.T
+    fits = side_by_side(lambda X: depth_probe_fit(np.asarray(X, dtype=np.float64)[~test],
+                                                  depth[~test], rank=rank, seed=seed),
+                        layers[1:])
+    rows = []
+    for layer, (X, (B, scale)) in enumerate(zip(layers[1:], fits), start=1):
+        P = (np.asarray(X, dtype=np.float64) / scale) @ B.T
         predicted = np.einsum("ij,ij->i", P, P)
         rho = [spearmanr(predicted[r], depth[r]).statistic for r in scored]
         rows.append({"layer": layer, "spearman": float(np.mean(rho)),
@@ -252,7 +256,8 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
     sentence with at least ``min_words`` rows, each word's Spearman correlation between its
     predicted and silver distances to the sentence's other words, mean over its words and
     then over the sentences (their "DSpr."); ``n_sentences`` counts them. The held-out
-    sentences are :func:`depth_probe`'s; the embedding layer is left out, as there."""
+    sentences are :func:`depth_probe`'s; the embedding layer is left out, as there. The
+    layers' fits run side by side, as :func:`depth_probe`'s."""
 
     sentence = np.asarray(sentence)
     test = held_out_words(sentence, held_out, seed)
@@ -268,14 +273,20 @@ def distance_probe(layers: Sequence[np.ndarray], distances: pd.DataFrame, senten
     if not train.size or not scored:
         raise ValueError(f"too few pairs: the probe needs pairs of words in the training "
                          f"sentences and held-out sentences with {min_words} or more word rows")
-    rows = []
     for layer, X in enumerate(layers[1:], start=1):
-        X = np.asarray(X, dtype=np.float64)
         if len(X) != len(sentence):
             raise ValueError(f"layer {layer} has {len(X)} rows and the sentence index "
                              f"{len(sentence)}: give one per word row")
-        B, scale = depth_probe_fit(X[first[train]] - X[second[train]], gold[train],
-                                   rank=rank, seed=seed)
+
+    def fit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = np.asarray(X, dtype=np.float64)
+        return depth_probe_fit(X[first[train]] - X[second[train]], gold[train], rank=rank,
+                               seed=seed)
+
+    rows = []
+    for layer, (X, (B, scale)) in enumerate(zip(layers[1:], side_by_side(fit, layers[1:])),
+                                            start=1):
+        X = np.asarray(X, dtype=np.float64)
         per_sentence = []
         for members, silver in scored:
             P = (X[members] / scale) @ B.T
