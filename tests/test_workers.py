@@ -56,6 +56,28 @@ def test_side_by_side_threads_give_the_bits_of_one_thread_and_set_blas_back():
         workers.side_by_side(math.sqrt, [4.0, -1.0], threads=2)
 
 
+def test_the_blas_controller_takes_in_libraries_loaded_after_it_was_made():
+    """A limit set through a controller made before SciPy's optimizers were imported left
+    their OpenBLAS out: the structural probe's fits then ran on two pools again, ten times
+    slower. The controller is made again after an import."""
+    script = (
+        "from threadpoolctl import ThreadpoolController\n"
+        "from analysis_lib.runtime import workers\n"
+        "first = {lib['filepath'] for lib in workers.blas().info()}\n"
+        "import scipy.optimize, numpy\n"
+        "later = {lib['filepath'] for lib in workers.blas().info()}\n"
+        "fresh = {lib['filepath'] for lib in ThreadpoolController().info()}\n"
+        "assert later == fresh and later - first, (first, later, fresh)\n"
+        "with workers.blas().limit(limits=1, user_api='blas'):\n"
+        "    inside = [lib['num_threads'] for lib in ThreadpoolController().info()\n"
+        "              if lib['user_api'] == 'blas']\n"
+        "assert inside and set(inside) == {1}, inside\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_jobs_error_is_raised_as_it_was_raised():
     with pytest.raises(ValueError, match="math domain error"):
         workers.map_jobs(math.sqrt, [(4.0,), (-1.0,)], workers=2)

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from functools import lru_cache
 from typing import Any
 
 from .machine import cores
@@ -99,12 +98,19 @@ def map_jobs(function: Callable[..., Any], jobs: Iterable[Sequence[Any]], *,
             f"killed): {error}. Set {ENV}=1 to compute every job in this process") from error
 
 
-@lru_cache(maxsize=1)
+_blas: list[Any] = [None, -1]  # the controller, and how many modules were loaded then
+
+
 def blas() -> Any:
-    """The threadpoolctl controller of the BLAS libraries loaded in this process."""
+    """The threadpoolctl controller of the BLAS libraries loaded in this process, made again
+    after any import: a module can load a BLAS library of its own (SciPy's optimizers bring
+    their OpenBLAS beside NumPy's), and a controller made before it would leave that
+    library's threads out of every limit."""
     from threadpoolctl import ThreadpoolController
 
-    return ThreadpoolController()
+    if _blas[1] != len(sys.modules):
+        _blas[:] = [ThreadpoolController(), len(sys.modules)]
+    return _blas[0]
 
 
 def side_by_side(function: Callable[[Any], Any], items: Sequence[Any], *,

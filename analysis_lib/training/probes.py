@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize  # its BLAS library loads with this module, before any limit
 
 from ..data.labels import LABEL_SETS
 from ..data.tasks import Split, Task, split_corpus
@@ -184,8 +185,6 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     the two on a machine with few cores, each library's threads wait for cores the other's
     hold, and the fit ran seven times slower on two threads than on one
     (``benchmarks/bench_probe.py``)."""
-    from scipy.optimize import minimize
-
     X = np.asarray(X, dtype=np.float64)
     depth = np.asarray(depth, dtype=np.float64)
     scale = X.std(axis=0)
