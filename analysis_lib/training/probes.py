@@ -121,7 +121,9 @@ def label_probes(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: n
 
     Each probe is fitted to scikit-learn's default tolerance (1e-4), not stopped early: a
     looser one (1e-3) moved the accuracies by up to 0.006 on MiniLM's layers, which was enough
-    to move the claim of ``merchant.no_forgetting``'s interval across its smallest effect."""
+    to move the claim of ``merchant.no_forgetting``'s interval across its smallest effect.
+    The layers' probes are fitted side by side, one per core, each on one BLAS thread
+    (:func:`~analysis_lib.runtime.workers.side_by_side`)."""
     from sklearn.preprocessing import StandardScaler
 
     sentence = np.asarray(sentence)
@@ -143,10 +145,10 @@ def label_probes(layers: Sequence[np.ndarray], labels: pd.DataFrame, sentence: n
                                     .predict(Z[test]) == labels[name].to_numpy()[test]))
                 for name in label_sets}
 
-    lexical = scored(0, layers[0])
+    lexical, *per_layer = side_by_side(lambda item: scored(*item), list(enumerate(layers)))
     rows = []
-    for layer, X in enumerate(layers[1:], start=1):
-        for name, accuracy in scored(layer, X).items():
+    for layer, accuracies in enumerate(per_layer, start=1):
+        for name, accuracy in accuracies.items():
             y = labels[name].to_numpy()
             values, counts = np.unique(y[~test], return_counts=True)
             rows.append({"layer": layer, "labels": name, "accuracy": accuracy,
