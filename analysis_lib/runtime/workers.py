@@ -121,7 +121,9 @@ def side_by_side(function: Callable[[Any], Any], items: Sequence[Any], *,
     interpreter lock, so the threads compute at once: a factorisation, or a small fit of
     many products. Each item then computes on one BLAS thread however many run beside it,
     so its numbers do not depend on the pool's size (``tests/test_workers.py`` compares
-    them bit for bit with one thread)."""
+    them bit for bit with one thread). The similarity backend's factorisations run side by
+    side the same way, in the backend's own method, so that a measure's number is reached
+    through the similarity package alone."""
     count = max(1, min(len(items), cores() if threads is None else int(threads)))
     with blas().limit(limits=1, user_api="blas"):
         if count == 1:

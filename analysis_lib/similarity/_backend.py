@@ -43,6 +43,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,6 @@ import array_api_compat.numpy as xnp
 import numpy as np
 
 from ..runtime import device as devices
-from ..runtime.workers import blas, side_by_side
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -170,11 +170,24 @@ class Backend:
         return [None if Linv is None else self.asarray(Linv) for Linv in found]
 
     def _side_by_side(self, fn, items: list) -> list:
-        """``[fn(x) for x in items]`` in a pool of as many threads as this backend has BLAS
-        threads (:func:`analysis_lib.runtime.workers.side_by_side`), each item on one BLAS
-        thread: a factorisation then gives the same bits however many run beside it, so a
-        layer's numbers do not depend on the other layers of a call."""
-        return side_by_side(fn, items, threads=self.threads())
+        """``[fn(x) for x in items]`` in a pool of as many workers as this backend has
+        threads (at most one per item), each item on one BLAS thread: a factorisation then
+        gives the same bits however many run beside it, so a layer's numbers do not depend
+        on the other layers of a call."""
+        workers = min(len(items), self.threads())
+        with blas().limit(limits=1, user_api="blas"):
+            if workers == 1:
+                return [fn(x) for x in items]
+            with ThreadPoolExecutor(workers) as pool:
+                return list(pool.map(fn, items))
+
+
+@lru_cache(maxsize=1)
+def blas() -> Any:
+    """The threadpoolctl controller of the BLAS libraries loaded in this process."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _host_eigh(item) -> tuple[np.ndarray, np.ndarray]:
