@@ -185,7 +185,7 @@ def depth_probe_fit(X: np.ndarray, depth: np.ndarray, *, rank: int = 32, seed: i
     The fit runs on one BLAS thread. SciPy's L-BFGS-B and NumPy's products each bring their
     own OpenBLAS, whose idle threads keep spinning for a while after a call; alternating
     the two on a machine with few cores, each library's threads wait for cores the other's
-    hold, and the fit ran seven times slower on two threads than on one
+    hold, and the fit ran five to seven times slower on two threads than on one
     (``benchmarks/bench_probe.py``)."""
     X = np.asarray(X, dtype=np.float64)
     depth = np.asarray(depth, dtype=np.float64)
