@@ -772,23 +772,38 @@ def first_build_estimate(profile_label: str, here: times.Machine) -> str:
     speeds, the line gives the recorded time too: the ratio holds for pages that train and
     extract, and a profile of small models (``smoke``) is mostly Python code, whose time
     scales less (its 3 min 16 s on an AVX512-BF16 EPYC projected to 17 min on a machine
-    5.2 times slower, where it took 4.6 min)."""
+    5.2 times slower, where it took 4.6 min).
+
+    On this kind of CPU at another speed the line gives a range, from the recorded time to
+    the scaled one: where the host shares a core, one machine's speed reading moves by more
+    than :data:`~analysis_lib.book.times.SAME_SPEED` from one second to the next (an Intel
+    Xeon read 167 to 287 GFLOP/s within a minute, and ran the default's notebooks in 27 and
+    31 minutes where this line, scaled by one reading, said 45 and 46), and a reading at a
+    build's start cannot tell such a stretch from a slower machine of the kind."""
     recorded = _recorded(profile_label, here)
     if recorded is None:
         return ""
     build, own, ratio = recorded
     there = sum(build.cold.values())
+    source = f"from the cold build on {build.machine.label()}, {build.measured}"
+    if own and ratio == ratio and not 1 / times.SAME_SPEED <= ratio <= times.SAME_SPEED:
+        low, high = sorted((there, there * ratio))
+        return (f"expected here ({here.label()}): {times.duration(low)} to "
+                f"{times.duration(high)} of notebooks on an empty cache, {source} (the "
+                f"same kind of CPU, {times.duration(there)} there, at a speed reading "
+                f"{ratio:.2f} times this machine's; where a host shares cores, a reading "
+                "moves that much from second to second, and the time may lie anywhere "
+                "between)")
     if ratio != ratio:  # a speed not recorded: the times as measured
         ratio, said = 1.0, ", whose speed against this machine's is not known"
-    elif own and 1 / times.SAME_SPEED <= ratio <= times.SAME_SPEED:
+    elif own:
         said = ""
     else:
         said = (f", which computes {ratio:.2f} times as fast as this machine ("
                 f"{times.duration(there)} there; pages that train and extract scale with "
                 "the speed, pages of Python code less)")
     return (f"expected here ({here.label()}): about {times.duration(there * ratio)} of "
-            f"notebooks on an empty cache, from the cold build on {build.machine.label()}, "
-            f"{build.measured}{said}")
+            f"notebooks on an empty cache, {source}{said}")
 
 
 def _estimate(seconds: dict[str, float], path: Path) -> str:
