@@ -31,6 +31,9 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side b
     share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
     os.environ.setdefault("ANALYSIS_LIB_WORKERS", str(share))
+# alone, every job in the test's own process (a test of the pools names their size), as
+# beside other workers on two cores
+os.environ.setdefault("ANALYSIS_LIB_WORKERS", "1")
 
 import labtools  # noqa: E402
 import numpy as np  # noqa: E402 (after the OpenMP settings, which torch reads once)

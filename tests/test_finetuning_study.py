@@ -19,12 +19,15 @@ from analysis_lib.training import freezing, loop
 from analysis_lib.training import zoo as zoo_training
 from analysis_lib.training.grid import (
     FinetuneGrid,
+    Job,
     Runs,
     cached_grid,
     learning_curves,
     loss_curves,
     run_grid,
+    train_side_by_side,
 )
+from tests.conftest import session_inputs
 
 
 def _findings(change, views, frozen=None, *, untrained=None):
@@ -163,6 +166,7 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     calls = []
     real = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setenv("ANALYSIS_LIB_WORKERS", "1")  # every run trained in this process
     grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
                             "seeds": [0, 1], "n_train": 48, "epochs": 0.5}, options)
     assert cached_grid(grid) is None and not calls
@@ -207,6 +211,45 @@ def test_a_fine_tuned_model_is_trained_once_for_the_whole_book(monkeypatch):
     assert task.train.texts == first.task("tweets-sentiment").train.texts
 
 
+@pytest.mark.slow
+def test_runs_trained_side_by_side_are_the_runs_trained_here(tmp_path, monkeypatch):
+    """The runs of a grid trained side by side in worker processes are, bit for bit, the
+    runs trained one after another in this process: the same weights, learning curves and
+    scores (each trains at the fine-tuning threads with its own seed wherever it runs).
+    Only the runs the cache does not hold are sent, and none with one worker."""
+    import torch
+
+    options = dict(layers=2, hidden=32, heads=2, vocab_size=2000)
+    grid = FinetuneGrid.of({"models": ["random:bert"], "tasks": ["tweets-sentiment"],
+                            "seeds": [0, 1, 2], "n_train": 48, "epochs": 1.0}, options)
+    frozen = dict(freeze_bottom=1, freeze_embeddings=True)
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(session_inputs(tmp_path / "here")))
+    here = run_grid(grid, progress=False, workers=1)
+    alone = run_grid(grid.only(seeds=(1,)), progress=False, store="trainable", **frozen)
+    monkeypatch.setenv("ANALYSIS_LIB_CACHE", str(session_inputs(tmp_path / "apart")))
+    jobs = [Job(grid, run) for run in grid.runs()] + [
+        Job(grid.only(seeds=(1,)), grid.runs()[1], "trainable", frozen)]
+    assert train_side_by_side(jobs, workers=1) == 0
+    assert train_side_by_side(jobs, workers=2) == 4
+    assert train_side_by_side(jobs, workers=2) == 0  # every run cached now
+    apart = run_grid(grid, progress=False, workers=2)
+    assert apart.frame.from_cache.all()
+    pairs = [(here.get(*run), apart.get(*run)) for run in grid.runs()]
+    pairs.append((alone.get(*grid.runs()[1]), run_grid(
+        grid.only(seeds=(1,)), progress=False, store="trainable", **frozen).get(
+        *grid.runs()[1])))
+    for one, other in pairs:
+        assert one.path != other.path and other.from_cache
+        mine, theirs = one.model.state_dict(), other.model.state_dict()
+        assert list(mine) == list(theirs)
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+        assert one.record["history"] == other.record["history"]
+        assert one.metrics == other.metrics
+    assert not torch.equal(*(r.model.classifier.weight for r, _ in pairs[:2]))
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        train_side_by_side(jobs, workers=0)
+
+
 def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     """Model by model, task by task, seed by seed: :meth:`FinetuneGrid.runs` is the order
     in which a grid is trained, cached runs are found, and :meth:`Runs.each` and
@@ -225,6 +268,7 @@ def test_the_grid_is_walked_in_one_order_by_every_reader(monkeypatch):
     monkeypatch.setattr(zoo_training, "ensure", lambda models: None)
     monkeypatch.setattr(FinetuneGrid, "train", lambda self, *run, **k: trained.append(run)
                         or Run())
+    monkeypatch.setenv("ANALYSIS_LIB_WORKERS", "1")  # the fakes live in this process
     runs = run_grid(grid, progress=False)
     assert trained == grid.runs()
     assert list(zip(runs.frame.model, runs.frame.task, runs.frame.seed)) == grid.runs()
@@ -287,6 +331,7 @@ def test_a_run_still_learning_when_its_schedule_ends_is_trained_again_for_longer
         stored[(config.seed, config.epochs)] = Run(config)
         return stored[(config.seed, config.epochs)]
 
+    monkeypatch.setenv("ANALYSIS_LIB_WORKERS", "1")  # the fakes live in this process
     monkeypatch.setattr(grid_module, "finetune", fake_finetune)
     monkeypatch.setattr(grid_module, "lookup", lambda model, task, config, **k:
                         stored.get((config.seed, config.epochs)))

@@ -90,6 +90,23 @@ def test_a_lost_worker_names_the_way_out_and_the_next_call_starts_afresh():
     assert workers.map_jobs(operator.add, [(1, 2), (3, 4)], workers=2) == [3, 7]
 
 
+def test_workers_wait_for_their_threads_passively_and_leave_this_environment_alone(
+        monkeypatch):
+    """A worker may train on two threads beside another (a fine-tuning run): it starts with
+    OpenMP's passive wait policy, unless this process names one, and this process's own
+    environment is left as it was."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    workers.shutdown()  # pools started before: their workers read another environment
+    assert workers.map_jobs(os.getenv, [("OMP_WAIT_POLICY",)] * 2, workers=2) == \
+        ["PASSIVE"] * 2
+    assert "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    workers.shutdown()
+    assert workers.map_jobs(os.getenv, [("OMP_WAIT_POLICY",)] * 2, workers=2) == \
+        ["ACTIVE"] * 2
+    workers.shutdown()
+
+
 def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path):
     """Workers started fresh run the parent's script first, unless it is left out: an
     unguarded script would run whole in each worker and stop there."""

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .finetune import FineTuned
-from .grid import FinetuneGrid, run_grid
+from .grid import FinetuneGrid, Job, run_grid, train_side_by_side
 from .zoo import load_model
 
 #: the ends of the model :func:`freezing_runs` can freeze
@@ -45,15 +45,14 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, ends: Sequence[str] 
     model, task = one.models[0], one.tasks[0]
     rows, found = [], {}
     configs = [("none", 0)] + [(m, k) for m in ENDS if m in ends for k in ks if k > 0]
-    for (mode, k), seed in itertools.product(configs, one.seeds):
-        changes: dict[str, Any] = {}
-        if mode == "bottom":
-            changes = bottom_frozen(k)
-        elif mode == "top":
-            changes = dict(freeze_top=k)
-        # a frozen run keeps only what it trained (its frozen weights are the base's)
-        runs = run_grid(one.only(seeds=(seed,)), progress=progress,
-                        store="full" if mode == "none" else "trainable", **changes)
+    # a frozen run keeps only what it trained (its frozen weights are the base's)
+    jobs = {(mode, k, seed): Job(one.only(seeds=(seed,)), (model, task, seed),
+                                 "full" if mode == "none" else "trainable",
+                                 _frozen_changes(mode, k))
+            for (mode, k), seed in itertools.product(configs, one.seeds)}
+    train_side_by_side(list(jobs.values()))  # the runs not cached yet, side by side
+    for (mode, k, seed), job in jobs.items():
+        runs = run_grid(job.grid, progress=progress, store=job.store, **job.changes)
         result = runs.get(model, task, seed)
         found[(mode, k, seed)] = result
         test = result.metrics["test"]
@@ -62,6 +61,11 @@ def freezing_runs(grid: FinetuneGrid, ks: Sequence[int], *, ends: Sequence[str] 
                      "n_test": len(runs.task(task).test),
                      **({"did_not_train": gate(result.record)} if gate else {})})
     return pd.DataFrame(rows), found
+
+
+def _frozen_changes(mode: str, k: int) -> dict[str, Any]:
+    """The settings that freeze ``k`` layers at ``mode``'s end (none for ``"none"``)."""
+    return bottom_frozen(k) if mode == "bottom" else dict(freeze_top=k) if mode == "top" else {}
 
 
 def bottom_frozen(k: int) -> dict[str, Any]:

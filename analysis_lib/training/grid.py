@@ -3,8 +3,9 @@ run trained once and found in the cache by the next chapter that asks.
 
 :class:`FinetuneGrid` declares the grid's settings with their rules (a notebook's
 ``finetune`` parameter is checked against them), :func:`task_for` the book's split of a
-task, :func:`run_grid` trains (or loads) every run into :class:`Runs`, :func:`cached_grid`
-reads the runs another profile trained without training any, :func:`rate_table`
+task, :func:`run_grid` trains (or loads) every run into :class:`Runs` (on the CPU the runs
+not cached yet side by side, :func:`train_side_by_side`), :func:`cached_grid` reads the
+runs another profile trained without training any, :func:`rate_table`
 compares learning rates, and :func:`learning_curves` and :func:`loss_curves` read each
 run's curves from its record.
 """
@@ -24,7 +25,10 @@ from ..data.labels import silver_task
 from ..data.tasks import Task, load_task
 from ..models import random_options, zoo
 from ..rules import Parameter, validate
-from ..runtime.device import BF16_MIN_WIDTH, TRAINING_PRECISIONS
+from ..runtime import workers as worker_pool
+from ..runtime.cache import default_root
+from ..runtime.device import BF16_MIN_WIDTH, TRAINING_PRECISIONS, resolve
+from ..runtime.profile import profiled
 from . import zoo as zoo_training
 from .finetune import FinetuneConfig, FineTuned, finetune, lookup
 from .finetune import preset as preset_config
@@ -172,14 +176,16 @@ class FinetuneGrid:
         return finetune(model, split, longer, progress=progress, store=store,
                         cache_dir=cache_dir, **options)
 
-    def cached(self, model: str, task: str, seed: int, **changes: Any) -> FineTuned | None:
+    def cached(self, model: str, task: str, seed: int, *, store: str = "full",
+               **changes: Any) -> FineTuned | None:
         """The run :meth:`train` would give, when the cache holds it; None otherwise
         (nothing is trained)."""
         split, settings = self.task(task), self.settings(seed, **changes)
         options = self.options(model)
-        result = lookup(model, split, settings, **options)
+        result = lookup(model, split, settings, store=store, **options)
         longer = None if result is None else self.longer(settings, result)
-        return result if longer is None else lookup(model, split, longer, **options)
+        return result if longer is None else lookup(model, split, longer, store=store,
+                                                    **options)
 
     def longer(self, settings: FinetuneConfig, result: FineTuned) -> FinetuneConfig | None:
         """The settings of a run trained again because it was still learning when its
@@ -263,18 +269,75 @@ class Runs:
 
 
 def run_grid(grid: FinetuneGrid, *, progress: bool = True, store: str = "full",
-             **changes: Any) -> Runs:
+             workers: int | None = None, **changes: Any) -> Runs:
     """Fine-tune every model of ``grid`` on every task with every seed (or load each from
     the cache), in the grid's order (:meth:`FinetuneGrid.runs`).
 
     ``changes`` apply to the settings (freezing); ``store`` is what the cache keeps of each
-    run (:func:`~analysis_lib.training.finetune.finetune`).
+    run (:func:`~analysis_lib.training.finetune.finetune`). On the CPU the runs the cache
+    does not hold yet are first trained side by side in ``workers`` processes
+    (:func:`train_side_by_side`; 1: one after another here), with the same weights.
     """
     if not grid.models or not grid.tasks or not grid.seeds:
         raise ValueError("run_grid needs at least one model, one task and one seed")
     zoo_training.ensure(grid.models)
+    train_side_by_side([Job(grid, run, store, changes) for run in grid.runs()],
+                       workers=workers)
     return Runs.of({run: grid.train(*run, progress=progress, store=store, **changes)
                     for run in grid.runs()}, grid)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run to train side by side: ``run`` (model, task, seed) of ``grid``, what the cache
+    keeps of it (``store``) and the changes to its settings (freezing)."""
+
+    grid: FinetuneGrid
+    run: tuple[str, str, int]
+    store: str = "full"
+    changes: Mapping[str, Any] = field(default_factory=dict)
+
+    def cached(self) -> bool:
+        return self.grid.cached(*self.run, store=self.store, **self.changes) is not None
+
+    def train(self, cache_dir: str) -> None:
+        """Train the run into the cache at ``cache_dir`` (in a worker process, whose
+        environment may name another cache: it was started earlier; nothing is sent
+        back)."""
+        self.grid.train(*self.run, progress=False, store=self.store, cache_dir=cache_dir,
+                        **self.changes)
+
+
+def train_side_by_side(jobs: Sequence[Job], *, workers: int | None = None) -> int:
+    """Train the runs of ``jobs`` that the cache does not hold yet into the cache, side by
+    side in worker processes (:func:`analysis_lib.runtime.workers.map_jobs`; ``workers``
+    default: one per core), and say how many. The caller then reads every run from the
+    cache (:meth:`FinetuneGrid.train`) exactly as it was trained here.
+
+    The weights do not change: each run trains at the fine-tuning threads
+    (:data:`~analysis_lib.training.finetune.CPU_THREADS`) wherever it runs, with its own
+    seed, so a run trained in a worker is the run trained in this process, bit for bit.
+    What changes is the use of the cores: a run of a small model keeps two threads busy
+    only in its large products, and a second run fills the time between them (on a 2-core
+    CPU two runs side by side take about 0.75 of the time of one after the other). Nothing
+    runs side by side off the CPU, for one job, or with one worker."""
+    count = worker_pool.default_workers() if workers is None else int(workers)
+    if count < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if count == 1 or len(jobs) < 2 or resolve(None).type != "cpu":
+        return 0
+    zoo_training.ensure(sorted({job.run[0] for job in jobs}))
+    missing = [job for job in jobs if not job.cached()]
+    if len(missing) < 2:
+        return 0
+    _train_jobs(missing, min(count, len(missing)))
+    return len(missing)
+
+
+@profiled("finetune", lambda jobs, count: f"{len(jobs)} runs side by side")
+def _train_jobs(jobs: list[Job], count: int) -> None:
+    where = str(default_root())
+    worker_pool.map_jobs(Job.train, [(job, where) for job in jobs], workers=count)
 
 
 def cached_grid(grid: FinetuneGrid, *, min_seeds: int = 2, **changes: Any) -> Runs | None:
