@@ -14,8 +14,10 @@ The same share bounds the pools of worker processes the library starts for indep
 jobs (``ANALYSIS_LIB_WORKERS``, :mod:`analysis_lib.runtime.workers`): with every core
 already busy with a test, a pool only adds processes that each import torch anew (about
 5 s of CPU each on a slow CPU; the seeds chapter's smoke run used 17 s more CPU with its
-pool than without). The jobs compute the same numbers in or out of a pool
-(``tests/test_workers.py``, whose tests name their pools' sizes, checks it).
+pool than without); a session of one process sets it to one, so that every job runs in
+the test's own process, where its monkeypatches apply. The jobs compute the same numbers in
+or out of a pool (``tests/test_workers.py`` and the fine-tuning grid's test of runs
+trained side by side, which name their pools' sizes, check it).
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # one of several workers side b
     share = max(1, cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
     os.environ.setdefault("ANALYSIS_LIB_WORKERS", str(share))
-# alone, every job in the test's own process (a test of the pools names their size), as
-# beside other workers on two cores
 os.environ.setdefault("ANALYSIS_LIB_WORKERS", "1")
 
 import labtools  # noqa: E402

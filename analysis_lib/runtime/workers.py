@@ -18,7 +18,7 @@ A job may run torch on more than one thread (a fine-tuning run on its two,
 ask for more threads than there are cores. Their threads then wait for each other
 passively (the workers start with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set): a thread
 that spins while it waits holds the core that the thread it waits for needs, and two
-MiniLM runs side by side took 768 s that way where they take 49 s passively (one after
+MiniLM runs side by side took 768 s that way where they take 47 s passively (one after
 the other: 63 s).
 
 The pool starts with the first call (a second or two: each worker imports the library),

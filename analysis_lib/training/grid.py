@@ -298,6 +298,7 @@ class Job:
     changes: Mapping[str, Any] = field(default_factory=dict)
 
     def cached(self) -> bool:
+        """Whether the cache holds the run (and its longer schedule, where it needs one)."""
         return self.grid.cached(*self.run, store=self.store, **self.changes) is not None
 
     def train(self, cache_dir: str) -> None:
