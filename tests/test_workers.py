@@ -93,7 +93,7 @@ def test_a_lost_worker_names_the_way_out_and_the_next_call_starts_afresh():
 def test_workers_wait_for_their_threads_passively_and_leave_this_environment_alone(
         monkeypatch):
     """A worker may train on two threads beside another (a fine-tuning run): it starts with
-    OpenMP's passive wait policy, unless this process names one, and this process's own
+    OpenMP's passive wait policy, whatever this process names, and this process's own
     environment is left as it was."""
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     workers.shutdown()  # pools started before: their workers read another environment
@@ -103,7 +103,8 @@ def test_workers_wait_for_their_threads_passively_and_leave_this_environment_alo
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     workers.shutdown()
     assert workers.map_jobs(os.getenv, [("OMP_WAIT_POLICY",)] * 2, workers=2) == \
-        ["ACTIVE"] * 2
+        ["PASSIVE"] * 2
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
     workers.shutdown()
 
 

@@ -15,11 +15,11 @@ process and its own workers, never read from a file).
 
 A job may run torch on more than one thread (a fine-tuning run on its two,
 :func:`analysis_lib.training.grid.train_side_by_side`): two such workers on a 2-core machine
-ask for more threads than there are cores. Their threads then wait for each other
-passively (the workers start with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set): a thread
-that spins while it waits holds the core that the thread it waits for needs, and two
-MiniLM runs side by side took 768 s that way where they take 47 s passively (one after
-the other: 63 s).
+ask for more threads than there are cores. Their threads then wait for each other passively
+(the workers start with ``OMP_WAIT_POLICY=PASSIVE``, whatever this process sets): a thread
+that spins while it waits holds the core that the thread it waits for needs, and two MiniLM
+runs side by side took 768 s that way where they take 47 s passively (one after the other:
+63 s).
 
 The pool starts with the first call (a second or two: each worker imports the library),
 stays for the calls after it and ends with the process. ``workers`` (or the environment
@@ -44,7 +44,7 @@ from .machine import cores
 
 #: environment variable: how many worker processes :func:`map_jobs` uses (1: none)
 ENV = "ANALYSIS_LIB_WORKERS"
-#: what the workers' environment adds to this process's (where this one does not set it)
+#: what the workers' environment sets over this process's
 WORKER_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 _pools: dict[int, ProcessPoolExecutor] = {}
@@ -202,13 +202,16 @@ def _worker_environment() -> Iterator[None]:
     from .cache import pin_root
 
     pin_root()
-    added = {k: v for k, v in WORKER_ENVIRONMENT.items() if k not in os.environ}
-    os.environ.update(added)
+    before = {name: os.environ.get(name) for name in WORKER_ENVIRONMENT}
+    os.environ.update(WORKER_ENVIRONMENT)
     try:
         yield
     finally:
-        for name in added:
-            os.environ.pop(name, None)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _ignore_interrupts() -> None:
