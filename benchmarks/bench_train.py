@@ -8,6 +8,9 @@ function on a short, book-shaped workload in a temporary cache:
 * MiniLM fine-tuning (``training.finetune``, the ``cpu`` preset, tweets), at the fine-tuning
   threads, in float32 and, where the CPU computes bfloat16 natively, in bfloat16 autocast
   (``precision="bfloat16"``, what the book's ``auto`` precision trains in there);
+* two runs of the book's fine-tuning grid (``training.grid.run_grid``, three epochs, the
+  precision it trains in here), one after the other and side by side in two worker
+  processes, each timed whole (scoring each epoch too; CPU only);
 * the model zoo's pretraining (``training.pretrain``: the causal and the masked base models,
   fewer steps), one thread each as the zoo trains them, in float32 (the zoo's precision)
   and, for comparison, under bfloat16 autocast;
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import tempfile
 import time
@@ -233,6 +237,52 @@ def finetuning(n_train: int, precision: str) -> Measured:
     return found
 
 
+def grid_runs(n_train: int, precision: str, epochs: float = 3.0) -> list[Measured]:
+    """Two runs of the fine-tuning grid (seeds 0 and 1), as ``run_grid`` trains them:
+    one after the other in this process, then side by side in two worker processes
+    (``training.grid.train_side_by_side``), each timed whole (training and scoring each
+    epoch; neither trained again for longer, so that both train as long), each from an
+    empty cache, once the workers have trained a first pair (their start: importing the
+    library, loading the model, which a notebook's worker pays once). The two ways train
+    the same runs bit for bit, so the operations and tokens counted in the first stand
+    for the second."""
+    from analysis_lib.training.grid import FinetuneGrid, run_grid
+
+    label, name, options = MODEL
+    grid = FinetuneGrid.of({"models": [name], "tasks": ["tweets-sentiment"], "seeds": [0, 1],
+                            "n_train": n_train, "n_heldout": 100, "epochs": epochs,
+                            "preset": "cpu", "precision": precision,
+                            "longer_if_rising": 1.0}, options or None)  # both as long
+    dtype = getattr(torch, precision)
+    found = [Measured(f"{label} fine-tuning, {precision}, 2 {how}",
+                      finetune.CPU_THREADS, dtype) for how in ("in turn", "side by side")]
+    with tempfile.TemporaryDirectory() as tmp, cache_in(tmp):  # the workers started
+        run_grid(grid.only(seeds=(2, 3)), progress=False, workers=2)
+    for mode, workers in (("counted", 1), ("timed", 1), ("timed", 2)):
+        run = found[workers - 1]
+        with tempfile.TemporaryDirectory() as tmp, cache_in(tmp), watched_loop(run, mode):
+            start = time.perf_counter()
+            run_grid(grid, progress=False, workers=workers)
+            run.seconds = time.perf_counter() - start
+    found[1].flops, found[1].tokens = found[0].flops, found[0].tokens
+    return found
+
+
+@contextlib.contextmanager
+def cache_in(folder: str) -> Iterator[None]:
+    """The library's cache in ``folder`` inside the block (its worker processes are told
+    the folder with each job)."""
+    before = os.environ.get("ANALYSIS_LIB_CACHE")
+    os.environ["ANALYSIS_LIB_CACHE"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ANALYSIS_LIB_CACHE", None)
+        else:
+            os.environ["ANALYSIS_LIB_CACHE"] = before
+
+
 def threads(on_cpu: int) -> int:
     """A loop's thread count on the CPU; 0 on a GPU."""
     return 0 if on_gpu() else on_cpu
@@ -349,6 +399,8 @@ def main() -> None:
     runs = [finetuning(args.n_train, "float32")]
     if low:
         runs.append(finetuning(args.n_train, "bfloat16"))
+    if not on_gpu():  # the precision the book's grid trains in here
+        runs += grid_runs(args.n_train, "bfloat16" if bf16 else "float32")
     for objective in ("clm", "mlm"):
         runs.append(zoo_pretraining(args.zoo_steps, objective))
         if low:
@@ -379,7 +431,7 @@ def where_the_time_goes(runs: list[Measured], rate: dict) -> None:
     kinds = [*KINDS, "other operations"]
     print(f"\nwhere the time goes{'':>25}" + "".join(f"{SHORT[k]:>10}" for k in kinds)
           + f"{'outside':>10}{'products alone':>22}")
-    for m in runs:
+    for m in (m for m in runs if m.profiled_seconds):  # the grid's runs are not profiled
         inside = sum(m.kinds.values())
         shares = [m.kinds.get(k, 0.0) / m.profiled_seconds for k in kinds]
         outside = max(0.0, 1.0 - inside / m.profiled_seconds)
