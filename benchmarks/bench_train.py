@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
 import tempfile
 import time
@@ -268,19 +267,12 @@ def grid_runs(n_train: int, precision: str, epochs: float = 3.0) -> list[Measure
     return found
 
 
-@contextlib.contextmanager
-def cache_in(folder: str) -> Iterator[None]:
+def cache_in(folder: str) -> contextlib.AbstractContextManager[None]:
     """The library's cache in ``folder`` inside the block (its worker processes are told
     the folder with each job)."""
-    before = os.environ.get("ANALYSIS_LIB_CACHE")
-    os.environ["ANALYSIS_LIB_CACHE"] = folder
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("ANALYSIS_LIB_CACHE", None)
-        else:
-            os.environ["ANALYSIS_LIB_CACHE"] = before
+    from analysis_lib.runtime.workers import environment
+
+    return environment({"ANALYSIS_LIB_CACHE": folder})
 
 
 def threads(on_cpu: int) -> int:

@@ -34,6 +34,7 @@ from typing import Any
 from .. import __version__
 from ..runtime import checks, profile
 from ..runtime.cache import atomic_write, default_root, disk_usage, pin_root
+from ..runtime.workers import environment
 from . import findings, params, render, times
 from .paths import LIBRARY, ROOT
 
@@ -307,19 +308,8 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
              "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
 
 
-@contextlib.contextmanager
 def _quiet_env(extra: dict[str, str] | None = None):
-    settings = {**QUIET_ENV, **(extra or {})}
-    old = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return environment({**QUIET_ENV, **(extra or {})})
 
 
 def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: bool = False,

@@ -202,8 +202,16 @@ def _worker_environment() -> Iterator[None]:
     from .cache import pin_root
 
     pin_root()
-    before = {name: os.environ.get(name) for name in WORKER_ENVIRONMENT}
-    os.environ.update(WORKER_ENVIRONMENT)
+    with environment(WORKER_ENVIRONMENT):
+        yield
+
+
+@contextlib.contextmanager
+def environment(settings: dict[str, str]) -> Iterator[None]:
+    """This process's environment with ``settings`` inside the block (what the processes
+    started there inherit: workers, notebook kernels), as it was after it."""
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
