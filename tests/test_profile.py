@@ -80,6 +80,64 @@ def test_the_build_writes_a_profile_table_and_prints_a_summary(tmp_path, monkeyp
     assert builder._estimate({}, Path("first.ipynb")) == ""
 
 
+STAT = ("cpu  {user} 50 {system} {idle} {iowait} 0 {softirq} {steal} 30 0\n"
+        "cpu0 1 2 3 4 5 6 7 8 9 10\n")
+
+
+def _stat(tmp_path, name, **fields):
+    path = tmp_path / name
+    path.write_text(STAT.format(**fields))
+    return path
+
+
+def test_core_time_reads_busy_idle_and_stolen_time_and_their_shares(tmp_path):
+    """Busy is user, nice, system, interrupts; idle counts the disk waits; stolen is the
+    host's; guest time is inside user time and is not counted twice. Shares are of the
+    core time that passed between two readings, whatever the tick."""
+    tick = times.os.sysconf("SC_CLK_TCK")
+    first = times.core_time(_stat(tmp_path, "a", user=1000, system=200, idle=700, iowait=40,
+                                    softirq=10, steal=0))
+    assert first == times.CoreTime(busy=1260 / tick, idle=740 / tick, stolen=0.0)
+    # then 600 ticks busy (user 500, system 100), 300 idle (290 + 10 waiting), 100 stolen
+    later = times.core_time(_stat(tmp_path, "b", user=1500, system=300, idle=990,
+                                    iowait=50, softirq=10, steal=100))
+    busy, stolen = later.shares_since(first)
+    assert busy == pytest.approx(0.6) and stolen == pytest.approx(0.1)
+    assert all(v != v for v in first.shares_since(first))  # no time passed: NaN
+    for text in ("", "intr 1 2 3\n", "cpu a b c\n", "cpu 1 2 3\n"):  # not a cpu line
+        (tmp_path / "bad").write_text(text)
+        assert times.core_time(tmp_path / "bad") is None
+    assert times.core_time(tmp_path / "missing") is None
+
+
+def test_the_build_profile_records_and_says_how_busy_the_cores_were_and_what_was_stolen(
+        tmp_path, monkeypatch):
+    readings = iter([times.CoreTime(100.0, 100.0, 0.0), times.CoreTime(190.0, 110.0, 0.0)])
+    monkeypatch.setattr(times, "core_time", lambda: next(readings))
+    busy, stolen = builder.core_shares(times.core_time())
+    assert (busy, stolen) == (0.9, 0.0)
+    monkeypatch.setattr(times, "core_time", lambda: None)  # another system: nothing said
+    assert all(v != v for v in builder.core_shares(None))
+    assert builder.cores_line(float("nan"), float("nan")) is None
+    quiet = builder.cores_line(0.9, 0.001)
+    assert "cores busy 90%" in quiet and "stolen by the host 0.1%" in quiet
+    assert "care" not in quiet
+    noisy = builder.cores_line(0.9, builder.STOLEN_NOTED)
+    assert "slower than this CPU computes" in noisy
+    runs = [builder.Executed("first", Path("first.ipynb"), 12.5, False, 20.0, 0.93, 0.02),
+            builder.Executed("second", Path("second.ipynb"), 0.0, True, 0.0)]
+    builder.write_profile(tmp_path, runs)
+    table = pd.read_csv(tmp_path / "profile.csv")
+    rows = table[table.kind == "notebook"].set_index("notebook")
+    assert rows.loc["first", "busy"] == 0.93 and rows.loc["first", "stolen"] == 0.02
+    assert np.isnan(rows.loc["second", "busy"])  # a reused notebook did not run here
+    lines = builder.profile_summary(table)
+    first = next(line for line in lines if line.strip().startswith("first"))
+    assert "93%" in first
+    second = next(line for line in lines if line.strip().startswith("second"))
+    assert "%" not in second
+
+
 def test_a_rebuild_states_its_folder_s_machine_while_the_speed_stays_one_speed(tmp_path):
     """A build on the machine of its folder's last build states that build's speed while
     the two are one speed (within times.SAME_SPEED): a speed measured anew differs in its

@@ -301,6 +301,10 @@ class Executed:
     seconds: float
     reused: bool
     cpu_seconds: float = 0.0
+    #: the shares of the machine's core time that were busy (any process) and stolen by the
+    #: host while the notebook ran (:meth:`times.CoreTime.shares_since`); NaN if reused
+    busy: float = float("nan")
+    stolen: float = float("nan")
 
 
 #: Set for the notebooks' kernels: no progress bars or loading chatter in the book's pages.
@@ -343,7 +347,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
                          + library_fingerprint().encode() + measured).hexdigest()
     if not force and target.is_file() and stamp.is_file() and stamp.read_text() == key:
         return Executed(path.stem, target, 0.0, True)
-    start, cpu = time.perf_counter(), _children_cpu()
+    start, cpu, cores = time.perf_counter(), _children_cpu(), times.core_time()
     tmp = out_dir / f".{path.stem}.running.ipynb"
     steps = out_dir / "profile" / f"{path.stem}.jsonl"
     for attempt in range(1, attempts + 1):
@@ -371,7 +375,34 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
     tmp.replace(target)
     atomic_write(stamp, lambda t: t.write_text(key))
     return Executed(path.stem, target, time.perf_counter() - start, False,
-                    _children_cpu() - cpu)
+                    _children_cpu() - cpu, *core_shares(cores))
+
+
+def core_shares(before: times.CoreTime | None) -> tuple[float, float]:
+    """The shares of the machine's core time busy and stolen since ``before``
+    (:func:`times.core_time`), NaN where the machine does not say."""
+    now = times.core_time()
+    return now.shares_since(before) if now and before else (float("nan"), float("nan"))
+
+
+#: the share of the cores' time a build's host may take (stolen time) before the build's
+#: summary says that its times are slower than the CPU computes
+STOLEN_NOTED = 0.05
+
+
+def cores_line(busy: float, stolen: float) -> str | None:
+    """The build summary's line on the machine's cores while the notebooks ran: how busy
+    they were (below 1, the build waited on something other than computing, or computed on
+    fewer threads than cores), and how much of their time the host gave to other machines;
+    None where the machine does not say."""
+    if busy != busy:
+        return None
+    line = (f"  cores busy {busy:.0%} of the time the notebooks ran, stolen by the host "
+            f"{stolen:.1%}")
+    if stolen >= STOLEN_NOTED:
+        line += (": the host ran other work on this machine's cores, so these times are "
+                 "slower than this CPU computes (compare them with care)")
+    return line
 
 
 def _execute_chosen(path: Path, chosen: dict[Path, dict[str, Any]], out_dir: Path,
@@ -804,8 +835,9 @@ def _estimate(seconds: dict[str, float], path: Path) -> str:
 
 def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None = None):
     """``profile.csv`` beside the executed notebooks: one row per notebook (its wall and
-    kernel CPU time, its largest peak memory, the bytes its steps wrote, and the machine it
-    ran on, ``on``: CPU, cores and speed) and one per step its kernel recorded, with the
+    kernel CPU time, its largest peak memory, the bytes its steps wrote, the shares of the
+    machine's core time busy and stolen by the host while it ran, and the machine it ran on,
+    ``on``: CPU, cores and speed) and one per step its kernel recorded, with the
     notebook named in every row. Written atomically."""
     import pandas as pd
 
@@ -822,7 +854,8 @@ def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None 
                      else float("nan"),
                      "written_mb": round(float(top.written_mb.sum()), 1)
                      if not top.empty else None,
-                     "reused": run.reused, "cpu": on.cpu, "cores": on.cores,
+                     "reused": run.reused, "busy": round(run.busy, 3),
+                     "stolen": round(run.stolen, 4), "cpu": on.cpu, "cores": on.cores,
                      "speed": on.speed})
         if not steps.empty:
             frames.append(steps.assign(notebook=run.name))
@@ -832,10 +865,11 @@ def write_profile(out_dir: Path, runs: list[Executed], on: times.Machine | None 
 
 
 def profile_summary(table) -> list[str]:
-    """The build's profile as printed lines: per notebook its wall and CPU time and peak
-    memory, then where its time went by kind of step."""
+    """The build's profile as printed lines: per notebook its wall and CPU time, peak
+    memory and the share of the machine's core time that was busy, then where its time
+    went by kind of step."""
     lines = ["", "profile (seconds; reused notebooks show their last run's steps):",
-             f"  {'notebook':<18} {'wall':>7} {'cpu':>7} {'peak MB':>8}  top steps"]
+             f"  {'notebook':<18} {'wall':>7} {'cpu':>7} {'peak MB':>8} {'busy':>5}  top steps"]
     notebooks = table[table.kind == "notebook"]
     kinds = profile.by_kind(table[table.kind != "notebook"])
     for row in notebooks.itertuples():
@@ -844,7 +878,9 @@ def profile_summary(table) -> list[str]:
         top = ", ".join(f"{k.kind} {k.wall_s:.0f}" for k in mine.head(3).itertuples())
         peak = f"{row.peak_rss_mb:8.0f}" if row.peak_rss_mb == row.peak_rss_mb else " " * 8
         wall = "reused" if row.reused else f"{row.wall_s:7.1f}"
-        lines.append(f"  {row.notebook:<18} {wall:>7} {row.cpu_s:7.1f} {peak}  {top}")
+        share = getattr(row, "busy", float("nan"))  # the machine's cores, any process
+        busy = f"{share:5.0%}" if share == share else " " * 5
+        lines.append(f"  {row.notebook:<18} {wall:>7} {row.cpu_s:7.1f} {peak} {busy}  {top}")
     return lines
 
 
@@ -903,11 +939,16 @@ def build(profile_name: str = "default", *, force: bool = False, root: Path = RO
                                 options=dict(force=force, cell_timeout=cell_timeout,
                                              profile_name=title, times_profile=label,
                                              env=kernel_threads(jobs)))
+        cores = times.core_time()
         runs = run_notebooks(notebooks, run, jobs=jobs, echo=echo,
                              seconds=seconds)
+        busy, stolen = core_shares(cores) if any(not r.reused for r in runs) \
+            else (float("nan"), float("nan"))
         table = write_profile(out_dir, runs, on)
         for line in profile_summary(table) + shape_projection(label, table, out_dir, root):
             echo(line)
+        if said := cores_line(busy, stolen):
+            echo(said)
         echo(f"  cache: {disk_usage() / 1e9:.2f} GB in {default_root()}")
         scorecard = findings.collect([run.path for run in runs])
         echo(f"  findings: {findings.write(out_dir, scorecard)}")

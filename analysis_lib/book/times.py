@@ -3,12 +3,13 @@
 Every build writes its profile beside the executed notebooks (``profile.csv``: each
 notebook's wall time, and the machine it ran on: its kind of CPU (model name and widest
 vector arithmetic, :func:`analysis_lib.runtime.machine.cpu_kind`), its cores and its speed,
-:func:`analysis_lib.runtime.machine.speed`). :func:`record` keeps one build's times in
-``book/run_times.csv`` as *cold* (the build started with an empty cache, so it converted the
-models, extracted every layer and trained every fine-tuned run) or *warm* (a rerun with
-``--force`` that found all of it in the cache). A warm record belongs to the cold record of
-the same machine and profile before it: the two form one *build*, and a page states cold and
-warm only from the same build.
+:func:`analysis_lib.runtime.machine.speed`; and the shares of the machine's core time that
+were busy and that its host took while each notebook ran, :func:`core_time`). :func:`record`
+keeps one build's times in ``book/run_times.csv`` as *cold* (the build started with an empty
+cache, so it converted the models, extracted every layer and trained every fine-tuned run)
+or *warm* (a rerun with ``--force`` that found all of it in the cache). A warm record
+belongs to the cold record of the same machine and profile before it: the two form one
+*build*, and a page states cold and warm only from the same build.
 
 Times hold on the machine that measured them. A page therefore states the times of the
 reader's kind of CPU (the machine the page runs on) where one is recorded; else those of the
@@ -89,6 +90,57 @@ class Machine:
         same = (self.cpu == before.cpu and self.cores == before.cores and before.speed > 0
                 and 1 / SAME_SPEED <= self.speed / before.speed <= SAME_SPEED)
         return before if same else self
+
+
+@dataclass(frozen=True)
+class CoreTime:
+    """The seconds this machine's cores have spent since it started, summed over its cores:
+    ``busy`` computing (for any process, the kernel's interrupts included), ``idle`` with
+    nothing to run or waiting for the disk, and ``stolen``: the time a virtual machine's
+    cores had work to run but the host ran something else (another machine's work), which
+    slows every timing on the machine without showing in any process's CPU time."""
+
+    busy: float
+    idle: float
+    stolen: float
+
+    def shares_since(self, before: CoreTime) -> tuple[float, float]:
+        """``(busy, stolen)``: the shares of the cores' time between ``before`` and this
+        reading that were busy and that were stolen (0 to 1; NaN when no time passed)."""
+        busy, idle = self.busy - before.busy, self.idle - before.idle
+        stolen = self.stolen - before.stolen
+        total = busy + idle + stolen
+        if not total > 0:
+            return math.nan, math.nan
+        return busy / total, stolen / total
+
+
+#: the fields of ``/proc/stat``'s ``cpu`` line, in order (``guest`` and ``guest_nice`` are
+#: already counted in ``user`` and ``nice``)
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def core_time(stat: str | os.PathLike = "/proc/stat") -> CoreTime | None:
+    """The machine's :class:`CoreTime` now, read from Linux's ``/proc/stat``; None where it
+    cannot be read (another system), so that nothing fails for want of it."""
+    try:
+        with open(stat, encoding="ascii") as lines:
+            first = lines.readline().split()
+        ticks = float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    try:
+        values = dict(zip(_STAT_FIELDS, (int(v) / ticks for v in first[1:])))
+    except ValueError:
+        return None
+    if "idle" not in values:
+        return None
+    return CoreTime(
+        busy=sum(values.get(k, 0.0) for k in ("user", "nice", "system", "irq", "softirq")),
+        idle=values["idle"] + values.get("iowait", 0.0),
+        stolen=values.get("steal", 0.0))
 
 
 def read(path: str | os.PathLike = TIMES) -> pd.DataFrame:
