@@ -96,11 +96,11 @@ def test_core_time_reads_busy_idle_and_stolen_time_and_their_shares(tmp_path):
     core time that passed between two readings, whatever the tick."""
     tick = times.os.sysconf("SC_CLK_TCK")
     first = times.core_time(_stat(tmp_path, "a", user=1000, system=200, idle=700, iowait=40,
-                                    softirq=10, steal=0))
-    assert first == times.CoreTime(busy=1260 / tick, idle=740 / tick, stolen=0.0)
+                                  softirq=10, steal=0))
+    assert (first.busy, first.idle, first.stolen) == pytest.approx((1260 / tick, 740 / tick, 0))
     # then 600 ticks busy (user 500, system 100), 300 idle (290 + 10 waiting), 100 stolen
     later = times.core_time(_stat(tmp_path, "b", user=1500, system=300, idle=990,
-                                    iowait=50, softirq=10, steal=100))
+                                  iowait=50, softirq=10, steal=100))
     busy, stolen = later.shares_since(first)
     assert busy == pytest.approx(0.6) and stolen == pytest.approx(0.1)
     assert all(v != v for v in first.shares_since(first))  # no time passed: NaN
