@@ -30,7 +30,10 @@ optimizer, in every other operation, and outside any operation (Python, the fram
 the rate of its products alone (its counted FLOPs over the time in its products), against
 the matmul rate: how much the small products of the book's shapes lose by themselves, and
 how much the time between them adds. The profiler adds a little time to each operation, so
-the shares are of the profiled run.
+the shares are of the profiled run. Last, how busy the machine's cores were while the
+benchmark ran and the share of their time its host took for other machines (stolen
+time, :func:`analysis_lib.book.times.core_time`), which lowers every rate: a run whose
+host took 5% or more says so.
 
 With ``--device cuda`` the same loops run on a GPU (the heads, which the library fits on the
 CPU, are left out) against the GPU's own product rate (8192 x 8192 products, float32 and
@@ -60,6 +63,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from analysis_lib.book.times import STOLEN_NOTED, CoreTime, core_time
 from analysis_lib.runtime.device import NATIVE_BF16_FLAGS
 from analysis_lib.runtime.machine import cores, cpu_flags, cpu_kind
 from analysis_lib.runtime.threads import torch_threads
@@ -369,6 +373,7 @@ def main() -> None:
     from analysis_lib.runtime.device import native_bf16, resolve
 
     hf_logging.disable_progress_bar()  # the models' saving bars, not the benchmark's output
+    cores_before = core_time()
     DEVICE, MODEL = resolve(args.device), MODELS[args.model]
     if on_gpu():
         bf16 = "bfloat16" if native_bf16(DEVICE) else ""
@@ -412,6 +417,20 @@ def main() -> None:
           "threads.")
     if not on_gpu():
         where_the_time_goes(runs, rate)
+    host_line(cores_before)
+
+
+def host_line(before: CoreTime | None) -> None:
+    """Print how busy the machine's cores were since ``before`` and what its host took: time
+    stolen by the host slows every loop, and the matmul rates with them."""
+    now = core_time()
+    if now is None or before is None:
+        return
+    busy, stolen = now.shares_since(before)
+    noted = (": the host ran other work on these cores, so every rate above is lower than "
+             "this CPU computes") if stolen >= STOLEN_NOTED else ""
+    print(f"\nthe machine's cores during the benchmark: busy {busy:.0%}, stolen by the host "
+          f"{stolen:.1%}{noted}")
 
 
 def where(threads: int) -> str:

@@ -122,7 +122,7 @@ def test_the_build_profile_records_and_says_how_busy_the_cores_were_and_what_was
     quiet = builder.cores_line(0.9, 0.001)
     assert "cores busy 90%" in quiet and "stolen by the host 0.1%" in quiet
     assert "care" not in quiet
-    noisy = builder.cores_line(0.9, builder.STOLEN_NOTED)
+    noisy = builder.cores_line(0.9, times.STOLEN_NOTED)
     assert "slower than this CPU computes" in noisy
     runs = [builder.Executed("first", Path("first.ipynb"), 12.5, False, 20.0, 0.93, 0.02),
             builder.Executed("second", Path("second.ipynb"), 0.0, True, 0.0)]

@@ -385,11 +385,6 @@ def core_shares(before: times.CoreTime | None) -> tuple[float, float]:
     return now.shares_since(before) if now and before else (float("nan"), float("nan"))
 
 
-#: the share of the cores' time a build's host may take (stolen time) before the build's
-#: summary says that its times are slower than the CPU computes
-STOLEN_NOTED = 0.05
-
-
 def cores_line(busy: float, stolen: float) -> str | None:
     """The build summary's line on the machine's cores while the notebooks ran: how busy
     they were (below 1, the build waited on something other than computing, or computed on
@@ -399,7 +394,7 @@ def cores_line(busy: float, stolen: float) -> str | None:
         return None
     line = (f"  cores busy {busy:.0%} of the time the notebooks ran, stolen by the host "
             f"{stolen:.1%}")
-    if stolen >= STOLEN_NOTED:
+    if stolen >= times.STOLEN_NOTED:
         line += (": the host ran other work on this machine's cores, so these times are "
                  "slower than this CPU computes (compare them with care)")
     return line

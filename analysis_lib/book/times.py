@@ -115,6 +115,10 @@ class CoreTime:
         return busy / total, stolen / total
 
 
+#: the share of the cores' time a host may take (stolen time) before a build or a benchmark
+#: says that its times are slower than the CPU computes
+STOLEN_NOTED = 0.05
+
 #: the fields of ``/proc/stat``'s ``cpu`` line, in order (``guest`` and ``guest_nice`` are
 #: already counted in ``user`` and ``nice``)
 _STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
