@@ -873,7 +873,7 @@ def profile_summary(table) -> list[str]:
         top = ", ".join(f"{k.kind} {k.wall_s:.0f}" for k in mine.head(3).itertuples())
         peak = f"{row.peak_rss_mb:8.0f}" if row.peak_rss_mb == row.peak_rss_mb else " " * 8
         wall = "reused" if row.reused else f"{row.wall_s:7.1f}"
-        share = getattr(row, "busy", float("nan"))  # the machine's cores, any process
+        share = row.busy  # the share of the machine's cores busy, any process
         busy = f"{share:5.0%}" if share == share else " " * 5
         lines.append(f"  {row.notebook:<18} {wall:>7} {row.cpu_s:7.1f} {peak} {busy}  {top}")
     return lines
