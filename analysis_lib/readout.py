@@ -17,7 +17,9 @@ cheaper stand-in): :func:`layer_scores` for one run, :func:`score_grid` for a gr
 fine-tuning (:func:`truncated_runs`, their learning curves :func:`cut_curves`), Phang et
 al.'s contiguous spans of skipped layers with no retraining (:func:`skip_scores`), and
 UNTUNED with a probe on each pooling of the tokens (:func:`pooling_scores`: is the first
-token the reason a head does not carry down?).
+token the reason a head does not carry down?), and each layer's CKA to the last layer beside
+the accuracy UNTUNED loses there (:func:`cka_and_loss`: does a layer that resembles the top
+lose little?).
 """
 
 from __future__ import annotations
@@ -248,3 +250,27 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
                              "pooling": pooling, "layer": layer,
                              "accuracy": float(np.mean(predicted == task.test.labels))})
     return pd.DataFrame(rows)
+
+
+def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
+                 config: str = "UNTUNED") -> pd.DataFrame:
+    """Per task and layer ``1..L-1``: linear CKA between the layer's first-token vectors and
+    the last layer's (the FT-FT matrix, mean over seeds) beside the accuracy lost by reading
+    the task head from that layer (full model minus ``config``), ``config``'s accuracy
+    (``untuned``) and, where ``summary`` holds it, the majority baseline (``majority``): the
+    floor the claim reads UNTUNED beside."""
+    rows = []
+    for task, M in ft_ft.items():
+        top = len(M) - 1
+        at = summary[(summary.model == model) & (summary.task == task) &
+                     (summary.config == config)]
+        for row in at.itertuples():
+            if row.layer < top and np.isfinite(M[row.layer, top]):
+                rows.append({"task": task, "layer": int(row.layer),
+                             "cka_to_last": float(M[row.layer, top]),
+                             "accuracy_lost": float(row.full - row.mean),
+                             "untuned": float(row.mean),
+                             "majority": float(getattr(row, "majority", np.nan))})
+    frame = pd.DataFrame(rows)
+    return frame.drop(columns="majority") if len(frame) and frame.majority.isna().any() \
+        else frame

@@ -6,13 +6,12 @@ import pytest
 
 from analysis_lib import claims, collect, collection, similarity
 from analysis_lib.claims import verdicts
-from analysis_lib.claims.papers import wu
 from analysis_lib.data import corpora
 from analysis_lib.layers import LayerTable, spread_layers
-from analysis_lib.similarity import _backend, structure
+from analysis_lib.similarity import _backend, attention, structure
 from tests.conftest import TINY
 
-K = wu.PairKey
+K = collection.PairKey
 
 
 def _findings(summaries, jackknives, measures, *, matrices=None, collection=None,
@@ -93,7 +92,7 @@ def test_summary_cells_on_a_known_matrix(coll):
     M[3:, 3:] = 0.8
     np.fill_diagonal(M, 1.0)
     M[0, 1] = M[1, 0] = M[1, 2] = M[2, 1] = 0.95
-    s = wu.summary(M, c)
+    s = collection.summary(M, c)
     assert s["across_models"] == pytest.approx(0.2)
     assert s["within_model"] == pytest.approx((4 * 0.95 + 2 * 0.9 + 6 * 0.8) / 12)
     assert s["adjacent"] == pytest.approx((4 * 0.95 + 4 * 0.8) / 8)
@@ -104,14 +103,14 @@ def test_summary_encoder_decoder_and_pairs_on_a_known_matrix(coll):
     c, _ = coll  # random:bert reads both ways, random:gpt2 left to right
     M = np.full((6, 6), 0.2)
     M[:3, 3:] = 0.3  # bert rows, gpt2 columns: an asymmetric measure
-    s = wu.summary(M, c)
+    s = collection.summary(M, c)
     assert np.isnan(s["encoders_across"])  # one encoder: no pair of encoders
     assert s["encoder_decoder"] == pytest.approx(0.25)
     assert s[K("pair", "random:bert", "random:gpt2")] == pytest.approx(0.25)
-    only = wu.summary(M, c, models=["random:bert"])
+    only = collection.summary(M, c, models=["random:bert"])
     assert np.isnan(only["across_models"]) and only["within_model"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="not in this collection"):
-        wu.summary(M, c, models=["minilm"])
+        collection.summary(M, c, models=["minilm"])
 
 
 def test_a_subset_gives_the_restricted_summary(coll):
@@ -125,7 +124,7 @@ def test_a_subset_gives_the_restricted_summary(coll):
     sub = collection.subset(three, keep)
     assert sub.models == keep and len(sub.layers) == 6
     rows = np.flatnonzero(np.isin(three.table.owners, keep))
-    full, part = wu.summary(M, three, models=keep), wu.summary(
+    full, part = collection.summary(M, three, models=keep), collection.summary(
         M[np.ix_(rows, rows)], sub)
     assert full.keys() == part.keys()
     for key in full:
@@ -193,11 +192,11 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
         M[i, j] = M[j, i] = 1.0
     for i, j in zip((0, 2, 4), flat):  # depths 0, .5, 1 of both
         M[i, j] = M[j, i] = 0.5
-    s = wu.summary(M, c)
+    s = collection.summary(M, c)
     assert s[K("matched", "deep", "twin")] == pytest.approx(1.0)
     assert s[K("matched", "deep", "flat")] == pytest.approx(0.5)
     assert s[K("pair", "deep", "twin")] == pytest.approx(5 / 25)
-    frame = wu.factor_table(
+    frame = collection.factor_table(
         {"linear_cka": s}, {"linear_cka": {K("matched", "deep", "flat"): (0.4, 0.6)}},
         {"depth": [("deep", "flat")], "seed": [("deep", "twin"), ("twin", "flat")]},
         "linear_cka", not_learned=["flat"])
@@ -207,7 +206,7 @@ def test_matched_cells_pair_layers_of_the_same_relative_depth():
     assert np.isnan(frame.loc[0, "factor mean"])
     assert frame.loc[2, "factor mean"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="no pair"):
-        wu.factor_table({"linear_cka": s}, {}, {"x": [("deep", "nope")]}, "linear_cka")
+        collection.factor_table({"linear_cka": s}, {}, {"x": [("deep", "nope")]}, "linear_cka")
 
 
 def test_pair_table_shows_intervals_where_computed():
@@ -215,7 +214,7 @@ def test_pair_table_shows_intervals_where_computed():
     summaries = {"linear_cka": {"within_model": .9, ab: .5, ac: .25},
                  "svcca": {ab: .4, ac: .3}}
     intervals = {"linear_cka": {ab: (.4, .6), ac: (.2, .3)}}
-    table = wu.pair_table(summaries, intervals)
+    table = collection.pair_table(summaries, intervals)
     assert table.loc["a - b", "linear_cka"] == "0.500 [0.400, 0.600]"
     assert table.loc["a - c", "svcca"] == "0.300"
 
@@ -233,13 +232,13 @@ def test_agreement(coll):
 def test_jackknife_intervals_cover_the_estimate(coll):
     c, _ = coll
     M = similarity.pairwise(c.layers, measure="linear_cka")
-    est = wu.summary(M, c)
-    iv = wu.summary_intervals("linear_cka", c, n_folds=5)
+    est = collection.summary(M, c)
+    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
     for key in ("within_model", "across_models", "adjacent"):
         low, high = iv[key]
         assert low <= est[key] <= high and high - low < 0.5
     with pytest.raises(ValueError, match="n_folds"):
-        wu.summary_intervals("linear_cka", c, n_folds=1)
+        collection.summary_intervals("linear_cka", c, n_folds=1)
 
 
 def test_localization_frame_names_each_model_once(coll):
@@ -357,7 +356,7 @@ def _jackknife(values: dict, spread: float, k: int = 10, seed: int = 0):
     rng = np.random.default_rng(seed)
     reps = pd.DataFrame({key: v + spread * rng.standard_normal(k) / np.sqrt(k)
                          for key, v in values.items()})
-    return wu.Jackknife(dict(values), reps)
+    return collection.Jackknife(dict(values), reps)
 
 
 def _summary(within, across, lower=0.5, higher=0.5, adjacent=0.5, non_adjacent=0.5,
@@ -431,9 +430,9 @@ def test_contrasts_get_a_unit_over_models():
     """Within minus across per model, from the cells that involve that model; the claim
     holds only where the interval over models agrees with the one over sentences."""
     M, fake, names = _three_models({"a": 0.8, "b": 0.7, "c": 0.75})
-    values = wu.per_model(M, fake, names, "within_model", "across_models")
+    values = collection.per_model(M, fake, names, "within_model", "across_models")
     assert values == pytest.approx({"a": 0.5, "b": 0.4, "c": 0.45})
-    cka = wu.summary(M, fake)
+    cka = collection.summary(M, fake)
     jk = {"linear_cka": _jackknife(cka, 0.004)}
     found = _findings({"linear_cka": cka}, jk, ["linear_cka"], matrices={
         "linear_cka": M}, collection=fake, models=names)
@@ -442,7 +441,7 @@ def test_contrasts_get_a_unit_over_models():
     # one model whose layers are no closer to each other than to other models': the
     # sentences' interval still holds, the models' does not
     M2, fake2, _ = _three_models({"a": 0.8, "b": 0.3, "c": 0.31})
-    cka2 = wu.summary(M2, fake2)
+    cka2 = collection.summary(M2, fake2)
     found2 = _findings({"linear_cka": cka2}, {"linear_cka": _jackknife(cka2, 0.004)},
                                  ["linear_cka"], matrices={"linear_cka": M2},
                                  collection=fake2, models=names)
@@ -462,10 +461,12 @@ def test_neurons_claim_prints_each_pair_of_models():
     M[np.ix_(owners == "a", owners == "b")] = M[np.ix_(owners == "b", owners == "a")] = 0.9
     N, _, _ = _three_models({"a": 0.5, "b": 0.5, "c": 0.5})
     table = fake.table
-    assert [wu.pair_overlap(M, table, a, b) for a, b in ("ab", "ac", "bc")] == [1, 0, 0]
+    assert [collection.pair_overlap(M, table, a, b) for a, b in ("ab", "ac", "bc")] == [1, 0, 0]
     for a, b in ("ab", "ca", "bc"):
-        assert wu.summary(M, fake, [a, b])["overlap"] == wu.pair_overlap(M, table, a, b)
-    summaries = {"linear_cka": wu.summary(M, fake), "neuronsim": wu.summary(N, fake)}
+        assert collection.summary(M, fake, [a, b])["overlap"] == \
+            collection.pair_overlap(M, table, a, b)
+    summaries = {"linear_cka": collection.summary(M, fake),
+                 "neuronsim": collection.summary(N, fake)}
     assert summaries["linear_cka"]["overlap"] == pytest.approx(1 / 3)
     jk = {m: _jackknife(v, 0.004) for m, v in summaries.items()}
     shown = _findings(summaries, jk, ["neuronsim", "linear_cka"],
@@ -493,11 +494,11 @@ def test_family_claim_prints_the_pairs_its_groups_are_made_of():
             "measures": ["linear_cka"], "without_outliers": None, "models": names,
         }).loc["wu-family", "what this run shows"]
 
-    cka = wu.summary(M, fake)
+    cka = collection.summary(M, fake)
     assert shown(cka).startswith("linear_cka: +0.600")  # the a - b pair against a - c, b - c
     assert ("mean across each pair of models: a - b 0.900, a - c 0.300, b - c 0.300"
             in shown(cka))
-    assert "each pair" not in shown(wu.named(cka))  # no per-pair entries, nothing to print
+    assert "each pair" not in shown(collection.named(cka))  # no per-pair entries, nothing to print
 
 
 def test_objective_claim_cancels_the_seed():
@@ -597,11 +598,11 @@ def test_neurons_claim_reads_ranks_so_no_scale_or_chance_level_sets_its_sign():
     rng = np.random.default_rng(1)
     M = M + 0.1 * np.abs(rng.standard_normal(M.shape))
     M = (M + M.T) / 2
-    base = wu.summary(M, fake)["overlap"]
+    base = collection.summary(M, fake)["overlap"]
     assert 0.0 < base < 0.5
     for transform in (lambda x: 3 * x + 0.2, lambda x: x ** 3, np.log):
-        assert wu.summary(transform(M), fake)["overlap"] == pytest.approx(base)
-    cka, neuron = wu.summary(M, fake), wu.summary(0.1 * M ** 2 - 0.05, fake)
+        assert collection.summary(transform(M), fake)["overlap"] == pytest.approx(base)
+    cka, neuron = collection.summary(M, fake), collection.summary(0.1 * M ** 2 - 0.05, fake)
     assert cka["across_models"] > 10 * neuron["across_models"]
     jk = {"linear_cka": _jackknife(cka, 0.005), "neuronsim": _jackknife(neuron, 0.005)}
     found = _findings({"linear_cka": cka, "neuronsim": neuron}, jk,
@@ -632,9 +633,9 @@ def test_without_a_jackknife_no_verdict_is_decided():
 
 def test_jackknife_replicates_give_the_intervals(coll):
     c, _ = coll
-    jk = wu.summary_jackknife("linear_cka", c, n_folds=5)
+    jk = collection.summary_jackknife("linear_cka", c, n_folds=5)
     assert len(jk.replicates) == 5
-    iv = wu.summary_intervals("linear_cka", c, n_folds=5)
+    iv = collection.summary_intervals("linear_cka", c, n_folds=5)
     assert iv.keys() == jk.intervals().keys()
     for key, bounds in jk.intervals().items():
         np.testing.assert_array_equal(iv[key], bounds)  # NaN where a cell is empty
@@ -647,23 +648,23 @@ def test_jackknives_of_several_measures_are_each_measures_own(coll, monkeypatch)
     classes of their own, and may send them to different paths (NumPy and torch agree to
     rounding, not to the bit), so the exact check fixes the path."""
     c, _ = coll
-    free = wu.summary_jackknives(["neuronsim", "CKA"], c, n_folds=4, seed=2)
+    free = collection.summary_jackknives(["neuronsim", "CKA"], c, n_folds=4, seed=2)
     monkeypatch.setenv(_backend.ENV, "numpy")
     for name, jk in free.items():  # whichever paths the rule took
-        alone = wu.summary_jackknife(name, c, n_folds=4, seed=2)
+        alone = collection.summary_jackknife(name, c, n_folds=4, seed=2)
         np.testing.assert_allclose(list(jk.estimate.values()), list(alone.estimate.values()),
                                    rtol=1e-12, atol=1e-12)
         pd.testing.assert_frame_equal(jk.replicates, alone.replicates, rtol=1e-12, atol=1e-12)
-    both = wu.summary_jackknives(["neuronsim", "CKA"], c, n_folds=4, seed=2)
+    both = collection.summary_jackknives(["neuronsim", "CKA"], c, n_folds=4, seed=2)
     assert list(both) == ["neuronsim", "linear_cka"]
     for name, jk in both.items():
-        alone = wu.summary_jackknife(name, c, n_folds=4, seed=2)
+        alone = collection.summary_jackknife(name, c, n_folds=4, seed=2)
         assert jk.estimate.keys() == alone.estimate.keys()
         np.testing.assert_array_equal(list(jk.estimate.values()),
                                       list(alone.estimate.values()))
         pd.testing.assert_frame_equal(jk.replicates, alone.replicates, check_exact=True)
     assert not both["neuronsim"].replicates.equals(both["linear_cka"].replicates)
-    one = wu.summary_jackknives("linear_cka", c, n_folds=4, seed=2)  # one name, as a str
+    one = collection.summary_jackknives("linear_cka", c, n_folds=4, seed=2)  # one name, as a str
     pd.testing.assert_frame_equal(one["linear_cka"].replicates, both["linear_cka"].replicates)
 
 
@@ -690,8 +691,8 @@ def test_attention_claim_compares_each_method_with_itself():
 
     # heads as similar across models as within them (overlap near 0.5); distributed
     # methods lower across models than within (overlap 0): head-level closer, as reported
-    heads = {m: matrix(0.9, 0.9, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
-    dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(wu.DISTRIBUTED)}
+    heads = {m: matrix(0.9, 0.9, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
+    dist = {m: matrix(0.3, 0.12, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
     found = _attention({**heads, **dist}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] == "holds"
     assert found.loc["wu-attention-heads", "control"].startswith("condition:")
@@ -701,12 +702,12 @@ def test_attention_claim_compares_each_method_with_itself():
     assert "per value: a - b +0." in shows and "b - c +0." in shows
     # near-uniform heads: raw values high across models (0.72), yet below every
     # within-model cell (0.9), while the distributed cells overlap: the claim turns around
-    uniform = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
-    overlapping = {m: matrix(0.3, 0.3, 0.002, 9 + k) for k, m in enumerate(wu.DISTRIBUTED)}
+    uniform = {m: matrix(0.9, 0.72, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
+    overlapping = {m: matrix(0.3, 0.3, 0.002, 9 + k) for k, m in enumerate(attention.DISTRIBUTED)}
     found = _attention({**uniform, **overlapping}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] == "opposite"
     # raw head values far above the distributed ones, the same order of cells: no claim
-    same_order = {m: matrix(0.3, 0.12, 0.002, k) for k, m in enumerate(wu.HEAD_LEVEL)}
+    same_order = {m: matrix(0.3, 0.12, 0.002, k) for k, m in enumerate(attention.HEAD_LEVEL)}
     found = _attention({**same_order, **dist}, SimpleNamespace(table=table))
     assert found.loc["wu-attention-heads", "verdict"] != "holds"
     assert found.loc["wu-attention-heads", "verdict"] == "not measured"  # all overlaps 0
@@ -717,14 +718,14 @@ def test_pair_entries_are_data_not_text(coll):
     """The per-pair entries carry their kind and models as fields: reordering or renaming
     models never needs a key to be parsed back."""
     c, _ = coll
-    s = wu.summary(np.full((6, 6), 0.2), c)
-    pairs = wu.pair_entries(s)
+    s = collection.summary(np.full((6, 6), 0.2), c)
+    pairs = collection.pair_entries(s)
     assert list(pairs) == [K("pair", "random:bert", "random:gpt2")]
     assert str(next(iter(pairs))) == "pair: random:bert - random:gpt2"
-    assert set(wu.pair_entries(s, "matched")) == {K("matched", "random:bert",
+    assert set(collection.pair_entries(s, "matched")) == {K("matched", "random:bert",
                                                             "random:gpt2")}
-    assert all(isinstance(k, str) for k in wu.named(s))
-    assert len(wu.named(s)) + 2 == len(s)
+    assert all(isinstance(k, str) for k in collection.named(s))
+    assert len(collection.named(s)) + 2 == len(s)
 
 
 def test_uniform_heads_are_not_counted_as_duplicates():

@@ -198,10 +198,11 @@ def test_permutation_floor_says_when_permutations_are_too_few():
 def test_the_share_left_of_a_gap_is_defined_only_above_the_smallest_effect():
     matched = pd.DataFrame({"raw": [0.10, -0.04, 0.001, 0.0], "matched": [0.05, -0.04, 0.002,
                                                                            0.0]})
-    share = merchant.matched_share(matched).share_left
+    share = stimuli.share_left(matched, 0.02).share_left
     np.testing.assert_allclose(share[:2], [0.5, 1.0])
-    assert share[2:].isna().all()  # 0.001 and 0: below merchant-domain's 0.02, no share
-    assert merchant.matched_share(matched, floor=1e-4).share_left[2] == pytest.approx(2.0)
+    assert share[2:].isna().all()  # 0.001 and 0: below a floor of 0.02, no share
+    assert stimuli.share_left(matched, 1e-4).share_left[2] == pytest.approx(2.0)
+    assert matched.columns.tolist() == ["raw", "matched"]  # the caller's frame is kept
 
 
 def test_cross_task_claim_counts_only_divergence_beyond_two_seeds_of_one_task():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import claims
+from analysis_lib import claims, readout
 from analysis_lib.claims import verdicts
 from analysis_lib.claims.claim import Claim, Evidence, Level, per_value
 from analysis_lib.claims.papers import merchant, phang, ren
@@ -269,14 +269,14 @@ def test_the_cka_link_is_refused_when_untuned_sits_at_its_floor():
                              "mean": value, "full": 0.8, "majority": 0.45}
                             for layer, value in enumerate([0.45, 0.452, 0.451, 0.46, 0.8], 1)])
     ft_ft = {"t": np.eye(6) * 0.5 + 0.5 * np.linspace(0, 1, 6)[None, :]}
-    link = phang.cka_and_loss(ft_ft, summary, "m")
+    link = readout.cka_and_loss(ft_ft, summary, "m")
     assert link.columns.tolist() == ["task", "layer", "cka_to_last", "accuracy_lost",
                                      "untuned", "majority"]
     [evidence] = phang.cka_predicts(link)
     assert evidence.levels[0].at_level == 4 and evidence.levels[0].needed == 3
     assert verdicts.at_floor(evidence)
     # a summary without the baseline: no level, the correlation as before
-    plain = phang.cka_and_loss(ft_ft, summary.drop(columns="majority"), "m")
+    plain = readout.cka_and_loss(ft_ft, summary.drop(columns="majority"), "m")
     assert "majority" not in plain and not phang.cka_predicts(plain)[0].levels
 
 

@@ -232,6 +232,37 @@ def test_every_study_notebook_computes_with_the_librarys_general_functions(chapt
     assert len(general) >= 8, general
 
 
+@pytest.mark.parametrize("chapter", CHAPTER_NAMES)
+def test_a_notebook_calls_a_papers_module_only_to_judge_a_claim(chapter):
+    """What a chapter computes comes from the general steps; from a paper's claim module a
+    notebook calls only a claim's own evidence function (to judge the claim again under
+    another setting, as the seeds page does at earlier checkpoints). A statistic that a page
+    shows and a claim reads lives in the general module of what it takes."""
+    import importlib
+
+    from analysis_lib.claims.claim import claim_of
+
+    called = _called(LIBRARY.parent / "notebooks" / f"{chapter}.ipynb")
+    from_papers = sorted(c for c in called if c.startswith("analysis_lib.claims.papers."))
+    helpers = []
+    for name in from_papers:
+        module, function = name.rsplit(".", 1)
+        try:
+            claim_of(getattr(importlib.import_module(module), function))
+        except ValueError:
+            helpers.append(name)
+    assert not helpers, helpers
+
+
+def test_the_papers_module_check_tells_a_claim_from_a_helper():
+    from analysis_lib.claims.claim import claim_of
+    from analysis_lib.claims.papers import ren, wu
+
+    assert claim_of(ren.depth).id.startswith("ren-")
+    with pytest.raises(ValueError, match="computes no claim"):
+        claim_of(wu.shared_stages)  # a helper of the module, not a claim
+
+
 #: what the claims package may import from the steps below it that load, extract or train:
 #: a model family's reading direction, and the plateau rule of a finished run's curve (read
 #: on its record)

@@ -279,7 +279,6 @@ def test_cli_runs_a_spec_and_reports_failures(tmp_path, capsys):
 def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
     from analysis_lib import collect
     from analysis_lib import collection as study
-    from analysis_lib.claims.papers import wu
     from analysis_lib.data import corpora
 
     grid = {**GRID, "seeds": [0], "self_pairs": True,
@@ -296,8 +295,8 @@ def test_representation_page_reads_a_sweep_table_as_its_own_matrices(tmp_path):
     for measure in grid["measures"]:  # neuronsim is asymmetric: both directions present
         np.testing.assert_allclose(mats[measure], expected[measure], atol=1e-6)
     # the same numbers; the per-pair keys name the sweep's variants ("random:bert / seed 0")
-    swept = list(wu.summary(mats["linear_cka"], collection).items())
-    local = list(wu.summary(expected["linear_cka"], here).items())
+    swept = list(study.summary(mats["linear_cka"], collection).items())
+    local = list(study.summary(expected["linear_cka"], here).items())
     assert [k for k, _ in swept if isinstance(k, str)] == [
         k for k, _ in local if isinstance(k, str)]
     pair_keys = [k for k, _ in swept if not isinstance(k, str)]

@@ -1,5 +1,7 @@
 """Stimuli drawn from a task or a corpus: a task's validation inputs as a corpus, its short
-inputs for attention maps, and deterministic samples of word rows.
+inputs for attention maps, deterministic samples of word rows, and two domains' tokens
+matched on their surface (:func:`token_covariates`, :func:`matched_rows`,
+:func:`share_left`).
 
 Every chapter that samples word rows samples them with :func:`word_rows`, so the same seed
 gives the same rows everywhere.
@@ -134,3 +136,18 @@ def matched_rows(covariates: pd.DataFrame, *, bins: int = 4, seed: int = 0
         for d, rows in by_domain.items():
             kept[d] += list(rng.choice(rows, n, replace=False)) if n else []
     return {d: np.sort(np.array(v, dtype=np.int64)) for d, v in kept.items()}
+
+
+def share_left(matched: pd.DataFrame, floor: float) -> pd.DataFrame:
+    """How much of each gap is left once the domains are matched on length, frequency and
+    split words (:func:`matched_rows`): ``matched`` holds one row per gap, its ``raw`` value
+    and its ``matched`` value; the copy returned adds ``share_left``, matched / raw (near 1:
+    the covariates do not explain the gap; near 0: they explain it). A gap smaller than
+    ``floor`` in size (e.g. the smallest effect of the claim the gap is read for) has no
+    share to speak of: a ratio of two near-zero numbers swings with rounding, so it is
+    NaN."""
+    frame = matched.copy()
+    big = np.abs(frame.raw.to_numpy(dtype=float)) >= floor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["share_left"] = np.where(big, frame.matched / frame.raw, np.nan)
+    return frame

@@ -340,3 +340,20 @@ def best_matches(layers: Sequence[AttentionLayer], owners: Sequence[str],
                             "match_layer": labels[where[h]] if found else "",
                             "match_head": heads_at[h], "similarity": float(best[h])})
     return pd.DataFrame(records)
+
+
+#: Wu et al.'s six ways to compare two layers' attention (§3.4-3.5), by the name a table
+#: shows: a head-level measure on the maps themselves (``"attention"``, each head of one
+#: layer matched to its best head in the other), or a representation measure on each
+#: layer's (word pairs x heads) matrix of :func:`attention_representation`
+#: (``"distributed"``); each maps to ``(kind, measure name)``
+COMPARISONS = {"JS (head)": ("attention", "attention_js"),
+               "Pearson (head)": ("attention", "attention_pearson"),
+               "Frobenius (head)": ("attention", "attention_frobenius"),
+               "SVCCA (distributed)": ("distributed", "svcca"),
+               "PWCCA (distributed)": ("distributed", "pwcca"),
+               "CKA (distributed)": ("distributed", "linear_cka")}
+#: the names of :data:`COMPARISONS` that read the head-level maps, and those that read each
+#: layer's (word pairs x heads) matrix
+HEAD_LEVEL = tuple(name for name, (kind, _) in COMPARISONS.items() if kind == "attention")
+DISTRIBUTED = tuple(name for name, (kind, _) in COMPARISONS.items() if kind == "distributed")

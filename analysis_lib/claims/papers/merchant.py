@@ -39,7 +39,6 @@ from ..claim import (
     NotMeasured,
     Paper,
     Uncontrolled,
-    claim_of,
     figure,
 )
 
@@ -454,16 +453,3 @@ def truncate(truncated: pd.DataFrame | None, full: Mapping[int, float] | None,
 
 #: the paper's claims, in the order above
 CLAIMS = MERCHANT.claims
-
-
-def matched_share(matched: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
-    """How much of each out-minus-in gap is left once the domains are matched on length,
-    frequency and split words (a share near 1: the covariates do not explain the gap).
-    A gap smaller than ``floor`` (default: the smallest effect of :func:`domain`'s claim) has
-    no share to speak of: a ratio of two near-zero numbers swings with rounding, so it is NaN."""
-    floor = claim_of(domain).smallest_effect if floor is None else floor
-    frame = matched.copy()
-    big = np.abs(frame.raw.to_numpy(dtype=float)) >= floor
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frame["share_left"] = np.where(big, frame.matched / frame.raw, np.nan)
-    return frame

@@ -3,7 +3,7 @@
 The fine-tuning chapter tests the block claims from its results ``views``
 (:func:`~analysis_lib.collect.view_matrices` per ``(model, task, pooling)``); the
 truncation chapter tests the others from ``scores`` (:func:`~analysis_lib.readout.score_grid`,
-one row per seed), ``link`` (:func:`cka_and_loss`) and ``skips``
+one row per seed), ``link`` (:func:`~analysis_lib.readout.cka_and_loss`) and ``skips``
 (:func:`~analysis_lib.readout.skip_scores` per ``(task, seed)``). Every claim takes its
 spread over fine-tuning seeds (paired by seed where two settings are compared); one seed
 gives no spread to judge by. All of them read the fine-tuning grid's runs, and get no
@@ -242,30 +242,6 @@ def _orig_floor(rows: pd.DataFrame) -> Level | None:
         return None
     return Level.accuracy(f"TUNEDORIG's test accuracy ({rows.task.iloc[0]}, per layer and "
                           "seed)", orig.accuracy, orig.majority)
-
-
-def cka_and_loss(ft_ft: Mapping[str, np.ndarray], summary: pd.DataFrame, model: str,
-                 config: str = "UNTUNED") -> pd.DataFrame:
-    """Per task and layer ``1..L-1``: linear CKA between the layer's first-token vectors and
-    the last layer's (the FT-FT matrix, mean over seeds) beside the accuracy lost by reading
-    the task head from that layer (full model minus ``config``), ``config``'s accuracy
-    (``untuned``) and, where ``summary`` holds it, the majority baseline (``majority``): the
-    floor the claim reads UNTUNED beside."""
-    rows = []
-    for task, M in ft_ft.items():
-        top = len(M) - 1
-        at = summary[(summary.model == model) & (summary.task == task) &
-                     (summary.config == config)]
-        for row in at.itertuples():
-            if row.layer < top and np.isfinite(M[row.layer, top]):
-                rows.append({"task": task, "layer": int(row.layer),
-                             "cka_to_last": float(M[row.layer, top]),
-                             "accuracy_lost": float(row.full - row.mean),
-                             "untuned": float(row.mean),
-                             "majority": float(getattr(row, "majority", np.nan))})
-    frame = pd.DataFrame(rows)
-    return frame.drop(columns="majority") if len(frame) and frame.majority.isna().any() \
-        else frame
 
 
 #: the share of depth Phang et al. drop in the example of :func:`untuned`'s claim (§4: the top

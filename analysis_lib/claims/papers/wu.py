@@ -1,17 +1,20 @@
-"""Wu et al. 2020's claims, each beside the function that computes its evidence, and the
-statistics of a collection matrix they read.
+"""Wu et al. 2020's claims, each beside the function that computes its evidence from the
+statistics of a collection matrix (:func:`~analysis_lib.collection.summary` and its
+jackknife, in :mod:`analysis_lib.collection`).
 
 Three chapters test them, and the functions read their results by name:
 
-* the representation chapter: ``summaries``
-  (per measure, :func:`summary` of the collection matrix on the pretrained models),
-  ``jackknives`` (per measure, a :class:`Jackknife` of those numbers), ``measures``,
-  ``matrices``, ``collection`` and ``models`` (for a second unit over models), ``localization``
+* the representation chapter: ``summaries`` (per measure,
+  :func:`~analysis_lib.collection.summary` of the collection matrix on the pretrained
+  models), ``jackknives`` (per measure, a :class:`~analysis_lib.collection.Jackknife` of
+  those numbers), ``measures``, ``matrices``, ``collection`` and ``models`` (for a second
+  unit over models), ``localization``
   (:func:`~analysis_lib.collection.localization_frame`), ``agreements`` and
   ``n_layers`` (the second corpus), and the zoo's ``zoo_summary``, ``zoo_seeds``,
   ``zoo_controls``, ``zoo_draws`` and ``not_learned``;
-* the attention chapter: ``methods`` (per method of :data:`METHODS`, its collection
-  matrix) and ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
+* the attention chapter: ``methods`` (per method of
+  :data:`~analysis_lib.similarity.attention.COMPARISONS`, its collection matrix) and
+  ``collection`` (:class:`analysis_lib.collect.AttentionCollection`);
 * the fine-tuning chapter: ``change``
   (:func:`~analysis_lib.collect.change_frame`, one row per model, task, seed and
   layer) and ``frozen`` (:func:`~analysis_lib.training.freezing.freezing_runs`, App. D's
@@ -28,185 +31,29 @@ across-model cells among its own within-model cells, never the raw values of two
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...collection import RANKED, Collection, regress_out, subset
+from ...collection import (
+    RANKED,
+    Jackknife,
+    PairKey,
+    SummaryKey,
+    matched_key,
+    pair_entries,
+    pair_overlap,
+    per_model,
+)
 from ...data.corpora import SAME_TEXT
-from ...layers import LayerCollection, LayerTable
-from ...runtime.profile import profiled
-from ...similarity import pairwise_suite
-from ...similarity.leave_out import leave_out_suite
-from ...similarity.registry import canonical
-from ...similarity.structure import rank_overlap
+from ...layers import LayerCollection
+from ...similarity.attention import DISTRIBUTED, HEAD_LEVEL
 from ..claim import SIM, Evidence, NotMeasured, Paper, figure, per_value
 from .merchant import depth_drop, frozen_by_seed
 
 WU = Paper("Wu")
-
-
-class PairKey(NamedTuple):
-    """A :func:`summary` entry about two models: ``kind`` is ``"pair"`` (every cell across
-    them) or ``"matched"`` (their layers at matching relative depth). Prints as
-    ``pair: a - b``."""
-
-    kind: str
-    a: str
-    b: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.a} - {self.b}"
-
-
-#: a key of :func:`summary`: a named group of cells (``"within_model"``) or a pair of models
-SummaryKey = str | PairKey
-
-
-def summary(M: np.ndarray, collection: LayerCollection, models: Sequence[str] | None = None
-            ) -> dict[SummaryKey, float]:
-    """Means of one collection matrix over the cells each observation is about, and one
-    comparison of two groups of cells by rank.
-
-    ``within_model``: different layers of one model; ``across_models``: layers of different
-    models; ``overlap``: :func:`rank_overlap` of the across-model cells with the within-model
-    ones; ``same_family`` / ``other_family``: across models of the same / a different
-    family; ``adjacent`` / ``non_adjacent``: neighbouring / other layers of one model (in the
-    collection's order: with ``layers_per_model``, neighbours in the sample);
-    ``lower_across`` / ``higher_across``: across models, for the lower / upper half of each
-    model's layers (by relative depth, both sides in the same half); ``encoders_across`` /
-    ``encoder_decoder``: across two models that both read in both directions / of which one
-    reads left to right (a decoder such as GPT-2 or SmolLM2). Then, for every pair of models
-    ``a``, ``b`` (in the collection's order), two :class:`PairKey` entries:
-    ``PairKey("pair", a, b)``, across the two models (both directions), and
-    ``PairKey("matched", a, b)``, the same two models at matching relative depth only (each
-    layer of the model with fewer layers against the other's nearest layer).
-
-    ``models`` restricts every mean to the cells between layers of those models (default:
-    all), e.g. the pretrained ones.
-    """
-    cells, both = _cells(collection, models)
-    out: dict[SummaryKey, float] = {
-        k: float(M[mask & both].mean()) if (mask & both).any() else float("nan")
-        for k, mask in cells.items()}
-    out["overlap"] = rank_overlap(M[cells["across_models"] & both],
-                                  M[cells["within_model"] & both])
-    return out
-
-
-def _cells(collection: LayerCollection, models: Sequence[str] | None
-           ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
-    """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
-    cells."""
-    from ...models.info import causal_family  # loads PyTorch: only where cells are computed
-
-    frame = collection.table.frame
-    owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
-    chosen = list(dict.fromkeys(owners)) if models is None else list(models)
-    missing = [m for m in chosen if m not in set(owners)]
-    if missing:
-        raise ValueError(f"models {missing} are not in this collection; it holds "
-                         f"{list(dict.fromkeys(owners))}")
-    keep = np.isin(owners, chosen)
-    both = keep[:, None] & keep[None, :]
-    depth = frame["depth"].to_numpy()
-    idx = np.arange(len(owners))
-    same = owners[:, None] == owners[None, :]
-    off = ~np.eye(len(owners), dtype=bool)
-    gap = np.abs(idx[:, None] - idx[None, :])
-    low = (depth[:, None] <= 0.5) & (depth[None, :] <= 0.5)
-    high = (depth[:, None] > 0.5) & (depth[None, :] > 0.5)
-    causal = np.array([causal_family(str(f)) for f in fam], dtype=bool)
-    cells: dict[SummaryKey, np.ndarray] = {
-        "within_model": same & off,
-        "across_models": ~same,
-        "same_family": ~same & (fam[:, None] == fam[None, :]),
-        "other_family": ~same & (fam[:, None] != fam[None, :]),
-        "adjacent": same & (gap == 1),
-        "non_adjacent": same & (gap > 1),
-        "lower_across": ~same & low,
-        "higher_across": ~same & high,
-        "encoders_across": ~same & ~causal[:, None] & ~causal[None, :],
-        "encoder_decoder": ~same & (causal[:, None] != causal[None, :]),
-    }
-    for i, a in enumerate(chosen):
-        for b in chosen[i + 1:]:
-            is_a, is_b = owners == a, owners == b
-            cells[PairKey("pair", a, b)] = (is_a[:, None] & is_b[None, :]) | (
-                is_b[:, None] & is_a[None, :])
-            cells[PairKey("matched", a, b)] = _matched(depth, is_a, is_b)
-    return cells, both
-
-
-def _matched(depth: np.ndarray, is_a: np.ndarray, is_b: np.ndarray) -> np.ndarray:
-    """Cells pairing each layer of the model with fewer layers (kept) with the other model's
-    layer of the nearest relative depth, both ways round (layer k with layer k when the two
-    have the same depth)."""
-    few, many = (is_a, is_b) if is_a.sum() <= is_b.sum() else (is_b, is_a)
-    rows, cols = np.flatnonzero(few), np.flatnonzero(many)
-    mask = np.zeros((len(depth), len(depth)), dtype=bool)
-    if not rows.size or not cols.size:
-        return mask
-    nearest = cols[np.abs(depth[cols][None, :] - depth[rows][:, None]).argmin(axis=1)]
-    mask[rows, nearest] = True
-    mask[nearest, rows] = True
-    return mask
-
-
-def per_model(M: np.ndarray, collection: LayerCollection, models: Sequence[str], high: str,
-              low: str) -> dict[str, float]:
-    """Per model of ``models``: the mean of :func:`summary`'s ``high`` cells minus its
-    ``low`` cells, among the cells that involve that model (its own layers, and its layers
-    against the other models'): one value per model, for an interval over models, the
-    sample Wu et al.'s observations are about. NaN for a model with no cell of a group."""
-    cells, both = _cells(collection, models)
-    owners = collection.table.frame["model"].to_numpy()
-    out = {}
-    for model in models:
-        mine = owners == model
-        touches = both & (mine[:, None] | mine[None, :])
-        values = [M[cells[g] & touches].mean() if (cells[g] & touches).any() else np.nan
-                  for g in (high, low)]
-        out[model] = float(values[0] - values[1])
-    return out
-
-
-def named(values: Mapping) -> dict[str, float]:
-    """The entries of a :func:`summary` about groups of cells (``within_model``, ...),
-    without the per-pair ones."""
-    return {k: v for k, v in values.items() if isinstance(k, str)}
-
-
-def pair_entries(values: Mapping, kind: str = "pair") -> dict[PairKey, float]:
-    """The per-pair entries of a :func:`summary` of one kind (``"pair"`` or
-    ``"matched"``)."""
-    return {k: v for k, v in values.items() if isinstance(k, PairKey) and k.kind == kind}
-
-
-@dataclass(frozen=True)
-class Jackknife:
-    """The :func:`summary` numbers of one measure (``estimate``) and their grouped-jackknife
-    replicates (``replicates``: one row per left-out fold of sentences, one column per
-    summary key), from :func:`summary_jackknife`."""
-
-    estimate: dict[SummaryKey, float]
-    replicates: pd.DataFrame
-
-    def se(self, key: SummaryKey) -> float:
-        """The jackknife standard error of one summary number."""
-        values = self.replicates[key].to_numpy()
-        k = len(values)
-        return float(np.sqrt((k - 1) / k * np.sum((values - values.mean()) ** 2)))
-
-    def intervals(self, level: float = 0.95) -> dict[SummaryKey, tuple[float, float]]:
-        """``estimate +- z * se`` of every summary number."""
-        from scipy.stats import norm
-
-        z = norm.ppf(0.5 + level / 2)
-        return {key: (value - z * self.se(key), value + z * self.se(key))
-                for key, value in self.estimate.items()}
 
 
 Summaries = Mapping[str, Mapping[SummaryKey, float]]
@@ -237,8 +84,8 @@ def _contrast_units(high: str, low: str, summaries: Summaries | None,
                     models: Sequence[str] | None = None) -> list[Evidence]:
     """The contrast over sentences (:func:`_contrast`) and, given the collection's
     ``matrices`` and at least three ``models``, a second unit: the contrast per model
-    (:func:`per_model`) with its t interval over the models, the sample the observations
-    are about."""
+    (:func:`~analysis_lib.collection.per_model`) with its t interval over the models, the
+    sample the observations are about."""
     if summaries is None or not measures:
         return []
     rep = _rep(measures)
@@ -306,13 +153,15 @@ def neurons_differ(summaries: Summaries | None, jackknives: Mapping[str, Jackkni
                    measures: Sequence[str] | None, matrices: Mapping[str, np.ndarray] | None,
                    collection: LayerCollection | None, models: Sequence[str] | None
                    ) -> list[Evidence]:
-    """The representation-level measure's ``overlap`` (:func:`rank_overlap` of the
-    across-model cells with the within-model ones) minus neuronsim's: how much closer the
-    models' layers come to each other's than to their own under the one measure than under
-    the other. Read through ranks only, so neither measure's scale nor its chance level can
-    set the sign; with replicates when both measures were jackknifed on the same folds.
-    Given both measures' ``matrices``, the note gives the same difference per pair of
-    models (:func:`pair_overlap`), so that a reader sees whether one pair carries it."""
+    """The representation-level measure's ``overlap``
+    (:func:`~analysis_lib.similarity.structure.rank_overlap` of the across-model cells with
+    the within-model ones) minus neuronsim's: how much closer the models' layers come to
+    each other's than to their own under the one measure than under the other. Read through
+    ranks only, so neither measure's scale nor its chance level can set the sign; with
+    replicates when both measures were jackknifed on the same folds. Given both measures'
+    ``matrices``, the note gives the same difference per pair of models
+    (:func:`~analysis_lib.collection.pair_overlap`), so that a reader sees whether one pair
+    carries it."""
     if summaries is None or not measures:
         return []
     rep = _rep(measures)
@@ -525,16 +374,6 @@ def shared_stages(models: Sequence[str]) -> str:
             "objective alone")
 
 
-def matched_key(summary: Mapping[SummaryKey, float], a: str, b: str) -> PairKey:
-    """The key of models ``a`` and ``b`` at matching depth in ``summary`` (:func:`summary`),
-    in whichever order it holds them; a ``ValueError`` naming the pair when it holds
-    neither."""
-    for key in (PairKey("matched", a, b), PairKey("matched", b, a)):
-        if key in summary:
-            return key
-    raise ValueError(f"the collection holds no pair {a} - {b}")
-
-
 @WU.claim("wu-objective", "§5.1, Fig. 2",
     "the objective alone matters: models of one architecture trained with another "
     "objective are less alike than models that differ only by seed",
@@ -552,16 +391,16 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
               measures: Sequence[str] | None) -> list[Evidence]:
     """Wu et al.'s family observation with one factor changed: for each of ``zoo_seeds``
     (models of one objective that differ only by their seed), its mean similarity at
-    matching depth (``zoo_summary``: :func:`summary` of a collection holding them all,
-    ``PairKey("matched", ...)``) to the other seeds minus its mean similarity to the models
-    of ``zoo_controls`` (the same architecture and training length, the other objective,
-    each drawn from its own seed). A control drawn from the seed model's own seed
-    (``zoo_draws``: each model's pretraining seed; without it every pair counts as two
-    draws) is left out of that seed model's mean, so both terms compare models of different
-    seeds: the seed cancels and the objective is left. One value per seed model, a t
-    interval over them; not measured when a model did not learn, or with fewer than two
-    controls (one model of the other objective is one draw: its seed and its objective
-    cannot be told apart)."""
+    matching depth (``zoo_summary``: :func:`~analysis_lib.collection.summary` of a
+    collection holding them all, ``PairKey("matched", ...)``) to the other seeds minus its
+    mean similarity to the models of ``zoo_controls`` (the same architecture and training
+    length, the other objective, each drawn from its own seed). A control drawn from the
+    seed model's own seed (``zoo_draws``: each model's pretraining seed; without it every
+    pair counts as two draws) is left out of that seed model's mean, so both terms compare
+    models of different seeds: the seed cancels and the objective is left. One value per
+    seed model, a t interval over them; not measured when a model did not learn, or with
+    fewer than two controls (one model of the other objective is one draw: its seed and its
+    objective cannot be told apart)."""
     if zoo_summary is None or not zoo_controls:
         raise NotMeasured("not measured: no zoo in this run (zoo_set is empty, or the word "
                           "arrays are elsewhere)")
@@ -639,20 +478,6 @@ def other_corpus(agreements: Mapping[str, float] | None, n_layers: int | None,
 
 
 
-#: the attention chapter's methods: a measure of the library on the head-level maps
-#: (``attention``) or on each layer's (word pairs x heads) matrix (``distributed``)
-METHODS = {"JS (head)": ("attention", "attention_js"),
-           "Pearson (head)": ("attention", "attention_pearson"),
-           "Frobenius (head)": ("attention", "attention_frobenius"),
-           "SVCCA (distributed)": ("distributed", "svcca"),
-           "PWCCA (distributed)": ("distributed", "pwcca"),
-           "CKA (distributed)": ("distributed", "linear_cka")}
-#: the names of :data:`METHODS` that read the head-level maps, and those that read each
-#: layer's (word pairs x heads) matrix
-HEAD_LEVEL = tuple(name for name, (kind, _) in METHODS.items() if kind == "attention")
-DISTRIBUTED = tuple(name for name, (kind, _) in METHODS.items() if kind == "distributed")
-
-
 _AT_BOUND = ("not measured: under both measures the cells across models and the cells "
              "within one do not interleave (an overlap of 0, or of 1, on each side), so "
              "their ranks cannot differ; models whose cells interleave can decide it")
@@ -663,17 +488,6 @@ def _at_bound(*overlaps: float) -> bool:
     apart, however different their levels."""
     values = np.asarray(overlaps, dtype=float)
     return bool(values.size and (np.all(values == 0.0) or np.all(values == 1.0)))
-
-
-def pair_overlap(M: np.ndarray, table: LayerTable, a: str, b: str) -> float:
-    """:func:`rank_overlap` of models ``a`` and ``b``'s cells against each other with their
-    cells within (different layers of one of the two)."""
-    owners = np.asarray(table.owners)
-    is_a, is_b = owners == a, owners == b
-    across = (is_a[:, None] & is_b[None, :]) | (is_b[:, None] & is_a[None, :])
-    within = ((is_a[:, None] & is_a[None, :]) | (is_b[:, None] & is_b[None, :])) & \
-        ~np.eye(len(owners), dtype=bool)
-    return rank_overlap(M[across], M[within])
 
 
 @WU.claim("wu-attention-heads", "§5.2, Fig. 4",
@@ -693,10 +507,10 @@ def pair_overlap(M: np.ndarray, table: LayerTable, a: str, b: str) -> float:
 def attention_heads(methods: Mapping[str, np.ndarray] | None,
                     collection: LayerCollection | None) -> list[Evidence]:
     """Per pair of models (the pretrained ones when there are two or more), the mean of the
-    head-level methods' :func:`pair_overlap` minus the mean of the distributed ones'; one
-    value per pair, a t interval over pairs. Each method is ranked against itself, so
-    near-uniform heads, whose JS similarity is high between any two models, do not lift the
-    head-level side: they are as high within a model."""
+    head-level methods' :func:`~analysis_lib.collection.pair_overlap` minus the mean of the
+    distributed ones'; one value per pair, a t interval over pairs. Each method is ranked
+    against itself, so near-uniform heads, whose JS similarity is high between any two
+    models, do not lift the head-level side: they are as high within a model."""
     if methods is None or collection is None:
         return []
     frame = collection.table.frame
@@ -879,121 +693,3 @@ def cross_task(cross: Mapping[tuple[str, str, str], pd.DataFrame] | None,
 
 #: the paper's claims, in the order above
 CLAIMS = WU.claims
-
-
-# ------------------------------------------------ the summary numbers with their spread
-
-
-def factor_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
-                 intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]],
-                 factors: Mapping[str, Sequence[tuple[str, str]]], measure: str,
-                 not_learned: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per pair of models that differ in one factor: the mean similarity of their
-    layers at matching relative depth under ``measure`` (the ``matched`` cells of
-    :func:`summary`), its interval where computed, and a flag when
-    either model did not learn (such a pair is left out of the factor's mean, not compared
-    silently).
-
-    ``factors`` maps a factor's name to its pairs of model names as the collection holds
-    them (e.g. ``{"seed": [("zoo:base", "zoo:seed-1")]}``).
-    """
-    values, bounds = summaries[measure], intervals.get(measure, {})
-    rows = []
-    for factor, pairs in factors.items():
-        for a, b in pairs:
-            key = matched_key(values, a, b)
-            low, high = bounds.get(key, (float("nan"), float("nan")))
-            flagged = [m for m in (a, b) if m in set(not_learned)]
-            rows.append({"factor": factor, "models": f"{a} vs {b}",
-                         measure: values[key], "low": low, "high": high,
-                         "note": f"{', '.join(flagged)} did not learn" if flagged else ""})
-    frame = pd.DataFrame(rows)
-    usable = frame[frame["note"] == ""]
-    means = usable.groupby("factor", sort=False)[measure].mean()
-    frame["factor mean"] = frame["factor"].map(means)
-    return frame
-
-
-def pair_table(summaries: Mapping[str, Mapping[SummaryKey, float]],
-               intervals: Mapping[str, Mapping[SummaryKey, tuple[float, float]]]) -> pd.DataFrame:
-    """One row per pair of models, one column per measure: the mean across the two models'
-    layers (from :func:`summary`), with its interval where one was
-    computed."""
-    out = {}
-    for measure, values in summaries.items():
-        column: dict[str, str] = {}
-        for key, value in values.items():
-            if not (isinstance(key, PairKey) and key.kind == "pair"):
-                continue
-            text = f"{value:.3f}"
-            if measure in intervals and key in intervals[measure]:
-                low, high = intervals[measure][key]
-                text += f" [{low:.3f}, {high:.3f}]"
-            column[f"{key.a} - {key.b}"] = text
-        out[measure] = column
-    return pd.DataFrame(out).rename_axis("models")
-
-
-def summary_jackknife(measure: str, collection: Collection, *, n_folds: int = 10,
-                      seed: int = 0, controlled: bool = False,
-                      models: Sequence[str] | None = None) -> Jackknife:
-    """Every :func:`summary` number of one measure with its
-    grouped-jackknife replicates: the sentences are split at random into ``n_folds`` folds
-    and the matrix is computed with each fold left out
-    (:func:`~analysis_lib.similarity.leave_out_matrices`: for CKA and neuronsim
-    from per-fold moments in about the time of one matrix). Two measures jackknifed with the
-    same ``seed`` and ``n_folds`` on the same collection share their folds, so a contrast of
-    the two has replicates too (:func:`summary_jackknives` computes several in one pass).
-
-    Why not the bootstrap here: a bootstrap resample repeats sentences, and repeated stimuli
-    raise the chance level of CKA-like measures, so the resampled values are shifted
-    (upwards, by as much as the spread itself for small samples) and neither the percentile
-    nor the basic interval is reliable. Leaving out a fold keeps every stimulus distinct.
-
-    ``models``: numbers of ``summary(..., models=models)``, computed on those models'
-    layers only.
-    """
-    return summary_jackknives([measure], collection, n_folds=n_folds, seed=seed,
-                              controlled=controlled, models=models)[canonical(measure)]
-
-
-@profiled("resampling", lambda measures, *a, **k:
-          f"jackknife {measures if isinstance(measures, str) else ', '.join(measures)}")
-def summary_jackknives(measures: Sequence[str], collection: Collection, *, n_folds: int = 10,
-                       seed: int = 0, controlled: bool = False,
-                       models: Sequence[str] | None = None) -> dict[str, Jackknife]:
-    """:func:`summary_jackknife` of several measures on the same folds, ``{canonical name:
-    Jackknife}``, from one pass: the estimates from one suite
-    (:func:`~analysis_lib.similarity.pairwise_suite`) and the left-out matrices from shared
-    per-fold moments (:func:`~analysis_lib.similarity.leave_out.leave_out_suite`). Each
-    measure's numbers are exactly those it gets alone on the same path (NumPy or torch;
-    the ``auto`` rule may time the set and a measure alone to different paths, which agree
-    to rounding)."""
-    if models is not None:
-        collection = subset(collection, models)
-    if n_folds < 2:
-        raise ValueError(f"n_folds must be at least 2, got {n_folds}")
-    layers = regress_out(collection.layers, collection.covariates) if controlled else \
-        collection.layers
-    sentences = np.unique(collection.sentence)
-    if n_folds > len(sentences):
-        raise ValueError(f"n_folds={n_folds} is more than the {len(sentences)} sentences")
-    fold_of = dict(zip(np.random.default_rng(seed).permutation(sentences),
-                       np.arange(len(sentences)) % n_folds))
-    fold = np.array([fold_of[s] for s in collection.sentence])
-    estimates = pairwise_suite(layers, measures=measures, progress=False)
-    left_out = leave_out_suite(layers, fold, measures)
-    return {name: Jackknife(summary(M, collection),
-                            pd.DataFrame([summary(K, collection) for K in left_out[name]]))
-            for name, M in estimates.items()}
-
-
-def summary_intervals(measure: str, collection: Collection, *, n_folds: int = 10,
-                      level: float = 0.95, seed: int = 0, controlled: bool = False,
-                      models: Sequence[str] | None = None
-                      ) -> dict[SummaryKey, tuple[float, float]]:
-    """Intervals of every :func:`summary` number of one measure:
-    ``estimate +- z * se`` with the grouped-jackknife standard error of :func:`summary_jackknife`
-    (``se^2 = (K - 1) / K * sum_k (theta_k - mean theta)^2``)."""
-    return summary_jackknife(measure, collection, n_folds=n_folds, seed=seed,
-                             controlled=controlled, models=models).intervals(level)
