@@ -443,7 +443,7 @@ def test_masked_only_training_loss_is_the_models_own():
     model.zero_grad()
     sparse = pt.MaskedOnly(model)(input_ids=ids, labels=labels).loss
     sparse.backward()
-    assert float(sparse) == pytest.approx(float(full), abs=1e-6)
+    assert sparse.item() == pytest.approx(full.item(), abs=1e-6)
     for name, grad in want.items():
         torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad,
                                    atol=1e-6, rtol=1e-5)
