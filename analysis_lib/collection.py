@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .data.corpora import Corpus
+from .families import causal_family
 from .layers import LayerCollection, LayerTable
 from .runtime.profile import profiled
 from .similarity import SYMMETRIC, pairwise_suite, ranked_localization
@@ -432,8 +433,6 @@ def _cells(collection: LayerCollection, models: Sequence[str] | None
            ) -> tuple[dict[SummaryKey, np.ndarray], np.ndarray]:
     """:func:`summary`'s groups of cells as masks, and the mask of the chosen models'
     cells."""
-    from .models.info import causal_family  # loads PyTorch: only where cells are computed
-
     frame = collection.table.frame
     owners, fam = frame["model"].to_numpy(), frame["family"].to_numpy()
     chosen = list(dict.fromkeys(owners)) if models is None else list(models)

@@ -349,6 +349,26 @@ def test_a_decoder_of_a_new_family_is_read_as_causal(tmp_path):
         [False] * 5
 
 
+def test_the_families_the_library_names_read_as_transformers_builds_them():
+    """The named sets answer without transformers what its tables answer: a causal family
+    is built as a causal language model and not as a masked one, an encoder family as a
+    masked one (XLNet, the exception, has a causal head and reads both directions)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL,
+    )
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES as MASKED,
+    )
+
+    from analysis_lib import families
+
+    assert families.ENCODER_FAMILIES <= set(MASKED)
+    known = [f for f in families.CAUSAL_FAMILIES if f in CAUSAL]
+    assert len(known) >= 10 and not set(known) & set(MASKED)
+    assert families.BIDIRECTIONAL_FAMILIES <= set(CAUSAL) - set(MASKED)
+    assert not (families.CAUSAL_FAMILIES & families.ENCODER_FAMILIES)
+
+
 def test_a_damaged_weights_file_is_named_with_the_fix(tmp_path, tiny_models):
     model, tokenizer, _ = tiny_models["bert"]
     folder = tmp_path / "cut"

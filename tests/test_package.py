@@ -193,7 +193,8 @@ CORE_MODULES = ("analysis_lib.similarity", "analysis_lib.similarity.stats",
                 "analysis_lib.alignment", "analysis_lib.alignment.pairs", "analysis_lib.layers",
                 "analysis_lib.data.synthetic", "analysis_lib.data.stimuli", "analysis_lib.rules",
                 "analysis_lib.runtime.cache", "analysis_lib.runtime.device",
-                "analysis_lib.collection", "analysis_lib.similarity.curves",
+                "analysis_lib.collection", "analysis_lib.families",
+                "analysis_lib.similarity.curves",
                 "analysis_lib.claims",
                 "analysis_lib.claims.verdicts", "analysis_lib.claims.tables",
                 "analysis_lib.claims.causes", "analysis_lib.claims.training_gate",
@@ -227,6 +228,59 @@ def test_the_core_modules_import_and_measure_with_torch_unavailable():
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert 0.9 < float(ran.stdout.strip()) <= 1.0
+
+
+SUMMARY_WITHOUT_TORCH = textwrap.dedent("""
+    import json
+    import numpy as np
+    from analysis_lib import collection, families
+    from analysis_lib.layers import LayerTable
+
+    table = LayerTable.concat([LayerTable.for_model("enc", "bert", True, 2),
+                               LayerTable.for_model("dec", "gpt2", True, 2),
+                               LayerTable.for_model("enc2", "roberta", True, 2)])
+    rng = np.random.default_rng(0)
+    layers = [rng.standard_normal((40, 5)) for _ in range(len(table))]
+    c = collection.Collection(table, layers, np.arange(40), np.zeros((40, 3)),
+                              np.repeat(np.arange(8), 5))
+    M = np.arange(81, dtype=float).reshape(9, 9) / 81
+    found = collection.summary(M, c)
+    jackknife = collection.summary_jackknife("linear_cka", c, n_folds=4)
+    try:
+        families.causal_family("a-family-nobody-knows")
+        unknown = "no error"
+    except ImportError as error:
+        unknown = str(error)
+    print(json.dumps({"summary": {str(k): v for k, v in found.items()},
+                      "se": jackknife.se("within_model"), "unknown": unknown}))
+""")
+
+
+def test_a_collection_matrix_is_summarised_with_torch_and_transformers_unavailable():
+    """The statistics of a collection matrix are core: which family reads left to right is
+    known without transformers for the families the library names, and a family it does not
+    name says what to install rather than guessing."""
+    import json
+
+    from analysis_lib import collection
+    from analysis_lib.layers import LayerTable
+
+    blocked = BLOCK_TORCH.split("for name in sys.argv")[0]
+    ran = subprocess.run([sys.executable, "-c", blocked + SUMMARY_WITHOUT_TORCH],
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    table = LayerTable.concat([LayerTable.for_model("enc", "bert", True, 2),
+                               LayerTable.for_model("dec", "gpt2", True, 2),
+                               LayerTable.for_model("enc2", "roberta", True, 2)])
+    here = collection.Collection(table, [], np.arange(0), np.zeros((0, 3)), np.arange(0))
+    want = collection.summary(np.arange(81, dtype=float).reshape(9, 9) / 81, here)
+    assert got["summary"].keys() == {str(k) for k in want}
+    for key, value in want.items():
+        assert got["summary"][str(key)] == pytest.approx(value, nan_ok=True), key
+    assert got["summary"]["encoder_decoder"] != got["summary"]["encoders_across"]
+    assert got["se"] > 0
+    assert 'pip install "analysis_lib[models]"' in got["unknown"]
 
 
 def test_the_command_prints_the_version_and_names_a_missing_extra(monkeypatch, capsys):

@@ -41,7 +41,7 @@ API_PAGES: dict[str, tuple[str, ...]] = {
                    "analysis_lib.data.tasks", "analysis_lib.data.stimuli",
                    "analysis_lib.data.labels",
                    "analysis_lib.data.synthetic"),
-    "models": ("analysis_lib.models.loading", "analysis_lib.models.info",
+    "models": ("analysis_lib.families", "analysis_lib.models.loading", "analysis_lib.models.info",
                "analysis_lib.models.packaged", "analysis_lib.models.random_init",
                "analysis_lib.models.batching", "analysis_lib.models.zoo",
                "analysis_lib.models.zoo_store"),

@@ -8,7 +8,8 @@
 ``info``         :class:`ModelInfo`, what the analyses need to know about a model
 """
 
-from .info import CAUSAL_FAMILIES, LoadedModel, ModelInfo, causal_family, weights_digest
+from ..families import CAUSAL_FAMILIES, causal_family
+from .info import LoadedModel, ModelInfo, weights_digest
 from .loading import OFFLINE_MODELS, PACKAGED, check_name, load, random_options
 from .packaged import MissingModelPackage
 from .random_init import FAMILIES, TOKENIZER_KIND, train_tokenizer

@@ -7,40 +7,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+from ..families import causal_family
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-#: Families whose models read left to right (causal attention). Beyond these,
-#: :func:`is_causal` counts every family transformers builds as a causal language model
-#: and not as a masked one (qwen3, gemma3, phi3, ... as they come).
-CAUSAL_FAMILIES = {"gpt2", "openai-gpt", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral",
-                   "opt", "bloom", "qwen2", "gemma", "phi", "ctrl", "transfo-xl"}
-#: families with a causal-LM head whose representations read both directions: XLNet's
-#: permutation objective sees the whole sentence
-BIDIRECTIONAL_FAMILIES = {"xlnet"}
-
-
-def causal_family(family: str) -> bool:
-    """Whether models of ``family`` (``config.model_type``) read left to right: a known
-    causal family (:data:`CAUSAL_FAMILIES`), or one transformers builds as a causal language
-    model and not as a masked one (a decoder-only family, new ones included)."""
-    if family in CAUSAL_FAMILIES:
-        return True
-    if family in BIDIRECTIONAL_FAMILIES:
-        return False
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
-
-    return (family in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-            and family not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
-
-
 def is_causal(config: Any) -> bool:
     """Whether a model of this configuration reads left to right: a causal family
-    (:func:`causal_family`), or a configuration marked ``is_decoder`` (the zoo's causal
-    BERTs)."""
+    (:func:`~analysis_lib.families.causal_family`), or a configuration marked
+    ``is_decoder`` (the zoo's causal BERTs)."""
     return bool(getattr(config, "is_decoder", False)) or causal_family(
         getattr(config, "model_type", ""))
 

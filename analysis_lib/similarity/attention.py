@@ -21,7 +21,8 @@ match among the heads of B under a method, averaged over A's heads. Asymmetric.
 
 Distributed view, :func:`attention_representation`: the (word pairs x heads) matrix whose rows
 are every (i, j) word pair of every sentence and whose columns are heads; feed it to any
-representation measure (SVCCA, PWCCA, CKA).
+representation measure (SVCCA, PWCCA, CKA). :data:`COMPARISONS` names Wu et al.'s six ways
+of comparing two layers' attention, three of each view.
 """
 
 from __future__ import annotations
