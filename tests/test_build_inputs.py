@@ -232,3 +232,20 @@ def test_staging_again_rewrites_only_what_changed(tmp_path):
     assert {n for n, t in now.items() if t != old} == {"book/intro.md", "notebooks/a.ipynb"}
     assert (src / "book" / "intro.md").read_text() == "front, again"
     assert (src / "notebooks" / "a.ipynb").read_text() == '{"cells": []}'
+
+
+def test_a_build_prints_nothing_of_the_kernels_own_log(tmp_path, capfd):
+    """The kernel's start-up warning and its shutdown interrupt stay out of the build's
+    output (``builder.KERNEL_ARGUMENTS``); what a cell prints stays in the page."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import sys\nprint('to the page', file=sys.stderr)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, str(path))
+    capfd.readouterr()
+    done = builder.execute(path, {}, tmp_path / "out")
+    err = capfd.readouterr().err
+    assert "IPKernelApp" not in err and "Kernel is running" not in err, err
+    page = nbformat.read(str(done.path), as_version=4)
+    assert "to the page" in "".join(o.get("text", "") for o in page.cells[-1].outputs)

@@ -312,6 +312,14 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
              "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
 
 
+#: The kernels' own log is left out of the build's output: at every start it warns that the
+#: kernel talks to the build over this machine's local TCP ports without encryption, and at
+#: every end jupyter_client interrupts it before asking it to stop, which it may log as an
+#: error although nothing failed. What a notebook does wrong reaches the build through
+#: papermill (a cell's error, a kernel that died), not through this log.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+
+
 def _quiet_env(extra: dict[str, str] | None = None):
     return environment({**QUIET_ENV, **(extra or {})})
 
@@ -362,7 +370,8 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
                 papermill.execute_notebook(str(path), str(tmp), parameters=parameters,
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout,
-                                           request_save_on_cell_execute=False)
+                                           request_save_on_cell_execute=False,
+                                           extra_arguments=KERNEL_ARGUMENTS)
             break
         except papermill.PapermillExecutionError as error:
             raise BuildError(_describe_failure(tmp, path, error)) from error
