@@ -317,7 +317,7 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 #: every end jupyter_client interrupts it before asking it to stop, which it may log as an
 #: error although nothing failed. What a notebook does wrong reaches the build through
 #: papermill (a cell's error, a kernel that died), not through this log.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=CRITICAL",)
 
 
 def _quiet_env(extra: dict[str, str] | None = None):
@@ -371,7 +371,7 @@ def execute(path: Path, parameters: dict[str, Any], out_dir: Path, *, force: boo
                                            cwd=str(path.parent), progress_bar=False,
                                            report_mode=False, execution_timeout=cell_timeout,
                                            request_save_on_cell_execute=False,
-                                           extra_arguments=KERNEL_ARGUMENTS)
+                                           extra_arguments=list(KERNEL_ARGUMENTS))
             break
         except papermill.PapermillExecutionError as error:
             raise BuildError(_describe_failure(tmp, path, error)) from error
