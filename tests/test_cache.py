@@ -344,7 +344,8 @@ def test_a_file_where_an_entry_belongs_is_replaced_not_fatal(tmp_path):
         calls.append(1)
         return {"a": np.arange(3.0)}, {"m": 1}
 
-    arrays, _ = cache.get_or_compute("k", compute)
+    with pytest.warns(RuntimeWarning, match="is damaged .* it will be recomputed"):
+        arrays, _ = cache.get_or_compute("k", compute)
     again, _ = cache.get_or_compute("k", compute)
     assert len(calls) == 1 and cache.path("k").is_dir()
     np.testing.assert_array_equal(again["a"], np.arange(3.0))
