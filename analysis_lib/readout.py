@@ -236,7 +236,10 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
     (:func:`probe_accuracy`'s) fitted on the top layer's training vectors of the fine-tuned
     encoder, then applied unchanged, scaling included, to every layer's test vectors. The
     top layer's accuracy is the probe's full score. One row per run, pooling and layer
-    ``1..L``: model, task, seed, pooling, layer, accuracy."""
+    ``1..L``: model, task, seed, pooling, layer, accuracy, and, as in :func:`score_grid`'s
+    table, ``config`` (``"UNTUNED"``: a head fitted at the top, read unchanged below) and
+    ``full`` (that run and pooling's top-layer accuracy), so that one pooling's rows are
+    read as UNTUNED's scores are."""
     rows = []
     for model, task_name, run_seed, result in runs.each(models, tasks):
         task = runs.task(task_name)
@@ -244,11 +247,12 @@ def pooling_scores(runs: Runs, models: Sequence[str], tasks: Sequence[str]) -> p
         for pooling, by_part in feats.items():
             top = len(by_part["test"]) - 1
             clf = logistic_probe().fit(by_part["train"][top], task.train.labels)
-            for layer in range(1, top + 1):
-                predicted = clf.predict(by_part["test"][layer])
-                rows.append({"model": model, "task": task_name, "seed": run_seed,
-                             "pooling": pooling, "layer": layer,
-                             "accuracy": float(np.mean(predicted == task.test.labels))})
+            scores = [float(np.mean(clf.predict(by_part["test"][layer]) == task.test.labels))
+                      for layer in range(1, top + 1)]
+            rows += [{"model": model, "task": task_name, "seed": run_seed, "pooling": pooling,
+                      "config": "UNTUNED", "layer": layer, "accuracy": accuracy,
+                      "full": scores[-1]}
+                     for layer, accuracy in enumerate(scores, start=1)]
     return pd.DataFrame(rows)
 
 

@@ -9,7 +9,8 @@ import torch
 from analysis_lib import claims, collect, extract, models, readout
 from analysis_lib.book import prose
 from analysis_lib.claims import causes, verdicts
-from analysis_lib.claims.papers import merchant
+from analysis_lib.claims.claim import claim_of
+from analysis_lib.claims.papers import merchant, phang
 from analysis_lib.data import corpora, tasks
 from analysis_lib.training import finetune, surgery
 from analysis_lib.training.grid import Runs
@@ -199,11 +200,24 @@ def _scores(untuned_drop, tuned_drop, gain, seeds=(0, 1, 2), layers=6, noise=0.0
     return pd.DataFrame(rows)
 
 
-def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rule():
+def _by_depth(scores):
+    """The UNTUNED claim judged at every number of dropped layers, as the truncation page
+    judges it: the claim's own evidence with ``dropped`` as a setting."""
+    top = int(scores.layer.max())
+    return causes.by_unit(claim_of(phang.untuned),
+                          {d: phang.untuned(scores, dropped=d) for d in range(1, top)},
+                          "dropped", "full - UNTUNED")
+
+
+def _at(table, dropped):
+    return table[table.dropped == dropped]
+
+
+def test_untuned_judged_at_each_number_of_dropped_layers_by_the_claims_rule():
     scores = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1)  # collapses 2 below the top
-    table = causes.untuned_by_depth(scores)
+    table = _by_depth(scores)
     assert table.dropped.tolist() == [1, 2, 3, 4, 5]
-    np.testing.assert_allclose(table.share, np.arange(1, 6) / 6)
+    assert table.unit.nunique() == 1 and table.n.tolist() == [3] * 5
     assert table.verdict.tolist() == ["holds"] + ["opposite"] * 4
     np.testing.assert_allclose(table["full - UNTUNED"].iloc[1:], 0.3, atol=0.01)
     assert (table.low <= table["full - UNTUNED"]).all()
@@ -213,22 +227,39 @@ def test_untuned_by_depth_judges_each_number_of_dropped_layers_by_the_claims_rul
     assert f"{table['full - UNTUNED'].iloc[1]:+.3f}" in found.loc["phang-untuned",
                                                                   "what this run shows"]
     assert table.verdict.iloc[1] == found.loc["phang-untuned", "verdict"]
+    assert phang.untuned(scores) == phang.untuned(scores, dropped=2)
     # a third of 6 layers is two (Phang et al. drop four of twelve): the claim's own row
-    assert table.phang_share.tolist() == [False, True, False, False, False]
-    change = causes.depth_change(table)
+    assert round(6 * phang.PHANG_SHARE) == 2
+    change = causes.changes(_at(table, 2), _at(table, 2), ["unit"], "full - UNTUNED")
     assert change.before.tolist() == change.after.tolist()
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == \
         "not the cause"
     # twelve layers: the paper's share is four dropped, where this model does not collapse
     deep = _scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1, layers=12)
     deep.loc[(deep.config == "UNTUNED") & (deep.layer <= 8), "accuracy"] = 0.8
-    deep = causes.untuned_by_depth(deep)
-    assert deep[deep.phang_share].dropped.tolist() == [4]
-    change = causes.depth_change(deep)
+    deep = _by_depth(deep)
+    assert round(12 * phang.PHANG_SHARE) == 4
+    change = causes.changes(_at(deep, 2), _at(deep, 4), ["unit"], "full - UNTUNED")
     assert (change.verdict_before.tolist(), change.verdict_after.tolist()) == \
         (["opposite"], ["holds"])
     assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
-    assert causes.depth_change(deep.iloc[:0]).empty
+    assert causes.changes(deep.iloc[:0], deep.iloc[:0], ["unit"], "full - UNTUNED").empty
+
+
+def test_by_unit_judges_each_unit_on_its_own_and_keeps_the_settings_order():
+    """Two units at each setting: each judged as the claim judges one unit alone (no
+    adjustment over the two), one row per setting and unit, in the order given."""
+    two = pd.concat([_scores(0.3, 0.0, 0.1), _scores(0.0, 0.0, 0.1).assign(task="u")])
+    table = causes.by_unit(claim_of(phang.untuned),
+                           {d: phang.untuned(two, dropped=d) for d in (3, 1)},
+                           "dropped", "full - UNTUNED")
+    assert table.dropped.tolist() == [3, 3, 1, 1]
+    assert table.unit.tolist() == ["m, t, full - UNTUNED", "m, u, full - UNTUNED"] * 2
+    for row in table.itertuples():
+        alone = [e for e in phang.untuned(two, dropped=row.dropped) if e.unit == row.unit]
+        assert verdicts.decide(claim_of(phang.untuned), alone).outcome == row.verdict
+    assert table.verdict.tolist() == ["opposite", "holds", "holds", "holds"]
+    assert causes.by_unit(claim_of(phang.untuned), {}, "dropped", "x").empty
 
 
 def test_the_untuned_claim_is_judged_only_where_its_block_structure_holds():
@@ -398,6 +429,9 @@ def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(t
         # at the top layer the probe reads the vectors it was fitted on: the plain probe
         at_top = pooled[(pooled.pooling == pooling) & (pooled.layer == top)].accuracy.item()
         assert at_top == pytest.approx(readout.probe_accuracy(feats[pooling], top, task))
+        # UNTUNED's layout: the top layer's accuracy is the full score of every layer's row
+        assert (pooled[pooled.pooling == pooling].full == at_top).all()
+    assert set(pooled.config) == {"UNTUNED"}
     assert np.array_equal(feats["first"]["test"][2],
                           collect.first_token_features(result.load(), task, ["test"])["test"][2])
     assert not np.allclose(feats["first"]["test"][2], feats["mean"]["test"][2])
@@ -405,47 +439,59 @@ def test_pooling_scores_read_each_pooling_with_a_probe_fitted_on_the_top_layer(t
 
 def test_the_pooling_change_names_the_first_token_the_cause_where_only_it_collapses():
     def planted(drop_first, drop_mean, seeds=(0, 1, 2, 3, 4)):
+        """Rows as ``readout.pooling_scores`` gives them: a head fitted at the top and read
+        unchanged below (UNTUNED), ``full`` its top-layer accuracy."""
         rng = np.random.default_rng(0)
         rows = []
         for pooling, drop in (("first", drop_first), ("mean", drop_mean)):
             for s in seeds:
-                for layer in range(1, 7):
-                    lost = drop if layer <= 4 else 0.0
-                    rows.append({"model": "m", "task": "t", "seed": s, "pooling": pooling,
-                                 "layer": layer,
-                                 "accuracy": 0.8 - lost + 0.002 * rng.standard_normal()})
+                at = {layer: 0.8 - (drop if layer <= 4 else 0.0)
+                      + 0.002 * rng.standard_normal() for layer in range(1, 7)}
+                rows += [{"model": "m", "task": "t", "seed": s, "pooling": pooling,
+                          "config": "UNTUNED", "layer": layer, "accuracy": value,
+                          "full": at[6]} for layer, value in at.items()]
         return pd.DataFrame(rows)
 
-    by_pooling = causes.untuned_by_pooling(planted(0.3, 0.0))
-    assert by_pooling.set_index("pooling").verdict.to_dict() == {"first": "opposite",
-                                                                "mean": "holds"}
-    assert by_pooling.layer.tolist() == [4, 4]
-    change = causes.pooling_change(by_pooling)
-    assert change.before.item() == pytest.approx(0.3, abs=0.01)
-    assert causes.setting_cause(change.verdict_before, change.verdict_after) == "the cause"
-    both = causes.pooling_change(causes.untuned_by_pooling(planted(0.3, 0.25)))
+    def by_pooling(pooled):
+        return causes.by_unit(claim_of(phang.untuned),
+                              {p: phang.untuned(pooled[pooled.pooling == p])
+                               for p in pooled.pooling.unique()}, "pooling", "full - UNTUNED")
+
+    def change(table):
+        return causes.changes(table[table.pooling == "first"], table[table.pooling == "mean"],
+                              ["unit"], "full - UNTUNED")
+
+    table = by_pooling(planted(0.3, 0.0))
+    assert table.set_index("pooling").verdict.to_dict() == {"first": "opposite",
+                                                           "mean": "holds"}
+    first = change(table)
+    assert first.before.item() == pytest.approx(0.3, abs=0.01)
+    assert causes.setting_cause(first.verdict_before, first.verdict_after) == "the cause"
+    both = change(by_pooling(planted(0.3, 0.25)))
     assert causes.setting_cause(both.verdict_before, both.verdict_after) == "not the cause"
 
 
 def test_the_schedule_change_names_what_training_length_did():
-    short = causes.untuned_by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
-    shows = causes.untuned_by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
-    narrower = causes.untuned_by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
+    short = _by_depth(_scores(untuned_drop=0.3, tuned_drop=0.0, gain=0.1))
+    shows = _by_depth(_scores(untuned_drop=0.0, tuned_drop=0.0, gain=0.1))
+    narrower = _by_depth(_scores(untuned_drop=0.2, tuned_drop=0.0, gain=0.1))
+
+    def schedule_change(before, after):  # the claim's own reading, two layers dropped
+        return causes.changes(_at(before, 2), _at(after, 2), ["unit"], "full - UNTUNED")
 
     def cause(before, after):
-        change = causes.schedule_change(before, after)
-        assert change.unit.tolist() == [", ".join(k) for k in
-                                        before[["model", "task"]].drop_duplicates().values]
+        change = schedule_change(before, after)
+        assert change.unit.tolist() == before.unit.drop_duplicates().tolist()
         return causes.setting_cause(change.verdict_before, change.verdict_after)
 
-    change = causes.schedule_change(short, shows)
+    change = schedule_change(short, shows)
     assert change.before.iloc[0] == pytest.approx(0.3, abs=0.01)  # two dropped layers
     assert change.after.iloc[0] == pytest.approx(0.0, abs=0.01)
     assert cause(short, shows) == "the cause"
     assert cause(shows, shows) == "shows either way"
     assert cause(short, narrower) == "not the cause"  # narrower, still beyond the effect
-    mixed = pd.concat([shows.assign(task="a"), short.assign(task="b")])
-    assert cause(pd.concat([short.assign(task="a"), short.assign(task="b")]), mixed) == \
+    mixed = pd.concat([shows.assign(unit="a"), short.assign(unit="b")])
+    assert cause(pd.concat([short.assign(unit="a"), short.assign(unit="b")]), mixed) == \
         "undecided"
     assert prose.missing_schedule("none") == "not read: `longer_profile` is `none`"
     assert "--profile larger" in prose.missing_schedule("larger")

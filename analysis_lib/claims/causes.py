@@ -2,10 +2,10 @@
 show? The same units judged with the setting as a page has it and changed, compared by
 their verdicts (:func:`setting_cause`), never by raw statistics, so that a change that moves
 an estimate within its noise names no cause. Every chapter asks the question through this
-module; Phang et al.'s UNTUNED claim (:func:`~analysis_lib.claims.papers.phang.untuned`) is
-asked it for three factors: the depth dropped (:func:`untuned_by_depth`,
-:func:`depth_change`), the pooling its head reads (:func:`untuned_by_pooling`,
-:func:`pooling_change`) and the schedule (:func:`schedule_change`)."""
+module: a claim's own evidence function computed at each setting (a keyword argument with a
+default is a setting, :attr:`~analysis_lib.claims.claim.Claim.reads`), judged unit by unit
+(:func:`by_unit`) or as one unit (:func:`by_setting`), and two settings' units compared
+(:func:`changes`, :func:`first_to_last`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .claim import MIXED, NOT_MEASURED, VERDICTS, Claim, Evidence, claim_of
-from .papers import phang
+from .claim import MIXED, NOT_MEASURED, VERDICTS, Claim, Evidence
 from .tables import outcome_of
 from .verdicts import decide
 
@@ -114,6 +113,29 @@ def by_setting(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], colu
     return pd.DataFrame(rows)
 
 
+def by_unit(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], column: str,
+            statistic: str) -> pd.DataFrame:
+    """One claim judged at each setting (layers dropped, the vector a head reads, ...), each
+    unit of its evidence on its own, as the claim judges a unit: ``evidence_by`` maps each
+    setting to the claim's evidence there (its evidence function called with the setting),
+    in the order the table keeps. One row per setting and unit: the setting (``column``),
+    ``unit`` (the unit's name), its estimate (``statistic``), ``low``, ``high``, ``n`` (the
+    values it rests on) and its ``verdict``. Two settings' rows are :func:`changes`' input,
+    matched on ``unit``."""
+    rows = []
+    for setting, evidence in evidence_by.items():
+        for one in evidence:
+            verdict = decide(claim, [one])
+            unit = verdict.units.iloc[0]
+            n = unit.get("n", np.nan)
+            rows.append({column: setting, "unit": one.unit,
+                         statistic: float(unit.estimate), "low": float(unit.low),
+                         "high": float(unit.high), "n": int(n) if pd.notna(n) else 0,
+                         "verdict": verdict.outcome})
+    return pd.DataFrame(rows, columns=[column, "unit", statistic, "low", "high", "n",
+                                       "verdict"])
+
+
 def first_to_last(by_setting_table: pd.DataFrame, statistic: str) -> pd.DataFrame:
     """:func:`by_setting`'s first and last settings (the earliest checkpoint against the
     trained models; the base width against the wider models) as :func:`changes`, whose
@@ -122,87 +144,3 @@ def first_to_last(by_setting_table: pd.DataFrame, statistic: str) -> pd.DataFram
     first, last = by_setting_table.iloc[[0]], by_setting_table.iloc[[-1]]
     unit = f"{column} {first[column].iloc[0]} to {last[column].iloc[0]}"
     return changes(first.assign(unit=unit), last.assign(unit=unit), ["unit"], statistic)
-
-
-# ----------------------------------------------- the UNTUNED claim with one factor changed
-
-
-def untuned_by_depth(scores: pd.DataFrame) -> pd.DataFrame:
-    """The depth ablation of the claim of ``phang.untuned``: per task and number of top layers
-    dropped (1 .. L-1), the full model's accuracy minus UNTUNED's, over seeds, judged by the claim's
-    rule, beside the share of the model's depth dropped. Phang et al. drop the top four of
-    RoBERTa-base's twelve layers (a third); in a 6-layer model the same share is two layers, the
-    claim's own reading, and in a 12-layer model four, so a verdict at that row says what the model
-    does at the paper's share of its depth. ``phang_share`` marks the row closest to
-    :data:`~analysis_lib.claims.papers.phang.PHANG_SHARE` (at least one layer)."""
-    n_layers = int(scores.layer.max()) if len(scores) else 0
-    rows = []
-    for (model, task), group in scores.groupby(["model", "task"], sort=False):
-        for dropped in range(1, n_layers):
-            verdict = decide(claim_of(phang.untuned), phang.per_seed(
-                group, phang.full_minus("UNTUNED", dropped), "full - UNTUNED"))
-            unit = verdict.units.iloc[0]
-            rows.append({"model": model, "task": task, "dropped": dropped,
-                         "share": dropped / n_layers, "full - UNTUNED": float(unit.estimate),
-                         "low": float(unit.low), "high": float(unit.high),
-                         "verdict": verdict.outcome})
-    out = pd.DataFrame(rows)
-    if len(out):
-        out["phang_share"] = out.dropped == max(1, round(n_layers * phang.PHANG_SHARE))
-    return out
-
-
-def _at_claim(by_depth: pd.DataFrame) -> pd.DataFrame:
-    """The rows of :func:`untuned_by_depth` that the claim of ``phang.untuned`` reads: two layers
-    below the top (or as many as the model can drop)."""
-    return by_depth[by_depth.dropped == min(2, int(by_depth.dropped.max()))]
-
-
-def depth_change(by_depth: pd.DataFrame) -> pd.DataFrame:
-    """The claim of ``phang.untuned``'s units as the page reads them (two layers below the
-    top) and at Phang et al.'s share of depth
-    (:data:`~analysis_lib.claims.papers.phang.PHANG_SHARE`), per (model, task):
-    :func:`changes`, whose verdicts say whether this model's depth is the cause of a claim
-    that does not show. Empty for a model of one transformer layer (no layer to drop)."""
-    if not len(by_depth):
-        return changes(by_depth, by_depth, ["model", "task"], "full - UNTUNED")
-    return changes(_at_claim(by_depth), by_depth[by_depth.phang_share],
-                   ["model", "task"], "full - UNTUNED")
-
-
-def untuned_by_pooling(pooled: pd.DataFrame) -> pd.DataFrame:
-    """The claim of ``phang.untuned``'s statistic on
-    :func:`~analysis_lib.readout.pooling_scores`: per (model, task,
-    pooling), the probe's top-layer accuracy minus its accuracy two layers below (or as many as the
-    model can drop), over seeds, judged by the claim's rule."""
-    rows = []
-    for (model, task, pooling), group in pooled.groupby(["model", "task", "pooling"],
-                                                        sort=False):
-        top = int(group.layer.max())
-        below = max(1, top - 2)
-        wide = group.pivot_table(index="seed", columns="layer", values="accuracy")
-        verdict = decide(claim_of(phang.untuned), [Evidence.from_values(
-            f"{model}, {task}, {pooling}", wide[top] - wide[below])])
-        unit = verdict.units.iloc[0]
-        rows.append({"model": model, "task": task, "pooling": pooling, "layer": below,
-                     "top - UNTUNED": float(unit.estimate), "low": float(unit.low),
-                     "high": float(unit.high), "verdict": verdict.outcome})
-    return pd.DataFrame(rows)
-
-
-def pooling_change(by_pooling: pd.DataFrame) -> pd.DataFrame:
-    """:func:`untuned_by_pooling`'s units read from the first token and from the mean over
-    the tokens, per (model, task): :func:`changes`, whose verdicts say whether reading the
-    first token is the cause of a claim that does not show."""
-    first = by_pooling[by_pooling.pooling == "first"] if len(by_pooling) else by_pooling
-    mean = by_pooling[by_pooling.pooling == "mean"] if len(by_pooling) else by_pooling
-    return changes(first, mean, ["model", "task"], "top - UNTUNED")
-
-
-def schedule_change(by_depth: pd.DataFrame, longer: pd.DataFrame) -> pd.DataFrame:
-    """The claim of ``phang.untuned``'s units (two layers below the top) with a page's runs
-    (``by_depth``) and with a longer schedule's (``longer``, both :func:`untuned_by_depth`),
-    per (model, task): :func:`changes`, whose verdicts say whether the short run is the
-    cause of a claim that does not show."""
-    return changes(_at_claim(by_depth), _at_claim(longer),
-                   ["model", "task"], "full - UNTUNED")

@@ -171,9 +171,12 @@ def full_minus(config: str, below: int) -> Callable[[pd.DataFrame], float]:
                   "95.5 against the full model's 96.1: a gap of 0.006"),
     paper_value=0.006,
     chapter="truncation", gates=("untrained",), requires="phang-blocks")
-def untuned(scores: pd.DataFrame | None) -> list[Evidence]:
-    """Per (model, task): the full model minus UNTUNED two layers below the top, per seed."""
-    return per_seed(scores, full_minus("UNTUNED", 2), "full - UNTUNED")
+def untuned(scores: pd.DataFrame | None, dropped: int = 2) -> list[Evidence]:
+    """Per (model, task): the full model minus UNTUNED ``dropped`` layers below the top (the
+    claim reads two), per seed. ``dropped`` is a setting: the truncation page judges the
+    claim at every depth with it, and at Phang et al.'s share of the depth
+    (:data:`PHANG_SHARE`)."""
+    return per_seed(scores, full_minus("UNTUNED", dropped), "full - UNTUNED")
 
 
 @PHANG.claim("phang-tuned", "§4, Fig. 3",
