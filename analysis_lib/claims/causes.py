@@ -105,12 +105,17 @@ def by_setting(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], colu
     for setting, evidence in evidence_by.items():
         verdict = decide(claim, evidence)
         unit = verdict.units.iloc[0] if len(verdict.units) else {}
-        n = unit.get("n", np.nan)
-        rows.append({column: setting,
-                     **{name: float(unit.get(field, np.nan)) for name, field in
-                        ((statistic, "estimate"), ("low", "low"), ("high", "high"))},
-                     "n": int(n) if pd.notna(n) else 0, "verdict": verdict.outcome})
+        rows.append({column: setting, **_judged(unit, statistic, verdict.outcome)})
     return pd.DataFrame(rows)
+
+
+def _judged(unit, statistic: str, outcome: str) -> dict[str, Any]:
+    """One judged unit's row (a row of a verdict's units, or {} for none): its estimate
+    named ``statistic``, ``low``, ``high``, ``n`` and the ``verdict``."""
+    n = unit.get("n", np.nan)
+    return {**{name: float(unit.get(field, np.nan)) for name, field in
+               ((statistic, "estimate"), ("low", "low"), ("high", "high"))},
+            "n": int(n) if pd.notna(n) else 0, "verdict": outcome}
 
 
 def by_unit(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], column: str,
@@ -126,12 +131,8 @@ def by_unit(claim: Claim, evidence_by: Mapping[Any, Sequence[Evidence]], column:
     for setting, evidence in evidence_by.items():
         for one in evidence:
             verdict = decide(claim, [one])
-            unit = verdict.units.iloc[0]
-            n = unit.get("n", np.nan)
             rows.append({column: setting, "unit": one.unit,
-                         statistic: float(unit.estimate), "low": float(unit.low),
-                         "high": float(unit.high), "n": int(n) if pd.notna(n) else 0,
-                         "verdict": verdict.outcome})
+                         **_judged(verdict.units.iloc[0], statistic, verdict.outcome)})
     return pd.DataFrame(rows, columns=[column, "unit", statistic, "low", "high", "n",
                                        "verdict"])
 
