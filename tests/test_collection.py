@@ -573,6 +573,48 @@ def test_objective_claim_leaves_out_a_control_of_the_seed_models_own_seed():
     assert plain.estimate < evidence.estimate - 0.1
 
 
+def test_objective_claim_reads_each_training_length_of_the_controls():
+    """Controls given by training length make one unit each, every unit the gap against
+    that length's controls alone. A gap that only the most trained controls show (planted:
+    the less trained causal models as close to the seeds as another seed is) is how much
+    they learnt, not their objective: the claim no longer holds. A length with one control
+    is one draw, and the claim is not measured."""
+    from analysis_lib.claims.papers.wu import PairKey, objective
+
+    seeds = ["m0", "m1", "m2", "m3"]
+    lengths = {"at step 400": ["c0@400", "c1@400", "c2@400"], "trained": ["c0", "c1", "c2"]}
+
+    def values(early_gap):
+        rng = np.random.default_rng(5)
+        out = {PairKey("matched", a, b): float(rng.uniform(0.79, 0.81))
+               for k, a in enumerate(seeds) for b in seeds[k + 1:]}
+        for s in seeds:
+            out.update({PairKey("matched", s, c): float(rng.uniform(0.49, 0.51))
+                        for c in lengths["trained"]})
+            out.update({PairKey("matched", s, c): 0.8 - early_gap + float(rng.normal(0, 0.003))
+                        for c in lengths["at step 400"]})
+        return out
+
+    for early_gap in (0.3, 0.0):
+        found = objective(values(early_gap), seeds, lengths, None, [], ["linear_cka"])
+        assert [e.unit.split(" (")[0] for e in found] == [
+            "linear_cka, 4 seed models against 3 of the other objective at step 400",
+            "linear_cka, 4 seed models against 3 of the other objective trained"]
+        alone = objective(values(early_gap), seeds, lengths["at step 400"], None, [],
+                          ["linear_cka"])
+        assert found[0].estimate == pytest.approx(alone[0].estimate)
+        assert found[0].estimate == pytest.approx(early_gap, abs=0.02)
+        assert found[1].estimate == pytest.approx(0.3, abs=0.02)
+    assert _objective(values(0.3), seeds, lengths).loc["wu-objective", "verdict"] == "holds"
+    vanished = _objective(values(0.0), seeds, lengths).loc["wu-objective"]
+    assert vanished["verdict"] == "mixed"  # holds against one length, opposite against the other
+    one = _objective(values(0.3), seeds, {**lengths, "at step 100": ["c0@100"]})
+    assert one.loc["wu-objective", "verdict"] == "not measured"
+    assert "c0@100" in one.loc["wu-objective", "what this run shows"]
+    gated = _objective(values(0.3), seeds, lengths, not_learned=["c2@400"])
+    assert "c2@400 did not learn" in gated.loc["wu-objective", "what this run shows"]
+
+
 def test_rank_overlap_matches_its_definition_with_ties_and_gaps():
     """The probability that an across cell is at least as similar as a within cell (ties
     half), against the plain count over every pair of cells; NaN cells are left out."""

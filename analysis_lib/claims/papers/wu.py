@@ -380,13 +380,16 @@ def shared_stages(models: Sequence[str]) -> str:
     "yes: within-family more similar; the objective matters",
     "per masked-LM seed model of the zoo: mean linear CKA at matching depth to the "
     "other masked-LM seeds minus to the causal LMs of the same architecture and training "
-    "length drawn from other seeds, over the seed models", "greater", 0.02, SIM,
+    "length drawn from other seeds, over the seed models; again against the causal LMs at "
+    "each earlier training length they keep (less trained, nearer the masked models' "
+    "perplexity ratio)", "greater", 0.02, SIM,
     control=("condition", "pairs that differ only by the pretraining seed (one factor: "
                           "the objective)"),
     paper_effect=figure("Fig. 2"),
     chapter="representation")
 def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequence[str] | None,
-              zoo_controls: Sequence[str] | None, zoo_draws: Mapping[str, int] | None,
+              zoo_controls: Sequence[str] | Mapping[str, Sequence[str]] | None,
+              zoo_draws: Mapping[str, int] | None,
               not_learned: Sequence[str] | None,
               measures: Sequence[str] | None) -> list[Evidence]:
     """Wu et al.'s family observation with one factor changed: for each of ``zoo_seeds``
@@ -400,23 +403,41 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
     models of different seeds: the seed cancels and the objective is left. One value per
     seed model, a t interval over them; not measured when a model did not learn, or with
     fewer than two controls (one model of the other objective is one draw: its seed and its
-    objective cannot be told apart)."""
+    objective cannot be told apart).
+
+    The two objectives need not learn as much in the same steps (a causal model's perplexity
+    falls further below the unigram baseline's than a masked one's). ``zoo_controls`` as a
+    mapping, from a training length to the controls at it (``{"trained": [...], "at step
+    400": ["zoo:base@400", ...]}``), gives one unit per length: a gap that holds only
+    against the most trained controls would be how much they learnt, not their objective."""
     if zoo_summary is None or not zoo_controls:
         raise NotMeasured("not measured: no zoo in this run (zoo_set is empty, or the word "
                           "arrays are elsewhere)")
-    seeds, controls = list(zoo_seeds or []), list(zoo_controls)
-    skipped = [m for m in [*seeds, *controls] if m in set(not_learned or ())]
+    groups = ({str(k): list(v) for k, v in zoo_controls.items()}
+              if isinstance(zoo_controls, Mapping) else {"": list(zoo_controls)})
+    seeds = list(zoo_seeds or [])
+    everyone = [*seeds, *(m for controls in groups.values() for m in controls)]
+    skipped = [m for m in everyone if m in set(not_learned or ())]
     if skipped:
         raise NotMeasured(f"not measured: {', '.join(skipped)} did not learn")
     if len(seeds) < 2:
         raise NotMeasured("not measured: needs two seed models or more that learned (a "
                           "profile with a zoo_set trains them)")
-    if len(controls) < 2:
-        raise NotMeasured(f"not measured: one model of the other objective "
-                          f"({', '.join(controls)}) is one draw of it, whose seed and "
-                          f"objective cannot be told apart; needs two or more (a zoo set "
-                          f"with causal seed models: seed-1, seed-2, ...)")
-    draws = dict(zoo_draws or {})
+    for controls in groups.values():
+        if len(controls) < 2:
+            raise NotMeasured(f"not measured: one model of the other objective "
+                              f"({', '.join(controls)}) is one draw of it, whose seed and "
+                              f"objective cannot be told apart; needs two or more (a zoo "
+                              f"set with causal seed models: seed-1, seed-2, ...)")
+    rep = _rep(measures) if measures else "linear_cka"
+    return [_objective_gap(zoo_summary, seeds, controls, dict(zoo_draws or {}), rep, length)
+            for length, controls in groups.items()]
+
+
+def _objective_gap(zoo_summary: Mapping[SummaryKey, float], seeds: list[str],
+                   controls: list[str], draws: dict[str, int], rep: str,
+                   length: str) -> Evidence:
+    """:func:`objective`'s unit against one set of controls."""
 
     def matched(a: str, b: str) -> float:
         return zoo_summary[matched_key(zoo_summary, a, b)]
@@ -431,13 +452,12 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
             raise NotMeasured(f"not measured: every control shares {s}'s seed")
         gaps[s] = float(np.mean([matched(s, t) for t in other_draws(s, seeds)])
                         - np.mean([matched(s, c) for c in against]))
-    rep = _rep(measures) if measures else "linear_cka"
-    return [Evidence.from_values(
-        f"{rep}, {len(seeds)} seed models against {len(controls)} of the other objective "
-        f"({', '.join(controls)})",
+    return Evidence.from_values(
+        f"{rep}, {len(seeds)} seed models against {len(controls)} of the other objective"
+        f"{' ' + length if length else ''} ({', '.join(controls)})",
         list(gaps.values()),
         note=f"the seeds' and the controls' pairs are shared; a control of a seed model's "
-             f"own seed is left out of its mean; {per_value(gaps)}")]
+             f"own seed is left out of its mean; {per_value(gaps)}")
 
 
 @WU.claim("wu-other-corpus", "App. B.1",
