@@ -407,9 +407,10 @@ def objective(zoo_summary: Mapping[SummaryKey, float] | None, zoo_seeds: Sequenc
 
     The two objectives need not learn as much in the same steps (a causal model's perplexity
     falls further below the unigram baseline's than a masked one's). ``zoo_controls`` as a
-    mapping, from a training length to the controls at it (``{"trained": [...], "at step
-    400": ["zoo:base@400", ...]}``), gives one unit per length: a gap that holds only
-    against the most trained controls would be how much they learnt, not their objective."""
+    mapping, from a training length to the controls at it (``{"at step 400":
+    ["zoo:base@400", ...], "at step 1600": ["zoo:base", ...]}``), gives one unit per length: a
+    gap that holds only against the most trained controls would be how much they learnt, not
+    their objective."""
     if zoo_summary is None or not zoo_controls:
         raise NotMeasured("not measured: no zoo in this run (zoo_set is empty, or the word "
                           "arrays are elsewhere)")
